@@ -1,0 +1,24 @@
+"""flowc: a compiler for declarative streaming jobs (``.flow`` files).
+
+The public API: :func:`compile` and :func:`compile_file` return a :class:`CompiledJob`;
+bad input raises :class:`CompileError`, which carries the diagnostics as objects.
+"""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+from flowc.diagnostics import CompileError, Diagnostic, Severity
+from flowc.job import CompiledJob, compile, compile_file
+from flowc.spans import Span
+
+__all__ = [
+    "CompileError",
+    "CompiledJob",
+    "Diagnostic",
+    "Severity",
+    "Span",
+    "__version__",
+    "compile",
+    "compile_file",
+]

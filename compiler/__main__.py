@@ -1,0 +1,5 @@
+"""``python -m flowc``."""
+
+from flowc.cli import main
+
+raise SystemExit(main())

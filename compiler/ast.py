@@ -1,0 +1,333 @@
+"""The syntax tree of a .flow file: frozen, slotted dataclasses, each with its source span.
+
+Built from Lark's parse tree by :mod:`flowc.parser` (the shape of Lark's
+``examples/advanced/create_ast.py``). SQL expressions are kept as their source text
+with the sqlglot tree parsed from it; the tree is excluded from equality so that two
+programs with the same text compare equal.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TypeAlias
+
+from sqlglot import exp
+
+from flowc.spans import Span
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Name:
+    """An identifier as written; ``quoted`` for `` `back-quoted` `` names."""
+
+    value: str
+    quoted: bool = False
+    span: Span
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SqlExpr:
+    """A Spark SQL expression: its source text and sqlglot's tree of it."""
+
+    text: str
+    tree: exp.Expression = field(compare=False, repr=False)
+    span: Span
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Value:
+    """A literal in SET or WITH (...): ``kind`` is string, number or word."""
+
+    kind: str
+    text: str
+    span: Span
+
+    @property
+    def python(self) -> str | int | float | bool:
+        """The value as Python sees it: strings unquoted, numbers parsed, words as written."""
+        if self.kind == "string":
+            return _unquote_string(self.text)
+        if self.kind == "number":
+            try:
+                return int(self.text)
+            except ValueError:
+                try:
+                    return float(self.text)
+                except ValueError:
+                    return self.text
+        return self.text
+
+
+def _unquote_string(text: str) -> str:
+    quote = text[0]
+    body = text[1:-1].replace(quote * 2, quote)
+    out: list[str] = []
+    escapes = {"n": "\n", "t": "\t", "r": "\r", "0": "\0", "\\": "\\", "'": "'", '"': '"'}
+    i = 0
+    while i < len(body):
+        ch = body[i]
+        if ch == "\\" and i + 1 < len(body):
+            nxt = body[i + 1]
+            out.append(escapes.get(nxt, "\\" + nxt))
+            i += 2
+            continue
+        out.append(ch)
+        i += 1
+    return "".join(out)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Option:
+    """``key = value`` in a WITH (...) list or a SET statement."""
+
+    key: str
+    key_span: Span
+    value: Value
+    span: Span
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TypeRef:
+    """A Spark SQL type as written (``DECIMAL(12, 2)``, ``ARRAY<STRING>``)."""
+
+    text: str
+    span: Span
+
+
+# ---------------------------------------------------------------- statements
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SetStmt:
+    option: Option
+    span: Span
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ColumnDef:
+    name: Name
+    type: TypeRef
+    span: Span
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WatermarkDef:
+    column: Name
+    expr: SqlExpr
+    span: Span
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CreateSource:
+    name: Name
+    columns: tuple[ColumnDef, ...]
+    watermarks: tuple[WatermarkDef, ...]
+    options: tuple[Option, ...]
+    span: Span
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CreateSink:
+    name: Name
+    columns: tuple[ColumnDef, ...] | None
+    options: tuple[Option, ...]
+    span: Span
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CreateView:
+    name: Name
+    query: Query
+    span: Span
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Insert:
+    sink: Name
+    query: Query
+    span: Span
+
+
+Statement: TypeAlias = SetStmt | CreateSource | CreateSink | CreateView | Insert
+
+
+# ---------------------------------------------------------------- queries
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Relation:
+    """A stream read by name: a source, a view, or a view's side output (``v.name``)."""
+
+    name: Name
+    side_output: Name | None
+    span: Span
+
+    @property
+    def text(self) -> str:
+        if self.side_output is None:
+            return self.name.value
+        return f"{self.name.value}.{self.side_output.value}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SelectItem:
+    expr: SqlExpr
+    alias: Name | None
+    span: Span
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RenameItem:
+    old: Name
+    new: Name
+    span: Span
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RouteBranch:
+    name: Name
+    condition: SqlExpr
+    span: Span
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StepBase:
+    """What every pipe step has: its keyword's span, its hints and its whole span."""
+
+    keyword_span: Span
+    hints: tuple[Option, ...]
+    hints_span: Span | None
+    span: Span
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Where(StepBase):
+    condition: SqlExpr
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Select(StepBase):
+    items: tuple[SelectItem, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Extend(StepBase):
+    items: tuple[SelectItem, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Drop(StepBase):
+    columns: tuple[Name, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Rename(StepBase):
+    items: tuple[RenameItem, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Explode(StepBase):
+    expr: SqlExpr
+    alias: Name | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KeyBy(StepBase):
+    keys: tuple[SqlExpr, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Partition(StepBase):
+    """REBALANCE, RESCALE, SHUFFLE, BROADCAST, GLOBAL or FORWARD (upper case in ``kind``)."""
+
+    kind: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PartitionBy(StepBase):
+    expr: SqlExpr
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Window(StepBase):
+    """TUMBLE(ts, size), HOP(ts, size, slide) or SESSION(ts, gap); ``kind`` upper case."""
+
+    kind: str
+    args: tuple[SqlExpr, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Aggregate(StepBase):
+    items: tuple[SelectItem, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Deduplicate(StepBase):
+    columns: tuple[SqlExpr, ...]
+    within: SqlExpr | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Join(StepBase):
+    """``kind`` is INNER, LEFT, RIGHT or FULL."""
+
+    kind: str
+    right: Relation
+    condition: SqlExpr | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UnionAll(StepBase):
+    others: tuple[Relation, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Route(StepBase):
+    branches: tuple[RouteBranch, ...]
+
+
+Step: TypeAlias = (
+    Where
+    | Select
+    | Extend
+    | Drop
+    | Rename
+    | Explode
+    | KeyBy
+    | Partition
+    | PartitionBy
+    | Window
+    | Aggregate
+    | Deduplicate
+    | Join
+    | UnionAll
+    | Route
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PipeQuery:
+    source: Relation
+    steps: tuple[Step, ...]
+    span: Span
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SqlQuery:
+    """A Spark SQL SELECT; the compiler lowers it to pipe steps."""
+
+    text: str
+    tree: exp.Expression = field(compare=False, repr=False)
+    span: Span
+
+
+Query: TypeAlias = PipeQuery | SqlQuery
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Program:
+    """A whole file: its statements in order."""
+
+    file: str
+    statements: tuple[Statement, ...]
+    span: Span

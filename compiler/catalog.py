@@ -1,0 +1,294 @@
+"""What the language knows by name: settings, operator hints and connectors with their options.
+
+Each entry says how to read a value (:class:`ValueKind`) so the checker can report the
+key's position, the expected type and the accepted range in one place.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from flowc.ast import Value
+
+#: Flink's bounds for parallelism and max parallelism (KeyGroupRangeAssignment).
+UPPER_BOUND_MAX_PARALLELISM = 32768
+
+
+class ValueError_(Exception):
+    """A value that does not fit its key; the message says what was expected."""
+
+
+@dataclass(frozen=True, slots=True)
+class ValueKind:
+    """How to read and check a value: ``parse`` returns the Python value or raises ValueError_."""
+
+    description: str
+    parse: Callable[[Value], object]
+
+
+def _integer(low: int, high: int | None = None) -> ValueKind:
+    def parse(value: Value) -> object:
+        number = value.python
+        if value.kind != "number" or not isinstance(number, int) or isinstance(number, bool):
+            raise ValueError_(f"expected a whole number, found {value.text}")
+        if number < low or (high is not None and number > high):
+            bounds = f"between {low} and {high}" if high is not None else f"at least {low}"
+            raise ValueError_(f"must be {bounds}, found {number}")
+        return number
+
+    desc = f"a whole number {low}..{high}" if high is not None else f"a whole number >= {low}"
+    return ValueKind(desc, parse)
+
+
+def _number(positive: bool = False) -> ValueKind:
+    def parse(value: Value) -> object:
+        number = value.python
+        if value.kind != "number" or not isinstance(number, int | float):
+            raise ValueError_(f"expected a number, found {value.text}")
+        if positive and number <= 0:
+            raise ValueError_(f"must be greater than 0, found {value.text}")
+        return number
+
+    return ValueKind("a positive number" if positive else "a number", parse)
+
+
+def _string(non_empty: bool = True) -> ValueKind:
+    def parse(value: Value) -> object:
+        if value.kind != "string":
+            raise ValueError_(f"expected a quoted string, found {value.text}")
+        text = str(value.python)
+        if non_empty and not text:
+            raise ValueError_("must not be empty")
+        return text
+
+    return ValueKind("a quoted string", parse)
+
+
+def _choice(*choices: str) -> ValueKind:
+    def parse(value: Value) -> object:
+        if value.kind == "number":
+            raise ValueError_(f"expected one of {_quoted(choices)}, found {value.text}")
+        text = str(value.python).lower()
+        if text not in choices:
+            raise ValueError_(f"expected one of {_quoted(choices)}, found '{value.python}'")
+        return text
+
+    return ValueKind("one of " + _quoted(choices), parse)
+
+
+def _boolean() -> ValueKind:
+    def parse(value: Value) -> object:
+        text = str(value.python).lower()
+        if value.kind == "number" or text not in ("true", "false"):
+            raise ValueError_(f"expected true or false, found {value.text}")
+        return text == "true"
+
+    return ValueKind("true or false", parse)
+
+
+_DURATION = re.compile(
+    r"^\s*(\d+(?:\.\d+)?)\s*(ms|milliseconds?|s|sec|secs|seconds?|m|min|mins|minutes?|h|hours?|d|days?)\s*$",
+    re.I,
+)
+_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def parse_duration_ms(text: str) -> int | None:
+    """``10s``, ``500ms``, ``1min``, ``'2 hours'`` → milliseconds; None if not a duration."""
+    m = _DURATION.match(text)
+    if not m:
+        return None
+    unit = m.group(2).lower()
+    if unit.startswith("mi") and unit != "min" and not unit.startswith("min"):
+        key = "ms"
+    elif unit in ("ms",) or unit.startswith("milli"):
+        key = "ms"
+    elif unit.startswith("s"):
+        key = "s"
+    elif unit.startswith("m"):
+        key = "m"
+    else:
+        key = unit[0]
+    return round(float(m.group(1)) * _UNIT_MS[key])
+
+
+def _duration() -> ValueKind:
+    def parse(value: Value) -> object:
+        ms = parse_duration_ms(str(value.python))
+        if ms is None:
+            raise ValueError_(f"expected a duration such as 10s, 500ms or 1min, found {value.text}")
+        return ms
+
+    return ValueKind("a duration (10s, 500ms, 1min)", parse)
+
+
+def _any() -> ValueKind:
+    return ValueKind("a value", lambda value: value.python)
+
+
+def _quoted(choices: tuple[str, ...]) -> str:
+    return ", ".join(f"'{c}'" for c in choices)
+
+
+def _dialect() -> ValueKind:
+    def parse(value: Value) -> object:
+        from sqlglot.dialects.dialect import Dialect
+
+        name = str(value.python).lower()
+        try:
+            Dialect.get_or_raise(name)
+        except ValueError as error:
+            raise ValueError_(f"unknown SQL dialect '{value.python}'") from error
+        return name
+
+    return ValueKind("a sqlglot dialect name", parse)
+
+
+# ---------------------------------------------------------------- settings
+
+SETTINGS: dict[str, ValueKind] = {
+    "parallelism": _integer(1, UPPER_BOUND_MAX_PARALLELISM),
+    "max_parallelism": _integer(1, UPPER_BOUND_MAX_PARALLELISM),
+    "chaining": _boolean(),
+    "execution.mode": _choice("streaming", "batch"),
+    "checkpoint.interval": _duration(),
+    "checkpoint.mode": _choice("exactly_once", "at_least_once"),
+    "checkpoint.dir": _string(),
+    "job.name": _string(),
+    "sql.dialect": _dialect(),
+}
+
+#: Settings passed through unchecked: ``spark.*`` goes to the Spark session as written.
+SETTING_PREFIXES = ("spark.",)
+
+# ---------------------------------------------------------------- operator hints
+
+CHAINING_STRATEGIES = ("always", "new_chain", "never")
+
+HINTS: dict[str, ValueKind] = {
+    "name": _string(),
+    "uid": _string(),
+    "parallelism": _integer(1, UPPER_BOUND_MAX_PARALLELISM),
+    "max_parallelism": _integer(1, UPPER_BOUND_MAX_PARALLELISM),
+    "slot_sharing_group": _string(),
+    "chaining": _choice(*CHAINING_STRATEGIES),
+}
+
+# ---------------------------------------------------------------- connectors
+
+SINK_MODES = ("append", "update", "complete")
+
+FILE_FORMATS = ("json", "csv", "parquet", "orc", "text")
+
+_FILE_FORMAT_OPTIONS: dict[str, ValueKind] = {
+    "header": _boolean(),
+    "delimiter": _string(non_empty=True),
+    "quote": _string(non_empty=False),
+    "escape": _string(non_empty=False),
+    "encoding": _string(),
+    "multiline": _boolean(),
+    "compression": _string(),
+    "timestamp_format": _string(),
+    "date_format": _string(),
+    "null_value": _string(non_empty=False),
+    "comment": _string(non_empty=False),
+    "line_sep": _string(),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Connector:
+    """A connector: where it may be used, its options, required ones, and sink modes."""
+
+    name: str
+    roles: frozenset[str]
+    options: dict[str, ValueKind]
+    required: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    sink_modes: tuple[str, ...] = SINK_MODES
+    option_prefixes: tuple[str, ...] = ()
+
+    def accepts(self, key: str) -> bool:
+        return key in self.options or any(key.startswith(p) for p in self.option_prefixes)
+
+
+CONNECTORS: dict[str, Connector] = {
+    c.name: c
+    for c in (
+        Connector(
+            "files",
+            frozenset({"source", "sink"}),
+            {
+                "path": _string(),
+                "format": _choice(*FILE_FORMATS),
+                "max_files_per_trigger": _integer(1),
+                "latest_first": _boolean(),
+                **_FILE_FORMAT_OPTIONS,
+            },
+            required={"source": ("path", "format"), "sink": ("path", "format")},
+            sink_modes=("append",),
+        ),
+        Connector(
+            "datagen",
+            frozenset({"source"}),
+            {
+                "rows_per_second": _number(positive=True),
+                "number_of_rows": _integer(0),
+                "seed": _integer(-(2**63), 2**63 - 1),
+            },
+            option_prefixes=("fields.",),
+        ),
+        Connector(
+            "rate",
+            frozenset({"source"}),
+            {"rows_per_second": _integer(1), "ramp_up_time": _duration(), "num_partitions": _integer(1)},
+        ),
+        Connector(
+            "socket",
+            frozenset({"source"}),
+            {"host": _string(), "port": _integer(1, 65535), "include_timestamp": _boolean()},
+            required={"source": ("host", "port")},
+        ),
+        Connector(
+            "kafka",
+            frozenset({"source", "sink"}),
+            {
+                "topic": _string(),
+                "bootstrap_servers": _string(),
+                "starting_offsets": _string(),
+                "fail_on_data_loss": _boolean(),
+                "max_offsets_per_trigger": _integer(1),
+                "format": _choice("raw", "json"),
+            },
+            required={"source": ("topic", "bootstrap_servers"), "sink": ("topic", "bootstrap_servers")},
+            option_prefixes=("kafka.",),
+        ),
+        Connector("console", frozenset({"sink"}), {"rows": _integer(1), "truncate": _boolean()}),
+        Connector("memory", frozenset({"sink"}), {}, sink_modes=("append", "complete")),
+        Connector("noop", frozenset({"sink"}), {}),
+    )
+}
+
+#: Options every source and sink takes besides its connector's own.
+COMMON_OPTIONS: dict[str, ValueKind] = {"connector": _string()}
+SINK_OPTIONS: dict[str, ValueKind] = {"mode": _choice(*SINK_MODES)}
+
+DATAGEN_FIELD_OPTIONS: dict[str, ValueKind] = {
+    "min": _number(),
+    "max": _number(),
+    "length": _integer(0),
+    "kind": _choice("random", "sequence"),
+}
+
+#: Columns the rate and Kafka sources produce (name → accepted Spark types).
+RATE_COLUMNS = {"timestamp": ("TIMESTAMP",), "value": ("BIGINT",)}
+KAFKA_COLUMNS = {
+    "key": ("BINARY", "STRING"),
+    "value": ("BINARY", "STRING"),
+    "topic": ("STRING",),
+    "partition": ("INT",),
+    "offset": ("BIGINT",),
+    "timestamp": ("TIMESTAMP",),
+    "timestamp_type": ("INT",),
+}

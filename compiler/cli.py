@@ -1,0 +1,230 @@
+"""The ``flowc`` command line.
+
+Exit codes: 0 clean (warnings allowed), 1 the program has errors, 2 usage or file
+errors (missing file, bytes that are not UTF-8), 101 a crash inside flowc, with a report
+written to a file. A Python traceback never reaches the user.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import sys
+import tempfile
+import traceback
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import NoReturn, TextIO
+
+from flowc import __version__
+from flowc.diagnostics import CompileError, Diagnostic, render_json, render_text
+
+EXIT_OK = 0
+EXIT_ERRORS = 1
+EXIT_USAGE = 2
+EXIT_INTERNAL = 101
+
+STAGES = ("ast",)
+FORMATS = ("text", "json")
+
+
+class UsageError(Exception):
+    """Bad arguments or an unreadable file: exit code 2."""
+
+
+class _ArgumentParser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        raise UsageError(message)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _ArgumentParser(
+        prog="flowc",
+        description="Compile declarative streaming jobs (.flow files): "
+        "Flink's plans, Spark's engine.",
+    )
+    parser.add_argument("--version", action="version", version=f"flowc {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    commands.required = True
+
+    check = commands.add_parser("check", help="check files and report every problem")
+    check.add_argument("files", nargs="+", metavar="FILE")
+    check.add_argument("--format", choices=FORMATS, default="text", help="diagnostics format")
+    _color_option(check)
+
+    compile_ = commands.add_parser("compile", help="compile a file and print one stage")
+    compile_.add_argument("file", metavar="FILE")
+    compile_.add_argument("--emit", choices=STAGES, default="ast", help="the stage to print")
+    compile_.add_argument("--format", choices=FORMATS, default="text", help="output format")
+    compile_.add_argument("-o", "--output", metavar="PATH", help="write to PATH, not stdout")
+    _color_option(compile_)
+    return parser
+
+
+def _color_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--color",
+        choices=("auto", "always", "never"),
+        default="auto",
+        help="colour diagnostics (auto: on a terminal, unless NO_COLOR is set)",
+    )
+
+
+def _use_color(choice: str, stream: TextIO) -> bool:
+    if choice == "always":
+        return True
+    if choice == "never" or os.environ.get("NO_COLOR"):
+        return False
+    return stream.isatty()
+
+
+def read_source(path: str) -> str:
+    """The file's text, or UsageError with a clear reason."""
+    try:
+        data = Path(path).read_bytes()
+    except FileNotFoundError:
+        raise UsageError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise UsageError(f"{path}: is a directory, not a .flow file") from None
+    except OSError as error:
+        raise UsageError(f"{path}: cannot read: {error.strerror or error}") from None
+    try:
+        return data.decode("utf-8").removeprefix("\ufeff")
+    except UnicodeDecodeError as error:
+        before = data[: error.start]
+        line = before.count(b"\n") + 1
+        column = len(before) - (before.rfind(b"\n") + 1) + 1
+        raise UsageError(
+            f"{path}:{line}:{column}: not valid UTF-8 (byte 0x{data[error.start]:02x}); "
+            "save the file as UTF-8"
+        ) from None
+
+
+def _print_diagnostics(
+    diagnostics: Sequence[Diagnostic], sources: dict[str, str], fmt: str, color: str
+) -> None:
+    if fmt == "json":
+        document = {
+            "flowc_version": __version__,
+            "schema_version": 1,
+            "diagnostics": json.loads(render_json(diagnostics)),
+        }
+        sys.stdout.write(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
+    elif diagnostics:
+        sys.stderr.write(render_text(diagnostics, sources, _use_color(color, sys.stderr)))
+
+
+def _check(args: argparse.Namespace) -> int:
+    from flowc.job import compile
+
+    all_diagnostics: list[Diagnostic] = []
+    sources: dict[str, str] = {}
+    failed = False
+    usage_failed = False
+    for path in args.files:
+        try:
+            text = read_source(path)
+        except UsageError as error:
+            sys.stderr.write(f"error: {error}\n")
+            usage_failed = True
+            continue
+        sources[path] = text
+        try:
+            job = compile(text, filename=path)
+        except CompileError as error:
+            all_diagnostics.extend(error.diagnostics)
+            failed = True
+            continue
+        all_diagnostics.extend(job.diagnostics)
+    _print_diagnostics(all_diagnostics, sources, args.format, args.color)
+    if usage_failed:
+        return EXIT_USAGE
+    return EXIT_ERRORS if failed else EXIT_OK
+
+
+def _compile(args: argparse.Namespace) -> int:
+    from flowc.job import compile
+
+    text = read_source(args.file)
+    try:
+        job = compile(text, filename=args.file)
+    except CompileError as error:
+        _print_diagnostics(error.diagnostics, {args.file: text}, "text", args.color)
+        return EXIT_ERRORS
+    if job.diagnostics:
+        _print_diagnostics(job.diagnostics, {args.file: text}, "text", args.color)
+    output = _render_stage(job, args.emit, args.format)
+    if args.output:
+        try:
+            Path(args.output).write_text(output, encoding="utf-8")
+        except OSError as error:
+            raise UsageError(f"{args.output}: cannot write: {error.strerror or error}") from None
+    else:
+        sys.stdout.write(output)
+    return EXIT_OK
+
+
+def _render_stage(job: object, stage: str, fmt: str) -> str:
+    from flowc.astdump import ast_to_json, ast_to_text
+
+    renderers: dict[tuple[str, str], Callable[[], str]] = {
+        ("ast", "json"): lambda: ast_to_json(job.ast),  # type: ignore[attr-defined]
+        ("ast", "text"): lambda: ast_to_text(job.ast),  # type: ignore[attr-defined]
+    }
+    renderer = renderers.get((stage, fmt))
+    if renderer is None:
+        raise UsageError(f"--emit {stage} has no --format {fmt}")
+    return renderer()
+
+
+def _write_crash_report(argv: Sequence[str]) -> str:
+    stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
+    directory = Path(os.environ.get("FLOWC_CRASH_DIR") or tempfile.gettempdir())
+    path = directory / f"flowc-crash-{stamp}-{os.getpid()}.txt"
+    report = (
+        f"flowc {__version__} internal error\n"
+        f"python {platform.python_version()} on {platform.platform()}\n"
+        f"argv: {list(argv)}\n\n{traceback.format_exc()}"
+    )
+    try:
+        path.write_text(report, encoding="utf-8")
+    except OSError:
+        fallback = tempfile.NamedTemporaryFile(
+            "w", prefix="flowc-crash-", suffix=".txt", delete=False, encoding="utf-8"
+        )
+        with fallback:
+            fallback.write(report)
+        return fallback.name
+    return str(path)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    try:
+        args = _parser().parse_args(arguments)
+        commands: dict[str, Callable[[argparse.Namespace], int]] = {
+            "check": _check,
+            "compile": _compile,
+        }
+        return commands[args.command](args)
+    except UsageError as error:
+        sys.stderr.write(f"error: {error}\n")
+        return EXIT_USAGE
+    except SystemExit as exit_:
+        return exit_.code if isinstance(exit_.code, int) else EXIT_OK
+    except KeyboardInterrupt:
+        sys.stderr.write("interrupted\n")
+        return 130
+    except BrokenPipeError:
+        return EXIT_OK
+    except BaseException:
+        path = _write_crash_report(arguments)
+        sys.stderr.write(
+            "error: internal error: flowc crashed; this is a bug in flowc, not in your program.\n"
+            f"A report was written to {path}\n"
+        )
+        return EXIT_INTERNAL

@@ -1,0 +1,180 @@
+"""Diagnostics: what flowc tells a user about their program, as objects and as text or JSON.
+
+Every pass reports into a :class:`Reporter` instead of raising, so one run reports every
+problem of a file. The text form follows rustc's: ``error[CODE]: message``, the
+location, the source line, a caret under the span and a ``help:`` line.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+from flowc.spans import Span
+
+
+class Severity(str, Enum):
+    ERROR = "error"
+    WARNING = "warning"
+
+
+@dataclass(frozen=True, slots=True)
+class Diagnostic:
+    code: str
+    severity: Severity
+    message: str
+    span: Span
+    help: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "code": self.code,
+            "severity": self.severity.value,
+            "message": self.message,
+            "file": self.span.file,
+            "line": self.span.line,
+            "column": self.span.column,
+            "end_line": self.span.end_line,
+            "end_column": self.span.end_column,
+            "help": self.help,
+        }
+
+
+class CompileError(Exception):
+    """Raised by :func:`flowc.compile` when a program has errors; ``diagnostics`` holds all of them."""
+
+    def __init__(self, diagnostics: Sequence[Diagnostic]) -> None:
+        self.diagnostics = tuple(diagnostics)
+        errors = [d for d in self.diagnostics if d.severity is Severity.ERROR]
+        first = errors[0] if errors else None
+        summary = f"{first.span}: {first.message}" if first else "compilation failed"
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        super().__init__(summary + more)
+
+
+class Reporter:
+    """Collects diagnostics of one compilation, in the order they are found."""
+
+    def __init__(self) -> None:
+        self.diagnostics: list[Diagnostic] = []
+
+    def error(self, code: str, message: str, span: Span, help: str | None = None) -> None:
+        self.diagnostics.append(Diagnostic(code, Severity.ERROR, message, span, help))
+
+    def warning(self, code: str, message: str, span: Span, help: str | None = None) -> None:
+        self.diagnostics.append(Diagnostic(code, Severity.WARNING, message, span, help))
+
+    @property
+    def has_errors(self) -> bool:
+        return any(d.severity is Severity.ERROR for d in self.diagnostics)
+
+    def sorted(self) -> list[Diagnostic]:
+        """By position, errors before warnings at the same place; stable otherwise."""
+        return sorted(
+            self.diagnostics,
+            key=lambda d: (d.span.line, d.span.column, d.severity is Severity.WARNING),
+        )
+
+
+def did_you_mean(word: str, candidates: Iterable[str]) -> str | None:
+    """A ``did you mean 'x'?`` hint for the closest candidate, if one is close enough."""
+    pool = sorted(set(candidates))
+    matches = difflib.get_close_matches(word, pool, n=1, cutoff=0.6)
+    if not matches:
+        lowered = {c.lower(): c for c in pool}
+        if word.lower() in lowered:
+            matches = [lowered[word.lower()]]
+    return f"did you mean '{matches[0]}'?" if matches else None
+
+
+def one_of(candidates: Iterable[str]) -> str:
+    return ", ".join(f"'{c}'" for c in sorted(candidates))
+
+
+# ---------------------------------------------------------------- rendering
+
+
+def render_json(diagnostics: Sequence[Diagnostic]) -> str:
+    return json.dumps([d.to_json() for d in diagnostics], indent=2, ensure_ascii=False) + "\n"
+
+
+def render_text(diagnostics: Sequence[Diagnostic], sources: dict[str, str], color: bool) -> str:
+    """Render diagnostics as text; ``sources`` maps file names to their text for excerpts."""
+    from rich.console import Console
+    from rich.text import Text
+
+    console = Console(
+        color_system="standard" if color else None,
+        force_terminal=color,
+        no_color=not color,
+        width=10_000,
+        highlight=False,
+        soft_wrap=True,
+        record=True,
+        file=_NullFile(),
+    )
+    lines: dict[str, list[str]] = {}
+    for diagnostic in diagnostics:
+        file = diagnostic.span.file
+        if file not in lines and file in sources:
+            lines[file] = sources[file].split("\n")
+        console.print(_render_one(diagnostic, lines.get(file), Text))
+    errors = sum(d.severity is Severity.ERROR for d in diagnostics)
+    warnings = len(diagnostics) - errors
+    if errors or warnings:
+        parts = []
+        if errors:
+            parts.append(f"{errors} error{'s' if errors != 1 else ''}")
+        if warnings:
+            parts.append(f"{warnings} warning{'s' if warnings != 1 else ''}")
+        console.print(Text(", ".join(parts), style="bold"))
+    return console.export_text(styles=color)
+
+
+class _NullFile:
+    def write(self, _: str) -> int:
+        return 0
+
+    def flush(self) -> None:
+        pass
+
+
+def _render_one(diagnostic: Diagnostic, lines: list[str] | None, text_cls: Any) -> Any:
+    span = diagnostic.span
+    color = "red" if diagnostic.severity is Severity.ERROR else "yellow"
+    out = text_cls()
+    out.append(f"{diagnostic.severity.value}[{diagnostic.code}]", style=f"bold {color}")
+    out.append(f": {diagnostic.message}\n", style="bold")
+    gutter = len(str(span.line))
+    pad = " " * gutter
+    out.append(f"{pad}--> ", style="bold blue")
+    out.append(f"{span.file}:{span.line}:{span.column}\n")
+    line_text = _source_line(lines, span.line)
+    if line_text is not None:
+        shown = line_text.expandtabs(1)
+        out.append(f"{pad} |\n", style="bold blue")
+        out.append(f"{span.line} | ", style="bold blue")
+        out.append(shown + "\n")
+        start = max(span.column - 1, 0)
+        if span.end_line == span.line:
+            width = max(span.end_column - span.column, 1)
+        else:
+            width = max(len(shown) - start, 1)
+        out.append(f"{pad} | ", style="bold blue")
+        out.append(" " * min(start, len(shown)) + "^" * width, style=f"bold {color}")
+        out.append("\n")
+    if diagnostic.help:
+        out.append(f"{pad} = ", style="bold blue")
+        out.append("help", style="bold")
+        out.append(f": {diagnostic.help}\n")
+    return out
+
+
+def _source_line(lines: list[str] | None, line: int) -> str | None:
+    if lines is None or not 1 <= line <= len(lines):
+        return None
+    return lines[line - 1].rstrip("\r")

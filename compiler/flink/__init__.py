@@ -1,0 +1,1 @@
+"""Flink's rules and constants that flowc follows exactly."""

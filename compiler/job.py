@@ -1,0 +1,45 @@
+"""The compiled job: every stage's IR, filled in pass by pass, and the public compile API."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from flowc import ast
+from flowc.diagnostics import CompileError, Diagnostic, Reporter
+from flowc.program import Program
+
+
+@dataclass(slots=True)
+class CompiledJob:
+    """What :func:`flowc.compile` returns: the source, each stage, and any warnings."""
+
+    file: str
+    source: str
+    ast: ast.Program = field(init=False)
+    program: Program = field(init=False)
+    diagnostics: tuple[Diagnostic, ...] = ()
+
+    @property
+    def warnings(self) -> tuple[Diagnostic, ...]:
+        return self.diagnostics
+
+
+def compile(text: str, filename: str = "<string>") -> CompiledJob:
+    """Compile flow source text; raises :class:`CompileError` with every diagnostic on errors."""
+    from flowc.passes import PASSES
+
+    job = CompiledJob(file=filename, source=text.removeprefix("\ufeff"))
+    reporter = Reporter()
+    for compiler_pass in PASSES:
+        setattr(job, compiler_pass.stage, compiler_pass.run(job, reporter))
+        if reporter.has_errors:
+            raise CompileError(reporter.sorted())
+    job.diagnostics = tuple(reporter.sorted())
+    return job
+
+
+def compile_file(path: str | Path) -> CompiledJob:
+    """Compile a .flow file (UTF-8); file errors raise OSError or UnicodeDecodeError."""
+    path = Path(path)
+    return compile(path.read_bytes().decode("utf-8"), filename=str(path))

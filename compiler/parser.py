@@ -1,0 +1,677 @@
+"""Parse .flow source text into the AST (:mod:`flowc.ast`).
+
+The file is cut into statements first (at ``;`` and before a ``CREATE``, ``INSERT`` or
+``SET`` that starts a line), then each statement is parsed with the LALR grammar in
+``grammar/flow.lark``. A syntax error costs one statement, not the file: the parser
+reports it and goes on with the next statement, so every problem is reported.
+SQL expressions are handed to sqlglot; its error positions are mapped back to the file.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Any
+
+import lark
+import sqlglot
+from lark import Token, Transformer, v_args
+from lark.tree import Meta
+from sqlglot import exp
+from sqlglot.errors import ParseError, SqlglotError
+
+from flowc import ast
+from flowc.diagnostics import Reporter
+from flowc.spans import Span
+
+#: Deepest bracket nesting accepted in one expression. sqlglot parses recursively
+#: (about twenty Python frames per level), so the limit keeps far from the stack's end.
+MAX_EXPRESSION_DEPTH = 64
+
+#: Python's recursion limit while sqlglot works on an expression.
+_RECURSION_LIMIT = 8000
+
+DEFAULT_DIALECT = "spark"
+
+
+@cache
+def _lark() -> lark.Lark:
+    grammar = resources.files("flowc.grammar").joinpath("flow.lark").read_text(encoding="utf-8")
+    return lark.Lark(
+        grammar,
+        parser="lalr",
+        lexer="contextual",
+        start="statement",
+        propagate_positions=True,
+        maybe_placeholders=True,
+        cache=True,
+    )
+
+
+@contextmanager
+def deep_recursion() -> Iterator[None]:
+    """Let sqlglot's recursive parser and walkers go deeper than Python's default."""
+    old = sys.getrecursionlimit()
+    if old < _RECURSION_LIMIT:
+        sys.setrecursionlimit(_RECURSION_LIMIT)
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(old)
+
+
+# ---------------------------------------------------------------- positions
+
+
+class LineIndex:
+    """Offsets ↔ (line, column) for one file; columns are 1-based, in characters."""
+
+    def __init__(self, file: str, text: str) -> None:
+        self.file = file
+        self.text = text
+        self._starts = [0] + [m.end() for m in re.finditer("\n", text)]
+
+    def position(self, offset: int) -> tuple[int, int]:
+        line = bisect.bisect_right(self._starts, offset)
+        return line, offset - self._starts[line - 1] + 1
+
+    def span(self, start: int, end: int) -> Span:
+        line, column = self.position(start)
+        end_line, end_column = self.position(max(end, start))
+        return Span(self.file, line, column, end_line, end_column)
+
+    def end_of_file(self) -> Span:
+        return self.span(len(self.text), len(self.text))
+
+
+# ---------------------------------------------------------------- statement splitting
+
+
+@dataclass(frozen=True, slots=True)
+class _Chunk:
+    start: int
+    end: int
+    terminated: bool
+
+
+_SCAN = re.compile(
+    r"""
+      (?P<ws>[ \t\r\f\v]+)
+    | (?P<nl>\n)
+    | (?P<comment>--[^\n]*)
+    | (?P<block>/\*.*?\*/)
+    | (?P<str>'(?:[^'\\]|\\.|'')*'|"(?:[^"\\]|\\.|"")*")
+    | (?P<qname>`(?:[^`]|``)*`)
+    | (?P<semi>;)
+    | (?P<word>[A-Za-z_][A-Za-z0-9_]*)
+    | (?P<other>.)
+    """,
+    re.S | re.X,
+)
+
+_STATEMENT_STARTS = frozenset({"create", "insert", "set"})
+
+
+def _split_statements(text: str) -> list[_Chunk]:
+    """Cut the file into statements: at ``;``, and before a line-leading CREATE/INSERT/SET.
+
+    The second rule lets a missing ``;`` or an unclosed bracket cost one statement only.
+    """
+    chunks: list[_Chunk] = []
+    start: int | None = None
+    line_has_token = False
+    for m in _SCAN.finditer(text):
+        kind = m.lastgroup
+        if kind in ("ws", "comment", "block"):
+            continue
+        if kind == "nl":
+            line_has_token = False
+            continue
+        if kind == "semi":
+            chunks.append(_Chunk(m.start() if start is None else start, m.end(), True))
+            start = None
+            line_has_token = True
+            continue
+        if (
+            kind == "word"
+            and start is not None
+            and not line_has_token
+            and m.group().lower() in _STATEMENT_STARTS
+        ):
+            chunks.append(_Chunk(start, m.start(), False))
+            start = None
+        if start is None:
+            start = m.start()
+        line_has_token = True
+    if start is not None:
+        chunks.append(_Chunk(start, len(text), False))
+    return chunks
+
+
+# ---------------------------------------------------------------- syntax errors
+
+_TERMINAL_TEXT = {
+    "SEMICOLON": "';'",
+    "COMMA": "','",
+    "LPAR": "'('",
+    "RPAR": "')'",
+    "LSQB": "'['",
+    "RSQB": "']'",
+    "EQUAL": "'='",
+    "DOT": "'.'",
+    "COLON": "':'",
+    "LESSTHAN": "'<'",
+    "MORETHAN": "'>'",
+    "PIPE": "'|>'",
+    "MINUS": "'-'",
+    "NAME": "a name",
+    "QUOTED_NAME": "a name",
+    "STRING": "a string",
+    "NUMBER": "a number",
+    "OPERATOR": "an operator",
+    "$END": "the end of the statement",
+    "WINDOW_KIND": "TUMBLE, HOP or SESSION",
+    "JOIN_KIND": "INNER, LEFT, RIGHT or FULL",
+}
+
+_STEP_KEYWORDS = (
+    "WHERE SELECT EXTEND DROP RENAME EXPLODE KEY REBALANCE RESCALE SHUFFLE BROADCAST "
+    "GLOBAL FORWARD PARTITION WINDOW AGGREGATE DEDUPLICATE JOIN UNION ROUTE"
+).split()
+
+
+def _describe_terminal(name: str) -> str:
+    if name in _TERMINAL_TEXT:
+        return _TERMINAL_TEXT[name]
+    if name.isupper() and name.isalpha():
+        return name
+    return name.lower()
+
+
+def _describe_token(token: Token) -> str:
+    if token.type == "$END":
+        return "end of statement"
+    if token.type == "SEMICOLON":
+        return "';'"
+    value = str(token)
+    if len(value) > 30:
+        value = value[:27] + "..."
+    if token.type in ("NAME", "QUOTED_NAME"):
+        return f"name '{value}'"
+    if token.type == "STRING":
+        return f"string {value}"
+    if token.type == "NUMBER":
+        return f"number {value}"
+    return f"'{value}'"
+
+
+def _expected_text(expected: set[str]) -> tuple[str, str | None]:
+    """A short phrase for what the parser expected, and a help line where one helps."""
+    for closer, opener in (("RPAR", "("), ("RSQB", "["), ("END", "CASE")):
+        if closer in expected:
+            wanted = [_describe_terminal(closer)]
+            if "COMMA" in expected:
+                wanted.insert(0, "','")
+            return " or ".join(wanted), f"a '{opener}' is not closed"
+    if set(_STEP_KEYWORDS) <= expected:
+        return "a pipe step", "steps: " + ", ".join(_STEP_KEYWORDS)
+    names = sorted({_describe_terminal(e) for e in expected})
+    if len(names) <= 4:
+        return " or ".join(names), None
+    return "something else", "expected one of: " + ", ".join(names)
+
+
+# ---------------------------------------------------------------- the parser
+
+
+def parse(text: str, file: str, reporter: Reporter) -> ast.Program:
+    """Parse a whole file; syntax errors go to ``reporter`` and drop their statement."""
+    index = LineIndex(file, text)
+    builder = _AstBuilder(index, reporter)
+    statements: list[ast.Statement] = []
+    parser = _lark()
+    for chunk in _split_statements(text):
+        builder.base = chunk.start
+        try:
+            tree = parser.parse(text[chunk.start : chunk.end])
+        except lark.exceptions.UnexpectedInput as error:
+            _report_syntax_error(error, chunk, index, reporter)
+            continue
+        statement = builder.transform(tree)
+        if not chunk.terminated:
+            end = chunk.start + len(text[chunk.start : chunk.end].rstrip())
+            reporter.error(
+                "E0002",
+                "missing ';' after this statement",
+                index.span(end, end),
+                help="end every statement with ';'",
+            )
+        if statement is not None:
+            statements.append(statement)
+            if isinstance(statement, ast.SetStmt) and statement.option.key == "sql.dialect":
+                builder.dialect = str(statement.option.value.python).lower()
+    return ast.Program(file=file, statements=tuple(statements), span=index.span(0, len(text)))
+
+
+def _report_syntax_error(
+    error: lark.exceptions.UnexpectedInput, chunk: _Chunk, index: LineIndex, reporter: Reporter
+) -> None:
+    if isinstance(error, lark.exceptions.UnexpectedToken):
+        token = error.token
+        if token.type == "$END":
+            end = chunk.start + len(index.text[chunk.start : chunk.end].rstrip())
+            span = index.span(end, end)
+        else:
+            start = chunk.start + (token.start_pos or 0)
+            span = index.span(start, start + len(str(token)))
+        expected, help = _expected_text(set(error.expected))
+        found = _describe_token(token)
+        reporter.error("E0001", f"syntax error: expected {expected}, found {found}", span, help)
+        return
+    if isinstance(error, lark.exceptions.UnexpectedCharacters):
+        start = chunk.start + error.pos_in_stream
+        char = index.text[start]
+        if char in "'\"":
+            reporter.error(
+                "E0001",
+                "syntax error: unterminated string",
+                index.span(start, start + 1),
+                help=f"close the string with {char}",
+            )
+        elif char == "`":
+            reporter.error(
+                "E0001",
+                "syntax error: unterminated quoted name",
+                index.span(start, start + 1),
+                help="close the name with `",
+            )
+        else:
+            reporter.error(
+                "E0001",
+                f"syntax error: unexpected character {char!r}",
+                index.span(start, start + 1),
+            )
+        return
+    span = index.span(chunk.end, chunk.end)
+    reporter.error("E0001", "syntax error: unexpected end of input", span)
+
+
+_BRACKET_OPEN = frozenset({"LPAR", "LSQB", "CASE"})
+_BRACKET_CLOSE = frozenset({"RPAR", "RSQB", "END"})
+
+
+@v_args(meta=True)
+class _AstBuilder(Transformer[Token, Any]):
+    """Lark tree of one statement → AST node. ``base`` is the statement's offset in the file."""
+
+    def __init__(self, index: LineIndex, reporter: Reporter) -> None:
+        super().__init__(visit_tokens=False)
+        self.index = index
+        self.reporter = reporter
+        self.base = 0
+        self.dialect = DEFAULT_DIALECT
+
+    # -- helpers
+
+    def _span(self, meta: Meta) -> Span:
+        if getattr(meta, "empty", True):
+            return self.index.span(self.base, self.base)
+        return self.index.span(self.base + meta.start_pos, self.base + meta.end_pos)
+
+    def _token_span(self, token: Token) -> Span:
+        start = self.base + (token.start_pos or 0)
+        return self.index.span(start, start + len(str(token)))
+
+    def _text(self, meta: Meta) -> str:
+        return self.index.text[self.base + meta.start_pos : self.base + meta.end_pos]
+
+    @staticmethod
+    def _options(node: Any) -> tuple[tuple[ast.Option, ...], Span | None]:
+        if node is None:
+            return (), None
+        options, span = node
+        return options, span
+
+    def _step(self, meta: Meta, keyword: Token, options: Any) -> dict[str, Any]:
+        hints, hints_span = self._options(options)
+        return {
+            "keyword_span": self._token_span(keyword),
+            "hints": hints,
+            "hints_span": hints_span,
+            "span": self._span(meta),
+        }
+
+    def _sql(self, text: str, span: Span, statement: bool) -> exp.Expression | None:
+        try:
+            with deep_recursion():
+                tree = sqlglot.parse_one(text, read=self.dialect)
+        except ParseError as error:
+            self._report_sqlglot_error(error, text, span)
+            return None
+        except SqlglotError as error:
+            self.reporter.error("E0003", f"invalid SQL: {_first_line(str(error))}", span)
+            return None
+        except RecursionError:
+            self.reporter.error(
+                "E0004",
+                "expression is too deeply nested or too long to compile",
+                span,
+                help="split it into several steps",
+            )
+            return None
+        except ValueError as error:
+            self.reporter.error("E0003", f"invalid SQL: {_first_line(str(error))}", span)
+            return None
+        if isinstance(tree, exp.Query) != statement:
+            what = "a query" if statement else "an expression"
+            self.reporter.error("E0003", f"invalid SQL: expected {what} here", span)
+            return None
+        return tree
+
+    def _report_sqlglot_error(self, error: ParseError, text: str, span: Span) -> None:
+        detail = error.errors[0] if error.errors else {}
+        line = detail.get("line")
+        col = detail.get("col")
+        description = detail.get("description") or _first_line(str(error))
+        highlight = detail.get("highlight") or ""
+        where = span
+        if isinstance(line, int) and isinstance(col, int) and line >= 1:
+            start_col = max(col - len(highlight) + 1, 1) if highlight else max(col, 1)
+            file_line = span.line + line - 1
+            file_col = (span.column + start_col - 1) if line == 1 else start_col
+            width = max(len(highlight), 1)
+            where = Span(span.file, file_line, file_col, file_line, file_col + width)
+        message = f"invalid SQL expression: {description}"
+        if highlight:
+            message += f" near '{highlight}'"
+        self.reporter.error("E0003", message, where, help=_sqlglot_help(description))
+
+    # -- names, options, types
+
+    def name(self, meta: Meta, children: list[Token]) -> ast.Name:
+        token = children[0]
+        value = str(token)
+        quoted = token.type == "QUOTED_NAME"
+        if quoted:
+            value = value[1:-1].replace("``", "`")
+        return ast.Name(value=value, quoted=quoted, span=self._span(meta))
+
+    def option_key(self, meta: Meta, children: list[Token]) -> tuple[str, Span]:
+        if len(children) == 1 and children[0].type == "STRING":
+            key = str(ast.Value(kind="string", text=str(children[0]), span=self._span(meta)).python)
+        else:
+            parts = []
+            for token in children:
+                part = str(token)
+                if token.type == "QUOTED_NAME":
+                    part = part[1:-1].replace("``", "`")
+                parts.append(part)
+            key = ".".join(parts)
+        return key, self._span(meta)
+
+    def option_value(self, meta: Meta, children: list[Token]) -> ast.Value:
+        span = self._span(meta)
+        first = children[0]
+        if first.type == "STRING":
+            return ast.Value(kind="string", text=str(first), span=span)
+        if first.type == "MINUS":
+            return ast.Value(kind="number", text="-" + str(children[1]), span=span)
+        if first.type == "NUMBER":
+            return ast.Value(kind="number", text=str(first), span=span)
+        return ast.Value(kind="word", text=str(first), span=span)
+
+    def option(self, meta: Meta, children: list[Any]) -> ast.Option:
+        (key, key_span), value = children
+        return ast.Option(key=key, key_span=key_span, value=value, span=self._span(meta))
+
+    def options(self, meta: Meta, children: list[Any]) -> tuple[tuple[ast.Option, ...], Span]:
+        return tuple(c for c in children[1:] if c is not None), self._span(meta)
+
+    def type(self, meta: Meta, children: list[Any]) -> ast.TypeRef:
+        return ast.TypeRef(text=self._text(meta), span=self._span(meta))
+
+    def type_arg(self, meta: Meta, children: list[Any]) -> None:
+        return None
+
+    # -- statements
+
+    def statement(self, meta: Meta, children: list[Any]) -> ast.Statement | None:
+        node: ast.Statement | None = children[0]
+        return node
+
+    def set_stmt(self, meta: Meta, children: list[Any]) -> ast.SetStmt:
+        _, (key, key_span), value = children
+        span = self._span(meta)
+        option = ast.Option(key=key, key_span=key_span, value=value, span=key_span.cover(value.span))
+        return ast.SetStmt(option=option, span=span)
+
+    def column_def(self, meta: Meta, children: list[Any]) -> ast.ColumnDef:
+        name, type_ref = children
+        return ast.ColumnDef(name=name, type=type_ref, span=self._span(meta))
+
+    def watermark_def(self, meta: Meta, children: list[Any]) -> ast.WatermarkDef | None:
+        _, _, column, _, expr = children
+        if expr is None:
+            return None
+        return ast.WatermarkDef(column=column, expr=expr, span=self._span(meta))
+
+    def create_source(self, meta: Meta, children: list[Any]) -> ast.CreateSource:
+        name = children[2]
+        elements = [c for c in children[3:-1] if c is not None]
+        options, _ = self._options(children[-1])
+        return ast.CreateSource(
+            name=name,
+            columns=tuple(e for e in elements if isinstance(e, ast.ColumnDef)),
+            watermarks=tuple(e for e in elements if isinstance(e, ast.WatermarkDef)),
+            options=options,
+            span=self._span(meta),
+        )
+
+    def create_sink(self, meta: Meta, children: list[Any]) -> ast.CreateSink:
+        name = children[2]
+        columns = tuple(c for c in children[3:-1] if c is not None)
+        options, _ = self._options(children[-1])
+        return ast.CreateSink(
+            name=name, columns=columns or None, options=options, span=self._span(meta)
+        )
+
+    def create_view(self, meta: Meta, children: list[Any]) -> ast.CreateView | None:
+        if children[4] is None:
+            return None
+        return ast.CreateView(name=children[2], query=children[4], span=self._span(meta))
+
+    def insert_stmt(self, meta: Meta, children: list[Any]) -> ast.Insert | None:
+        if children[3] is None:
+            return None
+        return ast.Insert(sink=children[2], query=children[3], span=self._span(meta))
+
+    # -- queries
+
+    def relation(self, meta: Meta, children: list[Any]) -> ast.Relation:
+        return ast.Relation(name=children[0], side_output=children[1], span=self._span(meta))
+
+    def pipe_query(self, meta: Meta, children: list[Any]) -> ast.PipeQuery | None:
+        steps = [c for c in children[2:] if not isinstance(c, Token)]
+        if any(s is None for s in steps):
+            return None
+        return ast.PipeQuery(source=children[1], steps=tuple(steps), span=self._span(meta))
+
+    def sql_query(self, meta: Meta, children: list[Any]) -> ast.SqlQuery | None:
+        span = self._span(meta)
+        text = self._text(meta)
+        tree = self._sql(text, span, statement=True)
+        if tree is None:
+            return None
+        return ast.SqlQuery(text=text, tree=tree, span=span)
+
+    def expr(self, meta: Meta, children: list[Token]) -> ast.SqlExpr | None:
+        span = self._span(meta)
+        depth = deepest = 0
+        for token in children:
+            if token.type in _BRACKET_OPEN:
+                depth += 1
+                deepest = max(deepest, depth)
+            elif token.type in _BRACKET_CLOSE:
+                depth -= 1
+        if deepest > MAX_EXPRESSION_DEPTH:
+            self.reporter.error(
+                "E0004",
+                f"expression nests brackets {deepest} deep; at most {MAX_EXPRESSION_DEPTH} "
+                "are allowed",
+                span,
+                help="split it into several steps, or name parts with EXTEND",
+            )
+            return None
+        text = self._text(meta)
+        tree = self._sql(text, span, statement=False)
+        if tree is None:
+            return None
+        return ast.SqlExpr(text=text, tree=tree, span=span)
+
+    def select_item(self, meta: Meta, children: list[Any]) -> ast.SelectItem | None:
+        expr, _, alias = children
+        if expr is None:
+            return None
+        if alias is None and isinstance(expr.tree, exp.Alias):
+            alias_text = expr.tree.alias
+            alias = ast.Name(value=alias_text, quoted=False, span=expr.span)
+            expr = ast.SqlExpr(text=expr.text, tree=expr.tree.this, span=expr.span)
+        return ast.SelectItem(expr=expr, alias=alias, span=self._span(meta))
+
+    def rename_item(self, meta: Meta, children: list[Any]) -> ast.RenameItem:
+        old, _, new = children
+        return ast.RenameItem(old=old, new=new, span=self._span(meta))
+
+    def route_branch(self, meta: Meta, children: list[Any]) -> ast.RouteBranch | None:
+        name, _, condition = children
+        if condition is None:
+            return None
+        return ast.RouteBranch(name=name, condition=condition, span=self._span(meta))
+
+    # -- steps (None when a part failed to parse; the error is already reported)
+
+    def where_step(self, meta: Meta, children: list[Any]) -> ast.Where | None:
+        keyword, condition, options = children
+        if condition is None:
+            return None
+        return ast.Where(condition=condition, **self._step(meta, keyword, options))
+
+    def select_step(self, meta: Meta, children: list[Any]) -> ast.Select | None:
+        items = children[1:-1]
+        if any(i is None for i in items):
+            return None
+        return ast.Select(items=tuple(items), **self._step(meta, children[0], children[-1]))
+
+    def extend_step(self, meta: Meta, children: list[Any]) -> ast.Extend | None:
+        items = children[1:-1]
+        if any(i is None for i in items):
+            return None
+        return ast.Extend(items=tuple(items), **self._step(meta, children[0], children[-1]))
+
+    def drop_step(self, meta: Meta, children: list[Any]) -> ast.Drop:
+        return ast.Drop(
+            columns=tuple(children[1:-1]), **self._step(meta, children[0], children[-1])
+        )
+
+    def rename_step(self, meta: Meta, children: list[Any]) -> ast.Rename:
+        return ast.Rename(items=tuple(children[1:-1]), **self._step(meta, children[0], children[-1]))
+
+    def explode_step(self, meta: Meta, children: list[Any]) -> ast.Explode | None:
+        keyword, expr, _, alias, options = children
+        if expr is None:
+            return None
+        return ast.Explode(expr=expr, alias=alias, **self._step(meta, keyword, options))
+
+    def key_by_step(self, meta: Meta, children: list[Any]) -> ast.KeyBy | None:
+        keys = children[2:-1]
+        if any(k is None for k in keys):
+            return None
+        return ast.KeyBy(keys=tuple(keys), **self._step(meta, children[0], children[-1]))
+
+    def partition_step(self, meta: Meta, children: list[Any]) -> ast.Partition:
+        keyword, options = children
+        return ast.Partition(kind=str(keyword).upper(), **self._step(meta, keyword, options))
+
+    def partition_by_step(self, meta: Meta, children: list[Any]) -> ast.PartitionBy | None:
+        keyword, _, expr, options = children
+        if expr is None:
+            return None
+        return ast.PartitionBy(expr=expr, **self._step(meta, keyword, options))
+
+    def window_step(self, meta: Meta, children: list[Any]) -> ast.Window | None:
+        keyword, kind = children[0], children[1]
+        args = [c for c in children[2:-1] if not isinstance(c, Token)]
+        if any(a is None for a in args) and len(args) > 1:
+            return None
+        args = [a for a in args if a is not None]
+        return ast.Window(
+            kind=str(kind).upper(), args=tuple(args), **self._step(meta, keyword, children[-1])
+        )
+
+    def aggregate_step(self, meta: Meta, children: list[Any]) -> ast.Aggregate | None:
+        items = children[1:-1]
+        if any(i is None for i in items):
+            return None
+        return ast.Aggregate(items=tuple(items), **self._step(meta, children[0], children[-1]))
+
+    def deduplicate_step(self, meta: Meta, children: list[Any]) -> ast.Deduplicate | None:
+        keyword, options = children[0], children[-1]
+        columns: list[Any] = []
+        within = None
+        rest = children[1:-1]
+        i = 0
+        while i < len(rest):
+            item = rest[i]
+            if isinstance(item, Token) and item.type == "WITHIN":
+                within = rest[i + 1]
+                if within is None:
+                    return None
+                i += 2
+                continue
+            if isinstance(item, Token) or item is None:
+                i += 1
+                continue
+            columns.append(item)
+            i += 1
+        return ast.Deduplicate(
+            columns=tuple(columns), within=within, **self._step(meta, keyword, options)
+        )
+
+    def join_step(self, meta: Meta, children: list[Any]) -> ast.Join | None:
+        kind_token, _outer, join_token, right, _on, condition, options = children
+        if _on is not None and condition is None:
+            return None
+        kind = str(kind_token).upper() if kind_token is not None else "INNER"
+        first = kind_token if kind_token is not None else join_token
+        return ast.Join(
+            kind=kind, right=right, condition=condition, **self._step(meta, first, options)
+        )
+
+    def union_step(self, meta: Meta, children: list[Any]) -> ast.UnionAll:
+        return ast.UnionAll(
+            others=tuple(children[2:-1]), **self._step(meta, children[0], children[-1])
+        )
+
+    def route_step(self, meta: Meta, children: list[Any]) -> ast.Route | None:
+        branches = children[1:-1]
+        if any(b is None for b in branches):
+            return None
+        return ast.Route(branches=tuple(branches), **self._step(meta, children[0], children[-1]))
+
+
+def _first_line(text: str) -> str:
+    return text.strip().splitlines()[0] if text.strip() else "parse error"
+
+
+def _sqlglot_help(description: str) -> str | None:
+    if "Expecting )" in description:
+        return "a '(' is not closed"
+    if "Required keyword" in description:
+        return "an operator is missing an operand"
+    return None

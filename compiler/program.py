@@ -1,0 +1,187 @@
+"""The checked program: every name resolved, every step typed, settings and hints read.
+
+This is what semantic analysis (:mod:`flowc.analyze`) produces and what the graph passes
+consume. A pipeline is a :class:`Stream`: where it starts (a source, a view, a view's
+side output) and its steps, each with the schema it outputs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TypeAlias
+
+from flowc import ast
+from flowc.spans import Span
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    """A column: its name, Spark SQL type, and the relation it came from (for JOIN sides)."""
+
+    name: str
+    type: str
+    qualifier: str | None = None
+
+    def to_json(self) -> dict[str, object]:
+        return {"name": self.name, "type": self.type}
+
+
+Schema: TypeAlias = tuple[Column, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Hints:
+    """Operator hints (``WITH (...)`` on a step, options of a source or sink)."""
+
+    name: str | None = None
+    uid: str | None = None
+    parallelism: int | None = None
+    max_parallelism: int | None = None
+    slot_sharing_group: str | None = None
+    chaining: str = "always"
+    spans: dict[str, Span] = field(default_factory=dict, compare=False, hash=False)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Settings:
+    parallelism: int = 1
+    max_parallelism: int | None = None
+    chaining: bool = True
+    execution_mode: str = "streaming"
+    checkpoint_interval_ms: int | None = None
+    checkpoint_mode: str = "exactly_once"
+    checkpoint_dir: str | None = None
+    job_name: str = "job"
+    sql_dialect: str = "spark"
+    spark_conf: tuple[tuple[str, str], ...] = ()
+    spans: dict[str, Span] = field(default_factory=dict, compare=False, hash=False)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Watermark:
+    column: str
+    expr: ast.SqlExpr
+    span: Span
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SourceDef:
+    name: str
+    schema: Schema
+    watermark: Watermark | None
+    connector: str
+    options: tuple[tuple[str, object], ...]
+    hints: Hints
+    span: Span
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SinkDef:
+    name: str
+    schema: Schema | None
+    connector: str
+    mode: str
+    options: tuple[tuple[str, object], ...]
+    hints: Hints
+    span: Span
+
+
+# ---------------------------------------------------------------- streams
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FromSource:
+    name: str
+    span: Span
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FromView:
+    name: str
+    span: Span
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FromSideOutput:
+    """Rows a view's ROUTE step sent to the side output ``output`` (``FROM view.output``)."""
+
+    view: str
+    output: str
+    span: Span
+
+
+Origin: TypeAlias = FromSource | FromView | FromSideOutput
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Step:
+    """One checked step. ``kind`` names the operation:
+
+    where, select, extend, drop, rename, explode, key_by, partition, partition_by,
+    window_aggregate, aggregate, deduplicate, join, union, route.
+    ``node`` is the AST step (for WINDOW + AGGREGATE, the AGGREGATE; ``window`` holds the
+    WINDOW). ``inputs`` are the other streams of a JOIN or UNION ALL. ``keys`` are the
+    key expressions in force (KEY BY, a JOIN side, DEDUPLICATE columns).
+    """
+
+    kind: str
+    node: ast.Step
+    schema: Schema
+    hints: Hints
+    span: Span
+    inputs: tuple[Stream, ...] = ()
+    keys: tuple[str, ...] = ()
+    window: ast.Window | None = None
+    partition: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Stream:
+    origin: Origin
+    steps: tuple[Step, ...]
+    schema: Schema
+    keys: tuple[str, ...] | None
+    span: Span
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SideOutput:
+    name: str
+    step_index: int
+    schema: Schema
+    span: Span
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ViewDef:
+    name: str
+    stream: Stream
+    side_outputs: tuple[SideOutput, ...]
+    span: Span
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InsertDef:
+    sink: str
+    stream: Stream
+    span: Span
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Program:
+    file: str
+    settings: Settings
+    sources: tuple[SourceDef, ...]
+    sinks: tuple[SinkDef, ...]
+    views: tuple[ViewDef, ...]
+    inserts: tuple[InsertDef, ...]
+    span: Span
+
+    def source(self, name: str) -> SourceDef:
+        return next(s for s in self.sources if s.name == name)
+
+    def sink(self, name: str) -> SinkDef:
+        return next(s for s in self.sinks if s.name == name)
+
+    def view(self, name: str) -> ViewDef:
+        return next(v for v in self.views if v.name == name)

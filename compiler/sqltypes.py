@@ -1,0 +1,293 @@
+"""Resolve and type SQL expressions against a step's input schema, with sqlglot.
+
+sqlglot parses and types; flowc resolves column names itself (so an unknown column is
+reported at its own position, with a "did you mean") and adds rules for what sqlglot
+leaves UNKNOWN: window structs, date_trunc, split, sums and arithmetic.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+from sqlglot import exp
+from sqlglot.errors import SqlglotError
+from sqlglot.optimizer.annotate_types import annotate_types
+
+from flowc.ast import SqlExpr
+from flowc.diagnostics import Reporter, did_you_mean
+from flowc.parser import deep_recursion
+from flowc.program import Column, Schema
+from flowc.spans import Span
+
+UNKNOWN = "UNKNOWN"
+BOOLEAN = "BOOLEAN"
+TIMESTAMP = "TIMESTAMP"
+WINDOW_STRUCT = "STRUCT<start: TIMESTAMP, end: TIMESTAMP>"
+
+_INTEGERS = ("TINYINT", "SMALLINT", "INT", "BIGINT")
+_FLOATS = ("FLOAT", "DOUBLE")
+
+
+class TypeSyntaxError(Exception):
+    """A column type that is not a Spark SQL type."""
+
+
+@cache
+def data_type(text: str) -> exp.DataType:
+    try:
+        dtype = exp.DataType.build(text, dialect="spark")
+    except (SqlglotError, ValueError) as error:
+        raise TypeSyntaxError(text) from error
+    if dtype.this in (exp.DataType.Type.USERDEFINED, exp.DataType.Type.UNKNOWN):
+        raise TypeSyntaxError(text)
+    return dtype
+
+
+@cache
+def normalize_type(text: str) -> str:
+    """Spark's spelling of a type: ``long`` → ``BIGINT``, ``decimal(12,2)`` → ``DECIMAL(12, 2)``."""
+    if text == UNKNOWN:
+        return UNKNOWN
+    return str(data_type(text).sql("spark"))
+
+
+def types_match(a: str, b: str) -> bool:
+    return a == b or UNKNOWN in (a, b)
+
+
+def is_numeric(type_text: str) -> bool:
+    return type_text in _INTEGERS or type_text in _FLOATS or type_text.startswith("DECIMAL")
+
+
+# ---------------------------------------------------------------- positions
+
+
+def sub_span(expr: SqlExpr, start: int, end: int) -> Span:
+    """The file span of characters ``[start, end)`` of an expression's text."""
+    text = expr.text
+    start = max(0, min(start, len(text)))
+    end = max(start, min(end, len(text)))
+
+    def position(offset: int) -> tuple[int, int]:
+        before = text[:offset]
+        newlines = before.count("\n")
+        if newlines == 0:
+            return expr.span.line, expr.span.column + offset
+        return expr.span.line + newlines, offset - before.rfind("\n")
+
+    line, column = position(start)
+    end_line, end_column = position(end)
+    return Span(expr.span.file, line, column, end_line, end_column)
+
+
+def node_span(expr: SqlExpr, node: exp.Expression) -> Span:
+    """Where ``node`` stands in the file, from the positions sqlglot keeps on identifiers."""
+    starts: list[int] = []
+    ends: list[int] = []
+    for part in node.walk():
+        meta = part.meta if isinstance(part, exp.Identifier) else None
+        if meta and "start" in meta and "end" in meta:
+            starts.append(meta["start"])
+            ends.append(meta["end"] + 1)
+    if not starts:
+        return expr.span
+    return sub_span(expr, min(starts), max(ends))
+
+
+# ---------------------------------------------------------------- column resolution
+
+
+class Scope:
+    """The columns an expression may use; qualifiers are the relations a JOIN brought in."""
+
+    def __init__(self, schema: Schema) -> None:
+        self.schema = schema
+        self.qualifiers = {c.qualifier for c in schema if c.qualifier}
+
+    def lookup(self, name: str, qualifier: str | None) -> list[Column]:
+        if qualifier is None:
+            return [c for c in self.schema if c.name == name]
+        return [c for c in self.schema if c.name == name and c.qualifier == qualifier]
+
+
+def resolve_and_type(expr: SqlExpr, scope: Scope, reporter: Reporter) -> str | None:
+    """Check every column of ``expr`` against ``scope``; return its type, None on errors."""
+    ok = True
+    for column in list(expr.tree.find_all(exp.Column)):
+        if not _resolve_column(expr, column, scope, reporter):
+            ok = False
+    if not ok:
+        return None
+    try:
+        with deep_recursion():
+            annotate_types(expr.tree, dialect="spark", overwrite_types=False)
+            _fill_unknown_types(expr.tree)
+    except RecursionError:
+        reporter.error(
+            "E0004",
+            "expression is too deeply nested or too long to compile",
+            expr.span,
+            help="split it into several steps",
+        )
+        return None
+    return type_text(expr.tree)
+
+
+def type_text(node: exp.Expression) -> str:
+    dtype = node.type
+    if dtype is None or dtype.this == exp.DataType.Type.UNKNOWN:
+        return UNKNOWN
+    try:
+        return normalize_type(str(dtype.sql("spark")))
+    except TypeSyntaxError:
+        return UNKNOWN
+
+
+def _resolve_column(expr: SqlExpr, column: exp.Column, scope: Scope, reporter: Reporter) -> bool:
+    name = column.name
+    table = column.table or None
+    if column.args.get("db") or column.args.get("catalog"):
+        reporter.error("E0201", f"unknown column '{column.sql()}'", node_span(expr, column))
+        return False
+    if isinstance(column.this, exp.Star):
+        return True
+    if table is not None and table not in scope.qualifiers:
+        struct_columns = scope.lookup(table, None)
+        if len(struct_columns) == 1 and struct_columns[0].type.startswith("STRUCT"):
+            field_type = _struct_field(struct_columns[0].type, name)
+            if field_type is None:
+                reporter.error(
+                    "E0201",
+                    f"struct column '{table}' has no field '{name}'",
+                    node_span(expr, column),
+                    help=did_you_mean(name, _struct_fields(struct_columns[0].type)),
+                )
+                return False
+            base = exp.column(table, quoted=column.args["table"].quoted)
+            base.type = data_type(struct_columns[0].type)
+            dot = exp.Dot(this=base, expression=exp.to_identifier(name))
+            dot.type = data_type(field_type)
+            column.replace(dot)
+            return True
+        known = sorted(scope.qualifiers)
+        reporter.error(
+            "E0201",
+            f"unknown relation '{table}' in '{column.sql()}'",
+            node_span(expr, column),
+            help=(did_you_mean(table, known) or f"columns here come from {', '.join(known)}")
+            if known
+            else "only a JOIN's sides can qualify a column here",
+        )
+        return False
+    matches = scope.lookup(name, table)
+    if not matches:
+        candidates = [c.name for c in scope.schema]
+        hint = did_you_mean(name, candidates)
+        if hint is None and candidates:
+            hint = "columns here: " + ", ".join(dict.fromkeys(candidates))
+        reporter.error("E0201", f"unknown column '{column.sql()}'", node_span(expr, column), hint)
+        return False
+    if len(matches) > 1:
+        sides = ", ".join(f"{c.qualifier}.{c.name}" for c in matches if c.qualifier)
+        reporter.error(
+            "E0202",
+            f"column '{name}' is ambiguous",
+            node_span(expr, column),
+            help=f"qualify it: {sides}" if sides else None,
+        )
+        return False
+    column.type = data_type(matches[0].type) if matches[0].type != UNKNOWN else exp.DataType.build(
+        "UNKNOWN"
+    )
+    return True
+
+
+def _struct_fields(struct_type: str) -> list[str]:
+    return [e.name for e in data_type(struct_type).expressions if isinstance(e, exp.ColumnDef)]
+
+
+def _struct_field(struct_type: str, field: str) -> str | None:
+    for e in data_type(struct_type).expressions:
+        if isinstance(e, exp.ColumnDef) and e.name == field:
+            kind = e.args.get("kind")
+            return str(kind.sql("spark")) if kind is not None else UNKNOWN
+    return None
+
+
+# ---------------------------------------------------------------- flowc's own typing rules
+
+
+def _fill_unknown_types(tree: exp.Expression) -> None:
+    """Type what sqlglot leaves UNKNOWN, children first."""
+    for node in list(tree.walk(bfs=False))[::-1]:
+        if type_text(node) != UNKNOWN:
+            continue
+        inferred = _infer(node)
+        if inferred is not None:
+            node.type = data_type(inferred)
+
+
+def _infer(node: exp.Expression) -> str | None:
+    if isinstance(node, exp.Anonymous) and node.name.lower() in ("window", "session_window"):
+        return WINDOW_STRUCT
+    if isinstance(node, exp.TimestampTrunc | exp.DateTrunc):
+        return TIMESTAMP
+    if isinstance(node, exp.RegexpSplit | exp.Split):
+        return "ARRAY<STRING>"
+    if isinstance(node, exp.Paren):
+        return type_text(node.this)
+    if isinstance(node, exp.Sum):
+        return _sum_type(type_text(node.this))
+    if isinstance(node, exp.Avg):
+        arg = type_text(node.this)
+        return "DOUBLE" if is_numeric(arg) and not arg.startswith("DECIMAL") else None
+    if isinstance(node, exp.Min | exp.Max | exp.First | exp.Last | exp.AnyValue):
+        arg = type_text(node.this)
+        return arg if arg != UNKNOWN else None
+    if isinstance(node, exp.ArrayAgg):
+        arg = type_text(node.this)
+        return f"ARRAY<{arg}>" if arg != UNKNOWN else None
+    if isinstance(node, exp.Dot):
+        base = type_text(node.this)
+        if base.startswith("STRUCT"):
+            return _struct_field(base, node.name)
+        return None
+    if isinstance(node, exp.Binary):
+        return _binary_type(node)
+    if isinstance(node, exp.Neg):
+        return type_text(node.this) if is_numeric(type_text(node.this)) else None
+    return None
+
+
+def _sum_type(arg: str) -> str | None:
+    if arg in _INTEGERS:
+        return "BIGINT"
+    if arg in _FLOATS:
+        return "DOUBLE"
+    if arg.startswith("DECIMAL"):
+        dtype = data_type(arg)
+        params = [int(p.name) for p in dtype.expressions if p.name.isdigit()]
+        precision, scale = (params + [10, 0])[:2]
+        return f"DECIMAL({min(38, precision + 10)}, {scale})"
+    return None
+
+
+_NUMERIC_ORDER = ("TINYINT", "SMALLINT", "INT", "BIGINT", "FLOAT", "DOUBLE")
+
+
+def _binary_type(node: exp.Binary) -> str | None:
+    left, right = type_text(node.left), type_text(node.right)
+    if isinstance(node, exp.Add | exp.Sub):
+        if left in (TIMESTAMP, "DATE") and isinstance(node.right, exp.Interval):
+            return TIMESTAMP
+        if right == TIMESTAMP and isinstance(node.left, exp.Interval):
+            return TIMESTAMP
+    if isinstance(node, exp.Add | exp.Sub | exp.Mul | exp.Mod | exp.Div | exp.IntDiv):
+        if not (is_numeric(left) and is_numeric(right)):
+            return None
+        if isinstance(node, exp.Div):
+            return "DOUBLE"
+        if left.startswith("DECIMAL") or right.startswith("DECIMAL"):
+            return left if left.startswith("DECIMAL") else right
+        return max(left, right, key=_NUMERIC_ORDER.index)
+    return None

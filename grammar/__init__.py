@@ -1,0 +1,1 @@
+"""The Lark grammar of the flow language, shipped as package data."""
