@@ -18,6 +18,7 @@ from flowc import ast, catalog
 from flowc.diagnostics import Reporter, did_you_mean, one_of
 from flowc.flink.keygroups import compute_default_max_parallelism
 from flowc.lower_sql import lower_sql_query
+from flowc.names import sink_name, source_name, step_name
 from flowc.program import (
     Column,
     FromSideOutput,
@@ -103,6 +104,7 @@ class _Analyzer:
             span=self.tree.span,
         )
         self._check_program(program)
+        self._check_forward(program)
         return program
 
     def _declare(self) -> None:
@@ -190,10 +192,7 @@ class _Analyzer:
                 spans["checkpoint.interval"],
                 help="use 10ms or more",
             )
-        if (
-            settings.max_parallelism is not None
-            and settings.parallelism > settings.max_parallelism
-        ):
+        if settings.max_parallelism is not None and settings.parallelism > settings.max_parallelism:
             self.reporter.error(
                 "E0305",
                 f"parallelism {settings.parallelism} is larger than max_parallelism "
@@ -412,7 +411,7 @@ class _Analyzer:
         options: dict[str, tuple[object, ast.Option]],
     ) -> None:
         """A connector that cannot produce the declared columns is a compile error."""
-        columns = {c.name: c for c in node.columns}
+        columns = {c.name.value: c for c in node.columns}
 
         def bad(column: Column, why: str, help: str) -> None:
             self.reporter.error("E0408", why, columns[column.name].span, help=help)
@@ -474,7 +473,7 @@ class _Analyzer:
                     help="datagen generates numbers, strings, booleans, decimals, dates "
                     "and timestamps",
                 )
-        for key, (value, option) in options.items():
+        for key, (_value, option) in options.items():
             if not key.startswith("fields."):
                 continue
             parts = key.split(".")
@@ -550,7 +549,9 @@ class _Analyzer:
         name = node.name.value
         self.defined.add(name)
         schema = self._columns(node.columns, None) if node.columns is not None else None
-        connector, options, hints = self._connector_options("sink", node.name, node.options, node.span)
+        connector, options, hints = self._connector_options(
+            "sink", node.name, node.options, node.span
+        )
         if connector is None or self.definitions[name].node is not node:
             return
         if node.columns is not None and schema is None:
@@ -805,9 +806,7 @@ class _Analyzer:
             keys = _keys_after(result, keys)
         if not ok:
             return None
-        return Stream(
-            origin=origin, steps=tuple(steps), schema=schema, keys=keys, span=query.span
-        )
+        return Stream(origin=origin, steps=tuple(steps), schema=schema, keys=keys, span=query.span)
 
     def _step(
         self,
@@ -822,8 +821,7 @@ class _Analyzer:
             for option in node.hints:
                 self.reporter.error(
                     "E0306",
-                    f"hints are not allowed on a partition step "
-                    f"({_keyword(node)}): '{option.key}'",
+                    f"hints are not allowed on a partition step ({_keyword(node)}): '{option.key}'",
                     option.key_span,
                     help="a partition step only chooses the exchange; put the hint on the "
                     "step after it",
@@ -864,20 +862,34 @@ class _Analyzer:
                     return None
                 texts.append(_key_text(key))
             return Step(
-                kind="key_by", node=node, schema=schema, hints=hints, span=node.span,
-                keys=tuple(texts), partition="HASH",
+                kind="key_by",
+                node=node,
+                schema=schema,
+                hints=hints,
+                span=node.span,
+                keys=tuple(texts),
+                partition="HASH",
             )
         if isinstance(node, ast.Partition):
             return Step(
-                kind="partition", node=node, schema=schema, hints=hints, span=node.span,
+                kind="partition",
+                node=node,
+                schema=schema,
+                hints=hints,
+                span=node.span,
                 partition=node.kind,
             )
         if isinstance(node, ast.PartitionBy):
             if resolve_and_type(node.expr, scope, self.reporter) is None:
                 return None
             return Step(
-                kind="partition_by", node=node, schema=schema, hints=hints, span=node.span,
-                keys=(_key_text(node.expr),), partition="CUSTOM",
+                kind="partition_by",
+                node=node,
+                schema=schema,
+                hints=hints,
+                span=node.span,
+                keys=(_key_text(node.expr),),
+                partition="CUSTOM",
             )
         if isinstance(node, ast.Aggregate):
             return self._aggregate(node, schema, keys, None)
@@ -1107,8 +1119,13 @@ class _Analyzer:
         kind = "window_aggregate" if window is not None else "aggregate"
         span = window.span.cover(node.span) if window is not None else node.span
         return Step(
-            kind=kind, node=node, schema=tuple(out), hints=hints, span=span,
-            keys=keys or (), window=window,
+            kind=kind,
+            node=node,
+            schema=tuple(out),
+            hints=hints,
+            span=span,
+            keys=keys or (),
+            window=window,
         )
 
     def _aggregated(self, expr: ast.SqlExpr, keys: Sequence[str]) -> bool:
@@ -1201,7 +1218,11 @@ class _Analyzer:
             )
             return None
         return Step(
-            kind="deduplicate", node=node, schema=schema, hints=hints, span=node.span,
+            kind="deduplicate",
+            node=node,
+            schema=schema,
+            hints=hints,
+            span=node.span,
             keys=tuple(keys) if keys else tuple(c.name for c in schema),
         )
 
@@ -1246,8 +1267,13 @@ class _Analyzer:
             origin=origin, steps=(), schema=right_schema, keys=right_keys, span=node.right.span
         )
         return Step(
-            kind="join", node=node, schema=combined, hints=hints, span=node.span,
-            inputs=(right_stream,), keys=left_keys,
+            kind="join",
+            node=node,
+            schema=combined,
+            hints=hints,
+            span=node.span,
+            inputs=(right_stream,),
+            keys=left_keys,
         )
 
     def _union(
@@ -1382,6 +1408,71 @@ class _Analyzer:
                     definition.node.name.span,
                 )
 
+    def _check_forward(self, program: Program) -> None:
+        """FORWARD between different parallelisms is an error at the FORWARD step (Flink's rule)."""
+        default = program.settings.parallelism
+        tails: dict[str, _Tail] = {}
+
+        def parallelism(hints: Hints) -> int:
+            return hints.parallelism or default
+
+        def walk(stream: Stream, consumer: tuple[str, int] | None) -> _Tail:
+            origin = stream.origin
+            if isinstance(origin, FromSource):
+                source = program.source(origin.name)
+                tail = _Tail(source_name(source), parallelism(source.hints), None)
+            elif isinstance(origin, FromView):
+                tail = tails[origin.name]
+            else:
+                view = program.view(origin.view)
+                output = next(o for o in view.side_outputs if o.name == origin.output)
+                route = view.stream.steps[output.step_index]
+                tail = _Tail(step_name(route), parallelism(route.hints), None)
+            for step in stream.steps:
+                if step.kind in PARTITION_KINDS:
+                    tail = _Tail(tail.name, tail.parallelism, step)
+                    continue
+                if step.kind == "union":
+                    continue
+                tail = self._forward_edge(tail, step_name(step), parallelism(step.hints))
+            if consumer is not None:
+                tail = self._forward_edge(tail, *consumer)
+            return tail
+
+        for view in program.views:
+            tails[view.name] = walk(view.stream, None)
+        for insert in program.inserts:
+            sink = program.sink(insert.sink)
+            walk(insert.stream, (sink_name(sink), parallelism(sink.hints)))
+
+    def _forward_edge(self, tail: _Tail, consumer: str, consumer_parallelism: int) -> _Tail:
+        pending = tail.partition
+        if (
+            pending is not None
+            and pending.partition == "FORWARD"
+            and tail.parallelism != consumer_parallelism
+        ):
+            self.reporter.error(
+                "E0310",
+                "Forward partitioning does not allow change of parallelism. Upstream operation: "
+                f"{tail.name} parallelism: {tail.parallelism}, downstream operation: "
+                f"{consumer} parallelism: {consumer_parallelism} You must use another "
+                "partitioning strategy, such as broadcast, rebalance, shuffle or global.",
+                pending.node.keyword_span,
+                help="use REBALANCE (or RESCALE, SHUFFLE, BROADCAST, GLOBAL), or give both "
+                "sides the same parallelism",
+            )
+        return _Tail(consumer, consumer_parallelism, None)
+
+
+@dataclass(frozen=True, slots=True)
+class _Tail:
+    """The last operator of a stream so far, and a partition step waiting for a consumer."""
+
+    name: str
+    parallelism: int
+    partition: Step | None
+
 
 # ---------------------------------------------------------------- helpers
 
@@ -1427,14 +1518,14 @@ def _keys_after(step: Step, keys: tuple[str, ...] | None) -> tuple[str, ...] | N
     return keys if all(k in names for k in keys) else None
 
 
-def _is_interval(tree: exp.Expression) -> bool:
+def _is_interval(tree: exp.Expr) -> bool:
     if isinstance(tree, exp.Interval):
         return True
     return isinstance(tree, exp.Literal) and tree.is_string
 
 
 def _equi_keys(
-    condition: exp.Expression, left: Schema, right: Schema
+    condition: exp.Expr, left: Schema, right: Schema
 ) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """Column pairs ``left = right`` among the condition's AND-ed terms."""
     left_keys: list[str] = []

@@ -30,7 +30,7 @@ class SqlExpr:
     """A Spark SQL expression: its source text and sqlglot's tree of it."""
 
     text: str
-    tree: exp.Expression = field(compare=False, repr=False)
+    tree: exp.Expr = field(compare=False, repr=False)
     span: Span
 
 
@@ -317,7 +317,7 @@ class SqlQuery:
     """A Spark SQL SELECT; the compiler lowers it to pipe steps."""
 
     text: str
-    tree: exp.Expression = field(compare=False, repr=False)
+    tree: exp.Expr = field(compare=False, repr=False)
     span: Span
 
 

@@ -6,7 +6,7 @@ import dataclasses
 import json
 from typing import Any
 
-from flowc import ast, __version__
+from flowc import __version__, ast
 from flowc.spans import Span
 
 SCHEMA_VERSION = 1

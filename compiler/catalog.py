@@ -88,30 +88,22 @@ def _boolean() -> ValueKind:
     return ValueKind("true or false", parse)
 
 
-_DURATION = re.compile(
-    r"^\s*(\d+(?:\.\d+)?)\s*(ms|milliseconds?|s|sec|secs|seconds?|m|min|mins|minutes?|h|hours?|d|days?)\s*$",
-    re.I,
-)
-_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-z]+)\s*$", re.I)
+_UNIT_MS = {
+    **dict.fromkeys(("ms", "milli", "millis", "millisecond", "milliseconds"), 1),
+    **dict.fromkeys(("s", "sec", "secs", "second", "seconds"), 1000),
+    **dict.fromkeys(("m", "min", "mins", "minute", "minutes"), 60_000),
+    **dict.fromkeys(("h", "hour", "hours"), 3_600_000),
+    **dict.fromkeys(("d", "day", "days"), 86_400_000),
+}
 
 
 def parse_duration_ms(text: str) -> int | None:
     """``10s``, ``500ms``, ``1min``, ``'2 hours'`` → milliseconds; None if not a duration."""
     m = _DURATION.match(text)
-    if not m:
+    if not m or m.group(2).lower() not in _UNIT_MS:
         return None
-    unit = m.group(2).lower()
-    if unit.startswith("mi") and unit != "min" and not unit.startswith("min"):
-        key = "ms"
-    elif unit in ("ms",) or unit.startswith("milli"):
-        key = "ms"
-    elif unit.startswith("s"):
-        key = "s"
-    elif unit.startswith("m"):
-        key = "m"
-    else:
-        key = unit[0]
-    return round(float(m.group(1)) * _UNIT_MS[key])
+    return round(float(m.group(1)) * _UNIT_MS[m.group(2).lower()])
 
 
 def _duration() -> ValueKind:
@@ -242,7 +234,11 @@ CONNECTORS: dict[str, Connector] = {
         Connector(
             "rate",
             frozenset({"source"}),
-            {"rows_per_second": _integer(1), "ramp_up_time": _duration(), "num_partitions": _integer(1)},
+            {
+                "rows_per_second": _integer(1),
+                "ramp_up_time": _duration(),
+                "num_partitions": _integer(1),
+            },
         ),
         Connector(
             "socket",
@@ -261,7 +257,10 @@ CONNECTORS: dict[str, Connector] = {
                 "max_offsets_per_trigger": _integer(1),
                 "format": _choice("raw", "json"),
             },
-            required={"source": ("topic", "bootstrap_servers"), "sink": ("topic", "bootstrap_servers")},
+            required={
+                "source": ("topic", "bootstrap_servers"),
+                "sink": ("topic", "bootstrap_servers"),
+            },
             option_prefixes=("kafka.",),
         ),
         Connector("console", frozenset({"sink"}), {"rows": _integer(1), "truncate": _boolean()}),
@@ -282,8 +281,8 @@ DATAGEN_FIELD_OPTIONS: dict[str, ValueKind] = {
 }
 
 #: Columns the rate and Kafka sources produce (name → accepted Spark types).
-RATE_COLUMNS = {"timestamp": ("TIMESTAMP",), "value": ("BIGINT",)}
-KAFKA_COLUMNS = {
+RATE_COLUMNS: dict[str, tuple[str, ...]] = {"timestamp": ("TIMESTAMP",), "value": ("BIGINT",)}
+KAFKA_COLUMNS: dict[str, tuple[str, ...]] = {
     "key": ("BINARY", "STRING"),
     "value": ("BINARY", "STRING"),
     "topic": ("STRING",),

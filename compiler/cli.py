@@ -193,12 +193,11 @@ def _write_crash_report(argv: Sequence[str]) -> str:
     try:
         path.write_text(report, encoding="utf-8")
     except OSError:
-        fallback = tempfile.NamedTemporaryFile(
+        with tempfile.NamedTemporaryFile(
             "w", prefix="flowc-crash-", suffix=".txt", delete=False, encoding="utf-8"
-        )
-        with fallback:
+        ) as fallback:
             fallback.write(report)
-        return fallback.name
+            return fallback.name
     return str(path)
 
 

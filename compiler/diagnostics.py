@@ -8,16 +8,17 @@ location, the source line, a caret under the span and a ``help:`` line.
 from __future__ import annotations
 
 import difflib
+import io
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 from flowc.spans import Span
 
 
-class Severity(str, Enum):
+class Severity(StrEnum):
     ERROR = "error"
     WARNING = "warning"
 
@@ -45,7 +46,7 @@ class Diagnostic:
 
 
 class CompileError(Exception):
-    """Raised by :func:`flowc.compile` when a program has errors; ``diagnostics`` holds all of them."""
+    """Raised by :func:`flowc.compile` on errors; ``diagnostics`` holds every one of them."""
 
     def __init__(self, diagnostics: Sequence[Diagnostic]) -> None:
         self.diagnostics = tuple(diagnostics)
@@ -115,7 +116,7 @@ def render_text(diagnostics: Sequence[Diagnostic], sources: dict[str, str], colo
         highlight=False,
         soft_wrap=True,
         record=True,
-        file=_NullFile(),
+        file=io.StringIO(),
     )
     lines: dict[str, list[str]] = {}
     for diagnostic in diagnostics:
@@ -133,14 +134,6 @@ def render_text(diagnostics: Sequence[Diagnostic], sources: dict[str, str], colo
             parts.append(f"{warnings} warning{'s' if warnings != 1 else ''}")
         console.print(Text(", ".join(parts), style="bold"))
     return console.export_text(styles=color)
-
-
-class _NullFile:
-    def write(self, _: str) -> int:
-        return 0
-
-    def flush(self) -> None:
-        pass
 
 
 def _render_one(diagnostic: Diagnostic, lines: list[str] | None, text_cls: Any) -> Any:

@@ -53,7 +53,7 @@ class _Lowering:
         self.query = query
         self.span = query.span
 
-    def expr(self, node: exp.Expression) -> ast.SqlExpr:
+    def expr(self, node: exp.Expr) -> ast.SqlExpr:
         """A standalone expression for ``node``, with the span it has in the file."""
         located = ast.SqlExpr(text=self.query.text, tree=node, span=self.span)
         span = node_span(located, node)
@@ -70,7 +70,7 @@ class _Lowering:
     def step_fields(self) -> dict[str, object]:
         return {"keyword_span": self.span, "hints": (), "hints_span": None, "span": self.span}
 
-    def relation(self, table: exp.Expression) -> ast.Relation:
+    def relation(self, table: exp.Expr) -> ast.Relation:
         if not isinstance(table, exp.Table) or table.args.get("db"):
             raise _Unsupported(
                 "a subquery or qualified table in FROM",
@@ -145,9 +145,7 @@ class _Lowering:
             steps.append(ast.Where(condition=self.expr(where.this), **fields))  # type: ignore[arg-type]
         items = list(tree.expressions)
         group = tree.args.get("group")
-        has_aggregates = any(
-            isinstance(n, exp.AggFunc) for item in items for n in item.walk()
-        )
+        has_aggregates = any(isinstance(n, exp.AggFunc) for item in items for n in item.walk())
         if group is not None or has_aggregates:
             steps.extend(self.aggregate(tree, items, group))
         elif not (len(items) == 1 and isinstance(items[0], exp.Star)):
@@ -156,7 +154,7 @@ class _Lowering:
             steps.append(ast.Deduplicate(columns=(), within=None, **fields))  # type: ignore[arg-type]
         return ast.PipeQuery(source=source, steps=tuple(steps), span=self.span)
 
-    def item(self, node: exp.Expression) -> ast.SelectItem:
+    def item(self, node: exp.Expr) -> ast.SelectItem:
         if isinstance(node, exp.Alias):
             return ast.SelectItem(
                 expr=self.expr(node.this), alias=self.name(node.alias), span=self.span
@@ -164,10 +162,10 @@ class _Lowering:
         return ast.SelectItem(expr=self.expr(node), alias=None, span=self.span)
 
     def aggregate(
-        self, tree: exp.Select, items: list[exp.Expression], group: exp.Group | None
+        self, tree: exp.Select, items: list[exp.Expr], group: exp.Group | None
     ) -> list[ast.Step]:
         fields = self.step_fields()
-        keys: list[exp.Expression] = []
+        keys: list[exp.Expr] = []
         window: exp.Anonymous | None = None
         for key in group.expressions if group is not None else []:
             if isinstance(key, exp.Anonymous) and key.name.lower() in ("window", "session_window"):
@@ -206,7 +204,7 @@ class _Lowering:
                 )
                 projection.append(self.item(exp.column(name) if not alias else exp.column(alias)))
             elif window_sql is not None and inner.sql("spark") == window_sql:
-                struct = exp.maybe_parse(
+                struct: exp.Expr = exp.maybe_parse(
                     "named_struct('start', window_start, 'end', window_end)", dialect="spark"
                 )
                 projection.append(

@@ -180,10 +180,11 @@ _TERMINAL_TEXT = {
     "JOIN_KIND": "INNER, LEFT, RIGHT or FULL",
 }
 
-_STEP_KEYWORDS = (
-    "WHERE SELECT EXTEND DROP RENAME EXPLODE KEY REBALANCE RESCALE SHUFFLE BROADCAST "
-    "GLOBAL FORWARD PARTITION WINDOW AGGREGATE DEDUPLICATE JOIN UNION ROUTE"
-).split()
+_STEP_KEYWORDS = [
+    *("WHERE", "SELECT", "EXTEND", "DROP", "RENAME", "EXPLODE", "KEY", "REBALANCE", "RESCALE"),
+    *("SHUFFLE", "BROADCAST", "GLOBAL", "FORWARD", "PARTITION", "WINDOW", "AGGREGATE"),
+    *("DEDUPLICATE", "JOIN", "UNION", "ROUTE"),
+]
 
 
 def _describe_terminal(name: str) -> str:
@@ -275,7 +276,7 @@ def _report_syntax_error(
         reporter.error("E0001", f"syntax error: expected {expected}, found {found}", span, help)
         return
     if isinstance(error, lark.exceptions.UnexpectedCharacters):
-        start = chunk.start + error.pos_in_stream
+        start = chunk.start + (error.pos_in_stream or 0)
         char = index.text[start]
         if char in "'\"":
             reporter.error(
@@ -347,7 +348,7 @@ class _AstBuilder(Transformer[Token, Any]):
             "span": self._span(meta),
         }
 
-    def _sql(self, text: str, span: Span, statement: bool) -> exp.Expression | None:
+    def _sql(self, text: str, span: Span, statement: bool) -> exp.Expr | None:
         try:
             with deep_recursion():
                 tree = sqlglot.parse_one(text, read=self.dialect)
@@ -448,7 +449,9 @@ class _AstBuilder(Transformer[Token, Any]):
     def set_stmt(self, meta: Meta, children: list[Any]) -> ast.SetStmt:
         _, (key, key_span), value = children
         span = self._span(meta)
-        option = ast.Option(key=key, key_span=key_span, value=value, span=key_span.cover(value.span))
+        option = ast.Option(
+            key=key, key_span=key_span, value=value, span=key_span.cover(value.span)
+        )
         return ast.SetStmt(option=option, span=span)
 
     def column_def(self, meta: Meta, children: list[Any]) -> ast.ColumnDef:
@@ -580,7 +583,9 @@ class _AstBuilder(Transformer[Token, Any]):
         )
 
     def rename_step(self, meta: Meta, children: list[Any]) -> ast.Rename:
-        return ast.Rename(items=tuple(children[1:-1]), **self._step(meta, children[0], children[-1]))
+        return ast.Rename(
+            items=tuple(children[1:-1]), **self._step(meta, children[0], children[-1])
+        )
 
     def explode_step(self, meta: Meta, children: list[Any]) -> ast.Explode | None:
         keyword, expr, _, alias, options = children

@@ -80,7 +80,7 @@ def sub_span(expr: SqlExpr, start: int, end: int) -> Span:
     return Span(expr.span.file, line, column, end_line, end_column)
 
 
-def node_span(expr: SqlExpr, node: exp.Expression) -> Span:
+def node_span(expr: SqlExpr, node: exp.Expr) -> Span:
     """Where ``node`` stands in the file, from the positions sqlglot keeps on identifiers."""
     starts: list[int] = []
     ends: list[int] = []
@@ -133,7 +133,7 @@ def resolve_and_type(expr: SqlExpr, scope: Scope, reporter: Reporter) -> str | N
     return type_text(expr.tree)
 
 
-def type_text(node: exp.Expression) -> str:
+def type_text(node: exp.Expr) -> str:
     dtype = node.type
     if dtype is None or dtype.this == exp.DataType.Type.UNKNOWN:
         return UNKNOWN
@@ -196,8 +196,8 @@ def _resolve_column(expr: SqlExpr, column: exp.Column, scope: Scope, reporter: R
             help=f"qualify it: {sides}" if sides else None,
         )
         return False
-    column.type = data_type(matches[0].type) if matches[0].type != UNKNOWN else exp.DataType.build(
-        "UNKNOWN"
+    column.type = (
+        data_type(matches[0].type) if matches[0].type != UNKNOWN else exp.DataType.build("UNKNOWN")
     )
     return True
 
@@ -217,7 +217,7 @@ def _struct_field(struct_type: str, field: str) -> str | None:
 # ---------------------------------------------------------------- flowc's own typing rules
 
 
-def _fill_unknown_types(tree: exp.Expression) -> None:
+def _fill_unknown_types(tree: exp.Expr) -> None:
     """Type what sqlglot leaves UNKNOWN, children first."""
     for node in list(tree.walk(bfs=False))[::-1]:
         if type_text(node) != UNKNOWN:
@@ -227,7 +227,7 @@ def _fill_unknown_types(tree: exp.Expression) -> None:
             node.type = data_type(inferred)
 
 
-def _infer(node: exp.Expression) -> str | None:
+def _infer(node: exp.Expr) -> str | None:
     if isinstance(node, exp.Anonymous) and node.name.lower() in ("window", "session_window"):
         return WINDOW_STRUCT
     if isinstance(node, exp.TimestampTrunc | exp.DateTrunc):
@@ -267,7 +267,7 @@ def _sum_type(arg: str) -> str | None:
     if arg.startswith("DECIMAL"):
         dtype = data_type(arg)
         params = [int(p.name) for p in dtype.expressions if p.name.isdigit()]
-        precision, scale = (params + [10, 0])[:2]
+        precision, scale = [*params, 10, 0][:2]
         return f"DECIMAL({min(38, precision + 10)}, {scale})"
     return None
 
