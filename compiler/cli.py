@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import logging
 import os
 import platform
 import sys
@@ -203,6 +204,8 @@ def _write_crash_report(argv: Sequence[str]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
+    # flowc reports sqlglot's problems as diagnostics; its log lines would only repeat them.
+    logging.getLogger("sqlglot").setLevel(logging.CRITICAL)
     try:
         args = _parser().parse_args(arguments)
         commands: dict[str, Callable[[argparse.Namespace], int]] = {

@@ -271,6 +271,14 @@ def _report_syntax_error(
         else:
             start = chunk.start + (token.start_pos or 0)
             span = index.span(start, start + len(str(token)))
+            if index.text.startswith("/*", start):
+                reporter.error(
+                    "E0001",
+                    "syntax error: unterminated block comment",
+                    index.span(start, start + 2),
+                    help="close the comment with */",
+                )
+                return
         expected, help = _expected_text(set(error.expected))
         found = _describe_token(token)
         reporter.error("E0001", f"syntax error: expected {expected}, found {found}", span, help)
@@ -368,6 +376,16 @@ class _AstBuilder(Transformer[Token, Any]):
             return None
         except ValueError as error:
             self.reporter.error("E0003", f"invalid SQL: {_first_line(str(error))}", span)
+            return None
+        if isinstance(tree, exp.Command | exp.DDL | exp.DML | exp.Set | exp.Use):
+            self.reporter.error(
+                "E0003",
+                "invalid SQL: a statement is not allowed here",
+                span,
+                help="end the previous statement with ';'"
+                if statement
+                else "write an expression here",
+            )
             return None
         if isinstance(tree, exp.Query) != statement:
             what = "a query" if statement else "an expression"

@@ -134,13 +134,29 @@ def resolve_and_type(expr: SqlExpr, scope: Scope, reporter: Reporter) -> str | N
 
 
 def type_text(node: exp.Expr) -> str:
+    """Spark's spelling of a node's type; simple types skip sqlglot's generator (hot path)."""
     dtype = node.type
     if dtype is None or dtype.this == exp.DataType.Type.UNKNOWN:
         return UNKNOWN
+    if not dtype.expressions and not dtype.args.get("values"):
+        return _simple_type_name(dtype.this)
     try:
         return normalize_type(str(dtype.sql("spark")))
     except TypeSyntaxError:
         return UNKNOWN
+
+
+@cache
+def _simple_type_name(kind: exp.DataType.Type) -> str:
+    try:
+        return normalize_type(str(exp.DataType.build(kind).sql("spark")))
+    except TypeSyntaxError:
+        return UNKNOWN
+
+
+def _is_unknown(node: exp.Expr) -> bool:
+    dtype = node.type
+    return dtype is None or dtype.this == exp.DataType.Type.UNKNOWN
 
 
 def _resolve_column(expr: SqlExpr, column: exp.Column, scope: Scope, reporter: Reporter) -> bool:
@@ -220,11 +236,15 @@ def _struct_field(struct_type: str, field: str) -> str | None:
 def _fill_unknown_types(tree: exp.Expr) -> None:
     """Type what sqlglot leaves UNKNOWN, children first."""
     for node in list(tree.walk(bfs=False))[::-1]:
-        if type_text(node) != UNKNOWN:
+        if not _is_unknown(node):
             continue
         inferred = _infer(node)
-        if inferred is not None:
+        if inferred is None or UNKNOWN in inferred:
+            continue
+        try:
             node.type = data_type(inferred)
+        except TypeSyntaxError:
+            continue
 
 
 def _infer(node: exp.Expr) -> str | None:

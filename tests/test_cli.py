@@ -1,0 +1,178 @@
+"""The command line: exit codes, formats, colour, file errors, internal errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import flowc
+from flowc import cli
+
+CLEAN = """
+CREATE SOURCE s (k BIGINT) WITH (connector = 'datagen');
+CREATE SINK o WITH (connector = 'console');
+INSERT INTO o FROM s |> WHERE k > 0;
+"""
+BROKEN = CLEAN.replace("k > 0", "missing > 0")
+
+
+def _write(tmp_path: Path, text: str | bytes, name: str = "job.flow") -> str:
+    path = tmp_path / name
+    if isinstance(text, bytes):
+        path.write_bytes(text)
+    else:
+        path.write_text(text, encoding="utf-8")
+    return str(path)
+
+
+def test_check_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["check", _write(tmp_path, CLEAN)]) == 0
+    assert cli.main(["check", _write(tmp_path, BROKEN, "bad.flow")]) == 1
+    err = capsys.readouterr().err
+    assert "error[E0201]: unknown column 'missing'" in err
+    assert "Traceback" not in err
+
+
+def test_check_reports_every_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    first = _write(tmp_path, BROKEN, "a.flow")
+    second = _write(tmp_path, BROKEN, "b.flow")
+    assert cli.main(["check", "--format", "json", first, second]) == 1
+    files = {d["file"] for d in json.loads(capsys.readouterr().out)["diagnostics"]}
+    assert files == {first, second}
+
+
+def test_missing_file_and_directory_are_usage_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main(["check", str(tmp_path / "nope.flow")]) == 2
+    assert "no such file" in capsys.readouterr().err
+    assert cli.main(["check", str(tmp_path)]) == 2
+    assert "is a directory" in capsys.readouterr().err
+
+
+def test_invalid_utf8_is_a_file_error_with_position(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _write(tmp_path, b"SET parallelism = 1;\nCREATE \xff SOURCE")
+    assert cli.main(["check", path]) == 2
+    assert f"{path}:2:8: not valid UTF-8 (byte 0xff)" in capsys.readouterr().err
+
+
+def test_empty_file_is_a_diagnostic(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["check", _write(tmp_path, "")]) == 1
+    assert "E0501" in capsys.readouterr().err
+
+
+def test_bad_arguments_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main([]) == 2
+    assert cli.main(["check"]) == 2
+    assert cli.main(["compile", "x.flow", "--emit", "nonsense"]) == 2
+    assert "usage:" in capsys.readouterr().err
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["--version"]) == 0
+    assert capsys.readouterr().out.strip() == f"flowc {flowc.__version__}"
+
+
+def test_json_diagnostics_have_every_field(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main(["check", "--format", "json", _write(tmp_path, BROKEN)]) == 1
+    document = json.loads(capsys.readouterr().out)
+    assert document["schema_version"] == 1
+    assert document["flowc_version"] == flowc.__version__
+    (diagnostic,) = document["diagnostics"]
+    assert diagnostic == {
+        "code": "E0201",
+        "severity": "error",
+        "message": "unknown column 'missing'",
+        "file": str(tmp_path / "job.flow"),
+        "line": 4,
+        "column": 31,
+        "end_line": 4,
+        "end_column": 38,
+        "help": "columns here: k",
+    }
+
+
+def test_colour_only_when_asked_or_on_a_terminal(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = _write(tmp_path, BROKEN)
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    cli.main(["check", path])
+    assert "\x1b[" not in capsys.readouterr().err  # captured stderr is not a terminal
+    cli.main(["check", "--color", "always", path])
+    assert "\x1b[" in capsys.readouterr().err
+    monkeypatch.setenv("NO_COLOR", "1")
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    cli.main(["check", path])
+    assert "\x1b[" not in capsys.readouterr().err
+
+
+def test_compile_emit_ast_json_and_output_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _write(tmp_path, CLEAN)
+    assert cli.main(["compile", path, "--emit", "ast", "--format", "json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["stage"] == "ast"
+    statements = document["ast"]["statements"]
+    assert [s["node"] for s in statements] == ["CreateSource", "CreateSink", "Insert"]
+    assert statements[2]["query"]["steps"][0]["condition"]["span"]["line"] == 4
+    target = tmp_path / "out.txt"
+    assert cli.main(["compile", path, "--emit", "ast", "-o", str(target)]) == 0
+    assert target.read_text().startswith("Program")
+
+
+def test_compile_with_errors_exits_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["compile", _write(tmp_path, BROKEN), "--emit", "ast"]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert "E0201" in captured.err
+
+
+def test_internal_error_exits_101_with_a_report(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def crash(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr("flowc.job.compile", crash)
+    monkeypatch.setenv("FLOWC_CRASH_DIR", str(tmp_path))
+    assert cli.main(["check", _write(tmp_path, CLEAN)]) == 101
+    err = capsys.readouterr().err
+    assert "internal error" in err
+    assert "Traceback" not in err
+    (report,) = tmp_path.glob("flowc-crash-*.txt")
+    assert "RuntimeError: boom" in report.read_text()
+
+
+def test_python_dash_m_and_console_script(tmp_path: Path) -> None:
+    path = _write(tmp_path, CLEAN)
+    result = subprocess.run(
+        [sys.executable, "-m", "flowc", "check", path], capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr
+    bad = subprocess.run(
+        [sys.executable, "-m", "flowc", "check", _write(tmp_path, BROKEN, "b.flow")],
+        capture_output=True,
+        text=True,
+    )
+    assert bad.returncode == 1
+    assert "E0201" in bad.stderr
+
+
+def test_compile_does_not_import_pyspark(tmp_path: Path) -> None:
+    code = (
+        "import sys, flowc.cli\n"
+        f"flowc.cli.main(['compile', {_write(tmp_path, CLEAN)!r}, '--emit', 'ast'])\n"
+        "assert 'pyspark' not in sys.modules, 'pyspark imported'\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr

@@ -1,0 +1,116 @@
+"""Hostile input never crashes flowc: deep nesting, huge files, odd bytes, empty files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import flowc
+from flowc.cli import main
+
+HEADER = (
+    "CREATE SOURCE s (k BIGINT) WITH (connector = 'datagen');\n"
+    "CREATE SINK o WITH (connector = 'console');\n"
+)
+
+
+def _codes(text: str) -> list[str]:
+    try:
+        flowc.compile(text, "t.flow")
+    except flowc.CompileError as error:
+        return [d.code for d in error.diagnostics if d.severity == "error"]
+    return []
+
+
+@pytest.mark.parametrize("depth", [65, 1000, 20_000])
+def test_deep_nesting_is_a_diagnostic(depth: int) -> None:
+    text = HEADER + "INSERT INTO o FROM s |> WHERE " + "(" * depth + "k > 1" + ")" * depth + ";\n"
+    assert _codes(text) == ["E0004"]
+
+
+def test_nesting_up_to_the_limit_compiles() -> None:
+    text = HEADER + "INSERT INTO o FROM s |> WHERE " + "(" * 64 + "k > 1" + ")" * 64 + ";\n"
+    assert _codes(text) == []
+
+
+def test_deep_case_nesting_is_a_diagnostic() -> None:
+    expr = "CASE WHEN k > 1 THEN " * 200 + "true" + " END" * 200
+    assert _codes(HEADER + f"INSERT INTO o FROM s |> WHERE {expr};\n") == ["E0004"]
+
+
+def test_very_long_flat_expression_does_not_crash() -> None:
+    text = HEADER + "INSERT INTO o FROM s |> WHERE k > " + "+".join(["1"] * 5000) + ";\n"
+    assert _codes(text) in ([], ["E0004"])
+
+
+def test_huge_file_compiles() -> None:
+    views = "".join(
+        f"CREATE VIEW v{i} AS FROM {'s' if i == 0 else f'v{i - 1}'} |> WHERE k > {i};\n"
+        for i in range(500)
+    )
+    job = flowc.compile(HEADER + views + "INSERT INTO o FROM v499;\n", "big.flow")
+    assert len(job.program.views) == 500
+
+
+def test_many_errors_are_all_reported() -> None:
+    lines = "".join(f"INSERT INTO o FROM s |> WHERE nope{i} > 1;\n" for i in range(300))
+    codes = _codes(HEADER + lines)
+    assert codes == ["E0201"] * 300
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "   \n\n  ",
+        "-- only a comment",
+        "/* never closed",
+        ";;;;",
+        "\x00\x01\x02",
+        "CREATE",
+        "CREATE SOURCE",
+        "INSERT INTO o FROM s |> WHERE k = 'unterminated",
+        "INSERT INTO o FROM s |> WHERE k = `unterminated",
+        "SET parallelism = ;",
+        "\ufeffSET parallelism = 1;",
+        "SELECT * FROM s;",
+        "CREATE VIEW v AS FROM v;",
+        ")))(((",
+        "INSERT INTO o FROM s |> " + "|> " * 1000,
+        "é" * 10_000,
+    ],
+)
+def test_odd_input_gives_diagnostics(text: str) -> None:
+    codes = _codes(HEADER + text)
+    assert codes, "expected at least one error"
+
+
+def test_invalid_utf8_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "bad.flow"
+    path.write_bytes(HEADER.encode() + b"\xc3\x28\n")
+    assert main(["check", str(path)]) == 2
+    assert "not valid UTF-8" in capsys.readouterr().err
+
+
+def test_unterminated_block_comment_is_named() -> None:
+    try:
+        flowc.compile(HEADER + "INSERT INTO o FROM s;\n/* never closed\n", "t.flow")
+    except flowc.CompileError as error:
+        assert [d.message for d in error.diagnostics] == [
+            "syntax error: unterminated block comment"
+        ]
+    else:
+        pytest.fail("no error")
+
+
+# Regressions found by fuzzing (tests/test_fuzz.py).
+
+
+def test_statement_inside_an_expression_is_a_diagnostic() -> None:
+    assert _codes(HEADER + "INSERT INTO o FROM s |> WHERE (DROP TABLE x);\n") != []
+
+
+def test_aggregate_over_unknown_typed_argument_does_not_crash() -> None:
+    text = HEADER + "INSERT INTO o FROM s |> KEY BY k |> AGGREGATE min(nullif(k, k)) AS m;\n"
+    assert _codes(text) == []
