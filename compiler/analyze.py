@@ -18,7 +18,6 @@ from flowc import ast, catalog
 from flowc.diagnostics import Reporter, did_you_mean, one_of
 from flowc.flink.keygroups import compute_default_max_parallelism
 from flowc.lower_sql import lower_sql_query
-from flowc.names import sink_name, source_name, step_name
 from flowc.program import (
     Column,
     FromSideOutput,
@@ -104,7 +103,6 @@ class _Analyzer:
             span=self.tree.span,
         )
         self._check_program(program)
-        self._check_forward(program)
         return program
 
     def _declare(self) -> None:
@@ -284,7 +282,15 @@ class _Analyzer:
             return None, {}, hints
         connector_name = str(connector_option.value.python)
         connector = catalog.CONNECTORS.get(connector_name)
-        if connector is None or connector_option.value.kind != "string":
+        if connector_option.value.kind != "string":
+            self.reporter.error(
+                "E0402",
+                "the connector name must be a quoted string",
+                connector_option.value.span,
+                help=f"write connector = '{connector_name}'",
+            )
+            return None, {}, hints
+        if connector is None:
             self.reporter.error(
                 "E0402",
                 f"unknown connector '{connector_name}'",
@@ -583,8 +589,9 @@ class _Analyzer:
         name = node.name.value
         self.defined.add(name)
         side_outputs: list[SideOutput] = []
-        stream = self._query(node.query, side_outputs, view=name)
-        if stream is None or self.definitions[name].node is not node:
+        registered = self.definitions[name].node is node
+        stream = self._query(node.query, side_outputs, view=name if registered else None)
+        if stream is None or not registered:
             return
         self.views[name] = ViewDef(
             name=name, stream=stream, side_outputs=tuple(side_outputs), span=node.span
@@ -660,6 +667,8 @@ class _Analyzer:
         """Resolve ``FROM x`` / ``FROM v.out`` / a JOIN or UNION side to its origin and schema."""
         name = relation.name.value
         definition = self.definitions.get(name)
+        if definition is not None:
+            self.used.add(name)
         if definition is None:
             candidates = [n for n, d in self.definitions.items() if d.kind != "sink"]
             self.reporter.error(
@@ -770,6 +779,7 @@ class _Analyzer:
         if isinstance(query, ast.SqlQuery):
             lowered = lower_sql_query(query, self.reporter)
             if lowered is None:
+                self.used.update(_query_references(query))
                 return None
             query = lowered
         resolved = self._reference(query.source, view)
@@ -817,6 +827,8 @@ class _Analyzer:
         index: int,
         view: str | None,
     ) -> Step | None:
+        if isinstance(node, ast.Aggregate):
+            return self._aggregate(node, schema, keys, None)
         if isinstance(node, ast.KeyBy | ast.Partition | ast.PartitionBy):
             for option in node.hints:
                 self.reporter.error(
@@ -891,8 +903,6 @@ class _Analyzer:
                 keys=(_key_text(node.expr),),
                 partition="CUSTOM",
             )
-        if isinstance(node, ast.Aggregate):
-            return self._aggregate(node, schema, keys, None)
         if isinstance(node, ast.Deduplicate):
             return self._deduplicate(node, schema, hints)
         if isinstance(node, ast.Join):
@@ -991,9 +1001,9 @@ class _Analyzer:
         return Step(kind=kind, node=node, schema=tuple(out), hints=hints, span=node.span)
 
     def _unique(self, columns: Sequence[Column], span: Span) -> bool:
-        seen: set[tuple[str | None, str]] = set()
+        seen: set[str] = set()
         for column in columns:
-            key = (column.qualifier, column.name)
+            key = column.name
             if key in seen:
                 self.reporter.error(
                     "E0206",
@@ -1371,7 +1381,8 @@ class _Analyzer:
                     uids[hints.uid] = span
             parallelism = hints.parallelism or settings.parallelism
             max_parallelism = hints.max_parallelism or settings.max_parallelism
-            if max_parallelism is not None and parallelism > max_parallelism:
+            hinted = hints.parallelism is not None or hints.max_parallelism is not None
+            if hinted and max_parallelism is not None and parallelism > max_parallelism:
                 span = (
                     hints.spans.get("parallelism")
                     or hints.spans.get("max_parallelism")
@@ -1407,71 +1418,6 @@ class _Analyzer:
                     f"{definition.kind} '{name}' is never used",
                     definition.node.name.span,
                 )
-
-    def _check_forward(self, program: Program) -> None:
-        """FORWARD between different parallelisms is an error at the FORWARD step (Flink's rule)."""
-        default = program.settings.parallelism
-        tails: dict[str, _Tail] = {}
-
-        def parallelism(hints: Hints) -> int:
-            return hints.parallelism or default
-
-        def walk(stream: Stream, consumer: tuple[str, int] | None) -> _Tail:
-            origin = stream.origin
-            if isinstance(origin, FromSource):
-                source = program.source(origin.name)
-                tail = _Tail(source_name(source), parallelism(source.hints), None)
-            elif isinstance(origin, FromView):
-                tail = tails[origin.name]
-            else:
-                view = program.view(origin.view)
-                output = next(o for o in view.side_outputs if o.name == origin.output)
-                route = view.stream.steps[output.step_index]
-                tail = _Tail(step_name(route), parallelism(route.hints), None)
-            for step in stream.steps:
-                if step.kind in PARTITION_KINDS:
-                    tail = _Tail(tail.name, tail.parallelism, step)
-                    continue
-                if step.kind == "union":
-                    continue
-                tail = self._forward_edge(tail, step_name(step), parallelism(step.hints))
-            if consumer is not None:
-                tail = self._forward_edge(tail, *consumer)
-            return tail
-
-        for view in program.views:
-            tails[view.name] = walk(view.stream, None)
-        for insert in program.inserts:
-            sink = program.sink(insert.sink)
-            walk(insert.stream, (sink_name(sink), parallelism(sink.hints)))
-
-    def _forward_edge(self, tail: _Tail, consumer: str, consumer_parallelism: int) -> _Tail:
-        pending = tail.partition
-        if (
-            pending is not None
-            and pending.partition == "FORWARD"
-            and tail.parallelism != consumer_parallelism
-        ):
-            self.reporter.error(
-                "E0310",
-                "Forward partitioning does not allow change of parallelism. Upstream operation: "
-                f"{tail.name} parallelism: {tail.parallelism}, downstream operation: "
-                f"{consumer} parallelism: {consumer_parallelism} You must use another "
-                "partitioning strategy, such as broadcast, rebalance, shuffle or global.",
-                pending.node.keyword_span,
-                help="use REBALANCE (or RESCALE, SHUFFLE, BROADCAST, GLOBAL), or give both "
-                "sides the same parallelism",
-            )
-        return _Tail(consumer, consumer_parallelism, None)
-
-
-@dataclass(frozen=True, slots=True)
-class _Tail:
-    """The last operator of a stream so far, and a partition step waiting for a consumer."""
-
-    name: str
-    parallelism: int
-    partition: Step | None
 
 
 # ---------------------------------------------------------------- helpers

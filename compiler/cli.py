@@ -18,18 +18,22 @@ import tempfile
 import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import NoReturn, TextIO
+from typing import TYPE_CHECKING, NoReturn, TextIO
 
 from flowc import __version__
 from flowc.diagnostics import CompileError, Diagnostic, render_json, render_text
+
+if TYPE_CHECKING:
+    from flowc.job import CompiledJob
 
 EXIT_OK = 0
 EXIT_ERRORS = 1
 EXIT_USAGE = 2
 EXIT_INTERNAL = 101
 
-STAGES = ("ast",)
-FORMATS = ("text", "json")
+STAGES = ("ast", "transformations", "streamgraph", "jobgraph", "physical", "all")
+FORMATS = ("text", "json", "dot", "mermaid")
+GRAPH_FORMATS = ("dot", "mermaid")
 
 
 class UsageError(Exception):
@@ -158,6 +162,11 @@ def _compile(args: argparse.Namespace) -> int:
         return EXIT_ERRORS
     if job.diagnostics:
         _print_diagnostics(job.diagnostics, {args.file: text}, "text", args.color)
+    if args.emit == "all":
+        if not args.output:
+            raise UsageError("--emit all writes every stage: give a folder with -o DIR")
+        _write_all(job, args.output)
+        return EXIT_OK
     output = _render_stage(job, args.emit, args.format)
     if args.output:
         try:
@@ -169,17 +178,44 @@ def _compile(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _render_stage(job: object, stage: str, fmt: str) -> str:
-    from flowc.astdump import ast_to_json, ast_to_text
+_STAGE_ATTRIBUTES = {
+    "transformations": "transformations",
+    "streamgraph": "stream_graph",
+    "jobgraph": "job_graph",
+    "physical": "physical_plan",
+}
+_EXTENSIONS = {"text": "txt", "json": "json", "dot": "dot", "mermaid": "mmd"}
 
-    renderers: dict[tuple[str, str], Callable[[], str]] = {
-        ("ast", "json"): lambda: ast_to_json(job.ast),  # type: ignore[attr-defined]
-        ("ast", "text"): lambda: ast_to_text(job.ast),  # type: ignore[attr-defined]
-    }
-    renderer = renderers.get((stage, fmt))
+
+def _render_stage(job: CompiledJob, stage: str, fmt: str) -> str:
+    if stage == "ast":
+        from flowc.astdump import ast_to_json, ast_to_text
+
+        if fmt not in ("text", "json"):
+            raise UsageError(f"--emit ast has no --format {fmt}")
+        return ast_to_json(job.ast) if fmt == "json" else ast_to_text(job.ast)
+    ir = getattr(job, _STAGE_ATTRIBUTES[stage])
+    renderer = getattr(ir, f"to_{fmt}", None)
     if renderer is None:
         raise UsageError(f"--emit {stage} has no --format {fmt}")
-    return renderer()
+    text: str = renderer()
+    return text
+
+
+def _write_all(job: CompiledJob, directory: str) -> None:
+    """``--emit all -o DIR``: every stage in every format it has."""
+    target = Path(directory)
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise UsageError(f"{directory}: cannot create: {error.strerror or error}") from None
+    for stage in ("ast", *_STAGE_ATTRIBUTES):
+        for fmt in FORMATS:
+            if stage in ("ast", "physical") and fmt in GRAPH_FORMATS:
+                continue
+            (target / f"{stage}.{_EXTENSIONS[fmt]}").write_text(
+                _render_stage(job, stage, fmt), encoding="utf-8"
+            )
 
 
 def _write_crash_report(argv: Sequence[str]) -> str:

@@ -7,7 +7,11 @@ from pathlib import Path
 
 from flowc import ast
 from flowc.diagnostics import CompileError, Diagnostic, Reporter
+from flowc.job_graph import JobGraph
+from flowc.physical import PhysicalPlan
 from flowc.program import Program
+from flowc.stream_graph import StreamGraph
+from flowc.transformations import TransformationTree
 
 
 @dataclass(slots=True)
@@ -18,6 +22,10 @@ class CompiledJob:
     source: str
     ast: ast.Program = field(init=False)
     program: Program = field(init=False)
+    transformations: TransformationTree = field(init=False)
+    stream_graph: StreamGraph = field(init=False)
+    job_graph: JobGraph = field(init=False)
+    physical_plan: PhysicalPlan = field(init=False)
     diagnostics: tuple[Diagnostic, ...] = ()
 
     @property

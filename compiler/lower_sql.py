@@ -41,7 +41,7 @@ def lower_sql_query(query: ast.SqlQuery, reporter: Reporter) -> ast.PipeQuery | 
     except _Unsupported as problem:
         reporter.error(
             "E0601",
-            f"{problem.what} is not supported in a streaming query",
+            f"not supported in a streaming query: {problem.what}",
             problem.span,
             help=problem.help or "write the query as a pipe query (FROM x |> ...)",
         )

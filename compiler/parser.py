@@ -55,11 +55,15 @@ def _lark() -> lark.Lark:
 
 
 @contextmanager
-def deep_recursion() -> Iterator[None]:
-    """Let sqlglot's recursive parser and walkers go deeper than Python's default."""
+def deep_recursion(depth: int = 0) -> Iterator[None]:
+    """Let recursive walks (sqlglot's parser, chain building) go deeper than Python's default.
+
+    ``depth`` asks for room for that many more frames than the usual limit.
+    """
     old = sys.getrecursionlimit()
-    if old < _RECURSION_LIMIT:
-        sys.setrecursionlimit(_RECURSION_LIMIT)
+    wanted = max(_RECURSION_LIMIT, old + 4 * depth)
+    if old < wanted:
+        sys.setrecursionlimit(wanted)
     try:
         yield
     finally:
@@ -98,6 +102,7 @@ class _Chunk:
     start: int
     end: int
     terminated: bool
+    last_token_end: int
 
 
 _SCAN = re.compile(
@@ -125,6 +130,7 @@ def _split_statements(text: str) -> list[_Chunk]:
     """
     chunks: list[_Chunk] = []
     start: int | None = None
+    last_end = 0
     line_has_token = False
     for m in _SCAN.finditer(text):
         kind = m.lastgroup
@@ -134,9 +140,10 @@ def _split_statements(text: str) -> list[_Chunk]:
             line_has_token = False
             continue
         if kind == "semi":
-            chunks.append(_Chunk(m.start() if start is None else start, m.end(), True))
+            chunks.append(_Chunk(m.start() if start is None else start, m.end(), True, m.end()))
             start = None
             line_has_token = True
+            last_end = m.end()
             continue
         if (
             kind == "word"
@@ -144,14 +151,32 @@ def _split_statements(text: str) -> list[_Chunk]:
             and not line_has_token
             and m.group().lower() in _STATEMENT_STARTS
         ):
-            chunks.append(_Chunk(start, m.start(), False))
+            chunks.append(_Chunk(start, m.start(), False, last_end))
             start = None
         if start is None:
             start = m.start()
         line_has_token = True
+        last_end = m.end()
     if start is not None:
-        chunks.append(_Chunk(start, len(text), False))
+        chunks.append(_Chunk(start, len(text), False, last_end))
     return chunks
+
+
+def _open_bracket(text: str, start: int, stop: int) -> tuple[str, int] | None:
+    """The innermost bracket (``(``, ``[`` or CASE) still open at ``stop``, and its offset."""
+    stack: list[tuple[str, int]] = []
+    for m in _SCAN.finditer(text, start, stop):
+        token = m.group()
+        if m.lastgroup == "word":
+            if token.lower() == "case":
+                stack.append(("CASE", m.start()))
+            elif token.lower() == "end" and stack and stack[-1][0] == "CASE":
+                stack.pop()
+        elif token in "([":
+            stack.append((token, m.start()))
+        elif token in ")]" and stack and stack[-1][0] != "CASE":
+            stack.pop()
+    return stack[-1] if stack else None
 
 
 # ---------------------------------------------------------------- syntax errors
@@ -246,7 +271,7 @@ def parse(text: str, file: str, reporter: Reporter) -> ast.Program:
             continue
         statement = builder.transform(tree)
         if not chunk.terminated:
-            end = chunk.start + len(text[chunk.start : chunk.end].rstrip())
+            end = chunk.last_token_end
             reporter.error(
                 "E0002",
                 "missing ';' after this statement",
@@ -266,21 +291,39 @@ def _report_syntax_error(
     if isinstance(error, lark.exceptions.UnexpectedToken):
         token = error.token
         if token.type == "$END":
-            end = chunk.start + len(index.text[chunk.start : chunk.end].rstrip())
-            span = index.span(end, end)
+            span_start = chunk.last_token_end
+            span = index.span(span_start, span_start)
         else:
-            start = chunk.start + (token.start_pos or 0)
-            span = index.span(start, start + len(str(token)))
-            if index.text.startswith("/*", start):
+            span_start = chunk.start + (token.start_pos or 0)
+            span = index.span(span_start, span_start + len(str(token)))
+            if index.text.startswith("/*", span_start):
                 reporter.error(
                     "E0001",
                     "syntax error: unterminated block comment",
-                    index.span(start, start + 2),
+                    index.span(span_start, span_start + 2),
                     help="close the comment with */",
                 )
                 return
-        expected, help = _expected_text(set(error.expected))
+        expected_set = set(error.expected)
         found = _describe_token(token)
+        if expected_set & {"RPAR", "RSQB", "END"}:
+            opener = _open_bracket(index.text, chunk.start, span_start)
+            if opener is not None:
+                closer = {"(": "')'", "[": "']'", "CASE": "END"}[opener[0]]
+                wanted = (
+                    f"',' or {closer}"
+                    if "COMMA" in expected_set and opener[0] != "CASE"
+                    else closer
+                )
+                line, column = index.position(opener[1])
+                reporter.error(
+                    "E0001",
+                    f"syntax error: expected {wanted}, found {found}",
+                    span,
+                    help=f"the '{opener[0]}' at line {line}, column {column} is not closed",
+                )
+                return
+        expected, help = _expected_text(expected_set)
         reporter.error("E0001", f"syntax error: expected {expected}, found {found}", span, help)
         return
     if isinstance(error, lark.exceptions.UnexpectedCharacters):
@@ -406,10 +449,25 @@ class _AstBuilder(Transformer[Token, Any]):
             file_col = (span.column + start_col - 1) if line == 1 else start_col
             width = max(len(highlight), 1)
             where = Span(span.file, file_line, file_col, file_line, file_col + width)
+        description = re.sub(r"<class '(?:[\w.]+\.)?(\w+)'>", r"\1", description)
+        if description.startswith("Required keyword"):
+            description = "an operand is missing"
         message = f"invalid SQL expression: {description}"
         if highlight:
             message += f" near '{highlight}'"
         self.reporter.error("E0003", message, where, help=_sqlglot_help(description))
+
+    def _plain(self, expr: ast.SqlExpr | None) -> ast.SqlExpr | None:
+        """Reject ``expr word`` (sqlglot reads it as an alias) where no alias belongs."""
+        if expr is None or not isinstance(expr.tree, exp.Alias):
+            return expr
+        self.reporter.error(
+            "E0003",
+            f"invalid SQL expression: unexpected '{expr.tree.alias}' after the expression",
+            expr.span,
+            help="remove it, or join the two parts with an operator",
+        )
+        return None
 
     # -- names, options, types
 
@@ -478,6 +536,7 @@ class _AstBuilder(Transformer[Token, Any]):
 
     def watermark_def(self, meta: Meta, children: list[Any]) -> ast.WatermarkDef | None:
         _, _, column, _, expr = children
+        expr = self._plain(expr)
         if expr is None:
             return None
         return ast.WatermarkDef(column=column, expr=expr, span=self._span(meta))
@@ -559,6 +618,10 @@ class _AstBuilder(Transformer[Token, Any]):
         expr, _, alias = children
         if expr is None:
             return None
+        if alias is not None:
+            expr = self._plain(expr)
+            if expr is None:
+                return None
         if alias is None and isinstance(expr.tree, exp.Alias):
             alias_text = expr.tree.alias
             alias = ast.Name(value=alias_text, quoted=False, span=expr.span)
@@ -571,6 +634,7 @@ class _AstBuilder(Transformer[Token, Any]):
 
     def route_branch(self, meta: Meta, children: list[Any]) -> ast.RouteBranch | None:
         name, _, condition = children
+        condition = self._plain(condition)
         if condition is None:
             return None
         return ast.RouteBranch(name=name, condition=condition, span=self._span(meta))
@@ -579,6 +643,7 @@ class _AstBuilder(Transformer[Token, Any]):
 
     def where_step(self, meta: Meta, children: list[Any]) -> ast.Where | None:
         keyword, condition, options = children
+        condition = self._plain(condition)
         if condition is None:
             return None
         return ast.Where(condition=condition, **self._step(meta, keyword, options))
@@ -607,15 +672,17 @@ class _AstBuilder(Transformer[Token, Any]):
 
     def explode_step(self, meta: Meta, children: list[Any]) -> ast.Explode | None:
         keyword, expr, _, alias, options = children
+        expr = self._plain(expr)
         if expr is None:
             return None
         return ast.Explode(expr=expr, alias=alias, **self._step(meta, keyword, options))
 
     def key_by_step(self, meta: Meta, children: list[Any]) -> ast.KeyBy | None:
-        keys = children[2:-1]
-        if any(k is None for k in keys):
+        keys = [self._plain(k) for k in children[2:-1]]
+        plain = [k for k in keys if k is not None]
+        if len(plain) != len(keys):
             return None
-        return ast.KeyBy(keys=tuple(keys), **self._step(meta, children[0], children[-1]))
+        return ast.KeyBy(keys=tuple(plain), **self._step(meta, children[0], children[-1]))
 
     def partition_step(self, meta: Meta, children: list[Any]) -> ast.Partition:
         keyword, options = children
@@ -623,18 +690,19 @@ class _AstBuilder(Transformer[Token, Any]):
 
     def partition_by_step(self, meta: Meta, children: list[Any]) -> ast.PartitionBy | None:
         keyword, _, expr, options = children
+        expr = self._plain(expr)
         if expr is None:
             return None
         return ast.PartitionBy(expr=expr, **self._step(meta, keyword, options))
 
     def window_step(self, meta: Meta, children: list[Any]) -> ast.Window | None:
         keyword, kind = children[0], children[1]
-        args = [c for c in children[2:-1] if not isinstance(c, Token)]
-        if any(a is None for a in args) and len(args) > 1:
+        args = [self._plain(c) for c in children[2:-1] if not isinstance(c, Token)]
+        plain = [a for a in args if a is not None]
+        if len(plain) != len(args):
             return None
-        args = [a for a in args if a is not None]
         return ast.Window(
-            kind=str(kind).upper(), args=tuple(args), **self._step(meta, keyword, children[-1])
+            kind=str(kind).upper(), args=tuple(plain), **self._step(meta, keyword, children[-1])
         )
 
     def aggregate_step(self, meta: Meta, children: list[Any]) -> ast.Aggregate | None:
@@ -652,7 +720,7 @@ class _AstBuilder(Transformer[Token, Any]):
         while i < len(rest):
             item = rest[i]
             if isinstance(item, Token) and item.type == "WITHIN":
-                within = rest[i + 1]
+                within = self._plain(rest[i + 1])
                 if within is None:
                     return None
                 i += 2
@@ -660,6 +728,8 @@ class _AstBuilder(Transformer[Token, Any]):
             if isinstance(item, Token) or item is None:
                 i += 1
                 continue
+            if self._plain(item) is None:
+                return None
             columns.append(item)
             i += 1
         return ast.Deduplicate(
@@ -668,6 +738,7 @@ class _AstBuilder(Transformer[Token, Any]):
 
     def join_step(self, meta: Meta, children: list[Any]) -> ast.Join | None:
         kind_token, _outer, join_token, right, _on, condition, options = children
+        condition = self._plain(condition)
         if _on is not None and condition is None:
             return None
         kind = str(kind_token).upper() if kind_token is not None else "INNER"

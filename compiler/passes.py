@@ -13,7 +13,11 @@ from typing import Any
 
 from flowc.analyze import analyze
 from flowc.diagnostics import Reporter
-from flowc.parser import parse
+from flowc.job_graph import build_job_graph
+from flowc.parser import deep_recursion, parse
+from flowc.physical import build_physical_plan
+from flowc.stream_graph import build_stream_graph
+from flowc.transformations import build_transformations
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,7 +36,28 @@ def _analyze(job: Any, reporter: Reporter) -> Any:
     return analyze(job.ast, reporter)
 
 
+def _transformations(job: Any, reporter: Reporter) -> Any:
+    return build_transformations(job.program, reporter)
+
+
+def _stream_graph(job: Any, reporter: Reporter) -> Any:
+    return build_stream_graph(job.transformations, reporter)
+
+
+def _job_graph(job: Any, reporter: Reporter) -> Any:
+    with deep_recursion(len(job.stream_graph.nodes)):
+        return build_job_graph(job.stream_graph)
+
+
+def _physical_plan(job: Any, reporter: Reporter) -> Any:
+    return build_physical_plan(job.job_graph)
+
+
 PASSES: tuple[Pass, ...] = (
     Pass("ast", _parse),
     Pass("program", _analyze),
+    Pass("transformations", _transformations),
+    Pass("stream_graph", _stream_graph),
+    Pass("job_graph", _job_graph),
+    Pass("physical_plan", _physical_plan),
 )

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True, slots=True)
 class Span:
-    """A range in a source file: 1-based lines and columns, end inclusive of the last column."""
+    """A range in a source file: 1-based lines and columns; the end column is one past the end."""
 
     file: str
     line: int

@@ -38,8 +38,17 @@ def data_type(text: str) -> exp.DataType:
         dtype = exp.DataType.build(text, dialect="spark")
     except (SqlglotError, ValueError) as error:
         raise TypeSyntaxError(text) from error
-    if dtype.this in (exp.DataType.Type.USERDEFINED, exp.DataType.Type.UNKNOWN):
-        raise TypeSyntaxError(text)
+    # sqlglot drops an element type it does not know (ARRAY<FOO> becomes ARRAY): count them.
+    arity = {exp.DataType.Type.ARRAY: 1, exp.DataType.Type.MAP: 2}
+    for part in dtype.walk():
+        if not isinstance(part, exp.DataType):
+            continue
+        if part.this in (exp.DataType.Type.USERDEFINED, exp.DataType.Type.UNKNOWN):
+            raise TypeSyntaxError(text)
+        if part.this in arity and len(part.expressions) != arity[part.this]:
+            raise TypeSyntaxError(text)
+        if part.this == exp.DataType.Type.STRUCT and not part.expressions:
+            raise TypeSyntaxError(text)
     return dtype
 
 
@@ -147,7 +156,7 @@ def type_text(node: exp.Expr) -> str:
 
 
 @cache
-def _simple_type_name(kind: exp.DataType.Type) -> str:
+def _simple_type_name(kind: exp.DType) -> str:
     try:
         return normalize_type(str(exp.DataType.build(kind).sql("spark")))
     except TypeSyntaxError:

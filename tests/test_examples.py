@@ -55,7 +55,10 @@ def test_error_example_fails_at_the_right_line(
 
 @pytest.mark.parametrize("path", ERROR_EXAMPLES, ids=lambda p: p.name)
 def test_error_example_text_snapshot(
-    path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, snapshot: object
+    path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    snapshot: object,
 ) -> None:
     monkeypatch.chdir(ROOT)
     monkeypatch.setenv("NO_COLOR", "1")
@@ -65,7 +68,10 @@ def test_error_example_text_snapshot(
 
 @pytest.mark.parametrize("path", ERROR_EXAMPLES, ids=lambda p: p.name)
 def test_error_example_json_snapshot(
-    path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, snapshot: object
+    path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    snapshot: object,
 ) -> None:
     monkeypatch.chdir(ROOT)
     assert main(["check", "--format", "json", _relative(path)]) == 1
@@ -76,7 +82,10 @@ def test_error_example_json_snapshot(
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
 def test_example_ast_snapshot(
-    path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, snapshot: object
+    path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    snapshot: object,
 ) -> None:
     monkeypatch.chdir(ROOT)
     assert main(["compile", _relative(path), "--emit", "ast", "--format", "text"]) == 0

@@ -12,6 +12,9 @@ import struct
 from dataclasses import dataclass
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from flowc.flink.hashing import EdgeRef, hash_stream_nodes, to_hex
 from flowc.flink.keygroups import (
     DEFAULT_LOWER_BOUND_MAX_PARALLELISM,
@@ -31,8 +34,6 @@ from flowc.flink.keygroups import (
     round_up_to_power_of_two,
 )
 from flowc.flink.murmur import murmur3_x64_128, murmur_hash_int
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 M32 = 0xFFFFFFFF
 

@@ -1,4 +1,4 @@
-"""Hypothesis feeds generated and mutated programs to ``flowc check``: exit 0 or 1, never a crash."""
+"""Hypothesis feeds generated and mutated programs to `flowc check`: exit 0 or 1, no crash."""
 
 from __future__ import annotations
 
@@ -17,9 +17,52 @@ EXAMPLE_TEXTS = [p.read_text() for p in sorted((ROOT / "examples").rglob("*.flow
 
 COLUMNS = {"k": "BIGINT", "v": "DOUBLE", "name": "STRING", "ts": "TIMESTAMP", "ok": "BOOLEAN"}
 VOCABULARY = [
-    *"SET CREATE SOURCE SINK VIEW AS WITH INSERT INTO FROM WHERE SELECT EXTEND DROP RENAME".split(),
-    *"EXPLODE KEY BY REBALANCE RESCALE SHUFFLE BROADCAST GLOBAL FORWARD PARTITION WINDOW".split(),
-    *"TUMBLE HOP SESSION AGGREGATE DEDUPLICATE ON WITHIN JOIN UNION ALL ROUTE WHEN CASE END".split(),
+    *[
+        "SET",
+        "CREATE",
+        "SOURCE",
+        "SINK",
+        "VIEW",
+        "AS",
+        "WITH",
+        "INSERT",
+        "INTO",
+        "FROM",
+        "WHERE",
+        "SELECT",
+        "EXTEND",
+        "DROP",
+        "RENAME",
+    ],
+    *[
+        "EXPLODE",
+        "KEY",
+        "BY",
+        "REBALANCE",
+        "RESCALE",
+        "SHUFFLE",
+        "BROADCAST",
+        "GLOBAL",
+        "FORWARD",
+        "PARTITION",
+        "WINDOW",
+    ],
+    *[
+        "TUMBLE",
+        "HOP",
+        "SESSION",
+        "AGGREGATE",
+        "DEDUPLICATE",
+        "ON",
+        "WITHIN",
+        "JOIN",
+        "UNION",
+        "ALL",
+        "ROUTE",
+        "WHEN",
+        "CASE",
+        "END",
+    ],
     *["|>", "(", ")", ",", ";", "=", ".", "'x'", "`q`", "1", "-", "*", "<", ">", "--", "/*"],
     *["k", "v", "ts", "s", "o", "count(*)", "INTERVAL 1 SECOND", "parallelism", "uid"],
 ]
@@ -56,9 +99,13 @@ step = st.one_of(
     st.sampled_from(["REBALANCE", "RESCALE", "SHUFFLE", "BROADCAST", "GLOBAL", "FORWARD"]),
     st.builds(lambda c: f"PARTITION BY {c}", column),
     st.builds(lambda h: f"AGGREGATE count(*) AS n, max(v) AS top{h}", hint),
-    st.builds(lambda h: f"WINDOW TUMBLE(ts, INTERVAL 1 MINUTE) |> AGGREGATE count(*) AS n{h}", hint),
+    st.builds(
+        lambda h: f"WINDOW TUMBLE(ts, INTERVAL 1 MINUTE) |> AGGREGATE count(*) AS n{h}", hint
+    ),
     st.builds(lambda c: f"DEDUPLICATE ON {c} WITHIN INTERVAL 1 HOUR", column),
-    st.sampled_from(["JOIN t ON s.k = t.k", "UNION ALL t", "ROUTE big WHEN v > 1, odd WHEN k % 2 = 1"]),
+    st.sampled_from(
+        ["JOIN t ON s.k = t.k", "UNION ALL t", "ROUTE big WHEN v > 1, odd WHEN k % 2 = 1"]
+    ),
     st.builds(lambda c: f"EXPLODE split({c}, ',') AS part", column),
 )
 
@@ -79,7 +126,9 @@ def programs(draw: st.DrawFn) -> str:
             f"CREATE SOURCE {name} ({schema}{watermark}) WITH (connector = '{connector}'"
             f"{options.get(connector, '')}{draw(hint).replace(' WITH (', ', ').rstrip(')')});"
         )
-    lines.append(f"CREATE SINK o WITH (connector = '{draw(st.sampled_from(['console', 'noop', 'files']))}');")
+    lines.append(
+        f"CREATE SINK o WITH (connector = '{draw(st.sampled_from(['console', 'noop', 'files']))}');"
+    )
     view_steps = draw(st.lists(step, max_size=4))
     lines.append("CREATE VIEW w AS FROM s" + "".join(f" |> {x}" for x in view_steps) + ";")
     insert_steps = draw(st.lists(step, max_size=4))

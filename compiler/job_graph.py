@@ -1,0 +1,464 @@
+"""Pass 3: StreamGraph → JobGraph, by Flink's StreamingJobGraphGenerator rules.
+
+Operators chain when :meth:`StreamGraph.is_chainable` says so; chains are built
+depth-first from the sources in ascending id, and vertices are created after their
+downstream chains (post-order), as in Flink, so ``vertices`` is downstream-first.
+JobEdges are connected per vertex in that order, one IntermediateDataSet per edge
+(PIPELINED_BOUNDED in streaming) or shared where Flink reuses a BLOCKING one (batch).
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass, field
+from typing import Any
+
+from flowc.flink.murmur import murmur3_x64_128
+from flowc.outputs import document, dot_string, mermaid_label
+from flowc.program import Settings
+from flowc.spans import Span
+from flowc.stream_graph import DEFAULT_SLOT_SHARING_GROUP, StreamEdge, StreamGraph, StreamNode
+
+#: CheckpointCoordinatorConfiguration's DISABLED_CHECKPOINT_INTERVAL (Long.MAX_VALUE).
+DISABLED_CHECKPOINT_INTERVAL = 2**63 - 1
+#: Flink's MINIMAL_CHECKPOINT_TIME in ms.
+MINIMAL_CHECKPOINT_TIME = 10
+
+
+@dataclass(slots=True, eq=False)
+class ChainedOperator:
+    node_id: int
+    operator_id: str
+    name: str
+    uid: str | None
+    span: Span
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.operator_id,
+            "node_id": self.node_id,
+            "name": self.name,
+            "uid": self.uid,
+            "span": self.span.to_json(),
+        }
+
+
+@dataclass(slots=True, eq=False)
+class IntermediateDataSet:
+    id: str
+    producer: str
+    result_partition_type: str
+    partitioner: str
+    consumers: list[JobEdge] = field(default_factory=list)
+
+
+@dataclass(slots=True, eq=False)
+class JobEdge:
+    source: IntermediateDataSet
+    target: str
+    ship_strategy: str
+    distribution: str
+    stream_edge: StreamEdge
+
+    @property
+    def producer(self) -> str:
+        return self.source.producer
+
+    @property
+    def exchange(self) -> str:
+        return self.source.result_partition_type.lower()
+
+
+@dataclass(slots=True, eq=False)
+class JobVertex:
+    id: str
+    name: str
+    head: int
+    parallelism: int
+    max_parallelism: int | None
+    slot_sharing_group: str
+    operators: list[ChainedOperator]
+    description: str
+    parallelism_configured: bool
+    keyed: bool
+    span: Span
+    inputs: list[JobEdge] = field(default_factory=list)
+    produced: list[IntermediateDataSet] = field(default_factory=list)
+
+    def to_json(self, index: dict[str, JobVertex]) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "id": self.id,
+            "name": self.name,
+            "parallelism": self.parallelism,
+            "max_parallelism": self.max_parallelism,
+            "slot_sharing_group": self.slot_sharing_group,
+            "operator": "",
+            "operator_strategy": "",
+            "description": _escape_description(self.description),
+            "operators": [op.to_json() for op in self.operators],
+        }
+        if self.inputs:
+            data["inputs"] = [
+                {
+                    "num": num,
+                    "id": edge.producer,
+                    "ship_strategy": edge.ship_strategy,
+                    "distribution": edge.distribution,
+                    "exchange": edge.exchange,
+                    "dataset": edge.source.id,
+                    "keys": list(edge.stream_edge.keys),
+                }
+                for num, edge in enumerate(self.inputs)
+            ]
+        data["optimizer_properties"] = {}
+        data["span"] = self.span.to_json()
+        return data
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointSettings:
+    interval_ms: int
+    exactly_once: bool
+    mode: str
+
+    @property
+    def enabled(self) -> bool:
+        return self.interval_ms != DISABLED_CHECKPOINT_INTERVAL
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "interval": self.interval_ms,
+            "enabled": self.enabled,
+            "exactly_once": self.exactly_once,
+            "mode": self.mode,
+        }
+
+
+@dataclass(slots=True, eq=False)
+class JobGraph:
+    job_id: str
+    name: str
+    job_type: str
+    settings: Settings
+    stream_graph: StreamGraph
+    checkpoints: CheckpointSettings
+    vertices: dict[str, JobVertex] = field(default_factory=dict)
+
+    def edges(self) -> list[JobEdge]:
+        return [e for v in self.vertices.values() for e in v.inputs]
+
+    def to_json(self) -> str:
+        body = {
+            "jid": self.job_id,
+            "name": self.name,
+            "type": self.job_type,
+            "checkpoints": self.checkpoints.to_json(),
+            "nodes": [v.to_json(self.vertices) for v in self.vertices.values()],
+        }
+        return document("jobgraph", body)
+
+    def to_text(self) -> str:
+        lines = [
+            f"JobGraph of job '{self.name}' ({self.job_type}, {len(self.vertices)} vertices, "
+            f"{len(self.edges())} edges)",
+            "checkpoints: "
+            + (
+                f"every {self.checkpoints.interval_ms} ms, {self.checkpoints.mode}"
+                if self.checkpoints.enabled
+                else "disabled"
+            ),
+        ]
+        for vertex in self.topological():
+            max_p = vertex.max_parallelism if vertex.max_parallelism is not None else "default"
+            lines.append("")
+            lines.append(f"{vertex.name}")
+            lines.append(
+                f"  vertex {vertex.id}  parallelism {vertex.parallelism}, max parallelism "
+                f"{max_p}, slot sharing group '{vertex.slot_sharing_group}'"
+            )
+            for op in vertex.operators:
+                uid = f" uid '{op.uid}'" if op.uid is not None else ""
+                lines.append(f"  - {op.name}  (line {op.span.line}){uid}  id {op.operator_id}")
+            for edge in vertex.inputs:
+                producer = self.vertices[edge.producer]
+                keys = f"({', '.join(edge.stream_edge.keys)})" if edge.stream_edge.keys else ""
+                lines.append(
+                    f"  <- {producer.name}: {edge.ship_strategy}{keys}, {edge.distribution}, "
+                    f"{edge.exchange}"
+                )
+        return "\n".join(lines) + "\n"
+
+    def to_dot(self) -> str:
+        lines = [f"digraph {dot_string(self.name)} {{", "  rankdir=LR;", "  node [shape=box];"]
+        names = {vid: f"v{i}" for i, vid in enumerate(self.vertices)}
+        for vertex in self.vertices.values():
+            label = f"{vertex.name}\np={vertex.parallelism}"
+            lines.append(f"  {names[vertex.id]} [label={dot_string(label)}];")
+        for edge in self.edges():
+            label = f"{edge.ship_strategy} {edge.distribution}"
+            lines.append(
+                f"  {names[edge.producer]} -> {names[edge.target]} [label={dot_string(label)}];"
+            )
+        lines.append("}")
+        return "\n".join(lines) + "\n"
+
+    def to_mermaid(self) -> str:
+        lines = ["flowchart LR"]
+        names = {vid: f"v{i}" for i, vid in enumerate(self.vertices)}
+        for vertex in self.vertices.values():
+            label = mermaid_label(f"{vertex.name}<br/>p={vertex.parallelism}")
+            lines.append(f"  {names[vertex.id]}[{label}]")
+        for edge in self.edges():
+            lines.append(
+                f"  {names[edge.producer]} -->|{edge.ship_strategy} {edge.distribution}| "
+                f"{names[edge.target]}"
+            )
+        return "\n".join(lines) + "\n"
+
+    def topological(self) -> list[JobVertex]:
+        """JobGraph.getVerticesSortedTopologicallyFromSources."""
+        remaining = dict(self.vertices)
+        ordered = [v for v in self.vertices.values() if not v.inputs]
+        for vertex in ordered:
+            del remaining[vertex.id]
+        position = 0
+        while remaining:
+            if position >= len(ordered):
+                raise ValueError("The job graph is cyclic.")
+            current = ordered[position]
+            position += 1
+            self._add_without_new_predecessors(current, ordered, remaining)
+        return ordered
+
+    def _add_without_new_predecessors(
+        self, start: JobVertex, ordered: list[JobVertex], remaining: dict[str, JobVertex]
+    ) -> None:
+        stack = [start]
+        while stack:
+            vertex = stack.pop()
+            added: list[JobVertex] = []
+            for dataset in vertex.produced:
+                for edge in dataset.consumers:
+                    target = remaining.get(edge.target)
+                    if target is None:
+                        continue
+                    if any(e is not edge and e.producer in remaining for e in target.inputs):
+                        continue
+                    ordered.append(target)
+                    del remaining[target.id]
+                    added.append(target)
+            stack.extend(reversed(added))
+
+
+def build_job_graph(graph: StreamGraph) -> JobGraph:
+    return _JobGraphGenerator(graph).generate()
+
+
+class _JobGraphGenerator:
+    def __init__(self, graph: StreamGraph) -> None:
+        self.graph = graph
+        self.settings = graph.settings
+        self.heads: dict[int, int] = {}  # chain entry node → its head (itself)
+        self.built: set[int] = set()
+        self.chainable_outputs: dict[int, list[StreamEdge]] = {}
+        self.transitive_out: dict[int, list[StreamEdge]] = {}
+        self.vertex_of_node: dict[int, str] = {}
+        streaming = graph.streaming
+        self.job = JobGraph(
+            job_id=_job_id(graph),
+            name=graph.job_name,
+            job_type="STREAMING" if streaming else "BATCH",
+            settings=graph.settings,
+            stream_graph=graph,
+            checkpoints=_checkpoint_settings(graph.settings),
+        )
+
+    def generate(self) -> JobGraph:
+        for source in sorted(self.graph.sources):
+            self.create_chain(source, source)
+        for vertex_id, vertex in list(self.job.vertices.items()):
+            for edge in self.transitive_out[vertex.head]:
+                self.connect(vertex_id, edge)
+        return self.job
+
+    def create_chain(self, current: int, head: int) -> list[StreamEdge]:
+        """Flink's createChain: chainable outputs first, then a new chain per other output."""
+        if head in self.built:
+            return []
+        node = self.graph.nodes[current]
+        chainable = [e for e in node.out_edges if self.graph.is_chainable(e)]
+        non_chainable = [e for e in node.out_edges if not self.graph.is_chainable(e)]
+        transitive: list[StreamEdge] = []
+        for edge in chainable:
+            transitive.extend(self.create_chain(edge.target_id, head))
+        for edge in non_chainable:
+            transitive.append(edge)
+            self.create_chain(edge.target_id, edge.target_id)
+        self.chainable_outputs[current] = chainable
+        if current == head:
+            self.transitive_out[head] = transitive
+            self.create_vertex(node)
+        return transitive
+
+    def chained_name(self, node_id: int) -> str:
+        """``A -> B`` for one chained output, ``A -> (B, C)`` for several (createChainedName).
+
+        Computed for chain heads only: Flink's per-node names grow quadratically on long chains.
+        """
+        name = self.graph.nodes[node_id].name
+        outputs = self.chainable_outputs[node_id]
+        if not outputs:
+            return name
+        names = [self.chained_name(e.target_id) for e in outputs]
+        if len(names) == 1:
+            return f"{name} -> {names[0]}"
+        return f"{name} -> ({', '.join(names)})"
+
+    def chain_members(self, head: int) -> list[int]:
+        """The chain's operators, head first, then depth-first along chained outputs."""
+        order: list[int] = []
+        stack = [head]
+        while stack:
+            current = stack.pop()
+            order.append(current)
+            stack.extend(reversed([e.target_id for e in self.chainable_outputs[current]]))
+        return order
+
+    def description(self, head: int) -> str:
+        """Flink's TREE vertex description: ``:- `` / ``+- `` per chained output."""
+        lines = [self.graph.nodes[head].name]
+
+        def walk(node_id: int, prefix: str) -> None:
+            outputs = self.chainable_outputs[node_id]
+            for index, edge in enumerate(outputs):
+                last = index == len(outputs) - 1
+                lines.append(
+                    prefix + ("+- " if last else ":- ") + self.graph.nodes[edge.target_id].name
+                )
+                walk(edge.target_id, prefix + ("   " if last else ":  "))
+
+        walk(head, "")
+        return "\n".join(lines) + "\n"
+
+    def create_vertex(self, head_node: StreamNode) -> None:
+        head = head_node.id
+        self.built.add(head)
+        members = self.chain_members(head)
+        vertex_id = self.graph.operator_id(head)
+        nodes = [self.graph.nodes[m] for m in members]
+        operators = [
+            ChainedOperator(
+                node_id=n.id,
+                operator_id=self.graph.operator_id(n.id),
+                name=n.name,
+                uid=n.uid,
+                span=n.span,
+            )
+            for n in nodes
+        ]
+        span = nodes[0].span
+        for n in nodes[1:]:
+            if n.span.file == span.file:
+                span = span.cover(n.span)
+        vertex = JobVertex(
+            id=vertex_id,
+            name=self.chained_name(head),
+            head=head,
+            parallelism=head_node.parallelism,
+            max_parallelism=head_node.max_parallelism,
+            slot_sharing_group=head_node.slot_sharing_group,
+            operators=operators,
+            description=self.description(head),
+            parallelism_configured=any(n.parallelism_configured for n in nodes),
+            keyed=any(e.partitioner == "HASH" for e in head_node.in_edges),
+            span=span,
+        )
+        self.job.vertices[vertex_id] = vertex
+        for member in members:
+            self.vertex_of_node[member] = vertex_id
+
+    def result_partition_type(self, edge: StreamEdge) -> str:
+        if edge.exchange_mode == "BATCH":
+            return "BLOCKING"
+        if edge.exchange_mode == "PIPELINED":
+            return "PIPELINED_BOUNDED"
+        return "PIPELINED_BOUNDED" if self.graph.streaming else "BLOCKING"
+
+    def connect(self, producer_id: str, edge: StreamEdge) -> None:
+        producer = self.job.vertices[producer_id]
+        consumer = self.job.vertices[self.vertex_of_node[edge.target_id]]
+        partition_type = self.result_partition_type(edge)
+        dataset = None
+        if partition_type == "BLOCKING":
+            dataset = next(
+                (
+                    d
+                    for d in producer.produced
+                    if d.result_partition_type == partition_type
+                    and d.partitioner == edge.partitioner
+                    and d.consumers
+                    and _reusable(d.consumers[0], consumer, edge, self.job)
+                ),
+                None,
+            )
+        if dataset is None:
+            dataset = IntermediateDataSet(
+                id=_dataset_id(producer_id, len(producer.produced)),
+                producer=producer_id,
+                result_partition_type=partition_type,
+                partitioner=edge.partitioner,
+            )
+            producer.produced.append(dataset)
+        job_edge = JobEdge(
+            source=dataset,
+            target=consumer.id,
+            ship_strategy=edge.partitioner,
+            distribution="POINTWISE" if edge.pointwise else "ALL_TO_ALL",
+            stream_edge=edge,
+        )
+        dataset.consumers.append(job_edge)
+        consumer.inputs.append(job_edge)
+
+
+def _reusable(existing: JobEdge, consumer: JobVertex, edge: StreamEdge, job: JobGraph) -> bool:
+    other = job.vertices[existing.target]
+    return (
+        other.parallelism == consumer.parallelism
+        and other.max_parallelism == consumer.max_parallelism
+        and existing.stream_edge.output_tag == edge.output_tag
+        and existing.stream_edge.keys == edge.keys
+    )
+
+
+def _escape_description(text: str) -> str:
+    """JsonPlanGenerator: escapeHtml4, then newlines as <br/> and backslashes as &#92;."""
+    return (
+        html.escape(text, quote=True)
+        .replace("&#x27;", "&#39;")
+        .replace("\n", "<br/>")
+        .replace("\\", "&#92;")
+    )
+
+
+def _checkpoint_settings(settings: Settings) -> CheckpointSettings:
+    interval = settings.checkpoint_interval_ms
+    if settings.execution_mode == "batch" or interval is None or interval < MINIMAL_CHECKPOINT_TIME:
+        return CheckpointSettings(DISABLED_CHECKPOINT_INTERVAL, False, "AT_LEAST_ONCE")
+    exactly_once = settings.checkpoint_mode == "exactly_once"
+    return CheckpointSettings(
+        interval, exactly_once, "EXACTLY_ONCE" if exactly_once else "AT_LEAST_ONCE"
+    )
+
+
+def _job_id(graph: StreamGraph) -> str:
+    """A JobID derived from the job's operator ids (Flink's is random; flowc's is stable)."""
+    seed = "|".join(graph.operator_id(n) for n in sorted(graph.nodes)).encode()
+    return murmur3_x64_128(graph.job_name.encode() + b"\0" + seed).hex()
+
+
+def _dataset_id(producer: str, index: int) -> str:
+    return murmur3_x64_128(f"{producer}/{index}".encode()).hex()
+
+
+def slot_sharing_group_name(vertex: JobVertex) -> str:
+    return vertex.slot_sharing_group or DEFAULT_SLOT_SHARING_GROUP

@@ -1,0 +1,36 @@
+"""Shared pieces of every ``--emit`` output: the versioned JSON envelope and DOT/Mermaid quoting."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from flowc import __version__
+
+#: Bumped when a stage's JSON changes incompatibly.
+SCHEMA_VERSION = 1
+
+
+def document(stage: str, body: dict[str, Any]) -> str:
+    """The JSON of one stage: ``flowc_version`` and ``schema_version`` first, then the stage."""
+    data = {"flowc_version": __version__, "schema_version": SCHEMA_VERSION, "stage": stage}
+    data.update(body)
+    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+
+
+def dot_string(text: str) -> str:
+    """A DOT double-quoted string: backslashes, quotes and newlines escaped."""
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return f'"{escaped}"'
+
+
+def mermaid_label(text: str) -> str:
+    """A Mermaid node label in double quotes, with quotes and markup made harmless."""
+    replaced = (
+        text.replace("&", "&amp;")
+        .replace('"', "&quot;")
+        .replace("<", "&lt;")
+        .replace(">", "&gt;")
+        .replace("\n", "<br/>")
+    )
+    return f'"{replaced}"'

@@ -1,0 +1,423 @@
+"""Pass 2: Transformation tree → StreamGraph, by Flink's StreamGraphGenerator rules.
+
+Partition and side-output transformations become virtual ids, resolved while edges are
+added (the partitioner nearest the consumer wins); a union adds no node, its consumer
+gets one edge per input. Also here, because they depend on the StreamGraph alone:
+Flink's chainability test (``is_chainable``) and operator ids (StreamGraphHasherV2).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from flowc.diagnostics import Reporter
+from flowc.flink.hashing import hash_stream_nodes, to_hex
+from flowc.outputs import document, dot_string, mermaid_label
+from flowc.program import Settings
+from flowc.spans import Span
+from flowc.transformations import Transformation, TransformationTree
+
+DEFAULT_SLOT_SHARING_GROUP = "default"
+POINTWISE_PARTITIONERS = frozenset({"FORWARD", "RESCALE"})
+
+
+@dataclass(slots=True, eq=False)
+class StreamEdge:
+    source_id: int
+    target_id: int
+    type_number: int
+    partitioner: str
+    exchange_mode: str
+    output_tag: str | None
+    unique_id: int
+    keys: tuple[str, ...]
+    span: Span
+
+    @property
+    def pointwise(self) -> bool:
+        return self.partitioner in POINTWISE_PARTITIONERS
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "source": self.source_id,
+            "target": self.target_id,
+            "type_number": self.type_number,
+            "ship_strategy": self.partitioner,
+            "exchange_mode": self.exchange_mode,
+            "output_tag": self.output_tag,
+            "keys": list(self.keys),
+            "span": self.span.to_json(),
+        }
+
+
+@dataclass(slots=True, eq=False)
+class StreamNode:
+    id: int
+    name: str
+    operator: str
+    kind: str  # source, operator or sink
+    parallelism: int
+    max_parallelism: int | None
+    slot_sharing_group: str
+    chaining_strategy: str
+    uid: str | None
+    keys: tuple[str, ...]
+    span: Span
+    parallelism_configured: bool
+    in_edges: list[StreamEdge] = field(default_factory=list)
+    out_edges: list[StreamEdge] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        """Flink's StreamNode.toString(), used in its error messages."""
+        return f"{self.name}-{self.id}"
+
+
+@dataclass(slots=True, eq=False)
+class StreamGraph:
+    job_name: str
+    settings: Settings
+    nodes: dict[int, StreamNode] = field(default_factory=dict)
+    sources: list[int] = field(default_factory=list)
+    sinks: list[int] = field(default_factory=list)
+    _hashes: dict[int, bytes] | None = None
+
+    @property
+    def streaming(self) -> bool:
+        return self.settings.execution_mode == "streaming"
+
+    @property
+    def chaining_enabled(self) -> bool:
+        return self.settings.chaining
+
+    def edges(self) -> list[StreamEdge]:
+        return [e for node in self.nodes.values() for e in node.out_edges]
+
+    # ------------------------------------------------------------ Flink's chaining test
+
+    def is_chainable(self, edge: StreamEdge) -> bool:
+        """StreamingJobGraphGenerator.isChainable: one input edge, and a chainable input."""
+        return len(self.nodes[edge.target_id].in_edges) == 1 and self.is_chainable_input(edge)
+
+    def is_chainable_input(self, edge: StreamEdge) -> bool:
+        up = self.nodes[edge.source_id]
+        down = self.nodes[edge.target_id]
+        if not self.chaining_enabled:
+            return False
+        if up.slot_sharing_group != down.slot_sharing_group:
+            return False
+        if up.chaining_strategy == "NEVER":
+            return False
+        if down.chaining_strategy != "ALWAYS":
+            return False
+        if up.parallelism != down.parallelism:
+            return False
+        if edge.partitioner != "FORWARD" or edge.exchange_mode == "BATCH":
+            return False
+        return not any(
+            other is not edge and other.type_number == edge.type_number for other in down.in_edges
+        )
+
+    # ------------------------------------------------------------ operator ids
+
+    @property
+    def hashes(self) -> dict[int, bytes]:
+        """StreamGraphHasherV2: node id → 16-byte hash (uid hash, else traversal-order hash)."""
+        if self._hashes is None:
+            self._hashes = self._compute_hashes()
+        return self._hashes
+
+    def _compute_hashes(self) -> dict[int, bytes]:
+        return hash_stream_nodes(
+            sorted(self.sources),
+            {n.id: n.out_edges for n in self.nodes.values()},
+            {n.id: n.in_edges for n in self.nodes.values()},
+            {n.id: n.uid for n in self.nodes.values()},
+            self.is_chainable,
+        )
+
+    def operator_id(self, node_id: int) -> str:
+        return to_hex(self.hashes[node_id])
+
+    # ------------------------------------------------------------ outputs
+
+    def json_nodes(self) -> list[dict[str, Any]]:
+        """Flink's getStreamingPlanAsJSON nodes, plus flowc's extra keys on each."""
+        order = sorted(i for i in self.nodes if i not in self.sinks) + sorted(self.sinks)
+        out = []
+        for node_id in order:
+            node = self.nodes[node_id]
+            pact = (
+                "Data Source"
+                if node.kind == "source"
+                else "Data Sink"
+                if node.kind == "sink"
+                else "Operator"
+            )
+            data: dict[str, Any] = {
+                "id": node.id,
+                "type": node.name,
+                "pact": pact,
+                "contents": node.name,
+                "parallelism": node.parallelism,
+            }
+            if node.kind != "source":
+                data["predecessors"] = [
+                    {"id": e.source_id, "ship_strategy": e.partitioner, "side": "second"}
+                    for e in node.in_edges
+                ]
+            data.update(
+                {
+                    "operator": node.operator,
+                    "uid": node.uid,
+                    "operator_id": self.operator_id(node.id),
+                    "max_parallelism": node.max_parallelism,
+                    "slot_sharing_group": node.slot_sharing_group,
+                    "chaining_strategy": node.chaining_strategy,
+                    "keys": list(node.keys),
+                    "span": node.span.to_json(),
+                }
+            )
+            if node.kind != "source":
+                for edge, predecessor in zip(node.in_edges, data["predecessors"], strict=True):
+                    predecessor["type_number"] = edge.type_number
+                    predecessor["exchange_mode"] = edge.exchange_mode
+                    if edge.output_tag is not None:
+                        predecessor["output_tag"] = edge.output_tag
+                    if edge.keys:
+                        predecessor["keys"] = list(edge.keys)
+            out.append(data)
+        return out
+
+    def to_json(self) -> str:
+        return document("streamgraph", {"job_name": self.job_name, "nodes": self.json_nodes()})
+
+    def to_text(self) -> str:
+        lines = [
+            f"StreamGraph of job '{self.job_name}' ({self.settings.execution_mode}, "
+            f"{len(self.nodes)} nodes, {len(self.edges())} edges)"
+        ]
+        for node in self.nodes.values():
+            max_p = f", maxP {node.max_parallelism}" if node.max_parallelism is not None else ""
+            uid = f", uid '{node.uid}'" if node.uid is not None else ""
+            lines.append(
+                f"  [{node.id}] {node.name}  (p {node.parallelism}{max_p}, group "
+                f"'{node.slot_sharing_group}', {node.chaining_strategy}{uid})  "
+                f"line {node.span.line}"
+            )
+            lines.append(f"      id {self.operator_id(node.id)}")
+            for edge in node.out_edges:
+                extra = f" side output '{edge.output_tag}'" if edge.output_tag else ""
+                keys = f"({', '.join(edge.keys)})" if edge.keys else ""
+                chain = "chained" if self.is_chainable(edge) else "exchange"
+                lines.append(
+                    f"      -> [{edge.target_id}] {self.nodes[edge.target_id].name}: "
+                    f"{edge.partitioner}{keys} {'POINTWISE' if edge.pointwise else 'ALL_TO_ALL'}"
+                    f"{extra} ({chain})"
+                )
+        return "\n".join(lines) + "\n"
+
+    def to_dot(self) -> str:
+        lines = [f"digraph {dot_string(self.job_name)} {{", "  rankdir=LR;", "  node [shape=box];"]
+        for node in self.nodes.values():
+            label = f"{node.name}\np={node.parallelism}"
+            lines.append(f"  n{node.id} [label={dot_string(label)}];")
+        for edge in self.edges():
+            lines.append(
+                f"  n{edge.source_id} -> n{edge.target_id} [label={dot_string(edge.partitioner)}];"
+            )
+        lines.append("}")
+        return "\n".join(lines) + "\n"
+
+    def to_mermaid(self) -> str:
+        lines = ["flowchart LR"]
+        for node in self.nodes.values():
+            lines.append(f"  n{node.id}[{mermaid_label(f'{node.name}<br/>p={node.parallelism}')}]")
+        for edge in self.edges():
+            lines.append(f"  n{edge.source_id} -->|{edge.partitioner}| n{edge.target_id}")
+        return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------- the generator
+
+
+@dataclass(frozen=True, slots=True)
+class _VirtualPartition:
+    input_id: int
+    partitioner: str
+    keys: tuple[str, ...]
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class _VirtualSideOutput:
+    input_id: int
+    tag: str
+
+
+def build_stream_graph(tree: TransformationTree, reporter: Reporter) -> StreamGraph:
+    return _Generator(tree, reporter).generate()
+
+
+class _Generator:
+    def __init__(self, tree: TransformationTree, reporter: Reporter) -> None:
+        self.tree = tree
+        self.reporter = reporter
+        self.settings = tree.settings
+        self.graph = StreamGraph(job_name=tree.job_name, settings=tree.settings)
+        self.done: dict[int, list[int]] = {}
+        self.partitions: dict[int, _VirtualPartition] = {}
+        self.side_outputs: dict[int, _VirtualSideOutput] = {}
+        self.next_virtual_id = max(tree.transformations, default=0) + 1
+
+    def generate(self) -> StreamGraph:
+        if self.settings.execution_mode == "batch":
+            for t in self.tree.transformations.values():
+                if t.kind == "source" and not t.bounded:
+                    self.reporter.error(
+                        "E0312",
+                        "Detected an UNBOUNDED source with the 'execution.runtime-mode' set to "
+                        "'BATCH'. This combination is not allowed, please set the "
+                        "'execution.runtime-mode' to STREAMING or AUTOMATIC",
+                        t.span,
+                        help="batch jobs read bounded sources: files, or datagen with "
+                        "number_of_rows",
+                    )
+        for ident in self.tree.env_order:
+            self.transform(self.tree[ident])
+        return self.graph
+
+    def transform(self, t: Transformation) -> list[int]:
+        if t.id in self.done:
+            return self.done[t.id]
+        if t.kind == "source":
+            self.add_node(
+                t,
+                DEFAULT_SLOT_SHARING_GROUP
+                if t.slot_sharing_group is None
+                else t.slot_sharing_group,
+            )
+            self.graph.sources.append(t.id)
+            ids = [t.id]
+        elif t.kind == "partition":
+            ids = []
+            for input_id in self.transform(self.tree[t.inputs[0]]):
+                virtual = self.new_virtual_id()
+                assert t.partitioner is not None
+                self.partitions[virtual] = _VirtualPartition(
+                    input_id, t.partitioner, t.keys, t.span
+                )
+                ids.append(virtual)
+        elif t.kind == "side_output":
+            ids = []
+            for input_id in self.transform(self.tree[t.inputs[0]]):
+                virtual = self.new_virtual_id()
+                assert t.output_tag is not None
+                self.side_outputs[virtual] = _VirtualSideOutput(input_id, t.output_tag)
+                ids.append(virtual)
+        elif t.kind == "union":
+            ids = [i for input_id in t.inputs for i in self.transform(self.tree[input_id])]
+        else:
+            inputs = [self.transform(self.tree[i]) for i in t.inputs]
+            if t.id in self.done:
+                return self.done[t.id]
+            flat = [i for group in inputs for i in group]
+            self.add_node(t, self.slot_sharing_group(t.slot_sharing_group, flat))
+            if t.kind == "sink":
+                self.graph.sinks.append(t.id)
+            for index, group in enumerate(inputs):
+                type_number = 0 if t.kind != "two_input" else index + 1
+                for input_id in group:
+                    self.add_edge(input_id, t.id, type_number)
+            ids = [] if t.kind == "sink" else [t.id]
+        self.done[t.id] = ids
+        return ids
+
+    def new_virtual_id(self) -> int:
+        ident = self.next_virtual_id
+        self.next_virtual_id += 1
+        return ident
+
+    def original(self, ident: int) -> int:
+        while ident not in self.graph.nodes:
+            ident = (self.partitions.get(ident) or self.side_outputs[ident]).input_id
+        return ident
+
+    def slot_sharing_group(self, specified: str | None, input_ids: list[int]) -> str:
+        """determineSlotSharingGroup: a hint wins; else the inputs' group if they agree."""
+        if specified is not None:
+            return specified
+        group: str | None = None
+        for ident in input_ids:
+            candidate = self.graph.nodes[self.original(ident)].slot_sharing_group
+            if group is None:
+                group = candidate
+            elif group != candidate:
+                return DEFAULT_SLOT_SHARING_GROUP
+        return group if group is not None else DEFAULT_SLOT_SHARING_GROUP
+
+    def add_node(self, t: Transformation, group: str) -> None:
+        max_parallelism = t.max_parallelism
+        if max_parallelism is None and self.settings.max_parallelism is not None:
+            max_parallelism = self.settings.max_parallelism
+        kind = {"source": "source", "sink": "sink"}.get(t.kind, "operator")
+        self.graph.nodes[t.id] = StreamNode(
+            id=t.id,
+            name=t.name,
+            operator=t.operator,
+            kind=kind,
+            parallelism=t.parallelism,
+            max_parallelism=max_parallelism,
+            slot_sharing_group=group,
+            chaining_strategy=t.chaining_strategy,
+            uid=t.uid,
+            keys=t.keys,
+            span=t.span,
+            parallelism_configured=t.parallelism_configured,
+        )
+
+    def add_edge(self, up: int, down: int, type_number: int) -> None:
+        """addEdgeInternal: resolve virtual ids; the partitioner nearest the consumer wins."""
+        partitioner: _VirtualPartition | None = None
+        tag: str | None = None
+        while up not in self.graph.nodes:
+            if up in self.side_outputs:
+                side = self.side_outputs[up]
+                tag = tag if tag is not None else side.tag
+                up = side.input_id
+            else:
+                virtual = self.partitions[up]
+                partitioner = partitioner if partitioner is not None else virtual
+                up = virtual.input_id
+        upstream, downstream = self.graph.nodes[up], self.graph.nodes[down]
+        if partitioner is None:
+            name = "FORWARD" if upstream.parallelism == downstream.parallelism else "REBALANCE"
+            keys: tuple[str, ...] = ()
+            span = downstream.span
+        else:
+            name, keys, span = partitioner.partitioner, partitioner.keys, partitioner.span
+        if name == "FORWARD" and upstream.parallelism != downstream.parallelism:
+            self.reporter.error(
+                "E0310",
+                "Forward partitioning does not allow change of parallelism. Upstream operation: "
+                f"{upstream} parallelism: {upstream.parallelism}, downstream operation: "
+                f"{downstream} parallelism: {downstream.parallelism} You must use another "
+                "partitioning strategy, such as broadcast, rebalance, shuffle or global.",
+                span,
+                help="use REBALANCE (or RESCALE, SHUFFLE, BROADCAST, GLOBAL), or give both "
+                "sides the same parallelism",
+            )
+        unique_id = sum(1 for e in upstream.out_edges if e.target_id == down)
+        edge = StreamEdge(
+            source_id=up,
+            target_id=down,
+            type_number=type_number,
+            partitioner=name,
+            exchange_mode="UNDEFINED",
+            output_tag=tag,
+            unique_id=unique_id,
+            keys=keys,
+            span=span,
+        )
+        upstream.out_edges.append(edge)
+        downstream.in_edges.append(edge)
