@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from flowc.diagnostics import Reporter
 from flowc.names import sink_name, source_name, step_name
+from flowc.outputs import document, dot_string, mermaid_label
 from flowc.program import (
     FromSideOutput,
     FromSource,
@@ -98,8 +99,6 @@ class TransformationTree:
         return self.transformations[id]
 
     def to_json(self) -> str:
-        from flowc.outputs import document
-
         return document(
             "transformations",
             {
@@ -131,6 +130,34 @@ class TransformationTree:
             lines.append(
                 f"  {t.id:>3} {t.kind:<11} {t.name}{detail} <- {inputs}   (line {t.span.line})"
             )
+        return "\n".join(lines) + "\n"
+
+    def _label(self, t: Transformation) -> str:
+        if t.kind in VIRTUAL_KINDS:
+            return f"{t.id}: {t.name}"
+        return f"{t.id}: {t.name}\np={t.parallelism}"
+
+    def to_dot(self) -> str:
+        lines = [f"digraph {dot_string(self.job_name)} {{", "  rankdir=LR;"]
+        for t in self.transformations.values():
+            shape = "ellipse" if t.kind in VIRTUAL_KINDS else "box"
+            lines.append(f"  t{t.id} [shape={shape}, label={dot_string(self._label(t))}];")
+        for t in self.transformations.values():
+            for input_id in t.inputs:
+                lines.append(f"  t{input_id} -> t{t.id};")
+        lines.append("}")
+        return "\n".join(lines) + "\n"
+
+    def to_mermaid(self) -> str:
+        lines = ["flowchart LR"]
+        for t in self.transformations.values():
+            label = mermaid_label(self._label(t))
+            lines.append(
+                f"  t{t.id}([{label}])" if t.kind in VIRTUAL_KINDS else f"  t{t.id}[{label}]"
+            )
+        for t in self.transformations.values():
+            for input_id in t.inputs:
+                lines.append(f"  t{input_id} --> t{t.id}")
         return "\n".join(lines) + "\n"
 
 
