@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -39,10 +40,18 @@ def compile(text: str, filename: str = "<string>") -> CompiledJob:
 
     job = CompiledJob(file=filename, source=text.removeprefix("\ufeff"))
     reporter = Reporter()
-    for compiler_pass in PASSES:
-        setattr(job, compiler_pass.stage, compiler_pass.run(job, reporter))
-        if reporter.has_errors:
-            raise CompileError(reporter.sorted())
+    # Compiling allocates many small objects and frees nothing cyclic on the way; the
+    # cyclic collector would only rescan them (a fifth of the time on large jobs).
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        for compiler_pass in PASSES:
+            setattr(job, compiler_pass.stage, compiler_pass.run(job, reporter))
+            if reporter.has_errors:
+                raise CompileError(reporter.sorted())
+    finally:
+        if collecting:
+            gc.enable()
     job.diagnostics = tuple(reporter.sorted())
     return job
 

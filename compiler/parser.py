@@ -15,14 +15,12 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from importlib import resources
 from typing import Any
 
 import lark
-import sqlglot
-from lark import Token, Transformer, v_args
-from lark.tree import Meta
+from lark import Token, Tree
 from sqlglot import exp
 from sqlglot.errors import ParseError, SqlglotError
 
@@ -48,7 +46,7 @@ def _lark() -> lark.Lark:
         parser="lalr",
         lexer="contextual",
         start="statement",
-        propagate_positions=True,
+        propagate_positions=False,
         maybe_placeholders=True,
         cache=True,
     )
@@ -230,6 +228,8 @@ def _describe_token(token: Token) -> str:
         value = value[:27] + "..."
     if token.type in ("NAME", "QUOTED_NAME"):
         return f"name '{value}'"
+    if token.type == "CHAR":
+        return f"character '{value}'"
     if token.type == "STRING":
         return f"string {value}"
     if token.type == "NUMBER":
@@ -295,6 +295,12 @@ def _report_syntax_error(
             span = index.span(span_start, span_start)
         else:
             span_start = chunk.start + (token.start_pos or 0)
+            if token.type == "SOUP":
+                piece = re.match(r"\w+|\S", str(token))
+                text = piece.group() if piece else str(token)
+                kind = "NUMBER" if text[0].isdigit() else "NAME" if text[0].isalpha() else "CHAR"
+                kind = "NAME" if text[0] == "_" else kind
+                token = Token(kind, text)
             span = index.span(span_start, span_start + len(str(token)))
             if index.text.startswith("/*", span_start):
                 reporter.error(
@@ -304,6 +310,9 @@ def _report_syntax_error(
                     help="close the comment with */",
                 )
                 return
+        if token.type == "CHAR":
+            reporter.error("E0001", f"syntax error: unexpected character '{token}'", span)
+            return
         expected_set = set(error.expected)
         found = _describe_token(token)
         if expected_set & {"RPAR", "RSQB", "END"}:
@@ -329,7 +338,14 @@ def _report_syntax_error(
     if isinstance(error, lark.exceptions.UnexpectedCharacters):
         start = chunk.start + (error.pos_in_stream or 0)
         char = index.text[start]
-        if char in "'\"":
+        if index.text.startswith("/*", start):
+            reporter.error(
+                "E0001",
+                "syntax error: unterminated block comment",
+                index.span(start, start + 2),
+                help="close the comment with */",
+            )
+        elif char in "'\"":
             reporter.error(
                 "E0001",
                 "syntax error: unterminated string",
@@ -358,21 +374,92 @@ _BRACKET_OPEN = frozenset({"LPAR", "LSQB", "CASE"})
 _BRACKET_CLOSE = frozenset({"RPAR", "RSQB", "END"})
 
 
-@v_args(meta=True)
-class _AstBuilder(Transformer[Token, Any]):
-    """Lark tree of one statement → AST node. ``base`` is the statement's offset in the file."""
+@dataclass(frozen=True, slots=True)
+class _Bounds:
+    """Offsets (in the statement) of a rule's first and last token; -1 when it has none."""
+
+    start_pos: int
+    end_pos: int
+
+
+_BARE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+@cache
+def _sql_tools(dialect: str) -> tuple[Any, Any]:
+    """One tokenizer and parser per dialect: sqlglot's parse_one builds both per call."""
+    from sqlglot.dialects.dialect import Dialect
+
+    instance = Dialect.get_or_raise(dialect)
+    return instance.tokenizer_class(dialect=instance), instance.parser()
+
+
+def _parse_sql(text: str, dialect: str) -> exp.Expr:
+    """sqlglot.parse_one, memoized; each caller gets its own copy (typing mutates trees)."""
+    return _parse_sql_cached(text, dialect).copy()
+
+
+@lru_cache(maxsize=4096)
+def _parse_sql_cached(text: str, dialect: str) -> exp.Expr:
+    tokenizer, parser = _sql_tools(dialect)
+    statements = parser.parse(tokenizer.tokenize(text), text)
+    if len(statements) != 1 or statements[0] is None:
+        raise ParseError(f"expected one expression in '{text}'")
+    tree: exp.Expr = statements[0]
+    return tree
+
+
+@cache
+def _sql_keywords(dialect: str) -> frozenset[str]:
+    from sqlglot.dialects.dialect import Dialect
+
+    return frozenset(Dialect.get_or_raise(dialect).tokenizer_class.KEYWORDS)
+
+
+class _AstBuilder:
+    """Lark tree of one statement → AST node. ``base`` is the statement's offset in the file.
+
+    A plain post-order walk calling ``rule(meta, children)``: Lark's Transformer with
+    ``v_args(meta=True)`` wraps every call, which costs a third of the parse on big files.
+    """
 
     def __init__(self, index: LineIndex, reporter: Reporter) -> None:
-        super().__init__(visit_tokens=False)
         self.index = index
         self.reporter = reporter
         self.base = 0
         self.dialect = DEFAULT_DIALECT
 
+    def transform(self, tree: Tree[Token]) -> Any:
+        return self._walk(tree)[0]
+
+    def _walk(self, tree: Tree[Token]) -> tuple[Any, int, int]:
+        """Build the node of ``tree``; also return the offsets of its first and last token.
+
+        Spans come from the tokens here rather than from Lark's ``propagate_positions``,
+        which costs a fifth of the parse.
+        """
+        children: list[Any] = []
+        start = end = -1
+        for child in tree.children:
+            if isinstance(child, Tree):
+                value, first, last = self._walk(child)
+                children.append(value)
+            else:
+                children.append(child)
+                if child is None:
+                    continue
+                first, last = child.start_pos or 0, child.end_pos or 0
+            if first >= 0:
+                if start < 0:
+                    start = first
+                end = last
+        meta = _Bounds(start, end)
+        return getattr(self, str(tree.data))(meta, children), start, end
+
     # -- helpers
 
-    def _span(self, meta: Meta) -> Span:
-        if getattr(meta, "empty", True):
+    def _span(self, meta: _Bounds) -> Span:
+        if meta.start_pos < 0:
             return self.index.span(self.base, self.base)
         return self.index.span(self.base + meta.start_pos, self.base + meta.end_pos)
 
@@ -380,7 +467,7 @@ class _AstBuilder(Transformer[Token, Any]):
         start = self.base + (token.start_pos or 0)
         return self.index.span(start, start + len(str(token)))
 
-    def _text(self, meta: Meta) -> str:
+    def _text(self, meta: _Bounds) -> str:
         return self.index.text[self.base + meta.start_pos : self.base + meta.end_pos]
 
     @staticmethod
@@ -390,7 +477,7 @@ class _AstBuilder(Transformer[Token, Any]):
         options, span = node
         return options, span
 
-    def _step(self, meta: Meta, keyword: Token, options: Any) -> dict[str, Any]:
+    def _step(self, meta: _Bounds, keyword: Token, options: Any) -> dict[str, Any]:
         hints, hints_span = self._options(options)
         return {
             "keyword_span": self._token_span(keyword),
@@ -400,9 +487,15 @@ class _AstBuilder(Transformer[Token, Any]):
         }
 
     def _sql(self, text: str, span: Span, statement: bool) -> exp.Expr | None:
+        bare = not statement and _BARE_NAME.fullmatch(text)
+        if bare and text.upper() not in _sql_keywords(self.dialect):
+            # A bare column name, the commonest expression: no need for sqlglot's parser.
+            identifier = exp.to_identifier(text)
+            identifier.meta.update({"line": 1, "col": len(text), "start": 0, "end": len(text) - 1})
+            return exp.Column(this=identifier)
         try:
             with deep_recursion():
-                tree = sqlglot.parse_one(text, read=self.dialect)
+                tree = _parse_sql(text, self.dialect)
         except ParseError as error:
             self._report_sqlglot_error(error, text, span)
             return None
@@ -471,7 +564,7 @@ class _AstBuilder(Transformer[Token, Any]):
 
     # -- names, options, types
 
-    def name(self, meta: Meta, children: list[Token]) -> ast.Name:
+    def name(self, meta: _Bounds, children: list[Token]) -> ast.Name:
         token = children[0]
         value = str(token)
         quoted = token.type == "QUOTED_NAME"
@@ -479,7 +572,7 @@ class _AstBuilder(Transformer[Token, Any]):
             value = value[1:-1].replace("``", "`")
         return ast.Name(value=value, quoted=quoted, span=self._span(meta))
 
-    def option_key(self, meta: Meta, children: list[Token]) -> tuple[str, Span]:
+    def option_key(self, meta: _Bounds, children: list[Token]) -> tuple[str, Span]:
         if len(children) == 1 and children[0].type == "STRING":
             key = str(ast.Value(kind="string", text=str(children[0]), span=self._span(meta)).python)
         else:
@@ -492,7 +585,7 @@ class _AstBuilder(Transformer[Token, Any]):
             key = ".".join(parts)
         return key, self._span(meta)
 
-    def option_value(self, meta: Meta, children: list[Token]) -> ast.Value:
+    def option_value(self, meta: _Bounds, children: list[Token]) -> ast.Value:
         span = self._span(meta)
         first = children[0]
         if first.type == "STRING":
@@ -503,26 +596,26 @@ class _AstBuilder(Transformer[Token, Any]):
             return ast.Value(kind="number", text=str(first), span=span)
         return ast.Value(kind="word", text=str(first), span=span)
 
-    def option(self, meta: Meta, children: list[Any]) -> ast.Option:
+    def option(self, meta: _Bounds, children: list[Any]) -> ast.Option:
         (key, key_span), value = children
         return ast.Option(key=key, key_span=key_span, value=value, span=self._span(meta))
 
-    def options(self, meta: Meta, children: list[Any]) -> tuple[tuple[ast.Option, ...], Span]:
-        return tuple(c for c in children[1:] if c is not None), self._span(meta)
+    def options(self, meta: _Bounds, children: list[Any]) -> tuple[tuple[ast.Option, ...], Span]:
+        return tuple(c for c in children if isinstance(c, ast.Option)), self._span(meta)
 
-    def type(self, meta: Meta, children: list[Any]) -> ast.TypeRef:
+    def type(self, meta: _Bounds, children: list[Any]) -> ast.TypeRef:
         return ast.TypeRef(text=self._text(meta), span=self._span(meta))
 
-    def type_arg(self, meta: Meta, children: list[Any]) -> None:
+    def type_arg(self, meta: _Bounds, children: list[Any]) -> None:
         return None
 
     # -- statements
 
-    def statement(self, meta: Meta, children: list[Any]) -> ast.Statement | None:
+    def statement(self, meta: _Bounds, children: list[Any]) -> ast.Statement | None:
         node: ast.Statement | None = children[0]
         return node
 
-    def set_stmt(self, meta: Meta, children: list[Any]) -> ast.SetStmt:
+    def set_stmt(self, meta: _Bounds, children: list[Any]) -> ast.SetStmt:
         _, (key, key_span), value = children
         span = self._span(meta)
         option = ast.Option(
@@ -530,18 +623,18 @@ class _AstBuilder(Transformer[Token, Any]):
         )
         return ast.SetStmt(option=option, span=span)
 
-    def column_def(self, meta: Meta, children: list[Any]) -> ast.ColumnDef:
+    def column_def(self, meta: _Bounds, children: list[Any]) -> ast.ColumnDef:
         name, type_ref = children
         return ast.ColumnDef(name=name, type=type_ref, span=self._span(meta))
 
-    def watermark_def(self, meta: Meta, children: list[Any]) -> ast.WatermarkDef | None:
+    def watermark_def(self, meta: _Bounds, children: list[Any]) -> ast.WatermarkDef | None:
         _, _, column, _, expr = children
         expr = self._plain(expr)
         if expr is None:
             return None
         return ast.WatermarkDef(column=column, expr=expr, span=self._span(meta))
 
-    def create_source(self, meta: Meta, children: list[Any]) -> ast.CreateSource:
+    def create_source(self, meta: _Bounds, children: list[Any]) -> ast.CreateSource:
         name = children[2]
         elements = [c for c in children[3:-1] if c is not None]
         options, _ = self._options(children[-1])
@@ -553,36 +646,36 @@ class _AstBuilder(Transformer[Token, Any]):
             span=self._span(meta),
         )
 
-    def create_sink(self, meta: Meta, children: list[Any]) -> ast.CreateSink:
+    def create_sink(self, meta: _Bounds, children: list[Any]) -> ast.CreateSink:
         name = children[2]
-        columns = tuple(c for c in children[3:-1] if c is not None)
+        columns = tuple(c for c in children[3:-1] if isinstance(c, ast.ColumnDef))
         options, _ = self._options(children[-1])
         return ast.CreateSink(
             name=name, columns=columns or None, options=options, span=self._span(meta)
         )
 
-    def create_view(self, meta: Meta, children: list[Any]) -> ast.CreateView | None:
+    def create_view(self, meta: _Bounds, children: list[Any]) -> ast.CreateView | None:
         if children[4] is None:
             return None
         return ast.CreateView(name=children[2], query=children[4], span=self._span(meta))
 
-    def insert_stmt(self, meta: Meta, children: list[Any]) -> ast.Insert | None:
+    def insert_stmt(self, meta: _Bounds, children: list[Any]) -> ast.Insert | None:
         if children[3] is None:
             return None
         return ast.Insert(sink=children[2], query=children[3], span=self._span(meta))
 
     # -- queries
 
-    def relation(self, meta: Meta, children: list[Any]) -> ast.Relation:
+    def relation(self, meta: _Bounds, children: list[Any]) -> ast.Relation:
         return ast.Relation(name=children[0], side_output=children[1], span=self._span(meta))
 
-    def pipe_query(self, meta: Meta, children: list[Any]) -> ast.PipeQuery | None:
+    def pipe_query(self, meta: _Bounds, children: list[Any]) -> ast.PipeQuery | None:
         steps = [c for c in children[2:] if not isinstance(c, Token)]
         if any(s is None for s in steps):
             return None
         return ast.PipeQuery(source=children[1], steps=tuple(steps), span=self._span(meta))
 
-    def sql_query(self, meta: Meta, children: list[Any]) -> ast.SqlQuery | None:
+    def sql_query(self, meta: _Bounds, children: list[Any]) -> ast.SqlQuery | None:
         span = self._span(meta)
         text = self._text(meta)
         tree = self._sql(text, span, statement=True)
@@ -590,7 +683,7 @@ class _AstBuilder(Transformer[Token, Any]):
             return None
         return ast.SqlQuery(text=text, tree=tree, span=span)
 
-    def expr(self, meta: Meta, children: list[Token]) -> ast.SqlExpr | None:
+    def expr(self, meta: _Bounds, children: list[Token]) -> ast.SqlExpr | None:
         span = self._span(meta)
         depth = deepest = 0
         for token in children:
@@ -614,7 +707,7 @@ class _AstBuilder(Transformer[Token, Any]):
             return None
         return ast.SqlExpr(text=text, tree=tree, span=span)
 
-    def select_item(self, meta: Meta, children: list[Any]) -> ast.SelectItem | None:
+    def select_item(self, meta: _Bounds, children: list[Any]) -> ast.SelectItem | None:
         expr, _, alias = children
         if expr is None:
             return None
@@ -628,11 +721,11 @@ class _AstBuilder(Transformer[Token, Any]):
             expr = ast.SqlExpr(text=expr.text, tree=expr.tree.this, span=expr.span)
         return ast.SelectItem(expr=expr, alias=alias, span=self._span(meta))
 
-    def rename_item(self, meta: Meta, children: list[Any]) -> ast.RenameItem:
+    def rename_item(self, meta: _Bounds, children: list[Any]) -> ast.RenameItem:
         old, _, new = children
         return ast.RenameItem(old=old, new=new, span=self._span(meta))
 
-    def route_branch(self, meta: Meta, children: list[Any]) -> ast.RouteBranch | None:
+    def route_branch(self, meta: _Bounds, children: list[Any]) -> ast.RouteBranch | None:
         name, _, condition = children
         condition = self._plain(condition)
         if condition is None:
@@ -641,61 +734,61 @@ class _AstBuilder(Transformer[Token, Any]):
 
     # -- steps (None when a part failed to parse; the error is already reported)
 
-    def where_step(self, meta: Meta, children: list[Any]) -> ast.Where | None:
+    def where_step(self, meta: _Bounds, children: list[Any]) -> ast.Where | None:
         keyword, condition, options = children
         condition = self._plain(condition)
         if condition is None:
             return None
         return ast.Where(condition=condition, **self._step(meta, keyword, options))
 
-    def select_step(self, meta: Meta, children: list[Any]) -> ast.Select | None:
+    def select_step(self, meta: _Bounds, children: list[Any]) -> ast.Select | None:
         items = children[1:-1]
         if any(i is None for i in items):
             return None
         return ast.Select(items=tuple(items), **self._step(meta, children[0], children[-1]))
 
-    def extend_step(self, meta: Meta, children: list[Any]) -> ast.Extend | None:
+    def extend_step(self, meta: _Bounds, children: list[Any]) -> ast.Extend | None:
         items = children[1:-1]
         if any(i is None for i in items):
             return None
         return ast.Extend(items=tuple(items), **self._step(meta, children[0], children[-1]))
 
-    def drop_step(self, meta: Meta, children: list[Any]) -> ast.Drop:
+    def drop_step(self, meta: _Bounds, children: list[Any]) -> ast.Drop:
         return ast.Drop(
             columns=tuple(children[1:-1]), **self._step(meta, children[0], children[-1])
         )
 
-    def rename_step(self, meta: Meta, children: list[Any]) -> ast.Rename:
+    def rename_step(self, meta: _Bounds, children: list[Any]) -> ast.Rename:
         return ast.Rename(
             items=tuple(children[1:-1]), **self._step(meta, children[0], children[-1])
         )
 
-    def explode_step(self, meta: Meta, children: list[Any]) -> ast.Explode | None:
+    def explode_step(self, meta: _Bounds, children: list[Any]) -> ast.Explode | None:
         keyword, expr, _, alias, options = children
         expr = self._plain(expr)
         if expr is None:
             return None
         return ast.Explode(expr=expr, alias=alias, **self._step(meta, keyword, options))
 
-    def key_by_step(self, meta: Meta, children: list[Any]) -> ast.KeyBy | None:
+    def key_by_step(self, meta: _Bounds, children: list[Any]) -> ast.KeyBy | None:
         keys = [self._plain(k) for k in children[2:-1]]
         plain = [k for k in keys if k is not None]
         if len(plain) != len(keys):
             return None
         return ast.KeyBy(keys=tuple(plain), **self._step(meta, children[0], children[-1]))
 
-    def partition_step(self, meta: Meta, children: list[Any]) -> ast.Partition:
+    def partition_step(self, meta: _Bounds, children: list[Any]) -> ast.Partition:
         keyword, options = children
         return ast.Partition(kind=str(keyword).upper(), **self._step(meta, keyword, options))
 
-    def partition_by_step(self, meta: Meta, children: list[Any]) -> ast.PartitionBy | None:
+    def partition_by_step(self, meta: _Bounds, children: list[Any]) -> ast.PartitionBy | None:
         keyword, _, expr, options = children
         expr = self._plain(expr)
         if expr is None:
             return None
         return ast.PartitionBy(expr=expr, **self._step(meta, keyword, options))
 
-    def window_step(self, meta: Meta, children: list[Any]) -> ast.Window | None:
+    def window_step(self, meta: _Bounds, children: list[Any]) -> ast.Window | None:
         keyword, kind = children[0], children[1]
         args = [self._plain(c) for c in children[2:-1] if not isinstance(c, Token)]
         plain = [a for a in args if a is not None]
@@ -705,13 +798,13 @@ class _AstBuilder(Transformer[Token, Any]):
             kind=str(kind).upper(), args=tuple(plain), **self._step(meta, keyword, children[-1])
         )
 
-    def aggregate_step(self, meta: Meta, children: list[Any]) -> ast.Aggregate | None:
+    def aggregate_step(self, meta: _Bounds, children: list[Any]) -> ast.Aggregate | None:
         items = children[1:-1]
         if any(i is None for i in items):
             return None
         return ast.Aggregate(items=tuple(items), **self._step(meta, children[0], children[-1]))
 
-    def deduplicate_step(self, meta: Meta, children: list[Any]) -> ast.Deduplicate | None:
+    def deduplicate_step(self, meta: _Bounds, children: list[Any]) -> ast.Deduplicate | None:
         keyword, options = children[0], children[-1]
         columns: list[Any] = []
         within = None
@@ -736,7 +829,7 @@ class _AstBuilder(Transformer[Token, Any]):
             columns=tuple(columns), within=within, **self._step(meta, keyword, options)
         )
 
-    def join_step(self, meta: Meta, children: list[Any]) -> ast.Join | None:
+    def join_step(self, meta: _Bounds, children: list[Any]) -> ast.Join | None:
         kind_token, _outer, join_token, right, _on, condition, options = children
         condition = self._plain(condition)
         if _on is not None and condition is None:
@@ -747,12 +840,12 @@ class _AstBuilder(Transformer[Token, Any]):
             kind=kind, right=right, condition=condition, **self._step(meta, first, options)
         )
 
-    def union_step(self, meta: Meta, children: list[Any]) -> ast.UnionAll:
+    def union_step(self, meta: _Bounds, children: list[Any]) -> ast.UnionAll:
         return ast.UnionAll(
             others=tuple(children[2:-1]), **self._step(meta, children[0], children[-1])
         )
 
-    def route_step(self, meta: Meta, children: list[Any]) -> ast.Route | None:
+    def route_step(self, meta: _Bounds, children: list[Any]) -> ast.Route | None:
         branches = children[1:-1]
         if any(b is None for b in branches):
             return None

@@ -11,7 +11,9 @@ from functools import cache
 
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
-from sqlglot.optimizer.annotate_types import annotate_types
+from sqlglot.optimizer.annotate_types import TypeAnnotator
+from sqlglot.schema import Schema as SqlglotSchema
+from sqlglot.schema import ensure_schema
 
 from flowc.ast import SqlExpr
 from flowc.diagnostics import Reporter, did_you_mean
@@ -127,9 +129,11 @@ def resolve_and_type(expr: SqlExpr, scope: Scope, reporter: Reporter) -> str | N
             ok = False
     if not ok:
         return None
+    if isinstance(expr.tree, exp.Column):
+        return type_text(expr.tree)
     try:
         with deep_recursion():
-            annotate_types(expr.tree, dialect="spark", overwrite_types=False)
+            _annotate(expr.tree)
             _fill_unknown_types(expr.tree)
     except RecursionError:
         reporter.error(
@@ -140,6 +144,17 @@ def resolve_and_type(expr: SqlExpr, scope: Scope, reporter: Reporter) -> str | N
         )
         return None
     return type_text(expr.tree)
+
+
+@cache
+def _spark_schema() -> SqlglotSchema:
+    return ensure_schema(None, dialect="spark")
+
+
+def _annotate(tree: exp.Expr) -> None:
+    """sqlglot's annotate_types for a lone expression: no scopes to walk, Spark's rules, and
+    column types set by flowc kept."""
+    TypeAnnotator(_spark_schema(), overwrite_types=False).annotate(tree, annotate_scope=False)
 
 
 def type_text(node: exp.Expr) -> str:

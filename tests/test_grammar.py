@@ -694,9 +694,16 @@ def test_unterminated_string_and_bad_character_positions() -> None:
     (error,) = _errors(text)
     assert (error.code, error.message) == ("E0001", "syntax error: unterminated string")
     assert start(error.span) == where(text, "'abc")[:2]
-    text = PRELUDE + "INSERT INTO o FROM s |> WHERE k # 2 = 0;\n"
+    text = PRELUDE + "CREATE SINK p# WITH (connector = 'console');\n"
     (error,) = _errors(text)
     assert error.message == "syntax error: unexpected character '#'"
+    assert at(error.span) == where(text, "#")
+
+
+def test_bad_character_inside_an_expression_is_reported_by_sqlglot_at_the_character() -> None:
+    text = PRELUDE + "INSERT INTO o FROM s |> WHERE k # 2 = 0;\n"
+    (error,) = _errors(text)
+    assert error.code == "E0003"
     assert at(error.span) == where(text, "#")
 
 
