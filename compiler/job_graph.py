@@ -9,8 +9,9 @@ JobEdges are connected per vertex in that order, one IntermediateDataSet per edg
 
 from __future__ import annotations
 
-import html
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from html.entities import codepoint2name
 from typing import Any
 
 from flowc.flink.murmur import murmur3_x64_128
@@ -45,8 +46,11 @@ class ChainedOperator:
 
 @dataclass(slots=True, eq=False)
 class IntermediateDataSet:
+    """A result of one producing operator (``source_node``) of vertex ``producer``."""
+
     id: str
     producer: str
+    source_node: int
     result_partition_type: str
     partitioner: str
     consumers: list[JobEdge] = field(default_factory=list)
@@ -233,21 +237,26 @@ class JobGraph:
     def _add_without_new_predecessors(
         self, start: JobVertex, ordered: list[JobVertex], remaining: dict[str, JobVertex]
     ) -> None:
-        stack = [start]
+        """addNodesThatHaveNoNewPredecessors: depth-first, descending into a consumer as soon
+        as it is added (with an explicit stack, so long pipelines need no deep recursion)."""
+
+        def consumers(vertex: JobVertex) -> Iterator[JobEdge]:
+            return (edge for dataset in vertex.produced for edge in dataset.consumers)
+
+        stack = [consumers(start)]
         while stack:
-            vertex = stack.pop()
-            added: list[JobVertex] = []
-            for dataset in vertex.produced:
-                for edge in dataset.consumers:
-                    target = remaining.get(edge.target)
-                    if target is None:
-                        continue
-                    if any(e is not edge and e.producer in remaining for e in target.inputs):
-                        continue
-                    ordered.append(target)
-                    del remaining[target.id]
-                    added.append(target)
-            stack.extend(reversed(added))
+            edge = next(stack[-1], None)
+            if edge is None:
+                stack.pop()
+                continue
+            target = remaining.get(edge.target)
+            if target is None:
+                continue
+            if any(e is not edge and e.producer in remaining for e in target.inputs):
+                continue
+            ordered.append(target)
+            del remaining[target.id]
+            stack.append(consumers(target))
 
 
 def build_job_graph(graph: StreamGraph) -> JobGraph:
@@ -394,7 +403,8 @@ class _JobGraphGenerator:
                 (
                     d
                     for d in producer.produced
-                    if d.result_partition_type == partition_type
+                    if d.source_node == edge.source_id
+                    and d.result_partition_type == partition_type
                     and d.partitioner == edge.partitioner
                     and d.consumers
                     and _reusable(d.consumers[0], consumer, edge, self.job)
@@ -405,6 +415,7 @@ class _JobGraphGenerator:
             dataset = IntermediateDataSet(
                 id=_dataset_id(producer_id, len(producer.produced)),
                 producer=producer_id,
+                source_node=edge.source_id,
                 result_partition_type=partition_type,
                 partitioner=edge.partitioner,
             )
@@ -431,13 +442,12 @@ def _reusable(existing: JobEdge, consumer: JobVertex, edge: StreamEdge, job: Job
 
 
 def _escape_description(text: str) -> str:
-    """JsonPlanGenerator: escapeHtml4, then newlines as <br/> and backslashes as &#92;."""
-    return (
-        html.escape(text, quote=True)
-        .replace("&#x27;", "&#39;")
-        .replace("\n", "<br/>")
-        .replace("\\", "&#92;")
+    """JsonPlanGenerator: commons-lang3 escapeHtml4 (the HTML 4 named entities, so not the
+    apostrophe), then newlines as <br/> and backslashes as &#92;."""
+    escaped = "".join(
+        f"&{codepoint2name[ord(ch)]};" if ord(ch) in codepoint2name else ch for ch in text
     )
+    return escaped.replace("\n", "<br/>").replace("\\", "&#92;")
 
 
 def _checkpoint_settings(settings: Settings) -> CheckpointSettings:

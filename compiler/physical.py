@@ -217,17 +217,18 @@ def _pipelined_regions(job: JobGraph, ordered: list[JobVertex]) -> list[list[str
 def _assign_slots(
     job: JobGraph, ordered: list[JobVertex], physical: dict[str, PhysicalVertex]
 ) -> dict[str, int]:
-    """LocalInputPreferredSlotSharingStrategy: a subtask joins a producer subtask's slot if it
-    can (same group, no subtask of its vertex there yet), else any free slot of its group."""
+    """LocalInputPreferredSlotSharingStrategy, vertex by vertex in topological order: first
+    every subtask that can join a producer subtask's slot (same group, no subtask of its
+    vertex there yet) does; then the others take any free slot of the group, else a new one."""
     slots: list[set[str]] = []  # slot index → vertices it holds
     slot_group: list[str] = []
     subtask_slot: dict[tuple[str, int], int] = {}
     group_slots: dict[str, list[int]] = {}
-    group_cursor: dict[tuple[str, str], int] = {}
     for vertex in ordered:
         plan = physical[vertex.id]
         group = plan.slot_sharing_group
         cursor: dict[str, int] = {}
+        unplaced: list[Subtask] = []
         for subtask in plan.subtasks:
             chosen = None
             for wiring in subtask.inputs:
@@ -245,17 +246,23 @@ def _assign_slots(
                 if chosen is not None:
                     break
             if chosen is None:
-                free = group_cursor.get((group, vertex.id), 0)
-                candidates = group_slots.get(group, [])
-                while free < len(candidates) and vertex.id in slots[candidates[free]]:
-                    free += 1
-                group_cursor[(group, vertex.id)] = free
-                chosen = candidates[free] if free < len(candidates) else None
-            if chosen is None:
+                unplaced.append(subtask)
+                continue
+            slots[chosen].add(vertex.id)
+            subtask_slot[(vertex.id, subtask.index)] = chosen
+            subtask.slot = chosen
+        free = 0
+        candidates = group_slots.setdefault(group, [])
+        for subtask in unplaced:
+            while free < len(candidates) and vertex.id in slots[candidates[free]]:
+                free += 1
+            if free < len(candidates):
+                chosen = candidates[free]
+            else:
                 chosen = len(slots)
                 slots.append(set())
                 slot_group.append(group)
-                group_slots.setdefault(group, []).append(chosen)
+                candidates.append(chosen)
             slots[chosen].add(vertex.id)
             subtask_slot[(vertex.id, subtask.index)] = chosen
             subtask.slot = chosen
