@@ -64,7 +64,7 @@ def _parser() -> argparse.ArgumentParser:
     compile_ = commands.add_parser("compile", help="compile a file and print one stage")
     compile_.add_argument("file", metavar="FILE")
     compile_.add_argument("--emit", choices=STAGES, default="ast", help="the stage to print")
-    compile_.add_argument("--format", choices=FORMATS, default="text", help="output format")
+    compile_.add_argument("--format", choices=FORMATS, help="output format (default: text)")
     compile_.add_argument("-o", "--output", metavar="PATH", help="write to PATH, not stdout")
     _color_option(compile_)
     return parser
@@ -165,9 +165,11 @@ def _compile(args: argparse.Namespace) -> int:
     if args.emit == "all":
         if not args.output:
             raise UsageError("--emit all writes every stage: give a folder with -o DIR")
+        if args.format is not None:
+            raise UsageError("--emit all writes every format; leave out --format")
         _write_all(job, args.output)
         return EXIT_OK
-    output = _render_stage(job, args.emit, args.format)
+    output = _render_stage(job, args.emit, args.format or "text")
     if args.output:
         try:
             Path(args.output).write_text(output, encoding="utf-8")

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from html.entities import codepoint2name
 from typing import Any
 
+from flowc.flink.keygroups import compute_default_max_parallelism
 from flowc.flink.murmur import murmur3_x64_128
 from flowc.outputs import document, dot_string, mermaid_label
 from flowc.program import Settings
@@ -163,8 +164,9 @@ class JobGraph:
 
     def to_text(self) -> str:
         lines = [
-            f"JobGraph of job '{self.name}' ({self.job_type}, {len(self.vertices)} vertices, "
-            f"{len(self.edges())} edges)",
+            f"JobGraph of job '{self.name}' ({self.job_type}, "
+            f"{_count(len(self.vertices), 'vertex', 'vertices')}, "
+            f"{_count(len(self.edges()), 'edge', 'edges')})",
             "checkpoints: "
             + (
                 f"every {self.checkpoints.interval_ms} ms, {self.checkpoints.mode}"
@@ -173,9 +175,13 @@ class JobGraph:
             ),
         ]
         for vertex in self.topological():
-            max_p = vertex.max_parallelism if vertex.max_parallelism is not None else "default"
+            max_p = (
+                vertex.max_parallelism
+                if vertex.max_parallelism is not None
+                else f"unset (default {compute_default_max_parallelism(vertex.parallelism)})"
+            )
             lines.append("")
-            lines.append(f"{vertex.name}")
+            lines.append(f"{vertex.name} [{vertex.id[:8]}]")
             lines.append(
                 f"  vertex {vertex.id}  parallelism {vertex.parallelism}, max parallelism "
                 f"{max_p}, slot sharing group '{vertex.slot_sharing_group}'"
@@ -187,8 +193,8 @@ class JobGraph:
                 producer = self.vertices[edge.producer]
                 keys = f"({', '.join(edge.stream_edge.keys)})" if edge.stream_edge.keys else ""
                 lines.append(
-                    f"  <- {producer.name}: {edge.ship_strategy}{keys}, {edge.distribution}, "
-                    f"{edge.exchange}"
+                    f"  <- {producer.name} [{producer.id[:8]}]: {edge.ship_strategy}{keys}, "
+                    f"{edge.distribution}, {edge.exchange}"
                 )
         return "\n".join(lines) + "\n"
 
@@ -210,7 +216,7 @@ class JobGraph:
         lines = ["flowchart LR"]
         names = {vid: f"v{i}" for i, vid in enumerate(self.vertices)}
         for vertex in self.vertices.values():
-            label = mermaid_label(f"{vertex.name}<br/>p={vertex.parallelism}")
+            label = mermaid_label(f"{vertex.name}\np={vertex.parallelism}")
             lines.append(f"  {names[vertex.id]}[{label}]")
         for edge in self.edges():
             lines.append(
@@ -257,6 +263,10 @@ class JobGraph:
             ordered.append(target)
             del remaining[target.id]
             stack.append(consumers(target))
+
+
+def _count(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"
 
 
 def build_job_graph(graph: StreamGraph) -> JobGraph:

@@ -24,13 +24,21 @@ def dot_string(text: str) -> str:
     return f'"{escaped}"'
 
 
+_MERMAID_ESCAPES = {
+    "#": "#35;",
+    '"': "#quot;",
+    "<": "#lt;",
+    ">": "#gt;",
+    "&": "#amp;",
+    "[": "#91;",
+    "]": "#93;",
+    "|": "#124;",
+    "`": "#96;",
+}
+
+
 def mermaid_label(text: str) -> str:
-    """A Mermaid node label in double quotes, with quotes and markup made harmless."""
-    replaced = (
-        text.replace("&", "&amp;")
-        .replace('"', "&quot;")
-        .replace("<", "&lt;")
-        .replace(">", "&gt;")
-        .replace("\n", "<br/>")
-    )
-    return f'"{replaced}"'
+    """A quoted Mermaid label: special characters as Mermaid's ``#name;`` entity codes, so
+    no name can end the label or the node; line breaks become ``<br/>``."""
+    lines = ["".join(_MERMAID_ESCAPES.get(ch, ch) for ch in line) for line in text.split("\n")]
+    return '"' + "<br/>".join(lines) + '"'

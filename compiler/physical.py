@@ -103,12 +103,15 @@ class PhysicalPlan:
         for vertex in self.vertices:
             lines.append("")
             lines.append(
-                f"{vertex.vertex.name}  (parallelism {vertex.vertex.parallelism}, max parallelism "
+                f"{vertex.vertex.name} [{vertex.vertex.id[:8]}]  (parallelism "
+                f"{vertex.vertex.parallelism}, max parallelism "
                 f"{vertex.max_parallelism}, group '{vertex.slot_sharing_group}')"
             )
             for edge in vertex.vertex.inputs:
+                keys = f"({', '.join(edge.stream_edge.keys)})" if edge.stream_edge.keys else ""
                 lines.append(
-                    f"  reads {names[edge.producer]}: {edge.ship_strategy} {edge.distribution}"
+                    f"  reads {names[edge.producer]} [{edge.producer[:8]}]: "
+                    f"{edge.ship_strategy}{keys} {edge.distribution}"
                 )
             shown = vertex.subtasks
             if len(shown) > TEXT_SUBTASK_LIMIT:

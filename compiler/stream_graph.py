@@ -195,7 +195,7 @@ class StreamGraph:
     def to_text(self) -> str:
         lines = [
             f"StreamGraph of job '{self.job_name}' ({self.settings.execution_mode}, "
-            f"{len(self.nodes)} nodes, {len(self.edges())} edges)"
+            f"{_count(len(self.nodes), 'node')}, {_count(len(self.edges()), 'edge')})"
         ]
         for node in self.nodes.values():
             max_p = f", maxP {node.max_parallelism}" if node.max_parallelism is not None else ""
@@ -232,10 +232,15 @@ class StreamGraph:
     def to_mermaid(self) -> str:
         lines = ["flowchart LR"]
         for node in self.nodes.values():
-            lines.append(f"  n{node.id}[{mermaid_label(f'{node.name}<br/>p={node.parallelism}')}]")
+            label = mermaid_label(f"{node.name}\np={node.parallelism}")
+            lines.append(f"  n{node.id}[{label}]")
         for edge in self.edges():
             lines.append(f"  n{edge.source_id} -->|{edge.partitioner}| n{edge.target_id}")
         return "\n".join(lines) + "\n"
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 # ---------------------------------------------------------------- the generator
