@@ -176,12 +176,33 @@ class Program:
     views: tuple[ViewDef, ...]
     inserts: tuple[InsertDef, ...]
     span: Span
+    _index: dict[str, SourceDef | SinkDef | ViewDef] = field(
+        default_factory=dict, compare=False, repr=False
+    )
+
+    def _lookup(self, name: str) -> SourceDef | SinkDef | ViewDef:
+        """By name (one namespace for all three), from an index built on first use."""
+        if not self._index:
+            definitions: tuple[SourceDef | SinkDef | ViewDef, ...] = (
+                *self.sources,
+                *self.sinks,
+                *self.views,
+            )
+            for definition in definitions:
+                self._index[definition.name] = definition
+        return self._index[name]
 
     def source(self, name: str) -> SourceDef:
-        return next(s for s in self.sources if s.name == name)
+        found = self._lookup(name)
+        assert isinstance(found, SourceDef)
+        return found
 
     def sink(self, name: str) -> SinkDef:
-        return next(s for s in self.sinks if s.name == name)
+        found = self._lookup(name)
+        assert isinstance(found, SinkDef)
+        return found
 
     def view(self, name: str) -> ViewDef:
-        return next(v for v in self.views if v.name == name)
+        found = self._lookup(name)
+        assert isinstance(found, ViewDef)
+        return found

@@ -47,10 +47,10 @@ def to_hex(hash_bytes: bytes) -> str:
     return hash_bytes.hex()
 
 
-def _user_hash(uid: str, hashes: Mapping[int, bytes]) -> bytes:
+def _user_hash(uid: str, seen: set[bytes]) -> bytes:
     """Hash a user-specified uid, refusing one that equals any hash computed so far."""
     digest = murmur3_x64_128(uid.encode("utf-8"))
-    if digest in hashes.values():
+    if digest in seen:
         raise FlinkRuleError(
             f'Hash collision on user-specified ID "{uid}". '
             "Most likely cause is a non-unique ID. Please check that all IDs "
@@ -104,18 +104,20 @@ def hash_stream_nodes(
     ordered_sources = sorted(sources)
     visited = set(ordered_sources)
     remaining = deque(ordered_sources)
+    seen: set[bytes] = set()  # the hashes' values, for Flink's collision check in O(1)
     while remaining:
         node = remaining.popleft()
         node_in = in_edges.get(node, no_edges)
         node_out = out_edges.get(node, no_edges)
         uid = uids.get(node)
         if uid is not None:
-            hashes[node] = _user_hash(uid, hashes)
+            hashes[node] = _user_hash(uid, seen)
         elif all(edge.source_id in hashes for edge in node_in):
             hashes[node] = _deterministic_hash(node_out, node_in, hashes, is_chainable)
         else:
             visited.discard(node)
             continue
+        seen.add(hashes[node])
         for edge in node_out:
             child = edge.target_id
             if child not in visited:
