@@ -31,9 +31,16 @@ EXIT_ERRORS = 1
 EXIT_USAGE = 2
 EXIT_INTERNAL = 101
 
-STAGES = ("ast", "transformations", "streamgraph", "jobgraph", "physical", "all")
 FORMATS = ("text", "json", "dot", "mermaid")
-GRAPH_FORMATS = ("dot", "mermaid")
+#: Each stage and the formats it has; ``--emit all`` writes exactly these.
+STAGE_FORMATS: dict[str, tuple[str, ...]] = {
+    "ast": ("text", "json"),
+    "transformations": FORMATS,
+    "streamgraph": FORMATS,
+    "jobgraph": FORMATS,
+    "physical": ("text", "json"),
+}
+STAGES = (*STAGE_FORMATS, "all")
 
 
 class UsageError(Exception):
@@ -190,17 +197,13 @@ _EXTENSIONS = {"text": "txt", "json": "json", "dot": "dot", "mermaid": "mmd"}
 
 
 def _render_stage(job: CompiledJob, stage: str, fmt: str) -> str:
+    if fmt not in STAGE_FORMATS[stage]:
+        raise UsageError(f"--emit {stage} has no --format {fmt}")
     if stage == "ast":
         from flowc.astdump import ast_to_json, ast_to_text
 
-        if fmt not in ("text", "json"):
-            raise UsageError(f"--emit ast has no --format {fmt}")
         return ast_to_json(job.ast) if fmt == "json" else ast_to_text(job.ast)
-    ir = getattr(job, _STAGE_ATTRIBUTES[stage])
-    renderer = getattr(ir, f"to_{fmt}", None)
-    if renderer is None:
-        raise UsageError(f"--emit {stage} has no --format {fmt}")
-    text: str = renderer()
+    text: str = getattr(getattr(job, _STAGE_ATTRIBUTES[stage]), f"to_{fmt}")()
     return text
 
 
@@ -211,10 +214,8 @@ def _write_all(job: CompiledJob, directory: str) -> None:
         target.mkdir(parents=True, exist_ok=True)
     except OSError as error:
         raise UsageError(f"{directory}: cannot create: {error.strerror or error}") from None
-    for stage in ("ast", *_STAGE_ATTRIBUTES):
-        for fmt in FORMATS:
-            if stage in ("ast", "physical") and fmt in GRAPH_FORMATS:
-                continue
+    for stage, formats in STAGE_FORMATS.items():
+        for fmt in formats:
             (target / f"{stage}.{_EXTENSIONS[fmt]}").write_text(
                 _render_stage(job, stage, fmt), encoding="utf-8"
             )

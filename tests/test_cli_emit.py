@@ -8,23 +8,16 @@ import sys
 from pathlib import Path
 
 import pytest
+from stages import COMBINATIONS, ROOT, STAGE_FORMATS
 
 from flowc.cli import main
 
-ROOT = Path(__file__).resolve().parent.parent
 CLEAN = "examples/wordcount.flow"  # compiles without warnings
 WARNS = "examples/clicks_per_user.flow"  # compiles with a W0001 warning
 BROKEN = "examples/errors/unknown_column.flow"
 SYNTAX_ERROR = "examples/errors/syntax.flow"
 
-STAGE_FORMATS: dict[str, tuple[str, ...]] = {
-    "ast": ("text", "json"),
-    "transformations": ("text", "json", "dot", "mermaid"),
-    "streamgraph": ("text", "json", "dot", "mermaid"),
-    "jobgraph": ("text", "json", "dot", "mermaid"),
-    "physical": ("text", "json"),
-}
-SUPPORTED = [(stage, fmt) for stage, formats in STAGE_FORMATS.items() for fmt in formats]
+SUPPORTED = COMBINATIONS
 UNSUPPORTED = [
     (stage, fmt)
     for stage in STAGE_FORMATS

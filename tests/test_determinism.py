@@ -16,20 +16,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from stages import EXAMPLES, ROOT, STAGE_FORMATS
 
 import flowc
 from flowc.astdump import ast_to_json, ast_to_text
 from flowc.cli import main
 
-ROOT = Path(__file__).resolve().parent.parent
-EXAMPLES = sorted((ROOT / "examples").glob("*.flow"))
-STAGE_FORMATS: dict[str, tuple[str, ...]] = {
-    "ast": ("text", "json"),
-    "transformations": ("text", "json", "dot", "mermaid"),
-    "streamgraph": ("text", "json", "dot", "mermaid"),
-    "jobgraph": ("text", "json", "dot", "mermaid"),
-    "physical": ("text", "json"),
-}
 SEEDS = ("0", "1", "12345", "random")
 
 #: Run in a fresh interpreter per seed: every example, stage and format through the CLI,

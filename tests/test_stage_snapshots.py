@@ -15,22 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from stages import COMBINATIONS, EXAMPLES, ROOT, STAGE_FORMATS
 
 import flowc
 from flowc.cli import main
 
-ROOT = Path(__file__).resolve().parent.parent
-EXAMPLES = sorted((ROOT / "examples").glob("*.flow"))
-
-#: Every stage and the formats it has (``--emit all`` writes exactly these).
-STAGE_FORMATS: dict[str, tuple[str, ...]] = {
-    "ast": ("text", "json"),
-    "transformations": ("text", "json", "dot", "mermaid"),
-    "streamgraph": ("text", "json", "dot", "mermaid"),
-    "jobgraph": ("text", "json", "dot", "mermaid"),
-    "physical": ("text", "json"),
-}
-COMBINATIONS = [(stage, fmt) for stage, formats in STAGE_FORMATS.items() for fmt in formats]
 GRAPH_STAGES = ("transformations", "streamgraph", "jobgraph")
 EXTENSIONS = {"text": "txt", "json": "json", "dot": "dot", "mermaid": "mmd"}
 

@@ -1,0 +1,18 @@
+"""What the tests expect of ``--emit``, written once for every test module that needs it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = sorted((ROOT / "examples").glob("*.flow"))
+
+#: Every stage and the formats it has (``--emit all`` writes exactly these).
+STAGE_FORMATS: dict[str, tuple[str, ...]] = {
+    "ast": ("text", "json"),
+    "transformations": ("text", "json", "dot", "mermaid"),
+    "streamgraph": ("text", "json", "dot", "mermaid"),
+    "jobgraph": ("text", "json", "dot", "mermaid"),
+    "physical": ("text", "json"),
+}
+COMBINATIONS = [(stage, fmt) for stage, formats in STAGE_FORMATS.items() for fmt in formats]
