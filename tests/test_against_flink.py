@@ -1,0 +1,312 @@
+"""flowc's JobGraphs against real Flink 2.3's, job by job (opt-in: needs PyFlink).
+
+Set ``FLOWC_FLINK_PYTHON`` to a Python that has ``apache-flink==2.3.0`` (kept in its own
+virtualenv, never a flowc dependency) and Java 17 on the PATH; without it these tests
+are skipped. Each case is a .flow program and the same job written with PyFlink's
+DataStream API; Flink's own StreamGraph and JobGraph come from its Java gateway.
+PyFlink's Python operators are named as flowc names them, and Python operator fusion is
+off, so the graphs are comparable vertex by vertex, ids included. PyFlink inserts a Python
+key-extraction operator before ``key_by``; cases with a KEY BY compare only uid'ed ids.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import textwrap
+from typing import Any
+
+import pytest
+
+import flowc
+
+FLINK_PYTHON = os.environ.get("FLOWC_FLINK_PYTHON")
+
+pytestmark = pytest.mark.skipif(
+    not FLINK_PYTHON, reason="set FLOWC_FLINK_PYTHON to a Python with apache-flink==2.3.0"
+)
+
+PRELUDE = """
+import json
+from pyflink.common import Configuration, Types
+from pyflink.common.watermark_strategy import WatermarkStrategy
+from pyflink.datastream import DataStream, StreamExecutionEnvironment
+from pyflink.datastream.connectors.number_seq import NumberSequenceSource
+
+conf = Configuration()
+conf.set_string("python.operator-chaining.enabled", "false")
+env = StreamExecutionEnvironment.get_execution_environment(conf)
+LONG = Types.LONG()
+
+
+def source(name):
+    return env.from_source(NumberSequenceSource(1, 10), WatermarkStrategy.no_watermarks(), name)
+"""
+
+DUMP = """
+graph = env._j_stream_execution_environment.getStreamGraph().getJobGraph()
+out = []
+for v in graph.getVerticesSortedTopologicallyFromSources():
+    out.append({
+        "name": v.getName(),
+        "parallelism": v.getParallelism(),
+        "max_parallelism": v.getMaxParallelism(),
+        "id": str(v.getID()),
+        "group": v.getSlotSharingGroup().getSlotSharingGroupName(),
+        "inputs": [
+            [e.getSource().getProducer().getName(), e.getShipStrategyName(),
+             str(e.getDistributionPattern())]
+            for e in v.getInputs()
+        ],
+    })
+print("JOBGRAPH" + json.dumps(out))
+"""
+
+CASES: dict[str, tuple[str, str, bool]] = {
+    # name: (flow program, PyFlink job, compare non-uid ids)
+    "chain_with_uids": (
+        """
+        SET parallelism = 4;
+        CREATE SOURCE s (value BIGINT)
+          WITH (connector = 'datagen', parallelism = 2, uid = 'source');
+        CREATE SINK o WITH (connector = 'console');
+        INSERT INTO o FROM s |> SELECT value + 1 AS value WITH (uid = 'map') |> WHERE value > 0;
+        """,
+        """
+        env.set_parallelism(4)
+        s = source("s").set_parallelism(2).uid("source")
+        m = s.map(lambda x: x + 1, output_type=LONG).name("Map").uid("map")
+        m.filter(lambda x: x > 0).name("Filter").print().name("o")
+        """,
+        True,
+    ),
+    "fork_union_and_every_exchange": (
+        """
+        SET parallelism = 4;
+        CREATE SOURCE a (value BIGINT) WITH (connector = 'datagen', parallelism = 2);
+        CREATE SOURCE b (value BIGINT) WITH (connector = 'datagen');
+        CREATE SINK o1 WITH (connector = 'console');
+        CREATE SINK o2 WITH (connector = 'console');
+        CREATE SINK o3 WITH (connector = 'console');
+        CREATE VIEW v AS FROM a |> SELECT value;
+        CREATE VIEW u AS FROM v |> UNION ALL b |> WHERE value > 0;
+        INSERT INTO o1 FROM u |> RESCALE
+          |> SELECT value WITH (parallelism = 2, slot_sharing_group = 'g');
+        INSERT INTO o2 FROM u |> BROADCAST
+          |> SELECT value WITH (parallelism = 3, chaining = 'new_chain');
+        INSERT INTO o3 FROM v |> SHUFFLE |> WHERE value > 1 WITH (chaining = 'never');
+        """,
+        """
+        env.set_parallelism(4)
+        a = source("a").set_parallelism(2)
+        b = source("b")
+        v = a.map(lambda x: x, output_type=LONG).name("Map")
+        u = v.union(b).filter(lambda x: x > 0).name("Filter")
+        (u.rescale().map(lambda x: x, output_type=LONG).name("Map").set_parallelism(2)
+            .slot_sharing_group("g").print().name("o1"))
+        (u.broadcast().map(lambda x: x, output_type=LONG).name("Map").set_parallelism(3)
+            .start_new_chain().print().name("o2"))
+        v.shuffle().filter(lambda x: x > 1).name("Filter").disable_chaining().print().name("o3")
+        """,
+        True,
+    ),
+    "global_exchange_and_chaining_off": (
+        """
+        SET parallelism = 3;
+        SET chaining = false;
+        CREATE SOURCE s (value BIGINT) WITH (connector = 'datagen');
+        CREATE SINK o WITH (connector = 'console', parallelism = 1);
+        INSERT INTO o FROM s |> WHERE value > 0 |> GLOBAL |> SELECT value WITH (parallelism = 1);
+        """,
+        """
+        env.set_parallelism(3)
+        env.disable_operator_chaining()
+        f = source("s").filter(lambda x: x > 0).name("Filter")
+        g = DataStream(getattr(f._j_data_stream, "global")())  # PyFlink has no global()
+        m = g.map(lambda x: x, output_type=LONG).name("Map").set_parallelism(1)
+        m.print().name("o").set_parallelism(1)
+        """,
+        True,
+    ),
+    "keyed_aggregate_with_max_parallelism": (
+        """
+        SET parallelism = 4;
+        CREATE SOURCE s (value BIGINT) WITH (connector = 'datagen');
+        CREATE SINK o WITH (connector = 'console', mode = 'update');
+        INSERT INTO o FROM s |> SELECT value |> KEY BY value |> AGGREGATE sum(value) AS total
+          WITH (uid = 'agg', parallelism = 8, max_parallelism = 256);
+        """,
+        """
+        env.set_parallelism(4)
+        m = source("s").map(lambda x: x, output_type=LONG).name("Map")
+        (m.key_by(lambda x: x % 7).reduce(lambda a, b: a + b).name("Keyed Aggregate").uid("agg")
+            .set_parallelism(8).set_max_parallelism(256).print().name("o"))
+        """,
+        False,
+    ),
+}
+
+
+def flink_job_graphs(jobs: list[str]) -> list[list[dict[str, Any]]]:
+    """Flink's JobGraph of each job, all built in one JVM."""
+    assert FLINK_PYTHON is not None
+    script = PRELUDE
+    for index, job in enumerate(jobs):
+        script += "env = StreamExecutionEnvironment.get_execution_environment(conf)\n"
+        script += textwrap.dedent(job) + DUMP.replace('"JOBGRAPH"', f'"JOBGRAPH{index} "')
+    result = subprocess.run(
+        [FLINK_PYTHON, "-c", script], capture_output=True, text=True, timeout=600, check=False
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    graphs = []
+    for index in range(len(jobs)):
+        line = next(x for x in result.stdout.splitlines() if x.startswith(f"JOBGRAPH{index} "))
+        vertices: list[dict[str, Any]] = json.loads(line.split(" ", 1)[1])
+        for vertex in vertices:
+            # PyFlink's key extractor is a Python operator that flowc does not have.
+            vertex["name"] = vertex["name"].replace(" -> _stream_key_by_map_operator", "")
+            for edge in vertex["inputs"]:
+                edge[0] = edge[0].replace(" -> _stream_key_by_map_operator", "")
+        graphs.append(vertices)
+    return graphs
+
+
+def flowc_job_graph(program: str) -> list[dict[str, Any]]:
+    job = flowc.compile(textwrap.dedent(program), "differential.flow")
+    graph = job.job_graph
+    out = []
+    for vertex in graph.topological():
+        out.append(
+            {
+                "name": vertex.name,
+                "parallelism": vertex.parallelism,
+                "max_parallelism": vertex.max_parallelism or -1,
+                "id": vertex.id,
+                "group": vertex.slot_sharing_group,
+                "inputs": [
+                    [graph.vertices[e.producer].name, e.ship_strategy, e.distribution]
+                    for e in vertex.inputs
+                ],
+            }
+        )
+    return out
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_job_graph_equals_flinks(case: str) -> None:
+    program, pyflink_job, compare_all_ids = CASES[case]
+    (expected,) = flink_job_graphs([pyflink_job])
+    actual = flowc_job_graph(program)
+    if not compare_all_ids:
+        uid_ids = {
+            op.operator_id
+            for v in flowc.compile(textwrap.dedent(program), "d.flow").job_graph.vertices.values()
+            for op in v.operators
+            if op.uid
+        }
+        for vertex in (*expected, *actual):
+            if vertex["id"] not in uid_ids:
+                vertex["id"] = "(traversal hash)"
+    assert actual == expected
+
+
+# ---------------------------------------------------------------- random topologies
+
+EXCHANGES = ("REBALANCE", "RESCALE", "SHUFFLE", "BROADCAST", "GLOBAL", "FORWARD")
+PYFLINK_EXCHANGE = {
+    "REBALANCE": "{s}.rebalance()",
+    "RESCALE": "{s}.rescale()",
+    "SHUFFLE": "{s}.shuffle()",
+    "BROADCAST": "{s}.broadcast()",
+    "FORWARD": "{s}.forward()",
+    "GLOBAL": 'DataStream(getattr({s}._j_data_stream, "global")())',
+}
+
+
+def random_case(seed: int) -> tuple[str, str]:
+    """One job as a .flow program and as PyFlink code: a view with a few steps, read by one or
+    two INSERTs with steps of their own; random exchanges, parallelism and hints."""
+    rng = random.Random(seed)
+    default_p = rng.randint(1, 4)
+    flow = [f"SET parallelism = {default_p};"]
+    py = [f"env.set_parallelism({default_p})"]
+    counter = iter(range(1000))
+
+    def hints(parallel: int | None) -> tuple[list[str], str]:
+        flow_hints, calls = [], ""
+        if parallel is not None:
+            flow_hints.append(f"parallelism = {parallel}")
+            calls += f".set_parallelism({parallel})"
+        if rng.random() < 0.2:
+            uid = f"u{seed}-{next(counter)}"
+            flow_hints.append(f"uid = '{uid}'")
+            calls += f'.uid("{uid}")'
+        if rng.random() < 0.15:
+            flow_hints.append("slot_sharing_group = 'g'")
+            calls += '.slot_sharing_group("g")'
+        chaining = rng.choice(["always"] * 6 + ["new_chain", "never"])
+        if chaining != "always":
+            flow_hints.append(f"chaining = '{chaining}'")
+            calls += ".start_new_chain()" if chaining == "new_chain" else ".disable_chaining()"
+        return flow_hints, calls
+
+    def steps(var: str, parallel: int, count: int) -> tuple[str, int]:
+        """Steps after ``var`` (whose parallelism is ``parallel``); returns flow text and p."""
+        text = ""
+        for _ in range(count):
+            next_p = rng.choice([None, None, rng.randint(1, 4)])
+            effective = next_p if next_p is not None else default_p
+            exchange = rng.choice([None, None, *EXCHANGES])
+            if exchange == "FORWARD" and effective != parallel:
+                exchange = None
+            if exchange is not None:
+                text += f" |> {exchange}"
+                py.append(f"{var} = " + PYFLINK_EXCHANGE[exchange].format(s=var))
+            kind = rng.choice(["Filter", "Map"])
+            flow_hints, calls = hints(next_p)
+            with_hints = f" WITH ({', '.join(flow_hints)})" if flow_hints else ""
+            if kind == "Filter":
+                text += f" |> WHERE value > 0{with_hints}"
+                py.append(f'{var} = {var}.filter(lambda x: x > 0).name("Filter"){calls}')
+            else:
+                text += f" |> SELECT value{with_hints}"
+                py.append(f'{var} = {var}.map(lambda x: x, output_type=LONG).name("Map"){calls}')
+            parallel = effective
+        return text, parallel
+
+    source_p = rng.choice([None, rng.randint(1, 4)])
+    option = f", parallelism = {source_p}" if source_p is not None else ""
+    flow.append(f"CREATE SOURCE a (value BIGINT) WITH (connector = 'datagen'{option});")
+    py.append('a = source("a")' + (f".set_parallelism({source_p})" if source_p else ""))
+    flow.append("CREATE SOURCE b (value BIGINT) WITH (connector = 'datagen');")
+    py.append('b = source("b")')
+    py.append("v = a")
+    view_steps, view_p = steps("v", source_p or default_p, rng.randint(1, 3))
+    union = rng.random() < 0.3
+    flow.append(f"CREATE VIEW v AS FROM a{view_steps}{' |> UNION ALL b' if union else ''};")
+    if union:
+        py.append("v = v.union(b)")
+    for sink in range(rng.randint(1, 2)):
+        sink_p = rng.choice([None, rng.randint(1, 4)])
+        flow.append(
+            f"CREATE SINK o{sink} WITH (connector = 'console'"
+            + (f", parallelism = {sink_p}" if sink_p else "")
+            + ");"
+        )
+        py.append(f"w{sink} = v")
+        # After a union the next operator has inputs of two parallelisms: no FORWARD there.
+        insert_steps, _ = steps(f"w{sink}", -1 if union else view_p, rng.randint(0, 2))
+        flow.append(f"INSERT INTO o{sink} FROM v{insert_steps};")
+        py.append(
+            f'w{sink}.print().name("o{sink}")' + (f".set_parallelism({sink_p})" if sink_p else "")
+        )
+    return "\n".join(flow) + "\n", "\n".join(py) + "\n"
+
+
+def test_random_topologies_equal_flinks() -> None:
+    cases = [random_case(seed) for seed in range(40)]
+    expected = flink_job_graphs([job for _, job in cases])
+    for seed, ((program, job), flink) in enumerate(zip(cases, expected, strict=True)):
+        assert flowc_job_graph(program) == flink, f"seed {seed}\n{program}\n{job}"
