@@ -50,7 +50,11 @@ def _job_graph(job: Any, reporter: Reporter) -> Any:
 
 
 def _physical_plan(job: Any, reporter: Reporter) -> Any:
-    return build_physical_plan(job.job_graph)
+    from flowc.runtime.realization import realize
+
+    plan = build_physical_plan(job.job_graph)
+    plan.spark = realize(job.program, job.stream_graph)
+    return plan
 
 
 PASSES: tuple[Pass, ...] = (

@@ -139,7 +139,7 @@ class PhysicalPlan:
                     f"  subtask {subtask.index}: slot {subtask.slot}{key_groups}{reads_text}"
                 )
         lines.append("")
-        lines.append("Spark realization: " + ("see JSON" if self.spark else "not planned yet"))
+        lines.extend(_spark_text(self.spark))
         return "\n".join(lines) + "\n"
 
     @staticmethod
@@ -148,6 +148,33 @@ class PhysicalPlan:
             e.producer == wiring.producer and e.distribution == "POINTWISE"
             for e in vertex.vertex.inputs
         )
+
+
+def _spark_text(spark: dict[str, Any] | None) -> list[str]:
+    if not spark:
+        return ["Spark realization: none"]
+    lines = [
+        "Spark realization (Structured Streaming):",
+        f"  shuffle partitions: {spark['shuffle_partitions']} "
+        f"({spark['shuffle_partitions_reason']})",
+    ]
+    for query in spark["queries"]:
+        lines.append(
+            f"  query '{query['name']}': writes {query['sink']['connector']} sink "
+            f"'{query['sink']['name']}', output mode {query['output_mode']}, reads "
+            f"{', '.join(query['reads'])}"
+        )
+        lines.append(f"    trigger: {query['trigger']}")
+        lines.append(f"    checkpoint: {query['checkpoint_location']}")
+        if "rescaling" in query:
+            lines.append(f"    rescaling: {query['rescaling']}")
+        lines.append(f"    exchanges planned: {query['exchanges_planned']}")
+        for exchange in query["exchanges"]:
+            lines.append(
+                f"    - {exchange['from']} -> {exchange['to']}: {exchange['ship_strategy']} as "
+                f"{exchange['spark']} [{exchange['partitioning']}]: {exchange['why']}"
+            )
+    return lines
 
 
 def build_physical_plan(job: JobGraph) -> PhysicalPlan:

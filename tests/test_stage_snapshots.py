@@ -291,11 +291,6 @@ def test_physical_plan_is_consistent_with_the_jobgraph(
     assert sorted(v for region in regions for v in region) == sorted(job_vertices)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="plans.md: the physical stage includes the Spark realization (queries, exchanges, "
-    "shuffle partitions); flowc compile emits \"spark\": null ('not planned yet')",
-)
 def test_physical_plan_includes_the_spark_realization(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -1,0 +1,135 @@
+"""The Spark realization in the physical plan: one query per INSERT, an exchange per edge."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import flowc
+
+HEADER = """
+SET parallelism = 4;
+CREATE SOURCE s (k BIGINT, v BIGINT) WITH (connector = 'datagen', parallelism = 4);
+"""
+
+
+def spark(program: str) -> dict[str, Any]:
+    plan = flowc.compile(HEADER + program, "t.flow").physical_plan.spark
+    assert plan is not None
+    return plan
+
+
+def only_exchange(program: str) -> dict[str, Any]:
+    (query,) = spark(program)["queries"]
+    (exchange,) = query["exchanges"]
+    return exchange
+
+
+@pytest.mark.parametrize(
+    ("step", "parallelism", "expected_spark", "partitioning", "shuffle"),
+    [
+        ("REBALANCE", 3, "repartition(3)", "RoundRobinPartitioning(3)", True),
+        ("RESCALE", 2, "coalesce(2)", "coalesced to 2 partitions", False),
+        ("RESCALE", 8, "repartition(8)", "RoundRobinPartitioning(8)", True),
+        ("GLOBAL", 4, "repartition(1)", "SinglePartition", True),
+        ("SHUFFLE", 4, "repartition(4, rand())", "HashPartitioning([rand()], 4)", True),
+        (
+            "BROADCAST",
+            3,
+            "crossJoin(range(3)).repartition(3, subtask)",
+            "HashPartitioning([subtask], 3)",
+            True,
+        ),
+        ("PARTITION BY k % 3", 4, "repartition(4, k % 3)", "HashPartitioning([k % 3], 4)", True),
+    ],
+)
+def test_each_ship_strategy_has_its_spark_exchange(
+    step: str, parallelism: int, expected_spark: str, partitioning: str, shuffle: bool
+) -> None:
+    exchange = only_exchange(
+        f"CREATE SINK o WITH (connector = 'noop', parallelism = {parallelism});\n"
+        f"INSERT INTO o FROM s |> {step} |> SELECT k, v WITH (parallelism = {parallelism});\n"
+    )
+    assert (exchange["spark"], exchange["partitioning"], exchange["shuffle"]) == (
+        expected_spark,
+        partitioning,
+        shuffle,
+    )
+
+
+def test_forward_edges_are_no_exchange_and_keyed_aggregates_use_their_own() -> None:
+    plan = spark(
+        "CREATE SINK o WITH (connector = 'console', mode = 'update');\n"
+        "INSERT INTO o FROM s |> WHERE v > 0 |> KEY BY k |> AGGREGATE sum(v) AS total;\n"
+    )
+    (query,) = plan["queries"]
+    assert [(e["ship_strategy"], e["spark"]) for e in query["exchanges"]] == [
+        ("HASH", "groupBy(k)")
+    ]
+    assert query["exchanges_planned"] == 1
+    assert plan["shuffle_partitions"] == 4
+    assert "rescaling" in query
+
+
+def test_shuffle_partitions_follow_the_stateful_parallelism_not_key_groups() -> None:
+    plan = spark(
+        "SET max_parallelism = 128;\n"
+        "CREATE SINK o WITH (connector = 'console', mode = 'update');\n"
+        "INSERT INTO o FROM s |> KEY BY k |> AGGREGATE count(*) AS n WITH (parallelism = 2);\n"
+    )
+    assert plan["shuffle_partitions"] == 2
+    keyed = [e for e in plan["exchanges"] if e["ship_strategy"] == "HASH"]
+    assert [e["partitioning"] for e in keyed] == ["HashPartitioning([k], 2)"]
+
+
+def test_set_spark_shuffle_partitions_overrides() -> None:
+    plan = spark(
+        "SET spark.sql.shuffle.partitions = 16;\n"
+        "CREATE SINK o WITH (connector = 'console', mode = 'update');\n"
+        "INSERT INTO o FROM s |> KEY BY k |> AGGREGATE count(*) AS n;\n"
+    )
+    assert plan["shuffle_partitions"] == 16
+    assert plan["exchanges"][0]["partitioning"] == "HashPartitioning([k], 16)"
+
+
+def test_one_query_per_insert_with_only_its_own_exchanges() -> None:
+    plan = spark(
+        "CREATE SINK a WITH (connector = 'noop');\n"
+        "CREATE SINK b WITH (connector = 'noop');\n"
+        "CREATE VIEW w AS FROM s |> REBALANCE |> WHERE v > 0;\n"
+        "INSERT INTO a FROM w;\n"
+        "INSERT INTO b FROM w |> SHUFFLE |> SELECT k WITH (parallelism = 2);\n"
+    )
+    queries = {q["name"]: q for q in plan["queries"]}
+    assert set(queries) == {"a", "b"}
+    assert [e["ship_strategy"] for e in queries["a"]["exchanges"]] == ["REBALANCE"]
+    assert [e["ship_strategy"] for e in queries["b"]["exchanges"]] == [
+        "REBALANCE",
+        "SHUFFLE",
+        "REBALANCE",
+    ]
+    assert [e["query"] for e in plan["exchanges"]] == ["a", "b", "b", "b"]
+
+
+def test_trigger_and_checkpoint_location_come_from_the_settings() -> None:
+    plan = spark(
+        "SET checkpoint.interval = 10s;\nSET checkpoint.dir = '/data/ck';\n"
+        "CREATE SINK o WITH (connector = 'noop');\nINSERT INTO o FROM s;\n"
+    )
+    (query,) = plan["queries"]
+    assert query["trigger"].startswith("processingTime 10000 ms")
+    assert query["checkpoint_location"] == "/data/ck/t/o"
+    assert query["exchanges_planned"] == 0
+
+
+def test_global_aggregate_gathers_into_one_partition() -> None:
+    exchange = only_exchange(
+        "SET max_parallelism = 128;\n"
+        "CREATE SINK o WITH (connector = 'console', mode = 'complete', parallelism = 1);\n"
+        "INSERT INTO o FROM s |> AGGREGATE count(*) AS n;\n"
+    )
+    assert (exchange["spark"], exchange["partitioning"]) == (
+        "groupBy() (global)",
+        "SinglePartition",
+    )
