@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import platform
+import re
 import sys
 import tempfile
 import traceback
@@ -39,12 +40,17 @@ STAGE_FORMATS: dict[str, tuple[str, ...]] = {
     "streamgraph": FORMATS,
     "jobgraph": FORMATS,
     "physical": ("text", "json"),
+    "pyspark": ("text",),
 }
 STAGES = (*STAGE_FORMATS, "all")
 
 
 class UsageError(Exception):
     """Bad arguments or an unreadable file: exit code 2."""
+
+
+class NotRunnable(Exception):
+    """A program flowc can plan but the Spark backend cannot run yet: exit code 1."""
 
 
 class _ArgumentParser(argparse.ArgumentParser):
@@ -74,6 +80,25 @@ def _parser() -> argparse.ArgumentParser:
     compile_.add_argument("--format", choices=FORMATS, help="output format (default: text)")
     compile_.add_argument("-o", "--output", metavar="PATH", help="write to PATH, not stdout")
     _color_option(compile_)
+
+    run = commands.add_parser("run", help="run a job on Spark Structured Streaming")
+    run.add_argument("file", metavar="FILE")
+    run.add_argument(
+        "--available-now", action="store_true", help="process what is there, then stop"
+    )
+    run.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a setting (as SET KEY = VALUE; would)",
+    )
+    run.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
+    run.add_argument(
+        "--checkpoint-dir", help="where queries keep checkpoints (default: beside the file)"
+    )
+    run.add_argument("--report", metavar="FILE", help="write a JSON report of the run")
+    _color_option(run)
     return parser
 
 
@@ -196,6 +221,47 @@ _STAGE_ATTRIBUTES = {
 _EXTENSIONS = {"text": "txt", "json": "json", "dot": "dot", "mermaid": "mmd"}
 
 
+def _run(args: argparse.Namespace) -> int:
+    from flowc.job import compile
+
+    text = read_source(args.file)
+    overrides = []
+    for assignment in args.set:
+        key, equals, value = assignment.partition("=")
+        if not equals or not key.strip():
+            raise UsageError(f"--set {assignment}: write KEY=VALUE")
+        literal = value.strip()
+        if not re.fullmatch(r"-?\d+|true|false|\w+|'.*'", literal):
+            literal = "'" + literal.replace("'", "''") + "'"
+        overrides.append(f"SET {key.strip()} = {literal};")
+    source = text + ("\n" + "\n".join(overrides) + "\n" if overrides else "")
+    try:
+        job = compile(source, filename=args.file)
+    except CompileError as error:
+        _print_diagnostics(error.diagnostics, {args.file: source}, "text", args.color)
+        return EXIT_ERRORS
+    from flowc.runtime.codegen import UnsupportedOnSpark
+    from flowc.runtime.run import run_job, write_report
+
+    try:
+        report = run_job(
+            job,
+            available_now=args.available_now,
+            checkpoint_dir=args.checkpoint_dir,
+            master=args.master,
+        )
+    except UnsupportedOnSpark as error:
+        raise NotRunnable(str(error)) from None
+    if args.report:
+        write_report(report, args.report)
+    failed = [q for q in report.queries if q.error]
+    for query in failed:
+        sys.stderr.write(f"error: query '{query.name}' failed: {query.error}\n")
+    if report.stopped_by_user:
+        return 130
+    return EXIT_ERRORS if failed else EXIT_OK
+
+
 def _render_stage(job: CompiledJob, stage: str, fmt: str) -> str:
     if fmt not in STAGE_FORMATS[stage]:
         raise UsageError(f"--emit {stage} has no --format {fmt}")
@@ -203,6 +269,13 @@ def _render_stage(job: CompiledJob, stage: str, fmt: str) -> str:
         from flowc.astdump import ast_to_json, ast_to_text
 
         return ast_to_json(job.ast) if fmt == "json" else ast_to_text(job.ast)
+    if stage == "pyspark":
+        from flowc.runtime.codegen import UnsupportedOnSpark, generate_pyspark
+
+        try:
+            return generate_pyspark(job)
+        except UnsupportedOnSpark as error:
+            raise NotRunnable(str(error)) from None
     text: str = getattr(getattr(job, _STAGE_ATTRIBUTES[stage]), f"to_{fmt}")()
     return text
 
@@ -216,7 +289,8 @@ def _write_all(job: CompiledJob, directory: str) -> None:
         raise UsageError(f"{directory}: cannot create: {error.strerror or error}") from None
     for stage, formats in STAGE_FORMATS.items():
         for fmt in formats:
-            (target / f"{stage}.{_EXTENSIONS[fmt]}").write_text(
+            extension = "py" if stage == "pyspark" else _EXTENSIONS[fmt]
+            (target / f"{stage}.{extension}").write_text(
                 _render_stage(job, stage, fmt), encoding="utf-8"
             )
 
@@ -250,11 +324,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         commands: dict[str, Callable[[argparse.Namespace], int]] = {
             "check": _check,
             "compile": _compile,
+            "run": _run,
         }
         return commands[args.command](args)
     except UsageError as error:
         sys.stderr.write(f"error: {error}\n")
         return EXIT_USAGE
+    except NotRunnable as error:
+        sys.stderr.write(f"error: the Spark backend cannot run this yet: {error}\n")
+        return EXIT_ERRORS
     except SystemExit as exit_:
         return exit_.code if isinstance(exit_.code, int) else EXIT_OK
     except KeyboardInterrupt:

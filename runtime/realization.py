@@ -13,6 +13,10 @@ Spark's default 200). flowc therefore uses the stateful operators' parallelism, 
 their key groups: local runs stay fast, and the plan says that rescaling state later
 needs a new checkpoint (where Flink could rescale up to max parallelism).
 ``SET spark.sql.shuffle.partitions`` overrides it.
+
+Every planned exchange runs: the generated program excludes Catalyst's
+CollapseRepartition rule, which would merge two repartitions with only row-wise steps
+between them into one shuffle.
 """
 
 from __future__ import annotations

@@ -14,5 +14,14 @@ STAGE_FORMATS: dict[str, tuple[str, ...]] = {
     "streamgraph": ("text", "json", "dot", "mermaid"),
     "jobgraph": ("text", "json", "dot", "mermaid"),
     "physical": ("text", "json"),
+    "pyspark": ("text",),
 }
+#: File names ``--emit all`` writes: ``<stage>.<extension>``.
+EXTENSIONS = {"text": "txt", "json": "json", "dot": "dot", "mermaid": "mmd"}
+
+
+def emitted_file(stage: str, fmt: str) -> str:
+    return f"{stage}.py" if stage == "pyspark" else f"{stage}.{EXTENSIONS[fmt]}"
+
+
 COMBINATIONS = [(stage, fmt) for stage, formats in STAGE_FORMATS.items() for fmt in formats]

@@ -1,0 +1,164 @@
+"""``flowc run``: compile, generate the PySpark program, and run it here.
+
+The program run is exactly the one ``--emit pyspark`` prints, loaded as a module, so
+``spark-submit`` of that file and ``flowc run`` do the same work. This module imports
+pyspark (through the generated program); the compiler never does.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import time
+import types
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from flowc.job import CompiledJob
+from flowc.runtime.codegen import generate_pyspark
+
+_EXCHANGE = re.compile(r"^[\s:+\-|]*Exchange ", re.M)
+
+
+@dataclass(slots=True)
+class QueryReport:
+    name: str
+    sink: str
+    exchanges_planned: int
+    batches: int = 0
+    input_rows: int = 0
+    exchanges_executed: int = 0
+    error: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "sink": self.sink,
+            "batches": self.batches,
+            "input_rows": self.input_rows,
+            "exchanges_planned": self.exchanges_planned,
+            "exchanges_executed": self.exchanges_executed,
+            "error": self.error,
+        }
+
+
+@dataclass(slots=True)
+class RunReport:
+    job: str
+    duration_s: float = 0.0
+    queries: list[QueryReport] = field(default_factory=list)
+    stopped_by_user: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "job": self.job,
+            "duration_s": round(self.duration_s, 3),
+            "stopped_by_user": self.stopped_by_user,
+            "queries": [q.to_json() for q in self.queries],
+        }
+
+
+def load_program(job: CompiledJob) -> types.ModuleType:
+    """The generated PySpark program as a module (not run yet)."""
+    code = generate_pyspark(job)
+    module = types.ModuleType(f"flowc_job_{job.program.settings.job_name}")
+    module.__file__ = f"<flowc {job.file}>"
+    exec(compile(code, module.__file__, "exec"), module.__dict__)
+    return module
+
+
+def count_exchanges(plan_text: str) -> int:
+    """Shuffle exchanges in an executed plan's tree (a coalesce is no exchange).
+
+    Under adaptive execution the text holds the final plan and then the initial one, so
+    every exchange would show twice; the initial plan is the one the query planned.
+    """
+    _, marker, initial = plan_text.partition("== Initial Plan ==")
+    return len(_EXCHANGE.findall(initial if marker else plan_text))
+
+
+def run_job(
+    job: CompiledJob,
+    *,
+    available_now: bool = False,
+    checkpoint_dir: str | None = None,
+    master: str = "local[*]",
+    base_dir: str | None = None,
+    out: TextIO = sys.stderr,
+    poll_seconds: float = 0.5,
+) -> RunReport:
+    """Start every query of the job and wait for them; Ctrl-C stops them cleanly."""
+    module = load_program(job)
+    folder = base_dir if base_dir is not None else str(Path(job.file).parent)
+    module.__dict__["BASE_DIR"] = base = os.path.abspath(folder)
+    checkpoints = checkpoint_dir or os.path.join(base, ".flowc-checkpoints")
+    planned = {q["name"]: q for q in (job.physical_plan.spark or {}).get("queries", [])}
+    report = RunReport(job=job.program.settings.job_name)
+    started = time.monotonic()
+    spark = module.start_session(master)
+    queries = module.start_queries(spark, checkpoints, available_now)
+    seen_batches: dict[str, int] = {}
+    try:
+        while any(q.isActive for q in queries):
+            time.sleep(poll_seconds)
+            _log_progress(queries, seen_batches, out)
+    except KeyboardInterrupt:
+        report.stopped_by_user = True
+        out.write("stopping: waiting for running micro-batches to commit\n")
+        for query in queries:
+            query.stop()
+    _log_progress(queries, seen_batches, out)
+    report.duration_s = time.monotonic() - started
+    for query in queries:
+        plan = planned.get(query.name, {})
+        entry = QueryReport(
+            name=query.name,
+            sink=str(plan.get("sink", {}).get("name", query.name)),
+            exchanges_planned=int(plan.get("exchanges_planned", 0)),
+        )
+        progress = [p for p in query.recentProgress if p]
+        entry.batches = len({p["batchId"] for p in progress})
+        entry.input_rows = sum(int(p.get("numInputRows", 0)) for p in progress)
+        entry.exchanges_executed = _executed_exchanges(query)
+        failure = query.exception()
+        if failure is not None:
+            entry.error = str(failure).splitlines()[0]
+        report.queries.append(entry)
+    return report
+
+
+def _executed_exchanges(query: Any) -> int:
+    try:
+        execution = query._jsq.streamingQuery().lastExecution()
+    except Exception:  # the query never ran a batch
+        return 0
+    if execution is None:
+        return 0
+    return count_exchanges(str(execution.executedPlan().toString()))
+
+
+def _log_progress(queries: Sequence[Any], seen: dict[str, int], out: TextIO) -> None:
+    """One plain line per finished micro-batch."""
+    for query in queries:
+        progress = query.lastProgress
+        if not progress or seen.get(query.name) == progress["batchId"]:
+            continue
+        seen[query.name] = progress["batchId"]
+        state = sum(int(s.get("numRowsTotal", 0)) for s in progress.get("stateOperators", []))
+        watermark = progress.get("eventTime", {}).get("watermark", "-")
+        out.write(
+            f"[{query.name}] batch {progress['batchId']}: {progress.get('numInputRows', 0)} rows, "
+            f"{progress.get('inputRowsPerSecond', 0.0):.1f} in/s, "
+            f"{progress.get('processedRowsPerSecond', 0.0):.1f} processed/s, "
+            f"{progress.get('durationMs', {}).get('triggerExecution', 0)} ms, "
+            f"watermark {watermark}, state rows {state}\n"
+        )
+        out.flush()
+
+
+def write_report(report: RunReport, path: str) -> None:
+    Path(path).write_text(json.dumps(report.to_json(), indent=2) + "\n", encoding="utf-8")

@@ -1,0 +1,217 @@
+"""``flowc run`` and ``--emit pyspark`` on a real local SparkSession (one per test session).
+
+Inputs are real files the tests write; answers are computed independently in Python.
+"""
+
+from __future__ import annotations
+
+import ast as python_ast
+import io
+import json
+from collections import Counter
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from stages import EXAMPLES
+
+import flowc
+from flowc.runtime.codegen import generate_pyspark
+from flowc.runtime.run import RunReport, count_exchanges, run_job
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    pyspark_sql = pytest.importorskip("pyspark.sql")
+    session = (
+        pyspark_sql.SparkSession.builder.master("local[2]")
+        .appName("flowc-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+def write_json_lines(path: Path, rows: list[dict[str, Any]]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+
+
+def read_json_dir(path: Path) -> list[dict[str, Any]]:
+    rows = []
+    for part in sorted(path.glob("*.json")):
+        rows += [json.loads(line) for line in part.read_text().splitlines() if line]
+    return rows
+
+
+def run(tmp_path: Path, program: str) -> RunReport:
+    flow = tmp_path / "job.flow"
+    flow.write_text(program, encoding="utf-8")
+    job = flowc.compile(program, str(flow))
+    return run_job(job, available_now=True, master="local[2]", out=io.StringIO())
+
+
+def assert_exchanges_as_planned(report: RunReport) -> None:
+    for query in report.queries:
+        assert query.error is None, query.error
+        assert query.exchanges_executed == query.exchanges_planned, query
+
+
+PAYMENTS = """
+SET parallelism = 2;
+CREATE SOURCE pay (user STRING, amount BIGINT)
+  WITH (connector = 'files', path = 'in', format = 'json');
+CREATE SINK big WITH (connector = 'files', path = 'out/big', format = 'json');
+CREATE SINK totals WITH (connector = 'memory', mode = 'complete');
+CREATE VIEW v AS FROM pay |> WHERE amount > 3 |> EXTEND amount * 2 AS doubled;
+INSERT INTO big FROM v |> REBALANCE |> SELECT user, doubled WITH (parallelism = 3);
+INSERT INTO totals
+  FROM v |> KEY BY user |> AGGREGATE sum(amount) AS total, count(*) AS n
+  WITH (max_parallelism = 16);
+"""
+
+
+def test_filter_map_rebalance_and_keyed_aggregate(spark: Any, tmp_path: Path) -> None:
+    rows = [{"user": f"u{i % 3}", "amount": i} for i in range(20)]
+    write_json_lines(tmp_path / "in" / "a.json", rows)
+    report = run(tmp_path, PAYMENTS)
+    assert_exchanges_as_planned(report)
+    kept = [r for r in rows if r["amount"] > 3]
+    written = read_json_dir(tmp_path / "out" / "big")
+    assert sorted((r["user"], r["doubled"]) for r in written) == sorted(
+        (r["user"], r["amount"] * 2) for r in kept
+    )
+    totals = {r["user"]: (r["total"], r["n"]) for r in spark.sql("SELECT * FROM totals").collect()}
+    expected: dict[str, tuple[int, int]] = {}
+    for r in kept:
+        total, n = expected.get(r["user"], (0, 0))
+        expected[r["user"]] = (total + r["amount"], n + 1)
+    assert totals == expected
+
+
+def test_restart_from_checkpoint_processes_each_row_once(spark: Any, tmp_path: Path) -> None:
+    first = [{"user": "a", "amount": i} for i in range(10, 20)]
+    write_json_lines(tmp_path / "in" / "1.json", first)
+    run(tmp_path, PAYMENTS)
+    second = [{"user": "b", "amount": i} for i in range(30, 35)]
+    write_json_lines(tmp_path / "in" / "2.json", second)
+    report = run(tmp_path, PAYMENTS)
+    assert_exchanges_as_planned(report)
+    written = Counter((r["user"], r["doubled"]) for r in read_json_dir(tmp_path / "out" / "big"))
+    expected = Counter((r["user"], r["amount"] * 2) for r in first + second)
+    assert written == expected  # nothing lost, nothing twice
+
+
+def test_tumbling_window_counts(spark: Any, tmp_path: Path) -> None:
+    start = datetime(2026, 1, 1, 12, 0, 0)
+    rows = [
+        {"user": f"u{i % 2}", "ts": (start + timedelta(seconds=17 * i)).isoformat()}
+        for i in range(30)
+    ]
+    write_json_lines(tmp_path / "in" / "clicks.json", rows)
+    report = run(
+        tmp_path,
+        """
+        SET parallelism = 2;
+        SET max_parallelism = 8;
+        CREATE SOURCE clicks (user STRING, ts TIMESTAMP,
+                              WATERMARK FOR ts AS ts - INTERVAL 5 SECONDS)
+          WITH (connector = 'files', path = 'in', format = 'json');
+        CREATE SINK per_minute WITH (connector = 'memory', mode = 'complete');
+        INSERT INTO per_minute
+          FROM clicks |> KEY BY user |> WINDOW TUMBLE(ts, INTERVAL 1 MINUTE)
+          |> AGGREGATE count(*) AS clicks;
+        """,
+    )
+    assert_exchanges_as_planned(report)
+    got = {
+        (r["user"], r["window_start"].replace(tzinfo=None), r["clicks"])
+        for r in spark.sql("SELECT * FROM per_minute").collect()
+    }
+    expected = Counter((r["user"], datetime.fromisoformat(r["ts"]).replace(second=0)) for r in rows)
+    assert got == {(user, minute, n) for (user, minute), n in expected.items()}
+
+
+def test_route_and_union(spark: Any, tmp_path: Path) -> None:
+    payments = [{"id": i, "amount": i * 100} for i in range(1, 9)]
+    refunds = [{"id": 100 + i, "amount": -i} for i in range(3)]
+    write_json_lines(tmp_path / "payments" / "p.json", payments)
+    write_json_lines(tmp_path / "refunds" / "r.json", refunds)
+    report = run(
+        tmp_path,
+        """
+        SET parallelism = 2;
+        CREATE SOURCE payments (id BIGINT, amount BIGINT)
+          WITH (connector = 'files', path = 'payments', format = 'json');
+        CREATE SOURCE refunds (id BIGINT, amount BIGINT)
+          WITH (connector = 'files', path = 'refunds', format = 'json', parallelism = 1);
+        CREATE SINK large WITH (connector = 'files', path = 'out/large', format = 'json');
+        CREATE SINK rest WITH (connector = 'files', path = 'out/rest', format = 'json');
+        CREATE VIEW checked AS FROM payments |> UNION ALL refunds
+          |> ROUTE large WHEN amount > 500, negative WHEN amount < 0;
+        INSERT INTO large FROM checked.large;
+        INSERT INTO rest FROM checked;
+        """,
+    )
+    assert_exchanges_as_planned(report)
+    everything = payments + refunds
+    large = sorted(r["id"] for r in read_json_dir(tmp_path / "out" / "large"))
+    rest = sorted(r["id"] for r in read_json_dir(tmp_path / "out" / "rest"))
+    assert large == sorted(r["id"] for r in everything if r["amount"] > 500)
+    assert rest == sorted(r["id"] for r in everything if 0 <= r["amount"] <= 500)
+
+
+def test_hostile_names_and_paths_are_quoted(spark: Any, tmp_path: Path) -> None:
+    folder = 'in put\'s "dir"'
+    write_json_lines(tmp_path / folder / "x.json", [{"we'ird\"col": 1}, {"we'ird\"col": 2}])
+    report = run(
+        tmp_path,
+        """
+        CREATE SOURCE `s'""rc` (`we'ird"col` BIGINT)
+          WITH (connector = 'files', path = 'in put''s "dir"', format = 'json');
+        CREATE SINK `o"); import os #`
+          WITH (connector = 'files', path = 'out/x''y', format = 'json');
+        INSERT INTO `o"); import os #` FROM `s'""rc` |> SELECT `we'ird"col` + 1 AS `new``name`;
+        """,
+    )
+    assert_exchanges_as_planned(report)
+    assert sorted(r["new`name"] for r in read_json_dir(tmp_path / "out" / "x'y")) == [2, 3]
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
+def test_every_example_generates_a_program_that_compiles(path: Path) -> None:
+    job = flowc.compile(path.read_text(encoding="utf-8"), f"examples/{path.name}")
+    code = generate_pyspark(job)
+    tree = python_ast.parse(code)
+    imported = {
+        (node.module or "").split(".")[0]
+        for node in python_ast.walk(tree)
+        if isinstance(node, python_ast.ImportFrom)
+    } | {
+        alias.name.split(".")[0]
+        for node in python_ast.walk(tree)
+        if isinstance(node, python_ast.Import)
+        for alias in node.names
+    }
+    assert imported <= {"__future__", "argparse", "os", "pyspark"}
+    assert "def main(" in code
+
+
+def test_count_exchanges_reads_plan_trees() -> None:
+    plan = (
+        "*(2) HashAggregate(keys=[k#1])\n+- Exchange hashpartitioning(k#1, 2)\n"
+        "   +- *(1) Project\n      +- Exchange RoundRobinPartitioning(3)\n"
+        "         +- Coalesce 2\n"
+    )
+    assert count_exchanges(plan) == 2
+    adaptive = (
+        "AdaptiveSparkPlan isFinalPlan=true\n+- == Final Plan ==\n   ResultQueryStage 1\n"
+        "   +- Exchange hashpartitioning(k#1, 2)\n+- == Initial Plan ==\n"
+        "   Exchange hashpartitioning(k#1, 2)\n   +- Scan\n"
+    )
+    assert count_exchanges(adaptive) == 1
