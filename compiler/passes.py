@@ -17,6 +17,7 @@ from flowc.job_graph import build_job_graph
 from flowc.parser import deep_recursion, parse
 from flowc.physical import build_physical_plan
 from flowc.stream_graph import build_stream_graph
+from flowc.streaming import check_streaming
 from flowc.transformations import build_transformations
 
 
@@ -34,6 +35,10 @@ def _parse(job: Any, reporter: Reporter) -> Any:
 
 def _analyze(job: Any, reporter: Reporter) -> Any:
     return analyze(job.ast, reporter)
+
+
+def _streaming_rules(job: Any, reporter: Reporter) -> Any:
+    return check_streaming(job.program, reporter)
 
 
 def _transformations(job: Any, reporter: Reporter) -> Any:
@@ -60,6 +65,7 @@ def _physical_plan(job: Any, reporter: Reporter) -> Any:
 PASSES: tuple[Pass, ...] = (
     Pass("ast", _parse),
     Pass("program", _analyze),
+    Pass("program", _streaming_rules),
     Pass("transformations", _transformations),
     Pass("stream_graph", _stream_graph),
     Pass("job_graph", _job_graph),

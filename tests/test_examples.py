@@ -21,6 +21,14 @@ EXPECTED_ERRORS = {
     "no_insert.flow": [(3, "E0501")],
     "syntax.flow": [(2, "E0001"), (4, "E0001")],
     "unknown_column.flow": [(4, "E0201")],
+    "streaming_aggregate_append.flow": [(5, "E0704")],
+    "streaming_complete_without_aggregate.flow": [(4, "E0701")],
+    "streaming_deduplicate_within.flow": [(5, "E0707")],
+    "streaming_outer_join.flow": [(6, "E0706")],
+    "streaming_session_window_update.flow": [(5, "E0703")],
+    "streaming_two_stateful_in_update.flow": [(5, "E0702")],
+    "streaming_update_file_sink.flow": [(4, "E0410")],
+    "streaming_window_without_watermark.flow": [(5, "E0705")],
 }
 
 
