@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn, TextIO
 
 from flowc import __version__
-from flowc.diagnostics import CompileError, Diagnostic, render_json, render_text
+from flowc.diagnostics import CompileError, Diagnostic, Severity, render_json, render_text
 
 if TYPE_CHECKING:
     from flowc.job import CompiledJob
@@ -171,7 +171,7 @@ def _check(args: argparse.Namespace) -> int:
             continue
         sources[path] = text
         try:
-            job = compile(text, filename=path)
+            job = compile(text, filename=path, for_spark=True)
         except CompileError as error:
             all_diagnostics.extend(error.diagnostics)
             failed = True
@@ -187,13 +187,15 @@ def _compile(args: argparse.Namespace) -> int:
     from flowc.job import compile
 
     text = read_source(args.file)
+    for_spark = args.emit in ("pyspark", "all")
     try:
-        job = compile(text, filename=args.file)
+        job = compile(text, filename=args.file, for_spark=for_spark)
     except CompileError as error:
         _print_diagnostics(error.diagnostics, {args.file: text}, "text", args.color)
         return EXIT_ERRORS
-    if job.diagnostics:
-        _print_diagnostics(job.diagnostics, {args.file: text}, "text", args.color)
+    notes = [*job.diagnostics, *(_as_warnings(job.spark_diagnostics))]
+    if notes:
+        _print_diagnostics(notes, {args.file: text}, "text", args.color)
     if args.emit == "all":
         if not args.output:
             raise UsageError("--emit all writes every stage: give a folder with -o DIR")
@@ -236,7 +238,7 @@ def _run(args: argparse.Namespace) -> int:
         overrides.append(f"SET {key.strip()} = {literal};")
     source = text + ("\n" + "\n".join(overrides) + "\n" if overrides else "")
     try:
-        job = compile(source, filename=args.file)
+        job = compile(source, filename=args.file, for_spark=True)
     except CompileError as error:
         _print_diagnostics(error.diagnostics, {args.file: source}, "text", args.color)
         return EXIT_ERRORS
@@ -260,6 +262,14 @@ def _run(args: argparse.Namespace) -> int:
     if report.stopped_by_user:
         return 130
     return EXIT_ERRORS if failed else EXIT_OK
+
+
+def _as_warnings(diagnostics: Sequence[Diagnostic]) -> list[Diagnostic]:
+    """Spark's limits, shown (not failing) where only plans are asked for."""
+    return [
+        Diagnostic(d.code, Severity.WARNING, f"Spark cannot run this: {d.message}", d.span, d.help)
+        for d in diagnostics
+    ]
 
 
 def _render_stage(job: CompiledJob, stage: str, fmt: str) -> str:

@@ -28,14 +28,20 @@ class CompiledJob:
     job_graph: JobGraph = field(init=False)
     physical_plan: PhysicalPlan = field(init=False)
     diagnostics: tuple[Diagnostic, ...] = ()
+    spark_diagnostics: tuple[Diagnostic, ...] = ()
 
     @property
     def warnings(self) -> tuple[Diagnostic, ...]:
         return self.diagnostics
 
 
-def compile(text: str, filename: str = "<string>") -> CompiledJob:
-    """Compile flow source text; raises :class:`CompileError` with every diagnostic on errors."""
+def compile(text: str, filename: str = "<string>", *, for_spark: bool = False) -> CompiledJob:
+    """Compile flow source text; raises :class:`CompileError` with every diagnostic on errors.
+
+    Spark Structured Streaming's own limits (E07xx: output modes, watermarks) do not stop
+    the plans, which are Flink's; they are in ``spark_diagnostics``, and with
+    ``for_spark=True`` (checking, running, generating PySpark) they are errors too.
+    """
     from flowc.passes import PASSES
 
     job = CompiledJob(file=filename, source=text.removeprefix("\ufeff"))
@@ -53,10 +59,13 @@ def compile(text: str, filename: str = "<string>") -> CompiledJob:
         if collecting:
             gc.enable()
     job.diagnostics = tuple(reporter.sorted())
+    if for_spark and job.spark_diagnostics:
+        everything = [*job.diagnostics, *job.spark_diagnostics]
+        raise CompileError(sorted(everything, key=lambda d: (d.span.line, d.span.column)))
     return job
 
 
-def compile_file(path: str | Path) -> CompiledJob:
+def compile_file(path: str | Path, *, for_spark: bool = False) -> CompiledJob:
     """Compile a .flow file (UTF-8); file errors raise OSError or UnicodeDecodeError."""
     path = Path(path)
-    return compile(path.read_bytes().decode("utf-8"), filename=str(path))
+    return compile(path.read_bytes().decode("utf-8"), filename=str(path), for_spark=for_spark)

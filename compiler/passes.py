@@ -38,7 +38,11 @@ def _analyze(job: Any, reporter: Reporter) -> Any:
 
 
 def _streaming_rules(job: Any, reporter: Reporter) -> Any:
-    return check_streaming(job.program, reporter)
+    """Spark's limits: kept apart, so they stop only what targets Spark (see job.compile)."""
+    spark = Reporter()
+    check_streaming(job.program, spark)
+    job.spark_diagnostics = tuple(spark.sorted())
+    return job.program
 
 
 def _transformations(job: Any, reporter: Reporter) -> Any:

@@ -121,7 +121,7 @@ def expected_diagnostics(case: Case) -> list[Expectation]:
 
 def actual_diagnostics(case: Case) -> list[Expectation]:
     try:
-        job = flowc.compile(case.program, filename=case.filename)
+        job = flowc.compile(case.program, filename=case.filename, for_spark=True)
     except flowc.CompileError as error:
         diagnostics = error.diagnostics
         assert any(d.severity is flowc.Severity.ERROR for d in diagnostics), (

@@ -176,3 +176,30 @@ def test_compile_does_not_import_pyspark(tmp_path: Path) -> None:
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
+
+
+SPARK_CANNOT_RUN = """
+SET max_parallelism = 128;
+CREATE SOURCE s (k BIGINT) WITH (connector = 'datagen');
+CREATE SINK o WITH (connector = 'console');
+INSERT INTO o FROM s |> KEY BY k |> AGGREGATE count(*) AS n;
+"""
+
+
+def test_spark_limits_do_not_stop_the_plans(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A running aggregate in append mode is a valid Flink job that Spark refuses."""
+    path = _write(tmp_path, SPARK_CANNOT_RUN)
+    assert cli.main(["compile", path, "--emit", "jobgraph"]) == 0
+    captured = capsys.readouterr()
+    assert "Keyed Aggregate -> Sink: o" in captured.out
+    assert "warning[E0704]: Spark cannot run this" in captured.err
+    assert cli.main(["check", path]) == 1
+    assert "error[E0704]" in capsys.readouterr().err
+    assert cli.main(["compile", path, "--emit", "pyspark"]) == 1
+    assert "error[E0704]" in capsys.readouterr().err
+    job = flowc.compile(SPARK_CANNOT_RUN)
+    assert [d.code for d in job.spark_diagnostics] == ["E0704"]
+    with pytest.raises(flowc.CompileError):
+        flowc.compile(SPARK_CANNOT_RUN, for_spark=True)

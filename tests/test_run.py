@@ -52,7 +52,7 @@ def read_json_dir(path: Path) -> list[dict[str, Any]]:
 def run(tmp_path: Path, program: str) -> RunReport:
     flow = tmp_path / "job.flow"
     flow.write_text(program, encoding="utf-8")
-    job = flowc.compile(program, str(flow))
+    job = flowc.compile(program, str(flow), for_spark=True)
     return run_job(job, available_now=True, master="local[2]", out=io.StringIO())
 
 
