@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from flowc.job import CompiledJob
-from flowc.runtime.codegen import generate_pyspark
+from flowc.runtime.codegen import UnsupportedOnSpark, generate_pyspark
 
 _EXCHANGE = re.compile(r"^[\s:+\-|]*Exchange ", re.M)
 
@@ -100,6 +100,7 @@ def run_job(
     report = RunReport(job=job.program.settings.job_name)
     started = time.monotonic()
     spark = module.start_session(master)
+    _check_packages(job, spark)
     queries = module.start_queries(spark, checkpoints, available_now)
     seen_batches: dict[str, int] = {}
     try:
@@ -129,6 +130,26 @@ def run_job(
             entry.error = str(failure).splitlines()[0]
         report.queries.append(entry)
     return report
+
+
+KAFKA_PROVIDER = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
+
+
+def _check_packages(job: CompiledJob, spark: Any) -> None:
+    """Fail before any query starts when a connector's Spark package is missing."""
+    program = job.program
+    connectors = [s.connector for s in program.sources] + [s.connector for s in program.sinks]
+    uses_kafka = "kafka" in connectors
+    if not uses_kafka:
+        return
+    try:
+        spark._jvm.java.lang.Class.forName(KAFKA_PROVIDER)
+    except Exception:
+        package = f"org.apache.spark:spark-sql-kafka-0-10_2.13:{spark.version}"
+        raise UnsupportedOnSpark(
+            "the kafka connector needs Spark's Kafka package, which this Spark does not "
+            f"have; run with --set spark.jars.packages={package}"
+        ) from None
 
 
 def _executed_exchanges(query: Any) -> int:

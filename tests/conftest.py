@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import Any
+
 import pytest
 
 
@@ -13,3 +16,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="rewrite the expectation comments (-- E: / -- W:) of tests/data/check/*.test "
         "from the compiler's actual output",
     )
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    pyspark_sql = pytest.importorskip("pyspark.sql")
+    session = (
+        pyspark_sql.SparkSession.builder.master("local[2]")
+        .appName("flowc-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()

@@ -9,7 +9,6 @@ import ast as python_ast
 import io
 import json
 from collections import Counter
-from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -20,21 +19,6 @@ from stages import EXAMPLES
 import flowc
 from flowc.runtime.codegen import generate_pyspark
 from flowc.runtime.run import RunReport, count_exchanges, run_job
-
-
-@pytest.fixture(scope="session")
-def spark() -> Iterator[Any]:
-    pyspark_sql = pytest.importorskip("pyspark.sql")
-    session = (
-        pyspark_sql.SparkSession.builder.master("local[2]")
-        .appName("flowc-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
 
 
 def write_json_lines(path: Path, rows: list[dict[str, Any]]) -> None:
@@ -215,3 +199,51 @@ def test_count_exchanges_reads_plan_trees() -> None:
         "   Exchange hashpartitioning(k#1, 2)\n   +- Scan\n"
     )
     assert count_exchanges(adaptive) == 1
+
+
+def test_missing_kafka_package_is_a_clear_error(spark: Any, tmp_path: Path) -> None:
+    from flowc.runtime.codegen import UnsupportedOnSpark
+
+    program = """
+    CREATE SOURCE k (value STRING) WITH (connector = 'kafka', topic = 't',
+                                         bootstrap_servers = 'localhost:9092');
+    CREATE SINK o WITH (connector = 'noop');
+    INSERT INTO o FROM k;
+    """
+    with pytest.raises(UnsupportedOnSpark, match=r"spark\.jars\.packages=org\.apache\.spark"):
+        run(tmp_path, program)
+    assert not spark.streams.active
+
+
+def test_generated_program_matches_flowc_run(spark: Any, tmp_path: Path) -> None:
+    """The --emit pyspark program, run with python in its own JVM, writes what flowc run does."""
+    import subprocess
+    import sys
+
+    rows = [{"user": f"u{i % 4}", "amount": i} for i in range(30)]
+    for side in ("a", "b"):
+        write_json_lines(tmp_path / side / "in" / "x.json", rows)
+    (tmp_path / "a" / "job.flow").write_text(PAYMENTS, encoding="utf-8")
+    job = flowc.compile(PAYMENTS, str(tmp_path / "a" / "job.flow"), for_spark=True)
+    run_job(job, available_now=True, master="local[2]", out=io.StringIO())
+    program = tmp_path / "job.py"
+    program.write_text(generate_pyspark(job), encoding="utf-8")
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(program),
+            "--available-now",
+            "--master",
+            "local[2]",
+            "--base-dir",
+            str(tmp_path / "b"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert sorted(map(json.dumps, read_json_dir(tmp_path / "b" / "out" / "big"))) == sorted(
+        map(json.dumps, read_json_dir(tmp_path / "a" / "out" / "big"))
+    )
