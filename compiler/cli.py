@@ -95,6 +95,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
     run.add_argument(
+        "--remote", metavar="URL", help="a Spark Connect server (needs flowc[connect])"
+    )
+    run.add_argument(
         "--checkpoint-dir", help="where queries keep checkpoints (default: beside the file)"
     )
     run.add_argument("--report", metavar="FILE", help="write a JSON report of the run")
@@ -251,6 +254,7 @@ def _run(args: argparse.Namespace) -> int:
             available_now=args.available_now,
             checkpoint_dir=args.checkpoint_dir,
             master=args.master,
+            remote=args.remote,
         )
     except UnsupportedOnSpark as error:
         raise NotRunnable(str(error)) from None

@@ -31,7 +31,8 @@ class QueryReport:
     exchanges_planned: int
     batches: int = 0
     input_rows: int = 0
-    exchanges_executed: int = 0
+    duration_s: float = 0.0
+    exchanges_executed: int | None = 0
     error: str | None = None
 
     def to_json(self) -> dict[str, Any]:
@@ -40,6 +41,7 @@ class QueryReport:
             "sink": self.sink,
             "batches": self.batches,
             "input_rows": self.input_rows,
+            "duration_s": round(self.duration_s, 3),
             "exchanges_planned": self.exchanges_planned,
             "exchanges_executed": self.exchanges_executed,
             "error": self.error,
@@ -87,6 +89,7 @@ def run_job(
     available_now: bool = False,
     checkpoint_dir: str | None = None,
     master: str = "local[*]",
+    remote: str | None = None,
     base_dir: str | None = None,
     out: TextIO = sys.stderr,
     poll_seconds: float = 0.5,
@@ -99,8 +102,9 @@ def run_job(
     planned = {q["name"]: q for q in (job.physical_plan.spark or {}).get("queries", [])}
     report = RunReport(job=job.program.settings.job_name)
     started = time.monotonic()
-    spark = module.start_session(master)
-    _check_packages(job, spark)
+    spark = module.start_session(master, remote)
+    if remote is None:
+        _check_packages(job, spark)
     queries = module.start_queries(spark, checkpoints, available_now)
     seen_batches: dict[str, int] = {}
     try:
@@ -123,8 +127,11 @@ def run_job(
         )
         progress = [p for p in query.recentProgress if p]
         entry.batches = len({p["batchId"] for p in progress})
-        entry.input_rows = sum(int(p.get("numInputRows", 0)) for p in progress)
-        entry.exchanges_executed = _executed_exchanges(query)
+        entry.input_rows = sum(int(p.get("numInputRows") or 0) for p in progress)
+        entry.duration_s = (
+            sum(p.get("durationMs", {}).get("triggerExecution", 0) for p in progress) / 1000
+        )
+        entry.exchanges_executed = _executed_exchanges(query) if remote is None else None
         failure = query.exception()
         if failure is not None:
             entry.error = str(failure).splitlines()[0]
@@ -169,13 +176,15 @@ def _log_progress(queries: Sequence[Any], seen: dict[str, int], out: TextIO) -> 
         if not progress or seen.get(query.name) == progress["batchId"]:
             continue
         seen[query.name] = progress["batchId"]
-        state = sum(int(s.get("numRowsTotal", 0)) for s in progress.get("stateOperators", []))
-        watermark = progress.get("eventTime", {}).get("watermark", "-")
+        state = sum(int(s.get("numRowsTotal") or 0) for s in progress.get("stateOperators") or [])
+        watermark = (progress.get("eventTime") or {}).get("watermark", "-")
+        durations = progress.get("durationMs") or {}
         out.write(
-            f"[{query.name}] batch {progress['batchId']}: {progress.get('numInputRows', 0)} rows, "
-            f"{progress.get('inputRowsPerSecond', 0.0):.1f} in/s, "
-            f"{progress.get('processedRowsPerSecond', 0.0):.1f} processed/s, "
-            f"{progress.get('durationMs', {}).get('triggerExecution', 0)} ms, "
+            f"[{query.name}] batch {progress['batchId']}: "
+            f"{progress.get('numInputRows') or 0} rows, "
+            f"{float(progress.get('inputRowsPerSecond') or 0.0):.1f} in/s, "
+            f"{float(progress.get('processedRowsPerSecond') or 0.0):.1f} processed/s, "
+            f"{durations.get('triggerExecution') or 0} ms, "
             f"watermark {watermark}, state rows {state}\n"
         )
         out.flush()

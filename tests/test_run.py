@@ -247,3 +247,39 @@ def test_generated_program_matches_flowc_run(spark: Any, tmp_path: Path) -> None
     assert sorted(map(json.dumps, read_json_dir(tmp_path / "b" / "out" / "big"))) == sorted(
         map(json.dumps, read_json_dir(tmp_path / "a" / "out" / "big"))
     )
+
+
+def test_run_through_spark_connect(tmp_path: Path) -> None:
+    """--remote: the same program through a Spark Connect server (a local one here)."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("grpc", reason="Spark Connect needs flowc[connect]")
+    rows = [{"user": "u", "amount": i} for i in range(10)]
+    write_json_lines(tmp_path / "in" / "x.json", rows)
+    (tmp_path / "job.flow").write_text(PAYMENTS, encoding="utf-8")
+    report = tmp_path / "report.json"
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "flowc",
+            "run",
+            str(tmp_path / "job.flow"),
+            "--available-now",
+            "--remote",
+            "local",
+            "--report",
+            str(report),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert sorted(r["doubled"] for r in read_json_dir(tmp_path / "out" / "big")) == [
+        2 * i for i in range(4, 10)
+    ]
+    queries = json.loads(report.read_text())["queries"]
+    assert [q["error"] for q in queries] == [None, None]
