@@ -10,10 +10,13 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import sys
+import threading
 import time
 import types
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -73,6 +76,25 @@ def load_program(job: CompiledJob) -> types.ModuleType:
     return module
 
 
+@contextmanager
+def _interrupts() -> Iterator[list[int]]:
+    """Turn Ctrl-C into a flag the monitor loop reads between Spark calls.
+
+    PySpark's own handler cancels jobs and raises in the middle of a py4j call, which
+    leaves py4j's connection mid-message; stopping the queries from the loop instead lets
+    each running micro-batch commit, so checkpoints stay consistent.
+    """
+    received: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield received
+        return
+    previous = signal.signal(signal.SIGINT, lambda number, frame: received.append(number))
+    try:
+        yield received
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def count_exchanges(plan_text: str) -> int:
     """Shuffle exchanges in an executed plan's tree (a coalesce is no exchange).
 
@@ -107,15 +129,15 @@ def run_job(
         _check_packages(job, spark)
     queries = module.start_queries(spark, checkpoints, available_now)
     seen_batches: dict[str, int] = {}
-    try:
-        while any(q.isActive for q in queries):
+    with _interrupts() as interrupted:
+        while any(q.isActive for q in queries) and not interrupted:
             time.sleep(poll_seconds)
             _log_progress(queries, seen_batches, out)
-    except KeyboardInterrupt:
-        report.stopped_by_user = True
-        out.write("stopping: waiting for running micro-batches to commit\n")
-        for query in queries:
-            query.stop()
+        if interrupted:
+            report.stopped_by_user = True
+            out.write("stopping: the running micro-batches finish and commit first\n")
+            for query in queries:
+                query.stop()
     _log_progress(queries, seen_batches, out)
     report.duration_s = time.monotonic() - started
     for query in queries:
