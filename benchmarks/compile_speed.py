@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -18,6 +17,7 @@ import time
 from pathlib import Path
 
 from benchmarks.generate import generate_job
+from benchmarks.report import machine, update_section
 
 GOAL_IN_PROCESS_1000 = 0.2
 GOAL_PROCESS_1000 = 0.5
@@ -80,18 +80,6 @@ def pyspark_imported_by_compile(path: str) -> bool:
     return result.stdout.strip() == "True"
 
 
-def machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}, {platform.system()}"
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="10,100,1000,10000")
@@ -150,10 +138,6 @@ def main() -> int:
         ("`flowc compile` imports pyspark", str(imports_pyspark), "False", not imports_pyspark)
     )
     report = [
-        "# Benchmarks",
-        "",
-        "## Compile time",
-        "",
         f"Machine: {machine()}. Command: `python -m benchmarks.compile_speed`.",
         "Jobs come from `benchmarks/generate.py` (views of ten steps: filters, maps, a",
         "rebalance, a keyed aggregate with a uid). Times are the best of several runs, wall",
@@ -171,7 +155,7 @@ def main() -> int:
         ],
         "",
     ]
-    Path(args.output).write_text("\n".join(report), encoding="utf-8")
+    update_section(args.output, "Compile time", "\n".join(report))
     print(f"wrote {args.output}")
     return 0 if all(ok for *_, ok in checks) else 1
 

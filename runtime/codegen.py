@@ -637,7 +637,8 @@ def _datagen_column(column: Column, index: int, seed: int, options: dict[str, ob
         if kind == "sequence":
             return f"(F.lit({int(low)}) + F.col('value')).cast({base.lower()!r})"
         span = int(high) - int(low) + 1
-        return f"(F.lit({int(low)}) + {number} % {max(span, 1)}).cast({base.lower()!r})"
+        offset = f"F.lit({int(low)}) + " if int(low) else ""
+        return f"({offset}{number} % {max(span, 1)}).cast({base.lower()!r})"
     if base in ("FLOAT", "DOUBLE") or base.startswith("DECIMAL"):
         fraction = f"(({number} % 1000000) / F.lit(1000000.0))"
         scale = float(high) - float(low)
