@@ -8,6 +8,7 @@ run reports every error in the file; a statement with errors is left out of the 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import PurePath
@@ -54,8 +55,11 @@ STATEFUL_KINDS = frozenset({"aggregate", "window_aggregate", "deduplicate", "joi
 PARTITION_KINDS = frozenset({"key_by", "partition", "partition_by"})
 
 
-def analyze(tree: ast.Program, reporter: Reporter) -> Program:
-    return _Analyzer(tree, reporter).run()
+def analyze(
+    tree: ast.Program, reporter: Reporter, option_overrides: dict[str, str] | None = None
+) -> Program:
+    """``option_overrides`` maps ``source_or_sink.option`` to a value (``flowc run --set``)."""
+    return _Analyzer(tree, reporter, option_overrides or {}).run()
 
 
 @dataclass(slots=True)
@@ -66,9 +70,13 @@ class _Definition:
 
 
 class _Analyzer:
-    def __init__(self, tree: ast.Program, reporter: Reporter) -> None:
+    def __init__(
+        self, tree: ast.Program, reporter: Reporter, option_overrides: dict[str, str]
+    ) -> None:
         self.tree = tree
         self.reporter = reporter
+        self.option_overrides = option_overrides
+        self.applied_overrides: set[str] = set()
         self.file = tree.file
         self.definitions: dict[str, _Definition] = {}
         self.defined: set[str] = set()
@@ -103,6 +111,13 @@ class _Analyzer:
             span=self.tree.span,
         )
         self._check_program(program)
+        for target in sorted(set(self.option_overrides) - self.applied_overrides):
+            self.reporter.error(
+                "E0411",
+                f"--set {target}: there is no source or sink '{target.split('.')[0]}'",
+                Span(self.file, 1, 1, 1, 1),
+                help="write --set <source or sink>.<option>=<value>, or --set <setting>=<value>",
+            )
         return program
 
     def _declare(self) -> None:
@@ -256,6 +271,7 @@ class _Analyzer:
         self, role: str, name: ast.Name, options: Sequence[ast.Option], span: Span
     ) -> tuple[catalog.Connector | None, dict[str, tuple[object, ast.Option]], Hints]:
         """Split a source's or sink's WITH (...) into connector, its options, and hints."""
+        options = self._overridden(name, options)
         hint_options = [o for o in options if o.key in catalog.HINTS]
         hints = self._hints(hint_options)
         by_key: dict[str, ast.Option] = {}
@@ -341,6 +357,24 @@ class _Analyzer:
                     help=f"add {required} = ... to the WITH (...) list",
                 )
         return connector, accepted, hints
+
+    def _overridden(self, name: ast.Name, options: Sequence[ast.Option]) -> list[ast.Option]:
+        """The WITH (...) list with ``--set name.option=value`` applied (checked as written)."""
+        result = list(options)
+        prefix = name.value + "."
+        for target, text in self.option_overrides.items():
+            if not target.startswith(prefix):
+                continue
+            self.applied_overrides.add(target)
+            key = target[len(prefix) :]
+            kind = "number" if re.fullmatch(r"-?\d+(\.\d+)?", text) else "string"
+            literal = text if kind == "number" else "'" + text.replace("'", "''") + "'"
+            if text.lower() in ("true", "false"):
+                kind, literal = "word", text
+            value = ast.Value(kind=kind, text=literal, span=name.span)
+            result = [o for o in result if o.key != key]
+            result.append(ast.Option(key=key, key_span=name.span, value=value, span=name.span))
+        return result
 
     @staticmethod
     def _connectors(role: str) -> list[str]:

@@ -230,18 +230,25 @@ def _run(args: argparse.Namespace) -> int:
     from flowc.job import compile
 
     text = read_source(args.file)
+    from flowc.catalog import SETTING_PREFIXES, SETTINGS
+
     overrides = []
+    options: dict[str, str] = {}
     for assignment in args.set:
         key, equals, value = assignment.partition("=")
-        if not equals or not key.strip():
+        key, value = key.strip(), value.strip()
+        if not equals or not key:
             raise UsageError(f"--set {assignment}: write KEY=VALUE")
-        literal = value.strip()
-        if not re.fullmatch(r"-?\d+|true|false|\w+|'.*'", literal):
-            literal = "'" + literal.replace("'", "''") + "'"
-        overrides.append(f"SET {key.strip()} = {literal};")
+        if key in SETTINGS or key.startswith(SETTING_PREFIXES) or "." not in key:
+            literal = value
+            if not re.fullmatch(r"-?\d+|true|false|\w+|'.*'", literal):
+                literal = "'" + literal.replace("'", "''") + "'"
+            overrides.append(f"SET {key} = {literal};")
+        else:
+            options[key] = value
     source = text + ("\n" + "\n".join(overrides) + "\n" if overrides else "")
     try:
-        job = compile(source, filename=args.file, for_spark=True)
+        job = compile(source, filename=args.file, for_spark=True, option_overrides=options)
     except CompileError as error:
         _print_diagnostics(error.diagnostics, {args.file: source}, "text", args.color)
         return EXIT_ERRORS

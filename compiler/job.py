@@ -29,13 +29,20 @@ class CompiledJob:
     physical_plan: PhysicalPlan = field(init=False)
     diagnostics: tuple[Diagnostic, ...] = ()
     spark_diagnostics: tuple[Diagnostic, ...] = ()
+    option_overrides: dict[str, str] = field(default_factory=dict)
 
     @property
     def warnings(self) -> tuple[Diagnostic, ...]:
         return self.diagnostics
 
 
-def compile(text: str, filename: str = "<string>", *, for_spark: bool = False) -> CompiledJob:
+def compile(
+    text: str,
+    filename: str = "<string>",
+    *,
+    for_spark: bool = False,
+    option_overrides: dict[str, str] | None = None,
+) -> CompiledJob:
     """Compile flow source text; raises :class:`CompileError` with every diagnostic on errors.
 
     Spark Structured Streaming's own limits (E07xx: output modes, watermarks) do not stop
@@ -44,7 +51,11 @@ def compile(text: str, filename: str = "<string>", *, for_spark: bool = False) -
     """
     from flowc.passes import PASSES
 
-    job = CompiledJob(file=filename, source=text.removeprefix("\ufeff"))
+    job = CompiledJob(
+        file=filename,
+        source=text.removeprefix("\ufeff"),
+        option_overrides=dict(option_overrides or {}),
+    )
     reporter = Reporter()
     # Compiling allocates many small objects and frees nothing cyclic on the way; the
     # cyclic collector would only rescan them (a fifth of the time on large jobs).

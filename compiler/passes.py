@@ -34,7 +34,7 @@ def _parse(job: Any, reporter: Reporter) -> Any:
 
 
 def _analyze(job: Any, reporter: Reporter) -> Any:
-    return analyze(job.ast, reporter)
+    return analyze(job.ast, reporter, job.option_overrides)
 
 
 def _streaming_rules(job: Any, reporter: Reporter) -> Any:

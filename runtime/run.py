@@ -128,17 +128,21 @@ def run_job(
     if remote is None:
         _check_packages(job, spark)
     queries = module.start_queries(spark, checkpoints, available_now)
-    seen_batches: dict[str, int] = {}
-    with _interrupts() as interrupted:
-        while any(q.isActive for q in queries) and not interrupted:
-            time.sleep(poll_seconds)
-            _log_progress(queries, seen_batches, out)
-        if interrupted:
-            report.stopped_by_user = True
-            out.write("stopping: the running micro-batches finish and commit first\n")
-            for query in queries:
-                query.stop()
-    _log_progress(queries, seen_batches, out)
+    display = _Display(out)
+    try:
+        with _interrupts() as interrupted:
+            while any(q.isActive for q in queries) and not interrupted:
+                time.sleep(poll_seconds)
+                display.update(queries)
+            if interrupted:
+                report.stopped_by_user = True
+                for query in queries:
+                    query.stop()
+        display.update(queries)
+    finally:
+        display.close()
+    if report.stopped_by_user:
+        out.write("stopped: each query committed its running micro-batch\n")
     report.duration_s = time.monotonic() - started
     for query in queries:
         plan = planned.get(query.name, {})
@@ -191,25 +195,104 @@ def _executed_exchanges(query: Any) -> int:
     return count_exchanges(str(execution.executedPlan().toString()))
 
 
-def _log_progress(queries: Sequence[Any], seen: dict[str, int], out: TextIO) -> None:
-    """One plain line per finished micro-batch."""
-    for query in queries:
-        progress = query.lastProgress
-        if not progress or seen.get(query.name) == progress["batchId"]:
-            continue
-        seen[query.name] = progress["batchId"]
-        state = sum(int(s.get("numRowsTotal") or 0) for s in progress.get("stateOperators") or [])
-        watermark = (progress.get("eventTime") or {}).get("watermark", "-")
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """One query's latest micro-batch, as both displays show it."""
+
+    query: str
+    batch: int
+    rows: int
+    input_rate: float
+    processed_rate: float
+    batch_ms: int
+    watermark: str
+    state_rows: int
+
+    @classmethod
+    def of(cls, name: str, progress: Any) -> Progress:
         durations = progress.get("durationMs") or {}
-        out.write(
-            f"[{query.name}] batch {progress['batchId']}: "
-            f"{progress.get('numInputRows') or 0} rows, "
-            f"{float(progress.get('inputRowsPerSecond') or 0.0):.1f} in/s, "
-            f"{float(progress.get('processedRowsPerSecond') or 0.0):.1f} processed/s, "
-            f"{durations.get('triggerExecution') or 0} ms, "
-            f"watermark {watermark}, state rows {state}\n"
+        states = progress.get("stateOperators") or []
+        return cls(
+            query=name,
+            batch=int(progress["batchId"]),
+            rows=int(progress.get("numInputRows") or 0),
+            input_rate=float(progress.get("inputRowsPerSecond") or 0.0),
+            processed_rate=float(progress.get("processedRowsPerSecond") or 0.0),
+            batch_ms=int(durations.get("triggerExecution") or 0),
+            watermark=str((progress.get("eventTime") or {}).get("watermark", "-")),
+            state_rows=sum(int(s.get("numRowsTotal") or 0) for s in states),
         )
-        out.flush()
+
+    def line(self) -> str:
+        return (
+            f"[{self.query}] batch {self.batch}: {self.rows} rows, {self.input_rate:.1f} in/s, "
+            f"{self.processed_rate:.1f} processed/s, {self.batch_ms} ms, "
+            f"watermark {self.watermark}, state rows {self.state_rows}\n"
+        )
+
+
+def progress_table(latest: dict[str, Progress]) -> Any:
+    """The live display: one row per query."""
+    from rich.table import Table
+
+    table = Table(title="flowc run", expand=False)
+    for column in (
+        "query",
+        "batch",
+        "in rows/s",
+        "processed rows/s",
+        "batch ms",
+        "watermark",
+        "state rows",
+    ):
+        left = column in ("query", "watermark")
+        table.add_column(column, justify="left" if left else "right", overflow="fold")
+    for p in latest.values():
+        table.add_row(
+            p.query,
+            str(p.batch),
+            f"{p.input_rate:,.1f}",
+            f"{p.processed_rate:,.1f}",
+            str(p.batch_ms),
+            p.watermark,
+            f"{p.state_rows:,}",
+        )
+    return table
+
+
+class _Display:
+    """A live table on a terminal; one plain line per finished micro-batch otherwise."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        self.latest: dict[str, Progress] = {}
+        self.live: Any = None
+        if out.isatty():
+            from rich.console import Console
+            from rich.live import Live
+
+            self.live = Live(progress_table({}), console=Console(file=out), refresh_per_second=2)
+            self.live.start()
+
+    def update(self, queries: Sequence[Any]) -> None:
+        for query in queries:
+            progress = query.lastProgress
+            if not progress:
+                continue
+            current = Progress.of(query.name, progress)
+            previous = self.latest.get(query.name)
+            if previous is not None and previous.batch == current.batch:
+                continue
+            self.latest[query.name] = current
+            if self.live is None:
+                self.out.write(current.line())
+                self.out.flush()
+        if self.live is not None:
+            self.live.update(progress_table(self.latest))
+
+    def close(self) -> None:
+        if self.live is not None:
+            self.live.stop()
 
 
 def write_report(report: RunReport, path: str) -> None:

@@ -361,3 +361,89 @@ def test_ctrl_c_stops_cleanly_and_a_rerun_completes(tmp_path: Path) -> None:
         json.dumps(r, sort_keys=True) for r in read_json_dir(tmp_path / "out" / "copy")
     )
     assert written == Counter(json.dumps(r, sort_keys=True) for r in everything)
+
+
+class _FakeQuery:
+    def __init__(self, name: str, progress: dict[str, Any]) -> None:
+        self.name = name
+        self.lastProgress = progress
+
+
+PROGRESS = {
+    "batchId": 3,
+    "numInputRows": 40,
+    "inputRowsPerSecond": 12.5,
+    "processedRowsPerSecond": 80.0,
+    "durationMs": {"triggerExecution": 512},
+    "eventTime": {"watermark": "2026-01-01T12:00:00.000Z"},
+    "stateOperators": [{"numRowsTotal": 7}, {"numRowsTotal": 3}],
+}
+
+
+def test_plain_progress_lines_off_a_terminal() -> None:
+    from flowc.runtime.run import _Display
+
+    out = io.StringIO()
+    display = _Display(out)
+    display.update([_FakeQuery("per_user", PROGRESS)])
+    display.update([_FakeQuery("per_user", PROGRESS)])  # same batch: no second line
+    display.close()
+    assert out.getvalue() == (
+        "[per_user] batch 3: 40 rows, 12.5 in/s, 80.0 processed/s, 512 ms, "
+        "watermark 2026-01-01T12:00:00.000Z, state rows 10\n"
+    )
+
+
+def test_live_table_on_a_terminal() -> None:
+    from flowc.runtime.run import _Display
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    out = Terminal()
+    display = _Display(out)
+    display.update(
+        [_FakeQuery("per_user", PROGRESS), _FakeQuery("totals", {**PROGRESS, "batchId": 9})]
+    )
+    display.close()
+    shown = out.getvalue()
+    assert "per_user" in shown and "totals" in shown
+    assert "80.0" in shown and "512" in shown and "2026-01-0" in shown
+    assert "[per_user] batch" not in shown  # the table, not the plain lines
+
+
+def test_set_overrides_connector_options_as_if_written() -> None:
+    job = flowc.compile(
+        PAYMENTS, "job.flow", for_spark=True, option_overrides={"pay.path": "elsewhere/in"}
+    )
+    assert dict(job.program.source("pay").options)["path"] == "elsewhere/in"
+    assert "'elsewhere/in'" in generate_pyspark(job)
+    with pytest.raises(flowc.CompileError) as unknown:
+        flowc.compile(PAYMENTS, "job.flow", option_overrides={"nope.path": "x"})
+    assert [d.code for d in unknown.value.diagnostics] == ["E0411"]
+    with pytest.raises(flowc.CompileError) as bad:
+        flowc.compile(PAYMENTS, "job.flow", option_overrides={"pay.max_files_per_trigger": "0"})
+    assert [d.code for d in bad.value.diagnostics] == ["E0405"]
+
+
+def test_run_with_set_reads_the_overridden_path(spark: Any, tmp_path: Path) -> None:
+    from flowc.cli import main
+
+    write_json_lines(tmp_path / "other" / "x.json", [{"user": "z", "amount": 50}])
+    (tmp_path / "job.flow").write_text(PAYMENTS, encoding="utf-8")
+    code = main(
+        [
+            "run",
+            str(tmp_path / "job.flow"),
+            "--available-now",
+            "--master",
+            "local[2]",
+            "--set",
+            "pay.path=other",
+            "--set",
+            "parallelism=2",
+        ]
+    )
+    assert code == 0
+    assert [r["doubled"] for r in read_json_dir(tmp_path / "out" / "big")] == [100]
