@@ -447,3 +447,88 @@ def test_run_with_set_reads_the_overridden_path(spark: Any, tmp_path: Path) -> N
     )
     assert code == 0
     assert [r["doubled"] for r in read_json_dir(tmp_path / "out" / "big")] == [100]
+
+
+def test_explode_deduplicate_hop_and_session_windows(spark: Any, tmp_path: Path) -> None:
+    from datetime import datetime, timedelta
+    from itertools import pairwise
+
+    start = datetime(2026, 5, 1, 8, 0, 0)
+    offsets = [0, 10, 25, 70, 95, 100, 200, 215, 400, 410]
+    events = [
+        {
+            "id": i % 7,
+            "user": f"u{i % 2}",
+            "words": ["a", "b"] if i % 3 else ["c"],
+            "ts": (start + timedelta(seconds=s)).isoformat(),
+        }
+        for i, s in enumerate(offsets)
+    ]
+    write_json_lines(tmp_path / "events" / "e.json", events)
+    (tmp_path / "csv").mkdir()
+    (tmp_path / "csv" / "r.csv").write_text("name,score\nann,3\nbob,5\n", encoding="utf-8")
+    report = run(
+        tmp_path,
+        """
+        SET parallelism = 2;
+        SET max_parallelism = 16;
+        CREATE SOURCE events (id BIGINT, user STRING, words ARRAY<STRING>, ts TIMESTAMP,
+                              WATERMARK FOR ts AS ts - INTERVAL 1 SECOND)
+          WITH (connector = 'files', path = 'events', format = 'json');
+        CREATE SOURCE scores (name STRING, score INT)
+          WITH (connector = 'files', path = 'csv', format = 'csv', header = true);
+        CREATE SINK words WITH (connector = 'memory', mode = 'complete');
+        CREATE SINK unique WITH (connector = 'files', path = 'out/unique', format = 'json');
+        CREATE SINK hops WITH (connector = 'memory', mode = 'complete');
+        CREATE SINK sessions WITH (connector = 'memory', mode = 'complete');
+        CREATE SINK doubled WITH (connector = 'files', path = 'out/doubled', format = 'json');
+        INSERT INTO words FROM events |> EXPLODE words AS word |> KEY BY word
+          |> AGGREGATE count(*) AS n;
+        INSERT INTO unique FROM events |> DEDUPLICATE ON id WITHIN INTERVAL 1 HOUR
+          |> SELECT id;
+        INSERT INTO hops FROM events |> KEY BY user
+          |> WINDOW HOP(ts, INTERVAL 2 MINUTES, INTERVAL 1 MINUTE) |> AGGREGATE count(*) AS n;
+        INSERT INTO sessions FROM events |> KEY BY user
+          |> WINDOW SESSION(ts, INTERVAL 30 SECONDS) |> AGGREGATE count(*) AS n;
+        INSERT INTO doubled FROM scores |> SELECT name, score * 2 AS score;
+        """,
+    )
+    assert_exchanges_as_planned(report)
+    words = Counter(w for e in events for w in e["words"])
+    assert {(r["word"], r["n"]) for r in spark.sql("SELECT * FROM words").collect()} == set(
+        words.items()
+    )
+    assert sorted(r["id"] for r in read_json_dir(tmp_path / "out" / "unique")) == sorted(
+        {e["id"] for e in events}
+    )
+    times = [(e["user"], datetime.fromisoformat(e["ts"])) for e in events]
+    hops: Counter[tuple[str, datetime]] = Counter()
+    for user, ts in times:
+        minute = ts.replace(second=0)
+        hops[(user, minute)] += 1
+        hops[(user, minute - timedelta(minutes=1))] += 1
+    got_hops = {
+        (r["user"], r["window_start"].replace(tzinfo=None), r["n"])
+        for r in spark.sql("SELECT * FROM hops").collect()
+    }
+    assert got_hops == {(u, w, n) for (u, w), n in hops.items()}
+    sessions = set()
+    for user in ("u0", "u1"):
+        mine = sorted(ts for u, ts in times if u == user)
+        first, count = mine[0], 1
+        for previous, ts in pairwise(mine):
+            # windows [t, t + gap) that touch merge, in Spark as in Flink's session windows
+            if ts - previous > timedelta(seconds=30):
+                sessions.add((user, first, count))
+                first, count = ts, 0
+            count += 1
+        sessions.add((user, first, count))
+    got_sessions = {
+        (r["user"], r["window_start"].replace(tzinfo=None), r["n"])
+        for r in spark.sql("SELECT * FROM sessions").collect()
+    }
+    assert got_sessions == sessions
+    assert sorted((r["name"], r["score"]) for r in read_json_dir(tmp_path / "out" / "doubled")) == [
+        ("ann", 6),
+        ("bob", 10),
+    ]
