@@ -532,3 +532,46 @@ def test_explode_deduplicate_hop_and_session_windows(spark: Any, tmp_path: Path)
         ("ann", 6),
         ("bob", 10),
     ]
+
+
+def test_socket_source_over_loopback(spark: Any, tmp_path: Path) -> None:
+    import socket
+    import threading
+    import time
+
+    from flowc.runtime.run import load_program
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    port = server.getsockname()[1]
+    lines = [f"line {i}" for i in range(5)]
+
+    def serve() -> None:
+        connection, _ = server.accept()
+        with connection:
+            connection.sendall("".join(line + "\n" for line in lines).encode())
+            time.sleep(20)
+
+    threading.Thread(target=serve, daemon=True).start()
+    program_text = f"""
+    CREATE SOURCE lines (text STRING)
+      WITH (connector = 'socket', host = '127.0.0.1', port = {port});
+    CREATE SINK got WITH (connector = 'memory');
+    INSERT INTO got FROM lines |> SELECT upper(text) AS text;
+    """
+    job = flowc.compile(program_text, str(tmp_path / "job.flow"), for_spark=True)
+    program = load_program(job)
+    program.__dict__["BASE_DIR"] = str(tmp_path)
+    (query,) = program.start_queries(spark, str(tmp_path / "ck"), False)
+    deadline = time.monotonic() + 60
+    try:
+        while time.monotonic() < deadline:
+            if spark.sql("SELECT count(*) AS n FROM got").collect()[0]["n"] >= len(lines):
+                break
+            time.sleep(0.5)
+    finally:
+        query.stop()
+        server.close()
+    got = sorted(r["text"] for r in spark.sql("SELECT * FROM got").collect())
+    assert got == sorted(line.upper() for line in lines)
