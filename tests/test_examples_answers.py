@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import json
 import random
+import re
 import shutil
 from collections import Counter, defaultdict
 from datetime import datetime, timedelta
@@ -196,3 +197,69 @@ def test_generated_programs_match_flowc_run(spark: Any, tmp_path: Path) -> None:
                 for side in runs
             }
             assert written["flowc"] == written["python"], (example.name, sink.name)
+
+
+def run_with(copy: Path, overrides: dict[str, str]) -> None:
+    """Run an example with --set style option overrides (its console sinks made readable)."""
+    job = flowc.compile(
+        copy.read_text(encoding="utf-8"), str(copy), for_spark=True, option_overrides=overrides
+    )
+    report = run_job(job, available_now=True, master="local[2]", out=io.StringIO())
+    for query in report.queries:
+        assert query.error is None, (query.name, query.error)
+        assert query.exchanges_executed == query.exchanges_planned, query
+
+
+def test_wordcount_counts_every_word(spark: Any, tmp_path: Path) -> None:
+    lines = ["To be, or not to be", "that is the question", "", "TO BE!"]
+    copy = tmp_path / "wordcount.flow"
+    shutil.copy(ROOT / "examples" / "wordcount.flow", copy)
+    (tmp_path / "data" / "lines").mkdir(parents=True)
+    (tmp_path / "data" / "lines" / "l.txt").write_text("\n".join(lines) + "\n")
+    run_with(copy, {"counts.connector": "memory", "counts.mode": "complete"})
+    expected = Counter(w for line in lines for w in re.split(r"\W+", line.lower()) if w)
+    got = {r["word"]: r["n"] for r in spark.sql("SELECT * FROM counts").collect()}
+    assert got == dict(expected)
+
+
+def test_sql_view_windows_per_auction(spark: Any, tmp_path: Path) -> None:
+    rng = random.Random(11)
+    bids = [
+        {
+            "auction": rng.randint(1, 3),
+            "bidder": i,
+            "price": rng.randint(-5, 100),
+            "date_time": (START + timedelta(seconds=rng.randint(0, 90))).isoformat(),
+        }
+        for i in range(80)
+    ]
+    copy = prepare("sql_view.flow", tmp_path, {"data/bids": bids})
+    run_with(copy, {"hot.connector": "memory"})
+    kept = [b for b in bids if b["price"] > 0]
+    watermark = max(datetime.fromisoformat(b["date_time"]) for b in kept) - timedelta(seconds=4)
+    windows: dict[tuple[int, datetime], list[int]] = defaultdict(list)
+    for b in kept:
+        ts = datetime.fromisoformat(b["date_time"])
+        start = ts.replace(second=ts.second - ts.second % 10)
+        windows[(b["auction"], start)].append(b["price"])
+    expected = {
+        (auction, start, len(prices), max(prices))
+        for (auction, start), prices in windows.items()
+        if start + timedelta(seconds=10) <= watermark
+    }
+    got = {
+        (r["auction"], r["window_start"].replace(tzinfo=None), r["bids"], r["top"])
+        for r in spark.sql("SELECT * FROM hot").collect()
+    }
+    assert expected and got == expected
+
+
+def test_exchanges_example_sends_every_row_where_it_should(spark: Any, tmp_path: Path) -> None:
+    copy = tmp_path / "exchanges.flow"
+    shutil.copy(ROOT / "examples" / "exchanges.flow", copy)
+    run_with(copy, {"a.connector": "memory", "b.connector": "memory"})
+    everything = [(r["k"], r["v"]) for r in spark.sql("SELECT * FROM b").collect()]
+    assert len(everything) == 100  # one micro-batch of 100 generated rows, all to b (GLOBAL)
+    assert all(v % 2 == 0 for _, v in everything)  # the view doubles v
+    filtered = sorted((r["k"], r["v"]) for r in spark.sql("SELECT * FROM a").collect())
+    assert filtered == sorted(row for row in everything if row[1] > 10)
