@@ -303,12 +303,7 @@ def _report_syntax_error(
                 token = Token(kind, text)
             span = index.span(span_start, span_start + len(str(token)))
             if index.text.startswith("/*", span_start):
-                reporter.error(
-                    "E0001",
-                    "syntax error: unterminated block comment",
-                    index.span(span_start, span_start + 2),
-                    help="close the comment with */",
-                )
+                _unterminated_comment(reporter, index, span_start)
                 return
         if token.type == "CHAR":
             reporter.error("E0001", f"syntax error: unexpected character '{token}'", span)
@@ -339,12 +334,7 @@ def _report_syntax_error(
         start = chunk.start + (error.pos_in_stream or 0)
         char = index.text[start]
         if index.text.startswith("/*", start):
-            reporter.error(
-                "E0001",
-                "syntax error: unterminated block comment",
-                index.span(start, start + 2),
-                help="close the comment with */",
-            )
+            _unterminated_comment(reporter, index, start)
         elif char in "'\"":
             reporter.error(
                 "E0001",
@@ -368,6 +358,15 @@ def _report_syntax_error(
         return
     span = index.span(chunk.end, chunk.end)
     reporter.error("E0001", "syntax error: unexpected end of input", span)
+
+
+def _unterminated_comment(reporter: Reporter, index: LineIndex, start: int) -> None:
+    reporter.error(
+        "E0001",
+        "syntax error: unterminated block comment",
+        index.span(start, start + 2),
+        help="close the comment with */",
+    )
 
 
 _BRACKET_OPEN = frozenset({"LPAR", "LSQB", "CASE"})

@@ -129,11 +129,7 @@ class _Generator:
         if source.connector == "files":
             fmt = str(options["format"])
             path = str(options["path"])
-            reader_options = {
-                _spark_option(k): _option_text(v)
-                for k, v in options.items()
-                if k not in ("path", "format")
-            }
+            reader_options = _format_options(options)
             w(f"path = os.path.join(BASE_DIR, {path!r})", 1)
             if fmt == "text":
                 w(f"reader = spark.readStream.options(**{reader_options!r})", 1)
@@ -554,11 +550,7 @@ class _Generator:
             w(f"writer = writer.format({connector!r})", 1)
         elif connector == "files":
             fmt = str(options["format"])
-            writer_options = {
-                _spark_option(k): _option_text(v)
-                for k, v in options.items()
-                if k not in ("path", "format")
-            }
+            writer_options = _format_options(options)
             w(f"writer = writer.format({fmt!r}).options(**{writer_options!r})", 1)
             w(
                 f"writer = writer.option('path', os.path.join(BASE_DIR, {str(options['path'])!r}))",
@@ -594,6 +586,13 @@ _SPARK_OPTION_NAMES = {
 
 def _spark_option(key: str) -> str:
     return _SPARK_OPTION_NAMES.get(key, key)
+
+
+def _format_options(options: dict[str, object]) -> dict[str, str]:
+    """A files connector's format options under Spark's names (path and format apart)."""
+    return {
+        _spark_option(k): _option_text(v) for k, v in options.items() if k not in ("path", "format")
+    }
 
 
 def _option_text(value: object) -> str:
