@@ -575,3 +575,58 @@ def test_socket_source_over_loopback(spark: Any, tmp_path: Path) -> None:
         server.close()
     got = sorted(r["text"] for r in spark.sql("SELECT * FROM got").collect())
     assert got == sorted(line.upper() for line in lines)
+
+
+def test_sigkill_mid_stream_then_rerun_writes_each_row_once(tmp_path: Path) -> None:
+    """No clean stop at all: the process dies between micro-batches or inside one."""
+    import signal
+    import subprocess
+    import sys
+
+    everything = write_files(tmp_path, 8)
+    flow = tmp_path / "job.flow"
+    flow.write_text(STREAMING_FILES, encoding="utf-8")
+    command = [sys.executable, "-m", "flowc", "run", str(flow), "--master", "local[2]"]
+    process = subprocess.Popen(
+        command, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True
+    )
+    assert process.stderr is not None
+    for line in process.stderr:
+        if line.startswith("[copy] batch 2:"):
+            break
+    process.send_signal(signal.SIGKILL)
+    process.wait(timeout=60)
+    rerun = subprocess.run(
+        [*command, "--available-now"], capture_output=True, text=True, timeout=600, check=False
+    )
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    written = Counter(
+        json.dumps(r, sort_keys=True) for r in read_json_dir(tmp_path / "out" / "copy")
+    )
+    assert written == Counter(json.dumps(r, sort_keys=True) for r in everything)
+
+
+# Names and strings no generated program may mangle: a newline inside a quoted name,
+# non-ASCII, quote characters of both kinds, and a string literal with
+# escape sequences (Spark SQL's \n is a newline, \' a quote).
+HOSTILE_PROGRAM = r"""
+CREATE SOURCE `source
+ünïcode` (`prix
+net` BIGINT, `ünï` STRING)
+  WITH (connector = 'files', path = 'données', format = 'json');
+CREATE SINK `sortie"''` WITH (connector = 'files', path = 'out/é''"', format = 'json');
+INSERT INTO `sortie"''` FROM `source
+ünïcode`
+  |> SELECT `prix
+net` * 2 AS `double\nprix`, concat(`ünï`, '\n"\'') AS texte;
+"""
+
+
+def test_names_with_newlines_and_non_ascii_survive_code_generation(
+    spark: Any, tmp_path: Path
+) -> None:
+    write_json_lines(tmp_path / "données" / "x.json", [{"prix\nnet": 4, "ünï": "é"}])
+    report = run(tmp_path, HOSTILE_PROGRAM)
+    assert_exchanges_as_planned(report)
+    (row,) = read_json_dir(tmp_path / "out" / "é'\"")
+    assert row == {"double\\nprix": 8, "texte": "é\n\"'"}
