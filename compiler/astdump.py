@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 from typing import Any
 
-from flowc import __version__, ast
+from flowc import ast
+from flowc.outputs import document
 from flowc.spans import Span
-
-SCHEMA_VERSION = 1
 
 
 def ast_to_data(node: Any) -> Any:
@@ -31,13 +29,7 @@ def ast_to_data(node: Any) -> Any:
 
 
 def ast_to_json(program: ast.Program) -> str:
-    document = {
-        "flowc_version": __version__,
-        "schema_version": SCHEMA_VERSION,
-        "stage": "ast",
-        "ast": ast_to_data(program),
-    }
-    return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
+    return document("ast", {"ast": ast_to_data(program)})
 
 
 def ast_to_text(program: ast.Program) -> str:

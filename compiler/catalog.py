@@ -11,9 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from flowc.ast import Value
-
-#: Flink's bounds for parallelism and max parallelism (KeyGroupRangeAssignment).
-UPPER_BOUND_MAX_PARALLELISM = 32768
+from flowc.flink.keygroups import UPPER_BOUND_MAX_PARALLELISM
 
 
 class ValueError_(Exception):

@@ -31,10 +31,6 @@ class CompiledJob:
     spark_diagnostics: tuple[Diagnostic, ...] = ()
     option_overrides: dict[str, str] = field(default_factory=dict)
 
-    @property
-    def warnings(self) -> tuple[Diagnostic, ...]:
-        return self.diagnostics
-
 
 def compile(
     text: str,

@@ -19,7 +19,7 @@ from flowc.flink.murmur import murmur3_x64_128
 from flowc.outputs import document, dot_string, mermaid_label
 from flowc.program import Settings
 from flowc.spans import Span
-from flowc.stream_graph import DEFAULT_SLOT_SHARING_GROUP, StreamEdge, StreamGraph, StreamNode
+from flowc.stream_graph import StreamEdge, StreamGraph, StreamNode
 
 #: CheckpointCoordinatorConfiguration's DISABLED_CHECKPOINT_INTERVAL (Long.MAX_VALUE).
 DISABLED_CHECKPOINT_INTERVAL = 2**63 - 1
@@ -478,7 +478,3 @@ def _job_id(graph: StreamGraph) -> str:
 
 def _dataset_id(producer: str, index: int) -> str:
     return murmur3_x64_128(f"{producer}/{index}".encode()).hex()
-
-
-def slot_sharing_group_name(vertex: JobVertex) -> str:
-    return vertex.slot_sharing_group or DEFAULT_SLOT_SHARING_GROUP

@@ -22,6 +22,7 @@ from sqlglot import exp
 from flowc import __version__, ast
 from flowc.job import CompiledJob
 from flowc.program import Column, FromSideOutput, FromSource, FromView, SourceDef, Step, Stream
+from flowc.runtime.realization import DEFAULT_CHECKPOINT_ROOT
 
 
 class UnsupportedOnSpark(Exception):
@@ -236,7 +237,11 @@ class _Generator:
         )
         w("args = parser.parse_args(argv)", 1)
         w("BASE_DIR = os.path.abspath(args.base_dir)", 1)
-        w("checkpoint_dir = args.checkpoint_dir or os.path.join(BASE_DIR, '.flowc-checkpoints')", 1)
+        w(
+            "checkpoint_dir = args.checkpoint_dir or "
+            f"os.path.join(BASE_DIR, {DEFAULT_CHECKPOINT_ROOT!r})",
+            1,
+        )
         w("spark = start_session(args.master, args.remote)", 1)
         w("queries = start_queries(spark, checkpoint_dir, args.available_now)", 1)
         w("for query in queries:", 1)

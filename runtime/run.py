@@ -23,6 +23,7 @@ from typing import Any, TextIO
 
 from flowc.job import CompiledJob
 from flowc.runtime.codegen import UnsupportedOnSpark, generate_pyspark
+from flowc.runtime.realization import DEFAULT_CHECKPOINT_ROOT
 
 _EXCHANGE = re.compile(r"^[\s:+\-|]*Exchange ", re.M)
 
@@ -120,7 +121,7 @@ def run_job(
     module = load_program(job)
     folder = base_dir if base_dir is not None else str(Path(job.file).parent)
     module.__dict__["BASE_DIR"] = base = os.path.abspath(folder)
-    checkpoints = checkpoint_dir or os.path.join(base, ".flowc-checkpoints")
+    checkpoints = checkpoint_dir or os.path.join(base, DEFAULT_CHECKPOINT_ROOT)
     planned = {q["name"]: q for q in (job.physical_plan.spark or {}).get("queries", [])}
     report = RunReport(job=job.program.settings.job_name)
     started = time.monotonic()
