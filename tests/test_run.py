@@ -330,12 +330,12 @@ def test_stop_mid_stream_then_restart_loses_and_repeats_nothing(spark: Any, tmp_
     assert written == Counter(json.dumps(r, sort_keys=True) for r in everything)
 
 
-def test_ctrl_c_stops_cleanly_and_a_rerun_completes(tmp_path: Path) -> None:
-    import signal
+def start_flowc_run(tmp_path: Path, until_batch: int) -> tuple[Any, list[str], list[str]]:
+    """A ``flowc run`` process over 8 input files, once it reports micro-batch ``until_batch``:
+    the process, its command, and the stderr lines read so far."""
     import subprocess
     import sys
 
-    everything = write_files(tmp_path, 8)
     flow = tmp_path / "job.flow"
     flow.write_text(STREAMING_FILES, encoding="utf-8")
     command = [sys.executable, "-m", "flowc", "run", str(flow), "--master", "local[2]"]
@@ -346,13 +346,16 @@ def test_ctrl_c_stops_cleanly_and_a_rerun_completes(tmp_path: Path) -> None:
     lines = []
     for line in process.stderr:
         lines.append(line)
-        if line.startswith("[copy] batch 1:"):
+        if line.startswith(f"[copy] batch {until_batch}:"):
             break
-    process.send_signal(signal.SIGINT)
-    _, rest = process.communicate(timeout=120)
-    errors = "".join(lines) + rest
-    assert process.returncode == 130, errors[-3000:]
-    assert "Traceback" not in errors
+    return process, command, lines
+
+
+def assert_rerun_completes_exactly_once(
+    tmp_path: Path, command: list[str], everything: list[dict[str, Any]]
+) -> None:
+    import subprocess
+
     rerun = subprocess.run(
         [*command, "--available-now"], capture_output=True, text=True, timeout=600, check=False
     )
@@ -363,54 +366,17 @@ def test_ctrl_c_stops_cleanly_and_a_rerun_completes(tmp_path: Path) -> None:
     assert written == Counter(json.dumps(r, sort_keys=True) for r in everything)
 
 
-class _FakeQuery:
-    def __init__(self, name: str, progress: dict[str, Any]) -> None:
-        self.name = name
-        self.lastProgress = progress
+def test_ctrl_c_stops_cleanly_and_a_rerun_completes(tmp_path: Path) -> None:
+    import signal
 
-
-PROGRESS = {
-    "batchId": 3,
-    "numInputRows": 40,
-    "inputRowsPerSecond": 12.5,
-    "processedRowsPerSecond": 80.0,
-    "durationMs": {"triggerExecution": 512},
-    "eventTime": {"watermark": "2026-01-01T12:00:00.000Z"},
-    "stateOperators": [{"numRowsTotal": 7}, {"numRowsTotal": 3}],
-}
-
-
-def test_plain_progress_lines_off_a_terminal() -> None:
-    from flowc.runtime.run import _Display
-
-    out = io.StringIO()
-    display = _Display(out)
-    display.update([_FakeQuery("per_user", PROGRESS)])
-    display.update([_FakeQuery("per_user", PROGRESS)])  # same batch: no second line
-    display.close()
-    assert out.getvalue() == (
-        "[per_user] batch 3: 40 rows, 12.5 in/s, 80.0 processed/s, 512 ms, "
-        "watermark 2026-01-01T12:00:00.000Z, state rows 10\n"
-    )
-
-
-def test_live_table_on_a_terminal() -> None:
-    from flowc.runtime.run import _Display
-
-    class Terminal(io.StringIO):
-        def isatty(self) -> bool:
-            return True
-
-    out = Terminal()
-    display = _Display(out)
-    display.update(
-        [_FakeQuery("per_user", PROGRESS), _FakeQuery("totals", {**PROGRESS, "batchId": 9})]
-    )
-    display.close()
-    shown = out.getvalue()
-    assert "per_user" in shown and "totals" in shown
-    assert "80.0" in shown and "512" in shown and "2026-01-0" in shown
-    assert "[per_user] batch" not in shown  # the table, not the plain lines
+    everything = write_files(tmp_path, 8)
+    process, command, lines = start_flowc_run(tmp_path, until_batch=1)
+    process.send_signal(signal.SIGINT)
+    _, rest = process.communicate(timeout=120)
+    errors = "".join(lines) + rest
+    assert process.returncode == 130, errors[-3000:]
+    assert "Traceback" not in errors
+    assert_rerun_completes_exactly_once(tmp_path, command, everything)
 
 
 def test_set_overrides_connector_options_as_if_written() -> None:
@@ -580,30 +546,12 @@ def test_socket_source_over_loopback(spark: Any, tmp_path: Path) -> None:
 def test_sigkill_mid_stream_then_rerun_writes_each_row_once(tmp_path: Path) -> None:
     """No clean stop at all: the process dies between micro-batches or inside one."""
     import signal
-    import subprocess
-    import sys
 
     everything = write_files(tmp_path, 8)
-    flow = tmp_path / "job.flow"
-    flow.write_text(STREAMING_FILES, encoding="utf-8")
-    command = [sys.executable, "-m", "flowc", "run", str(flow), "--master", "local[2]"]
-    process = subprocess.Popen(
-        command, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True
-    )
-    assert process.stderr is not None
-    for line in process.stderr:
-        if line.startswith("[copy] batch 2:"):
-            break
+    process, command, _ = start_flowc_run(tmp_path, until_batch=2)
     process.send_signal(signal.SIGKILL)
     process.wait(timeout=60)
-    rerun = subprocess.run(
-        [*command, "--available-now"], capture_output=True, text=True, timeout=600, check=False
-    )
-    assert rerun.returncode == 0, rerun.stderr[-3000:]
-    written = Counter(
-        json.dumps(r, sort_keys=True) for r in read_json_dir(tmp_path / "out" / "copy")
-    )
-    assert written == Counter(json.dumps(r, sort_keys=True) for r in everything)
+    assert_rerun_completes_exactly_once(tmp_path, command, everything)
 
 
 # Names and strings no generated program may mangle: a newline inside a quoted name,
