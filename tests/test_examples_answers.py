@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from stages import ROOT
+from test_run import read_json_dir
 
 import flowc
 from flowc.runtime.run import run_job
@@ -142,9 +143,7 @@ def test_payments_routing_routes_the_union(spark: Any, tmp_path: Path) -> None:
     both = payments + refunds
     invalid = [r for r in both if r["amount"] is None or r["account"] is None]
     large = [r for r in both if r not in invalid and r["amount"] > 10000]
-    got = []
-    for part in sorted((tmp_path / "out" / "suspicious").glob("*.json")):
-        got += [json.loads(line) for line in part.read_text().splitlines() if line]
+    got = read_json_dir(tmp_path / "out" / "suspicious")
     assert large and sorted(r["id"] for r in got) == sorted(r["id"] for r in large)
     assert {r["reason"] for r in got} == {"large"}
 

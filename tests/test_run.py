@@ -26,9 +26,29 @@ def write_json_lines(path: Path, rows: list[dict[str, Any]]) -> None:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
 
 
+def committed_files(path: Path) -> list[Path]:
+    """The files a Spark file sink committed, read from its _spark_metadata log as Spark's
+    own reader does: a batch stopped midway can leave part files that were never committed."""
+    log = path / "_spark_metadata"
+    if not log.is_dir():
+        return sorted(path.glob("*.json"))
+    added: set[str] = set()
+    for entry in log.iterdir():
+        if not entry.name.split(".")[0].isdigit():
+            continue  # checksum files (.0.crc) sit beside the log's entries (0, 1, 9.compact)
+        for line in entry.read_text().splitlines()[1:]:  # the first line is the version
+            record = json.loads(line)
+            name = record["path"].rsplit("/", 1)[-1]
+            if record.get("action") == "delete":
+                added.discard(name)
+            else:
+                added.add(name)
+    return sorted(path / name for name in added)
+
+
 def read_json_dir(path: Path) -> list[dict[str, Any]]:
     rows = []
-    for part in sorted(path.glob("*.json")):
+    for part in committed_files(path):
         rows += [json.loads(line) for line in part.read_text().splitlines() if line]
     return rows
 
@@ -377,6 +397,56 @@ def test_ctrl_c_stops_cleanly_and_a_rerun_completes(tmp_path: Path) -> None:
     assert process.returncode == 130, errors[-3000:]
     assert "Traceback" not in errors
     assert_rerun_completes_exactly_once(tmp_path, command, everything)
+
+
+class _FakeQuery:
+    def __init__(self, name: str, progress: dict[str, Any]) -> None:
+        self.name = name
+        self.lastProgress = progress
+
+
+PROGRESS = {
+    "batchId": 3,
+    "numInputRows": 40,
+    "inputRowsPerSecond": 12.5,
+    "processedRowsPerSecond": 80.0,
+    "durationMs": {"triggerExecution": 512},
+    "eventTime": {"watermark": "2026-01-01T12:00:00.000Z"},
+    "stateOperators": [{"numRowsTotal": 7}, {"numRowsTotal": 3}],
+}
+
+
+def test_plain_progress_lines_off_a_terminal() -> None:
+    from flowc.runtime.run import _Display
+
+    out = io.StringIO()
+    display = _Display(out)
+    display.update([_FakeQuery("per_user", PROGRESS)])
+    display.update([_FakeQuery("per_user", PROGRESS)])  # same batch: no second line
+    display.close()
+    assert out.getvalue() == (
+        "[per_user] batch 3: 40 rows, 12.5 in/s, 80.0 processed/s, 512 ms, "
+        "watermark 2026-01-01T12:00:00.000Z, state rows 10\n"
+    )
+
+
+def test_live_table_on_a_terminal() -> None:
+    from flowc.runtime.run import _Display
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    out = Terminal()
+    display = _Display(out)
+    display.update(
+        [_FakeQuery("per_user", PROGRESS), _FakeQuery("totals", {**PROGRESS, "batchId": 9})]
+    )
+    display.close()
+    shown = out.getvalue()
+    assert "per_user" in shown and "totals" in shown
+    assert "80.0" in shown and "512" in shown and "2026-01-0" in shown
+    assert "[per_user] batch" not in shown  # the table, not the plain lines
 
 
 def test_set_overrides_connector_options_as_if_written() -> None:
