@@ -40,7 +40,8 @@ def _analyze(job: Any, reporter: Reporter) -> Any:
 def _streaming_rules(job: Any, reporter: Reporter) -> Any:
     """Spark's limits: kept apart, so they stop only what targets Spark (see job.compile)."""
     spark = Reporter()
-    check_streaming(job.program, spark)
+    with deep_recursion(len(job.program.views)):  # a view's lineage recurses into its input
+        check_streaming(job.program, spark)
     job.spark_diagnostics = tuple(spark.sorted())
     return job.program
 
