@@ -114,3 +114,30 @@ def test_statement_inside_an_expression_is_a_diagnostic() -> None:
 def test_aggregate_over_unknown_typed_argument_does_not_crash() -> None:
     text = HEADER + "INSERT INTO o FROM s |> KEY BY k |> AGGREGATE min(nullif(k, k)) AS m;\n"
     assert _codes(text) == []
+
+
+@pytest.mark.parametrize(
+    "job_name",
+    ["'' \"\"\"", "back\\\\slash", "\\\\N{x}", 'ends with a quote"'],
+)
+def test_hostile_names_in_the_generated_program_docstrings(job_name: str) -> None:
+    """The job name, the file name and a source name are written into docstrings of the
+    PySpark program: quotes and backslashes there must not end or break them."""
+    import ast as pyast
+
+    from flowc.runtime.codegen import generate_pyspark
+
+    text = (
+        f"SET job.name = '{job_name}';\n"
+        "CREATE SOURCE `tri\"\"\"ple \\N` (k BIGINT) WITH (connector = 'datagen');\n"
+        "CREATE SINK o WITH (connector = 'console');\n"
+        "INSERT INTO o FROM `tri\"\"\"ple \\N`;\n"
+    )
+    job = flowc.compile(text, 'say """hi""" \\x.flow', for_spark=True)
+    module = pyast.parse(generate_pyspark(job))
+    docstring = pyast.get_docstring(module) or ""
+    assert docstring.startswith(f"{job.program.settings.job_name}: a PySpark")
+    assert 'Source: say """hi""" \\x.flow.' in docstring
+    functions = [node for node in module.body if isinstance(node, pyast.FunctionDef)]
+    docstrings = [pyast.get_docstring(function) for function in functions]
+    assert "Source 'tri\"\"\"ple \\\\N' (datagen)." in docstrings
