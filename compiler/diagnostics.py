@@ -104,7 +104,38 @@ def render_json(diagnostics: Sequence[Diagnostic]) -> str:
 
 
 def render_text(diagnostics: Sequence[Diagnostic], sources: dict[str, str], color: bool) -> str:
-    """Render diagnostics as text; ``sources`` maps file names to their text for excerpts."""
+    """Render diagnostics as text; ``sources`` maps file names to their text for excerpts.
+
+    Colour goes through rich. Without colour, text that rich would print unchanged
+    (printable ASCII) is joined directly, which spares a command importing rich.
+    """
+    lines: dict[str, list[str]] = {}
+    rendered: list[list[tuple[str, str]]] = []
+    for diagnostic in diagnostics:
+        file = diagnostic.span.file
+        if file not in lines and file in sources:
+            lines[file] = sources[file].split("\n")
+        rendered.append(_render_one(diagnostic, lines.get(file)))
+    errors = sum(d.severity is Severity.ERROR for d in diagnostics)
+    warnings = len(diagnostics) - errors
+    if errors or warnings:
+        parts = []
+        if errors:
+            parts.append(f"{errors} error{'s' if errors != 1 else ''}")
+        if warnings:
+            parts.append(f"{warnings} warning{'s' if warnings != 1 else ''}")
+        rendered.append([(", ".join(parts), "bold")])
+    if not color and all(_prints_as_is(text) for pieces in rendered for text, _ in pieces):
+        return "".join("".join(text for text, _ in pieces) + "\n" for pieces in rendered)
+    return _render_rich(rendered, color)
+
+
+def _prints_as_is(text: str) -> bool:
+    """Whether rich prints ``text`` unchanged: printable ASCII (and line breaks) only."""
+    return text.isascii() and text.replace("\n", "").isprintable()
+
+
+def _render_rich(rendered: list[list[tuple[str, str]]], color: bool) -> str:
     from rich.console import Console
     from rich.text import Text
 
@@ -118,52 +149,43 @@ def render_text(diagnostics: Sequence[Diagnostic], sources: dict[str, str], colo
         record=True,
         file=io.StringIO(),
     )
-    lines: dict[str, list[str]] = {}
-    for diagnostic in diagnostics:
-        file = diagnostic.span.file
-        if file not in lines and file in sources:
-            lines[file] = sources[file].split("\n")
-        console.print(_render_one(diagnostic, lines.get(file), Text))
-    errors = sum(d.severity is Severity.ERROR for d in diagnostics)
-    warnings = len(diagnostics) - errors
-    if errors or warnings:
-        parts = []
-        if errors:
-            parts.append(f"{errors} error{'s' if errors != 1 else ''}")
-        if warnings:
-            parts.append(f"{warnings} warning{'s' if warnings != 1 else ''}")
-        console.print(Text(", ".join(parts), style="bold"))
+    for pieces in rendered:
+        out = Text()
+        for text, style in pieces:
+            out.append(text, style=style or None)
+        console.print(out)
     return console.export_text(styles=color)
 
 
-def _render_one(diagnostic: Diagnostic, lines: list[str] | None, text_cls: Any) -> Any:
+def _render_one(diagnostic: Diagnostic, lines: list[str] | None) -> list[tuple[str, str]]:
+    """One diagnostic as (text, rich style) pieces; the style is empty for plain text."""
     span = diagnostic.span
     color = "red" if diagnostic.severity is Severity.ERROR else "yellow"
-    out = text_cls()
-    out.append(f"{diagnostic.severity.value}[{diagnostic.code}]", style=f"bold {color}")
-    out.append(f": {diagnostic.message}\n", style="bold")
+    out: list[tuple[str, str]] = []
+    out.append((f"{diagnostic.severity.value}[{diagnostic.code}]", f"bold {color}"))
+    out.append((f": {diagnostic.message}\n", "bold"))
     gutter = len(str(span.line))
     pad = " " * gutter
-    out.append(f"{pad}--> ", style="bold blue")
-    out.append(f"{span.file}:{span.line}:{span.column}\n")
+    out.append((f"{pad}--> ", "bold blue"))
+    out.append((f"{span.file}:{span.line}:{span.column}\n", ""))
     line_text = _source_line(lines, span.line)
     if line_text is not None:
         shown = line_text.expandtabs(1)
-        out.append(f"{pad} |\n", style="bold blue")
-        out.append(f"{span.line} | ", style="bold blue")
-        out.append(shown + "\n")
+        out.append((f"{pad} |\n", "bold blue"))
+        out.append((f"{span.line} | ", "bold blue"))
+        out.append((shown + "\n", ""))
         start = max(span.column - 1, 0)
         if span.end_line == span.line:
             width = max(span.end_column - span.column, 1)
         else:
             width = max(len(shown) - start, 1)
-        out.append(f"{pad} | ", style="bold blue")
-        out.append(" " * min(start, len(shown)) + "^" * width, style=f"bold {color}")
-        out.append("\n")
+        out.append((f"{pad} | ", "bold blue"))
+        out.append((" " * min(start, len(shown)) + "^" * width, f"bold {color}"))
+        out.append(("\n", ""))
     if diagnostic.help:
-        out.append(f"{pad} = ", style="bold blue")
-        out.append("help", style="bold")
-        out.append(f": {diagnostic.help}\n")
+        out.append((f"{pad} = ", "bold blue"))
+        out.append(("help", "bold"))
+        out.append((f": {diagnostic.help}\n", ""))
     return out
 
 
