@@ -9,11 +9,18 @@ from flowc import __version__
 
 #: Bumped when a stage's JSON changes incompatibly.
 SCHEMA_VERSION = 1
+#: Stages whose JSON changed incompatibly since, each with its own version: physical 2 has
+#: runs of subtasks instead of one entry per subtask (docs/plans.md).
+STAGE_SCHEMA_VERSIONS = {"physical": 2}
 
 
 def document(stage: str, body: dict[str, Any]) -> str:
     """The JSON of one stage: ``flowc_version`` and ``schema_version`` first, then the stage."""
-    data = {"flowc_version": __version__, "schema_version": SCHEMA_VERSION, "stage": stage}
+    data = {
+        "flowc_version": __version__,
+        "schema_version": STAGE_SCHEMA_VERSIONS.get(stage, SCHEMA_VERSION),
+        "stage": stage,
+    }
     data.update(body)
     return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
 

@@ -10,19 +10,114 @@ runtime (``spark``); the compiler leaves it empty.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import bisect
+from array import array
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from flowc.flink.keygroups import (
     compute_default_max_parallelism,
-    compute_key_group_range_for_operator_index,
-    pointwise_producers,
+    key_group_range_in_run,
+    key_group_runs,
+    pointwise_producers_in_run,
+    pointwise_runs,
 )
-from flowc.job_graph import JobGraph, JobVertex
+from flowc.job_graph import JobEdge, JobGraph, JobVertex
 from flowc.outputs import document
 
-#: Past this many subtasks, text output shows ranges instead of one line per subtask.
+#: A vertex of at most this many subtasks is shown one line per subtask in text output;
+#: a larger one as runs (JSON always has runs).
 TEXT_SUBTASK_LIMIT = 16
+#: Key groups and pointwise wiring are listed as runs of equal shares when that takes at
+#: most this many runs, else as one run for the whole vertex (see docs/plans.md).
+EQUAL_SHARE_RUNS = 8
+
+
+@dataclass(frozen=True, slots=True)
+class SlotRun:
+    """Subtasks ``first..last`` sit in slots ``slot``, ``slot + step``, ... in order."""
+
+    first: int
+    last: int
+    slot: int
+    step: int = 1
+
+    def slot_of(self, index: int) -> int:
+        return self.slot + (index - self.first) * self.step
+
+    @property
+    def last_slot(self) -> int:
+        return self.slot_of(self.last)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "subtasks": [self.first, self.last],
+            "slots": [self.slot, self.last_slot],
+            "step": self.step,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class KeyGroupRun:
+    """Subtasks ``first..last`` own key groups ``low..high``, shared by Flink's rule."""
+
+    first: int
+    last: int
+    low: int
+    high: int
+
+    def key_groups_of(self, index: int) -> tuple[int, int]:
+        return key_group_range_in_run((self.first, self.last, self.low, self.high), index)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"subtasks": [self.first, self.last], "key_groups": [self.low, self.high]}
+
+
+@dataclass(frozen=True, slots=True)
+class WiringRun:
+    """Subtasks ``first..last`` read producer subtasks ``low..high``: each reads them all
+    (ALL_TO_ALL), or they share them by Flink's pointwise rule (POINTWISE)."""
+
+    first: int
+    last: int
+    low: int
+    high: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"subtasks": [self.first, self.last], "producers": [self.low, self.high]}
+
+
+@dataclass(slots=True, eq=False)
+class PhysicalInput:
+    """One JobEdge into a vertex, with the producer subtasks each subtask reads."""
+
+    edge: JobEdge
+    runs: list[WiringRun]
+
+    @property
+    def producer(self) -> str:
+        return self.edge.producer
+
+    @property
+    def pointwise(self) -> bool:
+        return self.edge.distribution == "POINTWISE"
+
+    def producers_of(self, index: int) -> tuple[int, int]:
+        """The inclusive range of producer subtasks subtask ``index`` reads."""
+        run = self.runs[_run_at(self.runs, index)]
+        if not self.pointwise:
+            return run.low, run.high
+        span = pointwise_producers_in_run((run.first, run.last, run.low, run.high), index)
+        return span.start, span.stop - 1
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "vertex": self.producer,
+            "ship_strategy": self.edge.ship_strategy,
+            "distribution": self.edge.distribution,
+            "producers": [r.to_json() for r in self.runs],
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,12 +129,14 @@ class InputWiring:
     last: int
 
 
-@dataclass(slots=True, eq=False)
+@dataclass(frozen=True, slots=True)
 class Subtask:
+    """One subtask, expanded from the runs (for small plans and tests)."""
+
     index: int
     key_groups: tuple[int, int] | None
     slot: int
-    inputs: list[InputWiring] = field(default_factory=list)
+    inputs: tuple[InputWiring, ...]
 
 
 @dataclass(slots=True, eq=False)
@@ -47,7 +144,36 @@ class PhysicalVertex:
     vertex: JobVertex
     max_parallelism: int
     slot_sharing_group: str
-    subtasks: list[Subtask]
+    slots: list[SlotRun]
+    key_groups: list[KeyGroupRun] | None
+    inputs: list[PhysicalInput]
+
+    @property
+    def parallelism(self) -> int:
+        return self.vertex.parallelism
+
+    def slot_of(self, index: int) -> int:
+        return self.slots[_run_at(self.slots, index)].slot_of(index)
+
+    def key_groups_of(self, index: int) -> tuple[int, int] | None:
+        if self.key_groups is None:
+            return None
+        return self.key_groups[_run_at(self.key_groups, index)].key_groups_of(index)
+
+    def subtask(self, index: int) -> Subtask:
+        if not 0 <= index < self.parallelism:
+            raise IndexError(f"subtask {index} outside 0..{self.parallelism - 1}")
+        return Subtask(
+            index,
+            self.key_groups_of(index),
+            self.slot_of(index),
+            tuple(InputWiring(i.producer, *i.producers_of(index)) for i in self.inputs),
+        )
+
+    @property
+    def subtasks(self) -> list[Subtask]:
+        """Every subtask, expanded (one object each: meant for small plans)."""
+        return [self.subtask(index) for index in range(self.parallelism)]
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -57,19 +183,21 @@ class PhysicalVertex:
             "max_parallelism": self.max_parallelism,
             "slot_sharing_group": self.slot_sharing_group,
             "keyed": self.vertex.keyed,
-            "subtasks": [
-                {
-                    "index": s.index,
-                    "key_groups": list(s.key_groups) if s.key_groups is not None else None,
-                    "slot": s.slot,
-                    "inputs": [
-                        {"vertex": w.producer, "subtasks": [w.first, w.last]} for w in s.inputs
-                    ],
-                }
-                for s in self.subtasks
-            ],
+            "slots": [r.to_json() for r in self.slots],
+            "key_groups": (
+                [r.to_json() for r in self.key_groups] if self.key_groups is not None else None
+            ),
+            "inputs": [i.to_json() for i in self.inputs],
             "span": self.vertex.span.to_json(),
         }
+
+
+def _run_at(runs: Sequence[SlotRun | KeyGroupRun | WiringRun], index: int) -> int:
+    """Position of the run holding subtask ``index`` (runs cover 0..p-1 in order)."""
+    position = bisect.bisect_right(runs, index, key=lambda r: r.first) - 1
+    if position < 0 or not runs[position].first <= index <= runs[position].last:
+        raise IndexError(f"subtask {index} is in no run")
+    return position
 
 
 @dataclass(slots=True, eq=False)
@@ -113,41 +241,75 @@ class PhysicalPlan:
                     f"  reads {names[edge.producer]} [{edge.producer[:8]}]: "
                     f"{edge.ship_strategy}{keys} {edge.distribution}"
                 )
-            shown = vertex.subtasks
-            if len(shown) > TEXT_SUBTASK_LIMIT:
-                shown = [*shown[: TEXT_SUBTASK_LIMIT // 2], *shown[-TEXT_SUBTASK_LIMIT // 2 :]]
-            for position, subtask in enumerate(shown):
-                if (
-                    position == TEXT_SUBTASK_LIMIT // 2
-                    and len(vertex.subtasks) > TEXT_SUBTASK_LIMIT
-                ):
-                    lines.append(f"  ... {len(vertex.subtasks) - TEXT_SUBTASK_LIMIT} more subtasks")
-                key_groups = (
-                    f" key groups {subtask.key_groups[0]}-{subtask.key_groups[1]}"
-                    if subtask.key_groups is not None
-                    else ""
-                )
-                reads = "; ".join(
-                    f"{names[w.producer]}[{w.first}]"
-                    if w.first == w.last
-                    else f"{names[w.producer]}[{w.first}-{w.last}]"
-                    for w in subtask.inputs
-                    if self._pointwise(vertex, w)
-                )
-                reads_text = f" reads {reads}" if reads else ""
-                lines.append(
-                    f"  subtask {subtask.index}: slot {subtask.slot}{key_groups}{reads_text}"
-                )
+            if vertex.parallelism <= TEXT_SUBTASK_LIMIT:
+                lines.extend(_subtask_lines(vertex, names))
+            else:
+                lines.extend(_run_lines(vertex, names))
         lines.append("")
         lines.extend(_spark_text(self.spark))
         return "\n".join(lines) + "\n"
 
-    @staticmethod
-    def _pointwise(vertex: PhysicalVertex, wiring: InputWiring) -> bool:
-        return any(
-            e.producer == wiring.producer and e.distribution == "POINTWISE"
-            for e in vertex.vertex.inputs
+
+def _subtask_lines(vertex: PhysicalVertex, names: dict[str, str]) -> Iterable[str]:
+    """One line per subtask: its slot, key groups and pointwise reads."""
+    for subtask in vertex.subtasks:
+        key_groups = (
+            f" key groups {subtask.key_groups[0]}-{subtask.key_groups[1]}"
+            if subtask.key_groups is not None
+            else ""
         )
+        reads = "; ".join(
+            f"{names[w.producer]}[{_span(w.first, w.last)}]"
+            for w, physical_input in zip(subtask.inputs, vertex.inputs, strict=True)
+            if physical_input.pointwise
+        )
+        reads_text = f" reads {reads}" if reads else ""
+        yield f"  subtask {subtask.index}: slot {subtask.slot}{key_groups}{reads_text}"
+
+
+def _run_lines(vertex: PhysicalVertex, names: dict[str, str]) -> Iterable[str]:
+    """A large vertex as runs: slots, key groups, pointwise reads, one line per run."""
+    for slots in vertex.slots:
+        step = f" step {slots.step}" if slots.step != 1 and slots.first != slots.last else ""
+        yield (
+            f"  {_subtasks(slots.first, slots.last)}: "
+            f"{'slot' if slots.first == slots.last else 'slots'} "
+            f"{_span(slots.slot, slots.last_slot)}{step}"
+        )
+    for owned in vertex.key_groups or ():
+        share = _shares(owned.high - owned.low + 1, owned.last - owned.first + 1)
+        yield (
+            f"  {_subtasks(owned.first, owned.last)}: key groups {owned.low}-{owned.high}, "
+            f"{share} each"
+        )
+    for physical_input in vertex.inputs:
+        if not physical_input.pointwise:
+            continue
+        for run in physical_input.runs:
+            consumers, producers = run.last - run.first + 1, run.high - run.low + 1
+            share = (
+                f"{_shares(producers, consumers)} each"
+                if producers >= consumers
+                else f"{_shares(consumers, producers)} per producer subtask"
+            )
+            yield (
+                f"  {_subtasks(run.first, run.last)}: read "
+                f"{names[physical_input.producer]}[{_span(run.low, run.high)}], {share}"
+            )
+
+
+def _span(first: int, last: int) -> str:
+    return f"{first}" if first == last else f"{first}-{last}"
+
+
+def _subtasks(first: int, last: int) -> str:
+    return f"subtask {first}" if first == last else f"subtasks {first}-{last}"
+
+
+def _shares(items: int, owners: int) -> str:
+    """How many of ``items`` each of ``owners`` gets when shared evenly: ``3`` or ``3 or 4``."""
+    low, high = items // owners, -(-items // owners)
+    return f"{low}" if low == high else f"{low} or {high}"
 
 
 def _spark_text(spark: dict[str, Any] | None) -> list[str]:
@@ -181,41 +343,49 @@ def build_physical_plan(job: JobGraph) -> PhysicalPlan:
     ordered = job.topological()
     regions = _pipelined_regions(job, ordered)
     region_of = {vid: index for index, region in enumerate(regions) for vid in region}
-    physical: dict[str, PhysicalVertex] = {}
+    groups: dict[str, str] = {}
+    for vertex in ordered:
+        group = vertex.slot_sharing_group
+        if not job.stream_graph.streaming and group == "default":
+            group = f"default (region {region_of[vertex.id]})"
+        groups[vertex.id] = group
+    slots, slots_per_group = _assign_slots(job, ordered, groups)
+    physical = []
     for vertex in ordered:
         max_parallelism = (
             vertex.max_parallelism
             if vertex.max_parallelism is not None
             else compute_default_max_parallelism(vertex.parallelism)
         )
-        group = vertex.slot_sharing_group
-        if not job.stream_graph.streaming and group == "default":
-            group = f"default (region {region_of[vertex.id]})"
-        subtasks = []
-        for index in range(vertex.parallelism):
-            key_groups = (
-                compute_key_group_range_for_operator_index(
-                    max_parallelism, vertex.parallelism, index
-                )
-                if vertex.keyed
-                else None
-            )
-            subtasks.append(Subtask(index=index, key_groups=key_groups, slot=-1))
+        key_groups = (
+            [
+                KeyGroupRun(*run)
+                for run in key_group_runs(max_parallelism, vertex.parallelism, EQUAL_SHARE_RUNS)
+            ]
+            if vertex.keyed
+            else None
+        )
+        inputs = []
         for edge in vertex.inputs:
-            producer = job.vertices[edge.producer]
-            for subtask in subtasks:
-                if edge.distribution == "POINTWISE":
-                    span = pointwise_producers(
-                        producer.parallelism, vertex.parallelism, subtask.index
-                    )
-                    subtask.inputs.append(InputWiring(producer.id, span.start, span.stop - 1))
-                else:
-                    subtask.inputs.append(InputWiring(producer.id, 0, producer.parallelism - 1))
-        physical[vertex.id] = PhysicalVertex(vertex, max_parallelism, group, subtasks)
-    slots_per_group = _assign_slots(job, ordered, physical)
+            upstream = job.vertices[edge.producer].parallelism
+            if edge.distribution == "POINTWISE":
+                runs = pointwise_runs(upstream, vertex.parallelism, EQUAL_SHARE_RUNS)
+            else:
+                runs = [(0, vertex.parallelism - 1, 0, upstream - 1)]
+            inputs.append(PhysicalInput(edge, [WiringRun(*run) for run in runs]))
+        physical.append(
+            PhysicalVertex(
+                vertex,
+                max_parallelism,
+                groups[vertex.id],
+                _slot_runs(slots[vertex.id]),
+                key_groups,
+                inputs,
+            )
+        )
     return PhysicalPlan(
         job_graph=job,
-        vertices=[physical[v.id] for v in ordered],
+        vertices=physical,
         pipelined_regions=regions,
         slots_required=sum(slots_per_group.values()),
         slots_per_group=slots_per_group,
@@ -245,58 +415,112 @@ def _pipelined_regions(job: JobGraph, ordered: list[JobVertex]) -> list[list[str
 
 
 def _assign_slots(
-    job: JobGraph, ordered: list[JobVertex], physical: dict[str, PhysicalVertex]
-) -> dict[str, int]:
+    job: JobGraph, ordered: list[JobVertex], groups: dict[str, str]
+) -> tuple[dict[str, array[int]], dict[str, int]]:
     """LocalInputPreferredSlotSharingStrategy, vertex by vertex in topological order: first
     every subtask that can join a producer subtask's slot (same group, no subtask of its
-    vertex there yet) does; then the others take any free slot of the group, else a new one."""
-    slots: list[set[str]] = []  # slot index → vertices it holds
-    slot_group: list[str] = []
-    subtask_slot: dict[tuple[str, int], int] = {}
-    group_slots: dict[str, list[int]] = {}
+    vertex there yet) does; then the others take any free slot of the group, else a new one.
+
+    Works on one array of slot numbers per vertex (no object per subtask); the common
+    shapes (a single same-group input) take whole slices at once.
+    """
+    slots: dict[str, array[int]] = {}
+    group_slots: dict[str, list[int]] = {}  # group → its slots, in creation order
+    created = 0
     for vertex in ordered:
-        plan = physical[vertex.id]
-        group = plan.slot_sharing_group
-        cursor: dict[str, int] = {}
-        unplaced: list[Subtask] = []
-        for subtask in plan.subtasks:
-            chosen = None
-            for wiring in subtask.inputs:
-                if physical[wiring.producer].slot_sharing_group != group:
-                    continue
-                # A slot that holds this vertex never frees up, so the first usable producer
-                # subtask only moves forward: resume where the previous subtask stopped.
-                start = max(wiring.first, cursor.get(wiring.producer, wiring.first))
-                for producer_index in range(start, wiring.last + 1):
-                    slot = subtask_slot[(wiring.producer, producer_index)]
-                    if vertex.id not in slots[slot]:
-                        chosen = slot
-                        cursor[wiring.producer] = producer_index
-                        break
-                if chosen is not None:
-                    break
-            if chosen is None:
-                unplaced.append(subtask)
-                continue
-            slots[chosen].add(vertex.id)
-            subtask_slot[(vertex.id, subtask.index)] = chosen
-            subtask.slot = chosen
-        free = 0
+        group = groups[vertex.id]
+        shared = [e for e in vertex.inputs if groups[e.producer] == group]
+        if len(shared) == 1:
+            assigned = _follow_one_input(job, vertex, shared[0], slots[shared[0].producer])
+        else:
+            assigned = _follow_inputs(job, vertex, shared, slots)
+        held = set(assigned)
+        held.discard(-1)
+        unplaced = [index for index, slot in enumerate(assigned) if slot < 0]
         candidates = group_slots.setdefault(group, [])
-        for subtask in unplaced:
-            while free < len(candidates) and vertex.id in slots[candidates[free]]:
-                free += 1
-            if free < len(candidates):
-                chosen = candidates[free]
+        free = [slot for slot in candidates if slot not in held][: len(unplaced)]
+        fresh = range(created, created + len(unplaced) - len(free))
+        created += len(fresh)
+        candidates.extend(fresh)
+        for index, slot in zip(unplaced, [*free, *fresh], strict=True):
+            assigned[index] = slot
+        slots[vertex.id] = assigned
+    return slots, {group: len(members) for group, members in group_slots.items()}
+
+
+def _follow_one_input(
+    job: JobGraph, vertex: JobVertex, edge: JobEdge, producer_slots: array[int]
+) -> array[int]:
+    """First phase with one same-group input, in slices. ALL_TO_ALL: subtask i takes the
+    slot of producer subtask i while there is one (each earlier producer slot already holds
+    this vertex). POINTWISE: each subtask takes the slot of the first producer subtask it
+    reads, unless the subtask before it already took that one."""
+    p = vertex.parallelism
+    upstream = job.vertices[edge.producer].parallelism
+    assigned = array("q", [-1]) * p
+    if edge.distribution != "POINTWISE" or upstream == p:
+        shared = min(p, upstream)
+        assigned[:shared] = producer_slots[:shared]
+    elif upstream > p:
+        assigned[:] = array("q", [producer_slots[i * upstream // p] for i in range(p)])
+    else:
+        for producer in range(upstream):
+            assigned[(producer * p + upstream - 1) // upstream] = producer_slots[producer]
+    return assigned
+
+
+def _follow_inputs(
+    job: JobGraph, vertex: JobVertex, shared: list[JobEdge], slots: dict[str, array[int]]
+) -> array[int]:
+    """First phase, general case (several same-group inputs), subtask by subtask: the first
+    producer subtask, input by input, whose slot does not hold this vertex yet."""
+    p = vertex.parallelism
+    assigned = array("q", [-1]) * p
+    if not shared:
+        return assigned
+    held: set[int] = set()
+    # A slot that holds this vertex never frees up, so the first usable producer subtask
+    # only moves forward: resume where the previous subtask stopped (per producer).
+    cursor: dict[str, int] = {}
+    wiring = []
+    for edge in shared:
+        upstream = job.vertices[edge.producer].parallelism
+        pointwise = edge.distribution == "POINTWISE"
+        runs = pointwise_runs(upstream, p, 0) if pointwise else []
+        wiring.append((edge.producer, slots[edge.producer], upstream, runs))
+    for index in range(p):
+        for producer, producer_slots, upstream, runs in wiring:
+            if runs:
+                span = pointwise_producers_in_run(runs[0], index)
+                first, last = span.start, span.stop - 1
             else:
-                chosen = len(slots)
-                slots.append(set())
-                slot_group.append(group)
-                candidates.append(chosen)
-            slots[chosen].add(vertex.id)
-            subtask_slot[(vertex.id, subtask.index)] = chosen
-            subtask.slot = chosen
-    counts: dict[str, int] = {}
-    for group in slot_group:
-        counts[group] = counts.get(group, 0) + 1
-    return counts
+                first, last = 0, upstream - 1
+            start = max(first, cursor.get(producer, first))
+            for producer_index in range(start, last + 1):
+                slot = producer_slots[producer_index]
+                if slot not in held:
+                    assigned[index] = slot
+                    held.add(slot)
+                    cursor[producer] = producer_index
+                    break
+            if assigned[index] >= 0:
+                break
+    return assigned
+
+
+def _slot_runs(assigned: array[int]) -> list[SlotRun]:
+    """Slot numbers per subtask as maximal runs of a constant step."""
+    runs = []
+    count = len(assigned)
+    index = 0
+    while index < count:
+        if index + 1 == count:
+            runs.append(SlotRun(index, index, assigned[index]))
+            break
+        step = assigned[index + 1] - assigned[index]
+        last = index + 1
+        while last + 1 < count and assigned[last + 1] - assigned[last] == step:
+            last += 1
+        runs.append(SlotRun(index, last, assigned[index], step))
+        index = last + 1
+    return runs

@@ -106,7 +106,7 @@ def test_json_documents_start_with_version_keys(
         document = _emit_json(path, stage, capsys, monkeypatch)
         assert list(document)[:3] == ["flowc_version", "schema_version", "stage"], stage
         assert document["flowc_version"] == flowc.__version__
-        assert document["schema_version"] == 1
+        assert document["schema_version"] == (2 if stage == "physical" else 1)
         assert document["stage"] == stage
 
 
@@ -253,6 +253,39 @@ def _default_max_parallelism(parallelism: int) -> int:
     return min(max(rounded, 128), 32768)
 
 
+def _expand(runs: list[dict[str, Any]], key: str, share: str, count: int) -> list[list[int]]:
+    """Per subtask, the inclusive range a list of runs gives it (docs/plans.md): ``share`` is
+    ``"all"`` (each subtask gets the whole range), ``"ceil"`` (Flink's key-group rule within
+    the run) or ``"floor"`` (Flink's pointwise rule within the run)."""
+    ranges: list[list[int]] = []
+    for run in runs:
+        first, last = run["subtasks"]
+        low, high = run[key]
+        assert first == len(ranges) and first <= last and low <= high, run
+        n, k = last - first + 1, high - low + 1
+        for j in range(n):
+            if share == "all":
+                ranges.append([low, high])
+            elif share == "ceil":
+                ranges.append([low + -(-j * k // n), low + -(-(j + 1) * k // n) - 1])
+            else:
+                start = j * k // n
+                ranges.append([low + start, low + max(start, (j + 1) * k // n - 1)])
+    assert len(ranges) == count
+    return ranges
+
+
+def _expand_slots(runs: list[dict[str, Any]], count: int) -> list[int]:
+    slots: list[int] = []
+    for run in runs:
+        first, last = run["subtasks"]
+        assert first == len(slots) and first <= last, run
+        slots.extend(run["slots"][0] + j * run["step"] for j in range(last - first + 1))
+        assert slots[-1] == run["slots"][1], run
+    assert len(slots) == count
+    return slots
+
+
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
 def test_physical_plan_is_consistent_with_the_jobgraph(
     path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
@@ -261,6 +294,7 @@ def test_physical_plan_is_consistent_with_the_jobgraph(
     physical = _emit_json(path, "physical", capsys, monkeypatch)
     vertices = physical["vertices"]
     assert {v["id"] for v in vertices} == set(job_vertices)
+    parallelism = {v["id"]: v["parallelism"] for v in vertices}
 
     group_sizes: dict[str, int] = {}
     slot_owner: dict[int, str] = {}
@@ -272,18 +306,34 @@ def test_physical_plan_is_consistent_with_the_jobgraph(
         assert vertex["max_parallelism"] == expected_max, vertex["name"]
         group = vertex["slot_sharing_group"]
         group_sizes[group] = max(group_sizes.get(group, 0), p)
-        subtasks = vertex["subtasks"]
-        assert [s["index"] for s in subtasks] == list(range(p))
-        slots = [s["slot"] for s in subtasks]
+        slots = _expand_slots(vertex["slots"], p)
         assert len(set(slots)) == p, "a slot holds at most one subtask of each vertex"
-        for subtask in subtasks:
-            assert slot_owner.setdefault(subtask["slot"], group) == group, "slot in two groups"
-            if vertex["keyed"]:
-                i, max_p = subtask["index"], expected_max
-                start, end = (i * max_p + p - 1) // p, ((i + 1) * max_p - 1) // p
-                assert subtask["key_groups"] == [start, end], (vertex["name"], subtask)
-            else:
-                assert subtask["key_groups"] is None
+        for slot in slots:
+            assert slot_owner.setdefault(slot, group) == group, "slot in two groups"
+        if vertex["keyed"]:
+            key_groups = _expand(vertex["key_groups"], "key_groups", "ceil", p)
+            for i in range(p):  # KeyGroupRangeAssignment.computeKeyGroupRangeForOperatorIndex
+                start, end = (i * expected_max + p - 1) // p, ((i + 1) * expected_max - 1) // p
+                assert key_groups[i] == [start, end], (vertex["name"], i)
+        else:
+            assert vertex["key_groups"] is None
+        edges = job_vertex.get("inputs", [])
+        assert [(i["vertex"], i["ship_strategy"], i["distribution"]) for i in vertex["inputs"]] == [
+            (e["id"], e["ship_strategy"], e["distribution"]) for e in edges
+        ]
+        for physical_input in vertex["inputs"]:
+            up = parallelism[physical_input["vertex"]]
+            pointwise = physical_input["distribution"] == "POINTWISE"
+            reads = _expand(
+                physical_input["producers"], "producers", "floor" if pointwise else "all", p
+            )
+            for j, (first, last) in enumerate(reads):
+                if not pointwise:
+                    assert (first, last) == (0, up - 1)
+                elif up >= p:  # VertexInputInfoComputationUtils
+                    assert (first, last) == (j * up // p, (j + 1) * up // p - 1)
+                else:
+                    assert first == last == j * up // p
 
     assert physical["slot_sharing_groups"] == group_sizes
     assert physical["slots_required"] == sum(group_sizes.values())
