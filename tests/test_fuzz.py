@@ -1,193 +1,233 @@
-"""Hypothesis feeds generated and mutated programs to `flowc check`: exit 0 or 1, no crash."""
+"""Fuzzing: generated and mutated programs through every pass, every stage and the CLI.
+
+The inputs come from tests/fuzzing.py, which benchmarks/soak.py also uses (100,000
+cases, outside CI). Here a few hundred cases: hypothesis draws generated programs and
+token- and byte-level mutants of the examples (and shrinks any failure), every example
+in examples/ and examples/errors/ is mutated from fixed seeds, and a sample goes through
+``flowc.cli.main`` in-process and through real ``python -m flowc`` processes. Nothing may
+crash; the CLI exits 0, 1 or 2 with no traceback, and with the code the outcome implies.
+"""
 
 from __future__ import annotations
 
+import collections
 import re
-import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
+from fuzzing import (
+    EXAMPLES,
+    DrawChooser,
+    Outcome,
+    cli_problem,
+    decode,
+    generate_program,
+    mutate_bytes,
+    mutate_tokens,
+    run_cli,
+    run_cli_subprocess,
+    run_data,
+    run_passes,
+    seeded,
+)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from flowc.cli import main
+import flowc
 
-ROOT = Path(__file__).resolve().parent.parent
-EXAMPLE_TEXTS = [p.read_text() for p in sorted((ROOT / "examples").rglob("*.flow"))]
-
-COLUMNS = {"k": "BIGINT", "v": "DOUBLE", "name": "STRING", "ts": "TIMESTAMP", "ok": "BOOLEAN"}
-VOCABULARY = [
-    *[
-        "SET",
-        "CREATE",
-        "SOURCE",
-        "SINK",
-        "VIEW",
-        "AS",
-        "WITH",
-        "INSERT",
-        "INTO",
-        "FROM",
-        "WHERE",
-        "SELECT",
-        "EXTEND",
-        "DROP",
-        "RENAME",
-    ],
-    *[
-        "EXPLODE",
-        "KEY",
-        "BY",
-        "REBALANCE",
-        "RESCALE",
-        "SHUFFLE",
-        "BROADCAST",
-        "GLOBAL",
-        "FORWARD",
-        "PARTITION",
-        "WINDOW",
-    ],
-    *[
-        "TUMBLE",
-        "HOP",
-        "SESSION",
-        "AGGREGATE",
-        "DEDUPLICATE",
-        "ON",
-        "WITHIN",
-        "JOIN",
-        "UNION",
-        "ALL",
-        "ROUTE",
-        "WHEN",
-        "CASE",
-        "END",
-    ],
-    *["|>", "(", ")", ",", ";", "=", ".", "'x'", "`q`", "1", "-", "*", "<", ">", "--", "/*"],
-    *["k", "v", "ts", "s", "o", "count(*)", "INTERVAL 1 SECOND", "parallelism", "uid"],
-]
-
-
-def _check(text: str) -> int:
-    with tempfile.TemporaryDirectory() as directory:
-        path = Path(directory) / "fuzz.flow"
-        path.write_text(text, encoding="utf-8", errors="surrogatepass")
-        return main(["check", "--format", "json", str(path)])
-
-
-# ---------------------------------------------------------------- generated programs
-
-hint = st.sampled_from(
-    [
-        "",
-        " WITH (parallelism = 2)",
-        " WITH (parallelism = 3, uid = 'u')",
-        " WITH (max_parallelism = 4, parallelism = 8)",
-        " WITH (chaining = 'never', slot_sharing_group = 'g')",
-        " WITH (name = 'n', chaining = 'new_chain')",
-        " WITH (nonsense = 1)",
-    ]
-)
-column = st.sampled_from([*COLUMNS, "missing"])
-step = st.one_of(
-    st.builds(lambda c, h: f"WHERE {c} IS NOT NULL{h}", column, hint),
-    st.builds(lambda c, h: f"SELECT {c}, k + 1 AS k2{h}", column, hint),
-    st.builds(lambda c, h: f"EXTEND {c} AS copy{h}", column, hint),
-    st.builds(lambda c: f"DROP {c}", column),
-    st.builds(lambda c: f"RENAME {c} AS renamed", column),
-    st.builds(lambda c: f"KEY BY {c}", column),
-    st.sampled_from(["REBALANCE", "RESCALE", "SHUFFLE", "BROADCAST", "GLOBAL", "FORWARD"]),
-    st.builds(lambda c: f"PARTITION BY {c}", column),
-    st.builds(lambda h: f"AGGREGATE count(*) AS n, max(v) AS top{h}", hint),
-    st.builds(
-        lambda h: f"WINDOW TUMBLE(ts, INTERVAL 1 MINUTE) |> AGGREGATE count(*) AS n{h}", hint
-    ),
-    st.builds(lambda c: f"DEDUPLICATE ON {c} WITHIN INTERVAL 1 HOUR", column),
-    st.sampled_from(
-        ["JOIN t ON s.k = t.k", "UNION ALL t", "ROUTE big WHEN v > 1, odd WHEN k % 2 = 1"]
-    ),
-    st.builds(lambda c: f"EXPLODE split({c}, ',') AS part", column),
-)
+FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
 
 
 @st.composite
-def programs(draw: st.DrawFn) -> str:
-    parallelism = draw(st.integers(min_value=0, max_value=40))
-    lines = [f"SET parallelism = {parallelism};"]
-    if draw(st.booleans()):
-        lines.append(f"SET max_parallelism = {draw(st.integers(min_value=1, max_value=300))};")
-    columns = draw(st.lists(st.sampled_from(list(COLUMNS)), min_size=1, max_size=5, unique=True))
-    schema = ", ".join(f"{c} {COLUMNS[c]}" for c in columns)
-    watermark = ", WATERMARK FOR ts AS ts - INTERVAL 5 SECONDS" if "ts" in columns else ""
-    for name in ("s", "t"):
-        connector = draw(st.sampled_from(["datagen", "files", "rate", "socket"]))
-        options = {"files": ", path = 'in', format = 'json'", "socket": ", host = 'h', port = 9"}
-        lines.append(
-            f"CREATE SOURCE {name} ({schema}{watermark}) WITH (connector = '{connector}'"
-            f"{options.get(connector, '')}{draw(hint).replace(' WITH (', ', ').rstrip(')')});"
-        )
-    lines.append(
-        f"CREATE SINK o WITH (connector = '{draw(st.sampled_from(['console', 'noop', 'files']))}');"
-    )
-    view_steps = draw(st.lists(step, max_size=4))
-    lines.append("CREATE VIEW w AS FROM s" + "".join(f" |> {x}" for x in view_steps) + ";")
-    insert_steps = draw(st.lists(step, max_size=4))
-    origin = draw(st.sampled_from(["w", "s", "w.big", "t"]))
-    lines.append(f"INSERT INTO o FROM {origin}" + "".join(f" |> {x}" for x in insert_steps) + ";")
-    return "\n".join(lines) + "\n"
-
-
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(programs())
-def test_generated_programs_never_crash(text: str) -> None:
-    assert _check(text) in (0, 1)
-
-
-# ---------------------------------------------------------------- mutated examples
-
-_TOKEN = re.compile(r"'[^']*'|`[^`]*`|--[^\n]*|\|>|\w+|\s+|.", re.S)
+def programs(draw: Callable[[Any], Any]) -> str:
+    return generate_program(DrawChooser(draw))
 
 
 @st.composite
-def mutated_examples(draw: st.DrawFn) -> str:
-    text = draw(st.sampled_from(EXAMPLE_TEXTS))
-    tokens = _TOKEN.findall(text)
-    for _ in range(draw(st.integers(min_value=1, max_value=6))):
-        if not tokens:
-            break
-        i = draw(st.integers(min_value=0, max_value=len(tokens) - 1))
-        operation = draw(st.sampled_from(["delete", "insert", "swap", "duplicate", "char"]))
-        if operation == "delete":
-            del tokens[i]
-        elif operation == "insert":
-            tokens.insert(i, " " + draw(st.sampled_from(VOCABULARY)) + " ")
-        elif operation == "swap":
-            j = draw(st.integers(min_value=0, max_value=len(tokens) - 1))
-            tokens[i], tokens[j] = tokens[j], tokens[i]
-        elif operation == "duplicate":
-            tokens.insert(i, tokens[i])
-        else:
-            position = draw(st.integers(min_value=0, max_value=len(tokens[i])))
-            char = draw(st.characters(codec="utf-8", exclude_categories=["Cs"]))
-            tokens[i] = tokens[i][:position] + char + tokens[i][position:]
-    return "".join(tokens)
+def token_mutants(draw: Callable[[Any], Any]) -> str:
+    chooser = DrawChooser(draw)
+    return mutate_tokens(chooser, EXAMPLES[chooser.choice(sorted(EXAMPLES))])
 
 
-@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(mutated_examples())
-def test_mutated_examples_never_crash(text: str) -> None:
-    assert _check(text) in (0, 1)
+@st.composite
+def byte_mutants(draw: Callable[[Any], Any]) -> bytes:
+    chooser = DrawChooser(draw)
+    return mutate_bytes(chooser, EXAMPLES[chooser.choice(sorted(EXAMPLES))].encode())
 
 
-@pytest.mark.parametrize("text", EXAMPLE_TEXTS[:1])
-def test_fuzz_harness_sees_crashes(
-    text: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+@pytest.fixture(autouse=True)
+def _crash_reports(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The harness would notice a crash: an exception inside compile becomes exit 101."""
+    """Crash reports of the in-process CLI go to a temporary folder, not /tmp."""
+    monkeypatch.setenv("FLOWC_CRASH_DIR", str(tmp_path_factory.mktemp("crashes")))
+
+
+# ---------------------------------------------------------------- hypothesis
+
+
+@FUZZ
+@given(programs())
+def test_generated_programs_pass_every_stage(text: str) -> None:
+    """Every pass; every stage in every format; the PySpark program parses as Python."""
+    run_passes(text)
+
+
+@FUZZ
+@given(token_mutants())
+def test_token_mutants_never_crash(text: str) -> None:
+    run_passes(text)
+
+
+@settings(FUZZ, max_examples=100)
+@given(byte_mutants())
+def test_byte_mutants_never_crash(data: bytes) -> None:
+    run_data(data)
+
+
+# ---------------------------------------------------------------- every example
+
+
+@pytest.mark.parametrize("name", sorted(EXAMPLES))
+def test_every_example_mutated(name: str, tmp_path: Path) -> None:
+    """Four token-level and four byte-level mutants of each example, from fixed seeds; the
+    first of each also through the CLI's check, check --format json, --emit all and
+    --emit pyspark (in-process), with the exit code the outcome implies."""
+    text = EXAMPLES[name]
+    for seed in range(4):
+        chooser = seeded(_seed(name, seed))
+        token_mutant = mutate_tokens(chooser, text).encode("utf-8", "surrogatepass")
+        byte_mutant = mutate_bytes(chooser, text.encode())
+        for data in (token_mutant, byte_mutant):
+            outcome = run_data(data)
+            if seed == 0:
+                for result in run_cli(data, tmp_path, outcome):
+                    assert cli_problem(result) is None, (result.argv, data)
+
+
+def _seed(name: str, seed: int) -> int:
+    """A seed from the example's name that does not depend on PYTHONHASHSEED."""
+    return (
+        int(sum(ord(ch) * pow(31, i, 1_000_003) for i, ch in enumerate(name))) % 1_000_003 * 10
+        + seed
+    )
+
+
+# ---------------------------------------------------------------- the CLI
+
+
+def _sample(count: int) -> list[bytes]:
+    """Generated programs, token mutants and byte mutants, from fixed seeds."""
+    inputs: list[bytes] = []
+    names = sorted(EXAMPLES)
+    for seed in range(count):
+        chooser = seeded(seed)
+        if seed % 3 == 0:
+            inputs.append(generate_program(chooser).encode())
+        elif seed % 3 == 1:
+            text = EXAMPLES[names[seed % len(names)]]
+            inputs.append(mutate_tokens(chooser, text).encode("utf-8", "surrogatepass"))
+        else:
+            inputs.append(mutate_bytes(chooser, EXAMPLES[names[seed % len(names)]].encode()))
+    return inputs
+
+
+def test_generated_programs_through_the_cli(tmp_path: Path) -> None:
+    """30 generated programs through check, check --format json, --emit all and
+    --emit pyspark in-process: exit 0, 1 or 2 as the outcome implies, no traceback."""
+    for seed in range(30):
+        data = generate_program(seeded(1000 + seed)).encode()
+        for result in run_cli(data, tmp_path):
+            assert cli_problem(result) is None, (result.argv, data.decode())
+
+
+def test_cli_processes_on_fuzzed_inputs(tmp_path: Path) -> None:
+    """Real processes: ``flowc check`` over 30 fuzzed files at once, and ``--emit all`` and
+    ``--emit pyspark`` on three files whose outcomes differ (clean, errors, not UTF-8)."""
+    inputs = _sample(30)
+    paths = []
+    for i, data in enumerate(inputs):
+        path = tmp_path / f"case{i}.flow"
+        path.write_bytes(data)
+        paths.append(path)
+    outcomes = [run_data(data) for data in inputs]
+    code, stderr = run_cli_subprocess(paths, ["check"])
+    assert "Traceback" not in stderr
+    expected = max(o.check_exit for o in outcomes)  # 2 beats 1 beats 0
+    assert code == expected, stderr
+
+    picks: dict[int, Path] = {}
+    for path, outcome in zip(paths, outcomes, strict=True):
+        picks.setdefault(outcome.emit_exit, path)
+    assert set(picks) == {0, 1, 2}, "the sample should hold every kind of outcome"
+    for exit_code, path in sorted(picks.items()):
+        for arguments in (
+            ["compile", "--emit", "all", "-o", str(tmp_path / "all")],
+            ["compile", "--emit", "pyspark"],
+        ):
+            code, stderr = run_cli_subprocess([path], arguments)
+            assert "Traceback" not in stderr
+            assert code == exit_code, (arguments, path.read_bytes(), stderr)
+
+
+# ---------------------------------------------------------------- the fuzzers fuzz
+
+
+def test_generator_reaches_every_stage_and_many_diagnostics() -> None:
+    """Not vacuous: of 200 generated programs, most pass every Flink pass and many reach
+    the PySpark generator; every step kind and setting is generated; the rest fail with
+    a spread of diagnostics."""
+    outcomes = collections.Counter[str]()
+    codes: set[str] = set()
+    words = collections.Counter[str]()
+    for seed in range(200):
+        text = generate_program(seeded(seed))
+        outcome = run_passes(text, emit=False)
+        outcomes[outcome.kind] += 1
+        codes.update(outcome.codes)
+        words.update(re.findall(r"\b[A-Z][A-Z_]+\b", text))
+    assert outcomes["compiled"] >= 80, outcomes  # every stage, the PySpark program too
+    assert outcomes["compiled"] + outcomes["spark"] >= 120, outcomes  # every Flink pass
+    assert len(codes) >= 15, codes
+    steps = ["WHERE", "SELECT", "EXTEND", "DROP", "RENAME", "EXPLODE", "KEY", "REBALANCE",
+             "RESCALE", "SHUFFLE", "BROADCAST", "GLOBAL", "FORWARD", "PARTITION", "WINDOW",
+             "TUMBLE", "HOP", "SESSION", "AGGREGATE", "DEDUPLICATE", "WITHIN", "JOIN", "LEFT",
+             "FULL", "UNION", "ROUTE", "WATERMARK", "GROUP", "DISTINCT"]  # fmt: skip
+    assert [s for s in steps if words[s] < 3] == []
+
+
+def test_mutators_change_the_examples() -> None:
+    token_changed = byte_changed = not_utf8 = 0
+    names = sorted(EXAMPLES)
+    for seed in range(200):
+        text = EXAMPLES[names[seed % len(names)]]
+        token_changed += mutate_tokens(seeded(seed), text) != text
+        mutant = mutate_bytes(seeded(seed), text.encode())
+        byte_changed += mutant != text.encode()
+        not_utf8 += decode(mutant) is None
+    assert token_changed >= 180 and byte_changed >= 180
+    assert 2 <= not_utf8 <= 100  # some inputs exercise the CLI's exit 2 for bad bytes
+
+
+def test_same_seed_same_inputs() -> None:
+    """The soak's cases are reproducible from their seed."""
+    assert generate_program(seeded(7)) == generate_program(seeded(7))
+    assert generate_program(seeded(7)) != generate_program(seeded(8))
+
+
+def test_harness_sees_crashes(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A crash inside compile propagates from run_passes and is exit 101 in the CLI."""
 
     def crash(*args: object, **kwargs: object) -> None:
         raise RuntimeError("boom")
 
+    text = EXAMPLES["examples/wordcount.flow"]
     monkeypatch.setattr("flowc.job.compile", crash)
-    monkeypatch.setenv("FLOWC_CRASH_DIR", str(tmp_path))
-    assert _check(text) == 101
+    monkeypatch.setattr(flowc, "compile", crash)
+    with pytest.raises(RuntimeError, match="boom"):
+        run_passes(text)
+    results = run_cli(text.encode(), tmp_path, Outcome("compiled"))
+    assert [r.code for r in results] == [101] * len(results)
+    assert all(cli_problem(r) is not None for r in results)
