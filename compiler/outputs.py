@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import gc
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from flowc import __version__
@@ -23,6 +26,20 @@ def document(stage: str, body: dict[str, Any]) -> str:
     }
     data.update(body)
     return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+
+
+@contextmanager
+def paused_gc() -> Iterator[None]:
+    """Render without the cyclic collector: a large plan's rendering allocates many
+    containers and frees none, and each collection would rescan the whole compiled job
+    (as :func:`flowc.compile` does while compiling)."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if collecting:
+            gc.enable()
 
 
 def dot_string(text: str) -> str:

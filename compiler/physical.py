@@ -24,7 +24,7 @@ from flowc.flink.keygroups import (
     pointwise_runs,
 )
 from flowc.job_graph import JobEdge, JobGraph, JobVertex
-from flowc.outputs import document
+from flowc.outputs import document, paused_gc
 
 #: A vertex of at most this many subtasks is shown one line per subtask in text output;
 #: a larger one as runs (JSON always has runs).
@@ -111,6 +111,18 @@ class PhysicalInput:
         span = pointwise_producers_in_run((run.first, run.last, run.low, run.high), index)
         return span.start, span.stop - 1
 
+    def expand(self) -> list[tuple[int, int]]:
+        """Per subtask, in order, the inclusive range of producer subtasks it reads."""
+        spans = []
+        for run in self.runs:
+            if not self.pointwise:
+                spans.extend([(run.low, run.high)] * (run.last - run.first + 1))
+                continue
+            for index in range(run.first, run.last + 1):
+                span = pointwise_producers_in_run((run.first, run.last, run.low, run.high), index)
+                spans.append((span.start, span.stop - 1))
+        return spans
+
     def to_json(self) -> dict[str, Any]:
         return {
             "vertex": self.producer,
@@ -173,7 +185,24 @@ class PhysicalVertex:
     @property
     def subtasks(self) -> list[Subtask]:
         """Every subtask, expanded (one object each: meant for small plans)."""
-        return [self.subtask(index) for index in range(self.parallelism)]
+        slots = [run.slot_of(i) for run in self.slots for i in range(run.first, run.last + 1)]
+        key_groups: list[tuple[int, int] | None] = (
+            [
+                run.key_groups_of(i)
+                for run in self.key_groups
+                for i in range(run.first, run.last + 1)
+            ]
+            if self.key_groups is not None
+            else [None] * self.parallelism
+        )
+        reads = [
+            [InputWiring(physical_input.producer, *span) for span in physical_input.expand()]
+            for physical_input in self.inputs
+        ]
+        return [
+            Subtask(index, key_groups[index], slots[index], tuple(r[index] for r in reads))
+            for index in range(self.parallelism)
+        ]
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -210,17 +239,22 @@ class PhysicalPlan:
     spark: dict[str, Any] | None = None
 
     def to_json(self) -> str:
-        body = {
-            "job_name": self.job_graph.name,
-            "slots_required": self.slots_required,
-            "slot_sharing_groups": self.slots_per_group,
-            "pipelined_regions": self.pipelined_regions,
-            "vertices": [v.to_json() for v in self.vertices],
-            "spark": self.spark,
-        }
-        return document("physical", body)
+        with paused_gc():
+            body = {
+                "job_name": self.job_graph.name,
+                "slots_required": self.slots_required,
+                "slot_sharing_groups": self.slots_per_group,
+                "pipelined_regions": self.pipelined_regions,
+                "vertices": [v.to_json() for v in self.vertices],
+                "spark": self.spark,
+            }
+            return document("physical", body)
 
     def to_text(self) -> str:
+        with paused_gc():
+            return self._text()
+
+    def _text(self) -> str:
         names = {v.vertex.id: v.vertex.name for v in self.vertices}
         groups = ", ".join(f"'{g}' {n}" for g, n in self.slots_per_group.items())
         lines = [
