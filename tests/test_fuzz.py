@@ -144,9 +144,12 @@ def test_generated_programs_through_the_cli(tmp_path: Path) -> None:
 
 
 def test_cli_processes_on_fuzzed_inputs(tmp_path: Path) -> None:
-    """Real processes: ``flowc check`` over 30 fuzzed files at once, and ``--emit all`` and
-    ``--emit pyspark`` on three files whose outcomes differ (clean, errors, not UTF-8)."""
-    inputs = _sample(30)
+    """Real processes: ``flowc check`` over 33 files at once (30 fuzzed), and ``--emit all`` and
+    ``--emit pyspark`` on three files whose outcomes differ (clean, errors, not UTF-8),
+    fuzzed ones where the sample has them."""
+    # The sample, then one file of each outcome, in case the sample lacks one.
+    fixed = [EXAMPLES["examples/wordcount.flow"].encode(), b"CREATE;", b"\xff"]
+    inputs = _sample(30) + fixed
     paths = []
     for i, data in enumerate(inputs):
         path = tmp_path / f"case{i}.flow"
@@ -161,7 +164,7 @@ def test_cli_processes_on_fuzzed_inputs(tmp_path: Path) -> None:
     picks: dict[int, Path] = {}
     for path, outcome in zip(paths, outcomes, strict=True):
         picks.setdefault(outcome.emit_exit, path)
-    assert set(picks) == {0, 1, 2}, "the sample should hold every kind of outcome"
+    assert set(picks) == {0, 1, 2}
     for exit_code, path in sorted(picks.items()):
         for arguments in (
             ["compile", "--emit", "all", "-o", str(tmp_path / "all")],
