@@ -54,8 +54,8 @@ from fuzzing import (  # noqa: E402
 BEGIN, END = "<!-- soak:begin -->", "<!-- soak:end -->"
 
 
-class CaseTimeout(Exception):
-    pass
+class CaseTimeout(BaseException):
+    """Raised by SIGALRM; not an Exception, so that no ``except Exception`` swallows it."""
 
 
 @dataclass
@@ -174,8 +174,8 @@ def report(findings: Findings, args: argparse.Namespace, seconds: float, command
         f"    {command}",
         "",
         f"**{findings.cases:,} cases in {seconds / 60:.1f} min "
-        f"({findings.cases / seconds:.0f} cases/s), seed {args.seed}: "
-        f"{len(findings.problems)} crashes or broken promises.**",
+        f"({findings.cases / seconds:.0f} cases/s), seed {args.seed}. "
+        f"Crashes, broken promises or timeouts: {len(findings.problems)}.**",
         "",
         "| input | " + " | ".join(kinds) + " | total |",
         "|---|" + "---:|" * (len(kinds) + 1),
