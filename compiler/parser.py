@@ -439,8 +439,11 @@ def _parse_sql(text: str, dialect: str) -> exp.Expr:
 
 
 def clear_expression_cache() -> None:
-    """Forget memoized expression parses (benchmarks measure compiles from cold)."""
+    """Forget memoized expression parses and typings (benchmarks measure compiles from cold)."""
+    from flowc.sqltypes import clear_typing_cache
+
     _parsed.clear()
+    clear_typing_cache()
 
 
 def _parse_sql_uncached(text: str, dialect: str) -> exp.Expr:

@@ -8,6 +8,7 @@ leaves UNKNOWN: window structs, date_trunc, split, sums and arithmetic.
 from __future__ import annotations
 
 from functools import cache
+from typing import Any
 
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
@@ -114,6 +115,14 @@ class Scope:
     def __init__(self, schema: Schema) -> None:
         self.schema = schema
         self.qualifiers = {c.qualifier for c in schema if c.qualifier}
+        self._signature: tuple[tuple[str, str], ...] | None = None
+
+    @property
+    def signature(self) -> tuple[tuple[str, str], ...]:
+        """What typing an expression without qualified columns reads: names and types."""
+        if self._signature is None:
+            self._signature = tuple((c.name, c.type) for c in self.schema)
+        return self._signature
 
     def lookup(self, name: str, qualifier: str | None) -> list[Column]:
         if qualifier is None:
@@ -122,7 +131,133 @@ class Scope:
 
 
 def resolve_and_type(expr: SqlExpr, scope: Scope, reporter: Reporter) -> str | None:
-    """Check every column of ``expr`` against ``scope``; return its type, None on errors."""
+    """Check every column of ``expr`` against ``scope``; return its type, None on errors.
+
+    The same text over the same columns types the same way: from its second clean typing
+    on, an expression's result is kept (see :class:`_Typing`) and given to the next such
+    tree without sqlglot's work.
+    """
+    key = (expr.text, scope.signature)
+    if key not in _typings:
+        if len(_typings) >= _TYPINGS_LIMIT:
+            del _typings[next(iter(_typings))]
+        _typings[key] = None
+        return _resolve_and_type(expr, scope, reporter)
+    known = _typings[key]
+    if known is not None and known.apply(expr.tree):
+        return known.result
+    before = _Snapshot.of(expr.tree)
+    result = _resolve_and_type(expr, scope, reporter)
+    if result is not None and before is not None:
+        after = _Snapshot.of(expr.tree, typed=True)
+        if after is not None and after.shape == before.shape:
+            _typings[key] = _Typing(before, after, result)
+    return result
+
+
+class _Snapshot:
+    """A tree's nodes in :func:`_nodes` order: their classes and plain arguments (``shape``),
+    metadata and types."""
+
+    __slots__ = ("metas", "shape", "types")
+
+    def __init__(self, nodes: list[exp.Expr]) -> None:
+        self.shape = _shape(nodes)
+        self.metas = tuple(dict(node._meta) if node._meta else None for node in nodes)
+        self.types = tuple(node._type for node in nodes)
+
+    @staticmethod
+    def of(tree: exp.Expr, typed: bool = False) -> _Snapshot | None:
+        """None for a tree that cannot be kept: typed already (unless ``typed``), or with a
+        qualified column or a struct field (typing those reads more than names and types)."""
+        nodes = _nodes(tree)
+        for node in nodes:
+            if node._type is not None and not typed:
+                return None
+            if isinstance(node, exp.Dot):
+                return None
+            if isinstance(node, exp.Column) and (
+                node.args.get("table") or node.args.get("db") or node.args.get("catalog")
+            ):
+                return None
+        return _Snapshot(nodes)
+
+
+class _Typing:
+    """What typing did to one tree: ``before`` and ``after`` snapshots, and the result.
+
+    A tree of the same text and shape (a tree of the same text parsed in another dialect
+    may differ) gets the same types and metadata (sqlglot marks some nodes ``nonnull``).
+    """
+
+    __slots__ = ("after", "before", "result")
+
+    def __init__(self, before: _Snapshot, after: _Snapshot, result: str) -> None:
+        self.before = before
+        self.after = after
+        self.result = result
+
+    def apply(self, tree: exp.Expr) -> bool:
+        """Type an untyped tree like the one kept; False (and nothing done) if it differs."""
+        nodes = _nodes(tree)
+        before = self.before
+        if len(nodes) != len(before.types) or _shape(nodes) != before.shape:
+            return False
+        for node, meta in zip(nodes, before.metas, strict=True):
+            if node._type is not None or (dict(node._meta) if node._meta else None) != meta:
+                return False
+        for node, dtype, meta in zip(nodes, self.after.types, self.after.metas, strict=True):
+            node._type = dtype
+            node._meta = dict(meta) if meta is not None else None
+        return True
+
+
+#: By (text, column names and types): None for a key seen once, then its kept typing.
+_typings: dict[tuple[str, tuple[tuple[str, str], ...]], _Typing | None] = {}
+_TYPINGS_LIMIT = 4096
+
+
+def clear_typing_cache() -> None:
+    """Forget kept typings (benchmarks measure compiles from cold)."""
+    _typings.clear()
+
+
+def _nodes(tree: exp.Expr) -> list[exp.Expr]:
+    """Every node of ``tree``, parents before children (a fixed order for a given tree)."""
+    nodes = []
+    stack = [tree]
+    expr_class = exp.Expr
+    while stack:
+        node = stack.pop()
+        nodes.append(node)
+        for value in node.args.values():
+            if isinstance(value, expr_class):
+                stack.append(value)
+            elif type(value) is list:
+                stack.extend(v for v in value if isinstance(v, expr_class))
+    return nodes
+
+
+def _shape(nodes: list[exp.Expr]) -> tuple[Any, ...]:
+    expr_class = exp.Expr
+    return tuple(
+        (
+            node.__class__,
+            tuple(
+                (key, _plain_items(value) if type(value) is list else value)
+                for key, value in node.args.items()
+                if not isinstance(value, expr_class)
+            ),
+        )
+        for node in nodes
+    )
+
+
+def _plain_items(values: list[Any]) -> tuple[Any, ...]:
+    return tuple(v for v in values if not isinstance(v, exp.Expr))
+
+
+def _resolve_and_type(expr: SqlExpr, scope: Scope, reporter: Reporter) -> str | None:
     ok = True
     for column in list(expr.tree.find_all(exp.Column)):
         if not _resolve_column(expr, column, scope, reporter):
