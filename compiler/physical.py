@@ -302,8 +302,15 @@ def _subtask_lines(vertex: PhysicalVertex, names: dict[str, str]) -> Iterable[st
 
 
 def _run_lines(vertex: PhysicalVertex, names: dict[str, str]) -> Iterable[str]:
-    """A large vertex as runs: slots, key groups, pointwise reads, one line per run."""
-    for slots in vertex.slots:
+    """A large vertex as runs: slots, key groups, pointwise reads, one line per run (slot
+    runs elided in the middle past :data:`TEXT_SUBTASK_LIMIT`; the JSON has them all)."""
+    shown = vertex.slots
+    half = TEXT_SUBTASK_LIMIT // 2
+    if len(shown) > TEXT_SUBTASK_LIMIT:
+        shown = [*shown[:half], *shown[-half:]]
+    for position, slots in enumerate(shown):
+        if position == half and len(vertex.slots) > TEXT_SUBTASK_LIMIT:
+            yield f"  ... {len(vertex.slots) - TEXT_SUBTASK_LIMIT} more runs of slots"
         step = f" step {slots.step}" if slots.step != 1 and slots.first != slots.last else ""
         yield (
             f"  {_subtasks(slots.first, slots.last)}: "

@@ -327,3 +327,19 @@ def test_a_plan_at_parallelism_10000_expands_to_flinks_values(wide_plan: Physica
         subtask = vertex.subtask(index)
         assert subtask.key_groups == flink[index]
         assert subtask.slot == index
+
+
+def test_text_elides_long_lists_of_slot_runs() -> None:
+    # 100 -> 60 rescale: subtask j in the slot of producer floor(5j/3), runs of 2 or 3
+    plan = flowc.compile(RESCALES.format(up=100, down=60, last=100), "t.flow").physical_plan
+    runs = len(plan.vertices[1].slots)
+    assert runs > 16
+    text = plan.to_text()
+    block = text[text.index("\nFilter [") + 1 :].split("\n\n")[0].splitlines()[1:]
+    assert block[:2] == [
+        "  reads Source: s [bc764cd8]: RESCALE POINTWISE",
+        "  subtasks 0-1: slots 0-1",
+    ]
+    assert block[9] == f"  ... {runs - 16} more runs of slots"
+    assert len(block) == 1 + 16 + 1 + 1  # reads, slot runs, elision, pointwise reads
+    assert block[-1] == "  subtasks 0-59: read Source: s[0-99], 1 or 2 each"
