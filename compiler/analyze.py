@@ -20,9 +20,11 @@ from flowc.diagnostics import Reporter, did_you_mean, one_of
 from flowc.flink.keygroups import compute_default_max_parallelism
 from flowc.lower_sql import lower_sql_query
 from flowc.program import (
+    ERRORS_SCHEMA,
     Column,
     FromSideOutput,
     FromSource,
+    FromSourceErrors,
     FromView,
     Hints,
     InsertDef,
@@ -85,6 +87,8 @@ class _Analyzer:
         self.views: dict[str, ViewDef] = {}
         self.inserts: list[InsertDef] = []
         self.used: set[str] = set()
+        self.read_errors: set[str] = set()  # sources whose side output 'errors' is read
+        self.on_error_spans: dict[str, Span] = {}
         self.settings = Settings()
 
     # ------------------------------------------------------------ driver
@@ -327,6 +331,14 @@ class _Analyzer:
         extra = catalog.SINK_OPTIONS if role == "sink" else {}
         for key, option in by_key.items():
             kind = connector.options.get(key) or extra.get(key)
+            if role == "sink" and key in catalog.SOURCE_ONLY_OPTIONS:
+                self.reporter.error(
+                    "E0403",
+                    f"option '{key}' applies to sources, not sinks",
+                    option.key_span,
+                    help=f"remove {key} = ... from the sink's WITH (...) list",
+                )
+                continue
             if kind is None and not connector.accepts(key):
                 known = sorted([*connector.options, *extra, *catalog.HINTS])
                 self.reporter.error(
@@ -476,7 +488,18 @@ class _Analyzer:
                         "offset, timestamp and timestamp_type; or set format = 'json' to read "
                         "the columns from the value",
                     )
-        elif connector == "files" and options.get("format", (None, None))[0] == "text":
+        if connector == "files" and "on_error" in options:
+            self.on_error_spans[node.name.value] = options["on_error"][1].value.span
+            fmt = options.get("format", (None, None))[0]
+            if fmt is not None and fmt not in catalog.PARSED_FILE_FORMATS:
+                self.reporter.error(
+                    "E0403",
+                    f"option 'on_error' does not apply to {fmt} files",
+                    options["on_error"][1].key_span,
+                    help="on_error applies to json and csv sources, whose records can be "
+                    "malformed; remove it",
+                )
+        if connector == "files" and options.get("format", (None, None))[0] == "text":
             if len(schema) != 1 or schema[0].type != "STRING":
                 self.reporter.error(
                     "E0408",
@@ -752,15 +775,22 @@ class _Analyzer:
             source = self.sources.get(name)
             if source is None:
                 return None
-            if relation.side_output is not None:
-                self.reporter.error(
-                    "E0106",
-                    f"source '{name}' has no side output '{relation.side_output.value}'",
-                    relation.side_output.span,
-                    help="side outputs come from a view's ROUTE step",
-                )
-                return None
-            return FromSource(name=name, span=relation.span), _qualified(source.schema, name)
+            if relation.side_output is None:
+                return FromSource(name=name, span=relation.span), _qualified(source.schema, name)
+            wanted = relation.side_output.value
+            if wanted == catalog.ERRORS_OUTPUT and source.on_error == "route":
+                self.read_errors.add(name)
+                errors = FromSourceErrors(source=name, span=relation.span)
+                return errors, _qualified(ERRORS_SCHEMA, name)
+            self.reporter.error(
+                "E0106",
+                f"source '{name}' has no side output '{wanted}'",
+                relation.side_output.span,
+                help=f"a json or csv file source with on_error = 'route' has the side output "
+                f"'{catalog.ERRORS_OUTPUT}' (its malformed records); other side outputs come "
+                "from a view's ROUTE step",
+            )
+            return None
         view_def = self.views.get(name)
         if view_def is None:
             return None
@@ -1399,6 +1429,17 @@ class _Analyzer:
                 span,
                 help="write results to a sink: INSERT INTO <sink> FROM <view or source> ...;",
             )
+        for source in program.sources:
+            if source.on_error == "route" and source.name not in self.read_errors:
+                self.reporter.error(
+                    "E0412",
+                    f"source '{source.name}' routes malformed records to "
+                    f"{source.name}.{catalog.ERRORS_OUTPUT}, but nothing reads them",
+                    self.on_error_spans.get(source.name, source.span),
+                    help=f"write them somewhere (INSERT INTO <sink> FROM {source.name}."
+                    f"{catalog.ERRORS_OUTPUT}), or remove on_error to fail on the first "
+                    "malformed record; flowc never drops records silently",
+                )
         uids: dict[str, Span] = {}
         settings = program.settings
         for hints, where in _all_hints(program):

@@ -172,6 +172,17 @@ SINK_MODES = ("append", "update", "complete")
 
 FILE_FORMATS = ("json", "csv", "parquet", "orc", "text")
 
+#: What a json or csv file source does with a malformed record: fail the query (naming the
+#: file and line) or route it to the source's side output ``errors``.
+ON_ERROR_POLICIES = ("fail", "route")
+#: Formats whose records can be malformed line by line (parquet and orc carry their schema).
+PARSED_FILE_FORMATS = ("json", "csv")
+#: The side output of a source with ``on_error = 'route'``, and its columns.
+ERRORS_OUTPUT = "errors"
+ERRORS_COLUMNS = (("raw", "STRING"), ("file", "STRING"), ("error", "STRING"))
+#: Options of a connector that only its source role takes.
+SOURCE_ONLY_OPTIONS = frozenset({"on_error", "max_files_per_trigger", "latest_first"})
+
 _FILE_FORMAT_OPTIONS: dict[str, ValueKind] = {
     "header": _boolean(),
     "delimiter": _string(non_empty=True),
@@ -214,6 +225,7 @@ CONNECTORS: dict[str, Connector] = {
                 "format": _choice(*FILE_FORMATS),
                 "max_files_per_trigger": _integer(1),
                 "latest_first": _boolean(),
+                "on_error": _choice(*ON_ERROR_POLICIES),
                 **_FILE_FORMAT_OPTIONS,
             },
             required={"source": ("path", "format"), "sink": ("path", "format")},

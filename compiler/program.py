@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import TypeAlias
 
 from flowc import ast
+from flowc.catalog import ERRORS_COLUMNS, PARSED_FILE_FORMATS
 from flowc.spans import Span
 
 
@@ -27,6 +28,9 @@ class Column:
 
 
 Schema: TypeAlias = tuple[Column, ...]
+
+#: The columns of a source's side output ``errors``: the record as read, its file, why.
+ERRORS_SCHEMA: Schema = tuple(Column(name, type_) for name, type_ in ERRORS_COLUMNS)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -74,6 +78,14 @@ class SourceDef:
     hints: Hints
     span: Span
 
+    @property
+    def on_error(self) -> str | None:
+        """What a malformed record does: ``fail`` or ``route``; None where none can occur."""
+        options = dict(self.options)
+        if self.connector != "files" or options.get("format") not in PARSED_FILE_FORMATS:
+            return None
+        return str(options.get("on_error", "fail"))
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SinkDef:
@@ -110,7 +122,15 @@ class FromSideOutput:
     span: Span
 
 
-Origin: TypeAlias = FromSource | FromView | FromSideOutput
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FromSourceErrors:
+    """Malformed records of a file source with ``on_error = 'route'`` (``FROM source.errors``)."""
+
+    source: str
+    span: Span
+
+
+Origin: TypeAlias = FromSource | FromView | FromSideOutput | FromSourceErrors
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

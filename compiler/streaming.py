@@ -11,7 +11,16 @@ from sqlglot import exp
 
 from flowc import ast
 from flowc.diagnostics import Reporter
-from flowc.program import FromSideOutput, FromSource, FromView, InsertDef, Program, Step, Stream
+from flowc.program import (
+    FromSideOutput,
+    FromSource,
+    FromSourceErrors,
+    FromView,
+    InsertDef,
+    Program,
+    Step,
+    Stream,
+)
 from flowc.spans import Span
 
 STATEFUL = frozenset({"aggregate", "window_aggregate", "deduplicate", "join"})
@@ -39,8 +48,9 @@ class _Checker:
             columns = frozenset({watermark.column} if watermark else ())
         elif isinstance(origin, FromView):
             columns = self.watermarked(self.program.view(origin.name).stream)
+        elif isinstance(origin, FromSourceErrors):
+            columns = frozenset()  # a malformed record's event time is unknown
         else:
-            assert isinstance(origin, FromSideOutput)
             view = self.program.view(origin.view)
             output = next(o for o in view.side_outputs if o.name == origin.output)
             columns = self.watermarked(view.stream, upto=output.step_index + 1)

@@ -14,12 +14,13 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
+from flowc.catalog import ERRORS_OUTPUT
 from flowc.diagnostics import Reporter
 from flowc.names import sink_name, source_name, step_name
 from flowc.outputs import document, dot_string, mermaid_label
 from flowc.program import (
-    FromSideOutput,
     FromSource,
+    FromSourceErrors,
     FromView,
     Hints,
     Program,
@@ -297,7 +298,9 @@ class _Builder:
             return self.sources[origin.name]
         if isinstance(origin, FromView):
             return self.view_ends[origin.name]
-        assert isinstance(origin, FromSideOutput)
+        if isinstance(origin, FromSourceErrors):
+            source = self.sources[origin.source]
+            return self.virtual("side_output", source, origin.span, output_tag=ERRORS_OUTPUT)
         view = self.program.view(origin.view)
         output = next(o for o in view.side_outputs if o.name == origin.output)
         route = self.view_steps[origin.view][output.step_index]
