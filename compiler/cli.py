@@ -253,7 +253,7 @@ def _run(args: argparse.Namespace) -> int:
         _print_diagnostics(error.diagnostics, {args.file: source}, "text", args.color)
         return EXIT_ERRORS
     from flowc.runtime.codegen import UnsupportedOnSpark
-    from flowc.runtime.run import run_job, write_report
+    from flowc.runtime.run import SparkRefused, run_job, write_report
 
     try:
         report = run_job(
@@ -265,11 +265,17 @@ def _run(args: argparse.Namespace) -> int:
         )
     except UnsupportedOnSpark as error:
         raise NotRunnable(str(error)) from None
+    except SparkRefused as error:
+        sys.stderr.write(f"error: Spark could not start the job: {error}\n")
+        return EXIT_ERRORS
     if args.report:
         write_report(report, args.report)
     failed = [q for q in report.queries if q.error]
     for query in failed:
-        sys.stderr.write(f"error: query '{query.name}' failed: {query.error}\n")
+        if query.diagnostic is not None:
+            sys.stderr.write(query.diagnostic)
+        else:
+            sys.stderr.write(f"error: query '{query.name}' failed: {query.error}\n")
     if report.stopped_by_user:
         return 130
     return EXIT_ERRORS if failed else EXIT_OK

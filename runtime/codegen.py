@@ -20,8 +20,19 @@ from typing import Any
 from sqlglot import exp
 
 from flowc import __version__, ast
+from flowc.catalog import ERRORS_COLUMNS
 from flowc.job import CompiledJob
-from flowc.program import Column, FromSideOutput, FromSource, FromView, SourceDef, Step, Stream
+from flowc.program import (
+    Column,
+    FromSideOutput,
+    FromSource,
+    FromSourceErrors,
+    FromView,
+    Origin,
+    SourceDef,
+    Step,
+    Stream,
+)
 from flowc.runtime.realization import DEFAULT_CHECKPOINT_ROOT
 
 
@@ -78,6 +89,8 @@ class _Generator:
         self.names: dict[str, str] = {}
         self.tails: dict[str, int] = {}  # parallelism at the end of each view and side output
         self.counter = 0
+        #: json and csv file sources, whose records can be malformed, in declaration order.
+        self.parsed_sources = [s for s in self.program.sources if s.on_error is not None]
 
     # ------------------------------------------------------------ helpers
 
@@ -106,8 +119,12 @@ class _Generator:
         w("")
         w("import argparse")
         w("import os")
+        if self.parsed_sources:
+            w("import sys")
+            w("from urllib.parse import unquote, urlparse")
         w("")
-        w("from pyspark.sql import DataFrame, SparkSession")
+        column = "Column, " if self.parsed_sources else ""
+        w(f"from pyspark.sql import {column}DataFrame, SparkSession")
         w("from pyspark.sql import functions as F")
         w("from pyspark.sql.streaming import StreamingQuery")
         w("")
@@ -118,6 +135,8 @@ class _Generator:
         w("KEEP_EXCHANGES = 'org.apache.spark.sql.catalyst.optimizer.CollapseRepartition'")
         w("")
         w("")
+        if self.parsed_sources:
+            self.malformed_helpers()
         for source in self.program.sources:
             self.source(source)
         self.main()
@@ -141,6 +160,8 @@ class _Generator:
                 w(f"reader = spark.readStream.options(**{reader_options!r})", 1)
                 w("df = reader.format('text').load(path)", 1)
                 w(f"df = df.withColumnRenamed('value', {source.schema[0].name!r})", 1)
+            elif source.on_error is not None:
+                self.parsed_file_source(source, fmt, reader_options)
             else:
                 w(f"schema = {_ddl(source.schema)!r}", 1)
                 w(
@@ -173,6 +194,60 @@ class _Generator:
         w("return df", 1)
         w("")
         w("")
+
+    def parsed_file_source(
+        self, source: SourceDef, fmt: str, reader_options: dict[str, str]
+    ) -> None:
+        """Read in Spark's PERMISSIVE mode, keeping each malformed record's text and file."""
+        w = self.w
+        record, file = _internal_names(source)
+        w(f"schema = {_ddl(source.schema) + ', ' + quote_name(record) + ' STRING'!r}", 1)
+        w(
+            f"df = (spark.readStream.schema(schema).options(**{reader_options!r})"
+            f".option('mode', 'PERMISSIVE').option('columnNameOfCorruptRecord', {record!r})",
+            1,
+        )
+        w(f".format({fmt!r}).load(path))", 2)
+        w(f"df = df.withColumn({file!r}, F.col('_metadata.file_path'))", 1)
+        if source.on_error == "fail":
+            index = self.parsed_sources.index(source)
+            csv = _csv_options(reader_options) if fmt == "csv" else {}
+            w(
+                f"df = fail_on_malformed(df, {index}, {fmt!r}, {_columns_arg(source)}, "
+                f"{csv!r}, {record!r}, {file!r})",
+                1,
+            )
+
+    def malformed_helpers(self) -> None:
+        """Functions of the generated program for sources whose records can be malformed."""
+        assert [name for name, _ in ERRORS_COLUMNS] == ["raw", "file", "error"]
+        for line in _MALFORMED_HELPERS.strip("\n").splitlines():
+            self.w(line)
+        self.w("")
+        self.w("")
+        names = [s.name for s in self.parsed_sources]
+        self.w(f"PARSED_SOURCES = {names!r}")
+        self.w("")
+        self.w("")
+
+    def split_malformed(self, source: SourceDef, variable: str) -> None:
+        """``on_error = 'route'``: malformed records to ``errors``, the rest on the main output."""
+        options = _format_options(dict(source.options))
+        fmt = str(dict(source.options)["format"])
+        record, file = _internal_names(source)
+        errors = self.var(f"{source.name}_errors")
+        self.names[f"errors:{source.name}"] = errors
+        csv = _csv_options(options) if fmt == "csv" else {}
+        self.w(
+            f"{errors} = malformed_records({variable}, {fmt!r}, {_columns_arg(source)}, "
+            f"{csv!r}, {record!r}, {file!r})",
+            1,
+        )
+        self.w(
+            f"{variable} = well_formed_records({variable}, {_columns_arg(source)}, "
+            f"{record!r}, {file!r})",
+            1,
+        )
 
     def _parallelism(self, hinted: int | None) -> int:
         return hinted if hinted is not None else self.program.settings.parallelism
@@ -249,9 +324,23 @@ class _Generator:
         )
         w("spark = start_session(args.master, args.remote)", 1)
         w("queries = start_queries(spark, checkpoint_dir, args.available_now)", 1)
-        w("for query in queries:", 1)
-        w("query.awaitTermination()", 2)
-        w("return 0", 1)
+        if not self.parsed_sources:
+            w("for query in queries:", 1)
+            w("query.awaitTermination()", 2)
+            w("return 0", 1)
+        else:
+            w("try:", 1)
+            w("for query in queries:", 2)
+            w("query.awaitTermination()", 3)
+            w("except Exception as error:", 1)
+            w("message = malformed_record(error)", 2)
+            w("if message is None:", 2)
+            w("raise", 3)
+            w("for query in queries:", 2)
+            w("query.stop()", 3)
+            w("sys.stderr.write(message)", 2)
+            w("return 1", 2)
+            w("return 0", 1)
         w("")
         w("")
         w("def start_session(master: str, remote: str | None = None) -> SparkSession:")
@@ -277,6 +366,8 @@ class _Generator:
             variable = self.names[f"source:{source.name}"].removeprefix("source_")
             self.names[f"stream:{source.name}"] = variable
             w(f"{variable} = {self.names[f'source:{source.name}']}(spark)", 1)
+            if source.on_error == "route":
+                self.split_malformed(source, variable)
         for view in self.program.views:
             variable = self.var(view.name)
             self.names[f"stream:{view.name}"] = variable
@@ -304,14 +395,16 @@ class _Generator:
         origin = stream.origin
         if isinstance(origin, FromSource | FromView):
             return self.names[f"stream:{origin.name}"]
-        assert isinstance(origin, FromSideOutput)
+        if isinstance(origin, FromSourceErrors):
+            return self.names[f"errors:{origin.source}"]
         return self.names[f"side:{origin.view}.{origin.output}"]
 
     def tail_parallelism(self, stream: Stream) -> int:
         """Parallelism of the operator a stream's origin ends in (Flink's producer)."""
         origin = stream.origin
-        if isinstance(origin, FromSource):
-            return self._parallelism(self.program.source(origin.name).hints.parallelism)
+        if isinstance(origin, FromSource | FromSourceErrors):
+            source = self.program.source(_relation(origin))
+            return self._parallelism(source.hints.parallelism)
         if isinstance(origin, FromView):
             return self.tails[origin.name]
         return self.tails[f"{origin.view}.{origin.output}"]
@@ -328,8 +421,8 @@ class _Generator:
         change with no partition step), emit the repartition the physical plan promises."""
         w = self.w
         w(f"{variable} = {self.origin(stream)}", 1)
-        if isinstance(stream.origin, FromSource | FromView):
-            w(f"{variable} = {variable}.alias({stream.origin.name!r})", 1)
+        if not isinstance(stream.origin, FromSideOutput):
+            w(f"{variable} = {variable}.alias({_relation(stream.origin)!r})", 1)
         current = self.tail_parallelism(stream)
         pending: Step | None = None
         steps = list(stream.steps)
@@ -499,11 +592,7 @@ class _Generator:
         (right,) = step.inputs
         how = {"INNER": "inner", "LEFT": "left_outer", "RIGHT": "right_outer", "FULL": "full_outer"}
         other = self.origin(right)
-        alias = (
-            right.origin.name
-            if isinstance(right.origin, FromSource | FromView)
-            else right.origin.view
-        )
+        alias = _relation(right.origin)
         self.w(
             f"{df} = {df}.join({other}.alias({alias!r}), F.expr({sql_of(node.condition)!r}), "
             f"{how[node.kind]!r})",
@@ -577,6 +666,39 @@ class _Generator:
 
 
 # ---------------------------------------------------------------- helpers
+
+
+def _relation(origin: Origin) -> str:
+    """The name a stream's columns are qualified with (its source or view)."""
+    if isinstance(origin, FromSource | FromView):
+        return origin.name
+    if isinstance(origin, FromSourceErrors):
+        return origin.source
+    return origin.view
+
+
+def _internal_names(source: SourceDef) -> tuple[str, str]:
+    """Columns for a malformed record's text and its file, unlike any declared column."""
+    taken = {c.name for c in source.schema}
+    record, file = "_corrupt_record", "_source_file"
+    while record in taken:
+        record += "_"
+    while file in taken:
+        file += "_"
+    return record, file
+
+
+def _columns_arg(source: SourceDef) -> str:
+    """The declared columns as the generated helpers take them: ``[(name, type), ...]``."""
+    return repr([(c.name, c.type) for c in source.schema])
+
+
+_CSV_PARSE_OPTIONS = ("sep", "delimiter", "quote", "escape", "comment", "nullValue")
+
+
+def _csv_options(options: dict[str, str]) -> dict[str, str]:
+    """The reader options that change how a CSV line splits into fields."""
+    return {k: v for k, v in options.items() if k in _CSV_PARSE_OPTIONS}
 
 
 def _ddl(schema: tuple[Column, ...]) -> str:
@@ -663,3 +785,159 @@ def _datagen_column(column: Column, index: int, seed: int, options: dict[str, ob
         parts = f"F.lit({seed}), F.col('value'), F.lit({index})"
         return f"F.substring(F.sha2(F.concat_ws('/', {parts}), 256), 1, {length})"
     raise UnsupportedOnSpark(f"datagen column type {base}")
+
+
+#: Functions the generated program carries when a source's records can be malformed.
+#: Spark reads json and csv in PERMISSIVE mode into a record column; these turn that column
+#: into a failed query that names the file and line, or into the side output ``errors``.
+_MALFORMED_HELPERS = r'''
+MALFORMED = 'flowc: malformed record'
+FIELD_SEPARATOR = '\x1f'
+END = '\x1e'
+
+
+def quoted(name: str) -> str:
+    """A column reference Spark reads as one name, whatever its characters."""
+    return '`' + name.replace('`', '``') + '`'
+
+
+def every_column_read(columns: list[tuple[str, str]]) -> Column:
+    """True on every row, mentioning every declared column: Spark checks only the columns
+    a query reads, so without it a bad value in a column the query drops would pass."""
+    flags = [F.isnull(F.col(quoted(name))).cast('int') for name, _ in columns]
+    return sum(flags, F.lit(0)) >= 0
+
+
+def malformed_reason(
+    fmt: str, columns: list[tuple[str, str]], csv_options: dict[str, str], record: str
+) -> Column:
+    """Why Spark could not read a record: the columns whose values do not fit their type."""
+    declared = ', '.join(f'{name} {type_}' for name, type_ in columns)
+    if fmt == 'json':
+        fields = F.from_json(F.col(record), 'MAP<STRING, STRING>')
+        values = [fields[name] for name, _ in columns]
+        unreadable = F.lit('not a JSON object')
+        otherwise = F.lit(f'does not match the declared columns ({declared})')
+    else:
+        ddl = ', '.join(f'_{index} STRING' for index in range(len(columns)))
+        fields = F.from_csv(F.col(record), ddl, csv_options)
+        values = [fields[f'_{index}'] for index in range(len(columns))]
+        unreadable = F.lit('not a CSV line')
+        otherwise = F.lit(f'expected {len(columns)} fields ({declared})')
+    problems = [
+        F.when(
+            value.isNotNull() & F.isnull(F.col(quoted(name))),
+            F.concat(
+                F.lit(f'column {name!r} ({type_}): cannot read '),
+                F.lit("'"),
+                F.regexp_replace(value, '[\\x00-\\x1f]', '?'),
+                F.lit("'"),
+            ),
+        )
+        for (name, type_), value in zip(columns, values)
+        if type_ != 'STRING'
+    ]
+    found = F.concat_ws('; ', *problems) if problems else F.lit('')
+    return F.when(fields.isNull(), unreadable).when(found != '', found).otherwise(otherwise)
+
+
+def fail_on_malformed(
+    df: DataFrame,
+    source: int,
+    fmt: str,
+    columns: list[tuple[str, str]],
+    csv_options: dict[str, str],
+    record: str,
+    file: str,
+) -> DataFrame:
+    """on_error = 'fail': the first malformed record stops the query, naming its file."""
+    reason = malformed_reason(fmt, columns, csv_options, record)
+    message = F.concat_ws(
+        FIELD_SEPARATOR, F.lit(MALFORMED), F.lit(str(source)), F.col(file), reason,
+        F.col(record), F.lit(END),
+    )
+    check = F.when(F.col(record).isNotNull(), F.raise_error(message))
+    return df.where(check.otherwise(every_column_read(columns))).drop(record, file)
+
+
+def malformed_records(
+    df: DataFrame,
+    fmt: str,
+    columns: list[tuple[str, str]],
+    csv_options: dict[str, str],
+    record: str,
+    file: str,
+) -> DataFrame:
+    """on_error = 'route': the source's side output errors (raw, file, error)."""
+    bad = df.where(F.col(record).isNotNull() & every_column_read(columns))
+    return bad.select(
+        F.col(record).alias('raw'),
+        F.col(file).alias('file'),
+        malformed_reason(fmt, columns, csv_options, record).alias('error'),
+    )
+
+
+def well_formed_records(
+    df: DataFrame, columns: list[tuple[str, str]], record: str, file: str
+) -> DataFrame:
+    """on_error = 'route': the source's main output, every record Spark could read."""
+    return df.where(F.col(record).isNull() & every_column_read(columns)).drop(record, file)
+
+
+def malformed_record(error: BaseException) -> str | None:
+    """The message for a query a malformed record stopped (None for any other failure):
+    the source, the file and the line, the record and why, as flowc's diagnostics read."""
+    text = str(error)
+    start = text.find(MALFORMED + FIELD_SEPARATOR)
+    end = text.find(FIELD_SEPARATOR + END, start)
+    if start < 0 or end < 0:
+        return None
+    _, source, uri, reason, raw = text[start:end].split(FIELD_SEPARATOR, 4)
+    name = PARSED_SOURCES[int(source)]
+    parsed = urlparse(uri)
+    path = unquote(parsed.path) if parsed.scheme in ('', 'file') else None
+    line = first_line_of(path, raw) if path is not None else None
+    shown = uri
+    if path is not None:
+        relative = os.path.relpath(path)
+        shown = path if relative.startswith('..') else relative
+    number = str(line) if line is not None else ''
+    pad = ' ' * len(number)
+    excerpt = (raw.splitlines() or [''])[0]
+    if len(excerpt) > 200:
+        excerpt = excerpt[:200] + '...'
+    return (
+        f'error[E0801]: malformed record in source {name!r}: {reason}\n'
+        f'{pad}--> {shown}' + (f':{line}' if line is not None else '') + '\n'
+        f'{pad} |\n'
+        f'{number} | {excerpt}\n'
+        f'{pad} |\n'
+        f'{pad} = help: fix or remove the record, or add on_error = \'route\' to source '
+        f'{name!r} to send malformed records to FROM {flow_name(name)}.errors\n'
+    )
+
+
+def flow_name(name: str) -> str:
+    """A name as a .flow file writes it: back-quoted unless it is a plain identifier."""
+    if name.isidentifier() and name.isascii():
+        return name
+    return '`' + name.replace('`', '``') + '`'
+
+
+def first_line_of(path: str, raw: str) -> int | None:
+    """The line where ``raw`` starts in the file: a query stops at the first record of a
+    file it cannot read, so this is the file's first malformed line."""
+    target = raw.encode('utf-8')
+    try:
+        with open(path, 'rb') as handle:
+            if b'\n' not in target:
+                for number, line in enumerate(handle, 1):
+                    if line.rstrip(b'\r\n') == target:
+                        return number
+                return None
+            data = handle.read()
+    except OSError:
+        return None
+    at = data.find(target)
+    return data.count(b'\n', 0, at) + 1 if at >= 0 else None
+'''

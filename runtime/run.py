@@ -38,6 +38,8 @@ class QueryReport:
     duration_s: float = 0.0
     exchanges_executed: int | None = 0
     error: str | None = None
+    #: A whole flowc diagnostic for the failure, where flowc can explain it (bad data).
+    diagnostic: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -119,6 +121,7 @@ def run_job(
 ) -> RunReport:
     """Start every query of the job and wait for them; Ctrl-C stops them cleanly."""
     module = load_program(job)
+    from pyspark.errors import PySparkException
     folder = base_dir if base_dir is not None else str(Path(job.file).parent)
     module.__dict__["BASE_DIR"] = base = os.path.abspath(folder)
     checkpoints = checkpoint_dir or os.path.join(base, DEFAULT_CHECKPOINT_ROOT)
@@ -128,16 +131,22 @@ def run_job(
     spark = module.start_session(master, remote)
     if remote is None:
         _check_packages(job, spark)
-    queries = module.start_queries(spark, checkpoints, available_now)
+    try:
+        queries = module.start_queries(spark, checkpoints, available_now)
+    except PySparkException as error:
+        raise SparkRefused(str(error).strip()) from None
     display = _Display(out)
     try:
         with _interrupts() as interrupted:
             while any(q.isActive for q in queries) and not interrupted:
                 time.sleep(poll_seconds)
                 display.update(queries)
+                if any(not q.isActive and q.exception() is not None for q in queries):
+                    break  # one query failed: the job has failed, as awaitAnyTermination
             if interrupted:
                 report.stopped_by_user = True
-                for query in queries:
+            for query in queries:
+                if query.isActive:
                     query.stop()
         display.update(queries)
     finally:
@@ -161,9 +170,15 @@ def run_job(
         entry.exchanges_executed = _executed_exchanges(query) if remote is None else None
         failure = query.exception()
         if failure is not None:
-            entry.error = str(failure).splitlines()[0]
+            explain = getattr(module, "malformed_record", None)
+            entry.diagnostic = explain(failure) if explain is not None else None
+            entry.error = (entry.diagnostic or str(failure)).splitlines()[0]
         report.queries.append(entry)
     return report
+
+
+class SparkRefused(Exception):
+    """Spark would not start a query (a checkpoint from another job, say): exit code 1."""
 
 
 KAFKA_PROVIDER = "org.apache.spark.sql.kafka010.KafkaSourceProvider"

@@ -202,7 +202,7 @@ def test_every_example_generates_a_program_that_compiles(path: Path) -> None:
         if isinstance(node, python_ast.Import)
         for alias in node.names
     }
-    assert imported <= {"__future__", "argparse", "os", "pyspark"}
+    assert imported <= {"__future__", "argparse", "os", "sys", "urllib", "pyspark"}
     assert "def main(" in code
 
 
