@@ -8,6 +8,8 @@ from __future__ import annotations
 import ast as python_ast
 import io
 import json
+import subprocess
+import sys
 from collections import Counter
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -648,3 +650,22 @@ def test_names_with_newlines_and_non_ascii_survive_code_generation(
     assert_exchanges_as_planned(report)
     (row,) = read_json_dir(tmp_path / "out" / "é'\"")
     assert row == {"double\\nprix": 8, "texte": "é\n\"'"}
+
+
+def test_a_query_spark_refuses_to_start_is_exit_1_not_a_crash(tmp_path: Path) -> None:
+    """A memory sink cannot recover from a checkpoint: the second run is Spark's refusal."""
+    write_json_lines(tmp_path / "in" / "a.json", [{"user": "a", "amount": 1}])
+    (tmp_path / "job.flow").write_text(
+        "CREATE SOURCE pay (user STRING, amount BIGINT)\n"
+        "  WITH (connector = 'files', path = 'in', format = 'json');\n"
+        "CREATE SINK mem WITH (connector = 'memory');\n"
+        "INSERT INTO mem FROM pay;\n",
+        encoding="utf-8",
+    )
+    command = [sys.executable, "-m", "flowc", "run", "job.flow", "--available-now"]
+    first = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert first.returncode == 0, first.stderr[-2000:]
+    second = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert second.returncode == 1, second.stderr[-2000:]
+    assert "error: Spark could not start the job: " in second.stderr
+    assert "Traceback" not in second.stderr and "internal error" not in second.stderr
