@@ -29,6 +29,14 @@ from benchmarks.report import machine, update_section
 GOAL_SECONDS = 5.0
 GOAL_PEAK_MIB = 1024.0
 
+#: Measured once, with this script, on the commit before the physical plan had runs.
+BEFORE = """\
+Before the physical plan had runs of subtasks (commit 1ba5db0 with d80af28's fix, one
+entry per subtask; same machine, best of 3): (b) compile + physical 10.59 s wall,
+5.05 s CPU, peak 613 MiB, physical JSON 59.8 MiB; (a) compile + physical 4.44 s CPU,
+peak 147 MiB, physical JSON 6.0 MiB.
+"""
+
 #: One vertex per view: each step list starts with an exchange that breaks the chain.
 _VIEW_STEPS = (
     "KEY BY k |> AGGREGATE sum(v) AS v WITH (uid = 'agg-{i}') |> WHERE v > {i}",
@@ -188,14 +196,15 @@ def main() -> int:
     checks = []
     for label in jobs:
         r = results[(label, "physical")]
-        checks.append(
-            (
-                f"{label}: compile + physical text and JSON",
-                f"{r['seconds']:.2f} s",
-                f"<= {GOAL_SECONDS:g} s",
-                r["seconds"] <= GOAL_SECONDS,
+        for what, value in (("wall", r["seconds"]), ("CPU", r["cpu_seconds"])):
+            checks.append(
+                (
+                    f"{label}: compile + physical text and JSON, {what}",
+                    f"{value:.2f} s",
+                    f"<= {GOAL_SECONDS:g} s",
+                    value <= GOAL_SECONDS,
+                )
             )
-        )
         checks.append(
             (
                 f"{label}: peak memory",
@@ -233,6 +242,7 @@ def main() -> int:
             for name, value, target, ok in checks
         ],
         "",
+        BEFORE,
     ]
     text = "\n".join(report)
     if args.no_write:
