@@ -18,18 +18,19 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from copy import deepcopy
 from dataclasses import dataclass
-from functools import cache, partial
-from importlib import resources
-from typing import Any, NamedTuple
+from functools import cache
+from typing import TYPE_CHECKING, Any
 
-import lark
-from lark import Token, Tree
 from sqlglot import exp
 from sqlglot.errors import ParseError, SqlglotError
 
 from flowc import ast
 from flowc.diagnostics import Reporter
+from flowc.lalr import Bounds, Driver, NoFastPath, Token, lark_parser, tables
 from flowc.spans import Span
+
+if TYPE_CHECKING:
+    import lark
 
 #: Deepest bracket nesting accepted in one expression. sqlglot parses recursively
 #: (about twenty Python frames per level), so the limit keeps far from the stack's end.
@@ -42,22 +43,8 @@ DEFAULT_DIALECT = "spark"
 
 
 @cache
-def _lark() -> lark.Lark:
-    grammar = resources.files("flowc.grammar").joinpath("flow.lark").read_text(encoding="utf-8")
-    return lark.Lark(
-        grammar,
-        parser="lalr",
-        lexer="contextual",
-        start="statement",
-        propagate_positions=False,
-        maybe_placeholders=True,
-        cache=True,
-    )
-
-
-@cache
-def _driver() -> _Driver:
-    return _Driver(_lark())
+def _driver() -> Driver:
+    return Driver(tables())
 
 
 @contextmanager
@@ -274,7 +261,6 @@ def parse(text: str, file: str, reporter: Reporter) -> ast.Program:
     index = LineIndex(file, text)
     builder = _AstBuilder(index, reporter)
     statements: list[ast.Statement] = []
-    parser = _lark()
     driver = _driver()
     for chunk in _split_statements(text):
         builder.base = chunk.start
@@ -282,13 +268,15 @@ def parse(text: str, file: str, reporter: Reporter) -> ast.Program:
         reported = len(reporter.diagnostics)
         try:
             statement = driver.parse(source, builder)
-        except _NoFastPath:
+        except NoFastPath:
             # Lark parses it again and raises the syntax error; what the builder reported
             # before the driver stopped is dropped, as the statement is.
             del reporter.diagnostics[reported:]
+            from lark.exceptions import UnexpectedInput
+
             try:
-                tree = parser.parse(source)
-            except lark.exceptions.UnexpectedInput as error:
+                tree = lark_parser().parse(source)
+            except UnexpectedInput as error:
                 _report_syntax_error(error, chunk, index, reporter)
                 continue
             statement = builder.transform(tree)
@@ -310,7 +298,9 @@ def parse(text: str, file: str, reporter: Reporter) -> ast.Program:
 def _report_syntax_error(
     error: lark.exceptions.UnexpectedInput, chunk: _Chunk, index: LineIndex, reporter: Reporter
 ) -> None:
-    if isinstance(error, lark.exceptions.UnexpectedToken):
+    from lark.exceptions import UnexpectedCharacters, UnexpectedToken
+
+    if isinstance(error, UnexpectedToken):
         token = error.token
         if token.type == "$END":
             span_start = chunk.last_token_end
@@ -322,7 +312,7 @@ def _report_syntax_error(
                 text = piece.group() if piece else str(token)
                 kind = "NUMBER" if text[0].isdigit() else "NAME" if text[0].isalpha() else "CHAR"
                 kind = "NAME" if text[0] == "_" else kind
-                token = Token(kind, text)
+                token = Token.make(kind, text, 0, len(text))
             span = index.span(span_start, span_start + len(str(token)))
             if index.text.startswith("/*", span_start):
                 _unterminated_comment(reporter, index, span_start)
@@ -352,7 +342,7 @@ def _report_syntax_error(
         expected, help = _expected_text(expected_set)
         reporter.error("E0001", f"syntax error: expected {expected}, found {found}", span, help)
         return
-    if isinstance(error, lark.exceptions.UnexpectedCharacters):
+    if isinstance(error, UnexpectedCharacters):
         start = chunk.start + (error.pos_in_stream or 0)
         char = index.text[start]
         if index.text.startswith("/*", start):
@@ -393,13 +383,6 @@ def _unterminated_comment(reporter: Reporter, index: LineIndex, start: int) -> N
 
 _BRACKET_OPEN = frozenset({"LPAR", "LSQB", "CASE"})
 _BRACKET_CLOSE = frozenset({"RPAR", "RSQB", "END"})
-
-
-class _Bounds(NamedTuple):
-    """Offsets (in the statement) of a rule's first and last token; -1 when it has none."""
-
-    start_pos: int
-    end_pos: int
 
 
 _BARE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -516,36 +499,40 @@ class _AstBuilder:
         self.base = 0
         self.dialect = DEFAULT_DIALECT
 
-    def transform(self, tree: Tree[Token]) -> Any:
+    def transform(self, tree: lark.Tree[lark.Token]) -> Any:
+        """The node of a tree Lark parsed (the driver builds nodes without trees)."""
         return self._walk(tree)[0]
 
-    def _walk(self, tree: Tree[Token]) -> tuple[Any, int, int]:
+    def _walk(self, tree: lark.Tree[lark.Token]) -> tuple[Any, int, int]:
         """Build the node of ``tree``; also return the offsets of its first and last token.
 
         Spans come from the tokens here rather than from Lark's ``propagate_positions``,
         which costs a fifth of the parse.
         """
+        from lark import Tree
+
         children: list[Any] = []
         start = end = -1
         for child in tree.children:
             if isinstance(child, Tree):
                 value, first, last = self._walk(child)
                 children.append(value)
+            elif child is None:
+                children.append(None)
+                continue
             else:
-                children.append(child)
-                if child is None:
-                    continue
                 first, last = child.start_pos or 0, child.end_pos or 0
+                children.append(Token.make(child.type, str(child), first, last))
             if first >= 0:
                 if start < 0:
                     start = first
                 end = last
-        meta = _Bounds(start, end)
+        meta = Bounds(start, end)
         return getattr(self, str(tree.data))(meta, children), start, end
 
     # -- helpers
 
-    def _span(self, meta: _Bounds) -> Span:
+    def _span(self, meta: Bounds) -> Span:
         if meta.start_pos < 0:
             return self.index.span(self.base, self.base)
         return self.index.span(self.base + meta.start_pos, self.base + meta.end_pos)
@@ -554,7 +541,7 @@ class _AstBuilder:
         start = self.base + (token.start_pos or 0)
         return self.index.span(start, start + len(str(token)))
 
-    def _text(self, meta: _Bounds) -> str:
+    def _text(self, meta: Bounds) -> str:
         return self.index.text[self.base + meta.start_pos : self.base + meta.end_pos]
 
     @staticmethod
@@ -564,7 +551,7 @@ class _AstBuilder:
         options, span = node
         return options, span
 
-    def _step(self, meta: _Bounds, keyword: Token, options: Any) -> dict[str, Any]:
+    def _step(self, meta: Bounds, keyword: Token, options: Any) -> dict[str, Any]:
         hints, hints_span = self._options(options)
         return {
             "keyword_span": self._token_span(keyword),
@@ -651,7 +638,7 @@ class _AstBuilder:
 
     # -- names, options, types
 
-    def name(self, meta: _Bounds, children: list[Token]) -> ast.Name:
+    def name(self, meta: Bounds, children: list[Token]) -> ast.Name:
         token = children[0]
         value = str(token)
         quoted = token.type == "QUOTED_NAME"
@@ -659,7 +646,7 @@ class _AstBuilder:
             value = value[1:-1].replace("``", "`")
         return ast.Name(value=value, quoted=quoted, span=self._span(meta))
 
-    def option_key(self, meta: _Bounds, children: list[Token]) -> tuple[str, Span]:
+    def option_key(self, meta: Bounds, children: list[Token]) -> tuple[str, Span]:
         if len(children) == 1 and children[0].type == "STRING":
             key = str(ast.Value(kind="string", text=str(children[0]), span=self._span(meta)).python)
         else:
@@ -672,7 +659,7 @@ class _AstBuilder:
             key = ".".join(parts)
         return key, self._span(meta)
 
-    def option_value(self, meta: _Bounds, children: list[Token]) -> ast.Value:
+    def option_value(self, meta: Bounds, children: list[Token]) -> ast.Value:
         span = self._span(meta)
         first = children[0]
         if first.type == "STRING":
@@ -683,26 +670,26 @@ class _AstBuilder:
             return ast.Value(kind="number", text=str(first), span=span)
         return ast.Value(kind="word", text=str(first), span=span)
 
-    def option(self, meta: _Bounds, children: list[Any]) -> ast.Option:
+    def option(self, meta: Bounds, children: list[Any]) -> ast.Option:
         (key, key_span), value = children
         return ast.Option(key=key, key_span=key_span, value=value, span=self._span(meta))
 
-    def options(self, meta: _Bounds, children: list[Any]) -> tuple[tuple[ast.Option, ...], Span]:
+    def options(self, meta: Bounds, children: list[Any]) -> tuple[tuple[ast.Option, ...], Span]:
         return tuple(c for c in children if isinstance(c, ast.Option)), self._span(meta)
 
-    def type(self, meta: _Bounds, children: list[Any]) -> ast.TypeRef:
+    def type(self, meta: Bounds, children: list[Any]) -> ast.TypeRef:
         return ast.TypeRef(text=self._text(meta), span=self._span(meta))
 
-    def type_arg(self, meta: _Bounds, children: list[Any]) -> None:
+    def type_arg(self, meta: Bounds, children: list[Any]) -> None:
         return None
 
     # -- statements
 
-    def statement(self, meta: _Bounds, children: list[Any]) -> ast.Statement | None:
+    def statement(self, meta: Bounds, children: list[Any]) -> ast.Statement | None:
         node: ast.Statement | None = children[0]
         return node
 
-    def set_stmt(self, meta: _Bounds, children: list[Any]) -> ast.SetStmt:
+    def set_stmt(self, meta: Bounds, children: list[Any]) -> ast.SetStmt:
         _, (key, key_span), value = children
         span = self._span(meta)
         option = ast.Option(
@@ -710,18 +697,18 @@ class _AstBuilder:
         )
         return ast.SetStmt(option=option, span=span)
 
-    def column_def(self, meta: _Bounds, children: list[Any]) -> ast.ColumnDef:
+    def column_def(self, meta: Bounds, children: list[Any]) -> ast.ColumnDef:
         name, type_ref = children
         return ast.ColumnDef(name=name, type=type_ref, span=self._span(meta))
 
-    def watermark_def(self, meta: _Bounds, children: list[Any]) -> ast.WatermarkDef | None:
+    def watermark_def(self, meta: Bounds, children: list[Any]) -> ast.WatermarkDef | None:
         _, _, column, _, expr = children
         expr = self._plain(expr)
         if expr is None:
             return None
         return ast.WatermarkDef(column=column, expr=expr, span=self._span(meta))
 
-    def create_source(self, meta: _Bounds, children: list[Any]) -> ast.CreateSource:
+    def create_source(self, meta: Bounds, children: list[Any]) -> ast.CreateSource:
         name = children[2]
         elements = [c for c in children[3:-1] if c is not None]
         options, _ = self._options(children[-1])
@@ -733,7 +720,7 @@ class _AstBuilder:
             span=self._span(meta),
         )
 
-    def create_sink(self, meta: _Bounds, children: list[Any]) -> ast.CreateSink:
+    def create_sink(self, meta: Bounds, children: list[Any]) -> ast.CreateSink:
         name = children[2]
         columns = tuple(c for c in children[3:-1] if isinstance(c, ast.ColumnDef))
         options, _ = self._options(children[-1])
@@ -741,28 +728,28 @@ class _AstBuilder:
             name=name, columns=columns or None, options=options, span=self._span(meta)
         )
 
-    def create_view(self, meta: _Bounds, children: list[Any]) -> ast.CreateView | None:
+    def create_view(self, meta: Bounds, children: list[Any]) -> ast.CreateView | None:
         if children[4] is None:
             return None
         return ast.CreateView(name=children[2], query=children[4], span=self._span(meta))
 
-    def insert_stmt(self, meta: _Bounds, children: list[Any]) -> ast.Insert | None:
+    def insert_stmt(self, meta: Bounds, children: list[Any]) -> ast.Insert | None:
         if children[3] is None:
             return None
         return ast.Insert(sink=children[2], query=children[3], span=self._span(meta))
 
     # -- queries
 
-    def relation(self, meta: _Bounds, children: list[Any]) -> ast.Relation:
+    def relation(self, meta: Bounds, children: list[Any]) -> ast.Relation:
         return ast.Relation(name=children[0], side_output=children[1], span=self._span(meta))
 
-    def pipe_query(self, meta: _Bounds, children: list[Any]) -> ast.PipeQuery | None:
+    def pipe_query(self, meta: Bounds, children: list[Any]) -> ast.PipeQuery | None:
         steps = [c for c in children[2:] if not isinstance(c, Token)]
         if any(s is None for s in steps):
             return None
         return ast.PipeQuery(source=children[1], steps=tuple(steps), span=self._span(meta))
 
-    def sql_query(self, meta: _Bounds, children: list[Any]) -> ast.SqlQuery | None:
+    def sql_query(self, meta: Bounds, children: list[Any]) -> ast.SqlQuery | None:
         span = self._span(meta)
         text = self._text(meta)
         tree = self._sql(text, span, statement=True)
@@ -770,7 +757,7 @@ class _AstBuilder:
             return None
         return ast.SqlQuery(text=text, tree=tree, span=span)
 
-    def expr(self, meta: _Bounds, children: list[Token]) -> ast.SqlExpr | None:
+    def expr(self, meta: Bounds, children: list[Token]) -> ast.SqlExpr | None:
         span = self._span(meta)
         depth = deepest = 0
         for token in children:
@@ -794,7 +781,7 @@ class _AstBuilder:
             return None
         return ast.SqlExpr(text=text, tree=tree, span=span)
 
-    def select_item(self, meta: _Bounds, children: list[Any]) -> ast.SelectItem | None:
+    def select_item(self, meta: Bounds, children: list[Any]) -> ast.SelectItem | None:
         expr, _, alias = children
         if expr is None:
             return None
@@ -808,11 +795,11 @@ class _AstBuilder:
             expr = ast.SqlExpr(text=expr.text, tree=expr.tree.this, span=expr.span)
         return ast.SelectItem(expr=expr, alias=alias, span=self._span(meta))
 
-    def rename_item(self, meta: _Bounds, children: list[Any]) -> ast.RenameItem:
+    def rename_item(self, meta: Bounds, children: list[Any]) -> ast.RenameItem:
         old, _, new = children
         return ast.RenameItem(old=old, new=new, span=self._span(meta))
 
-    def route_branch(self, meta: _Bounds, children: list[Any]) -> ast.RouteBranch | None:
+    def route_branch(self, meta: Bounds, children: list[Any]) -> ast.RouteBranch | None:
         name, _, condition = children
         condition = self._plain(condition)
         if condition is None:
@@ -821,61 +808,61 @@ class _AstBuilder:
 
     # -- steps (None when a part failed to parse; the error is already reported)
 
-    def where_step(self, meta: _Bounds, children: list[Any]) -> ast.Where | None:
+    def where_step(self, meta: Bounds, children: list[Any]) -> ast.Where | None:
         keyword, condition, options = children
         condition = self._plain(condition)
         if condition is None:
             return None
         return ast.Where(condition=condition, **self._step(meta, keyword, options))
 
-    def select_step(self, meta: _Bounds, children: list[Any]) -> ast.Select | None:
+    def select_step(self, meta: Bounds, children: list[Any]) -> ast.Select | None:
         items = children[1:-1]
         if any(i is None for i in items):
             return None
         return ast.Select(items=tuple(items), **self._step(meta, children[0], children[-1]))
 
-    def extend_step(self, meta: _Bounds, children: list[Any]) -> ast.Extend | None:
+    def extend_step(self, meta: Bounds, children: list[Any]) -> ast.Extend | None:
         items = children[1:-1]
         if any(i is None for i in items):
             return None
         return ast.Extend(items=tuple(items), **self._step(meta, children[0], children[-1]))
 
-    def drop_step(self, meta: _Bounds, children: list[Any]) -> ast.Drop:
+    def drop_step(self, meta: Bounds, children: list[Any]) -> ast.Drop:
         return ast.Drop(
             columns=tuple(children[1:-1]), **self._step(meta, children[0], children[-1])
         )
 
-    def rename_step(self, meta: _Bounds, children: list[Any]) -> ast.Rename:
+    def rename_step(self, meta: Bounds, children: list[Any]) -> ast.Rename:
         return ast.Rename(
             items=tuple(children[1:-1]), **self._step(meta, children[0], children[-1])
         )
 
-    def explode_step(self, meta: _Bounds, children: list[Any]) -> ast.Explode | None:
+    def explode_step(self, meta: Bounds, children: list[Any]) -> ast.Explode | None:
         keyword, expr, _, alias, options = children
         expr = self._plain(expr)
         if expr is None:
             return None
         return ast.Explode(expr=expr, alias=alias, **self._step(meta, keyword, options))
 
-    def key_by_step(self, meta: _Bounds, children: list[Any]) -> ast.KeyBy | None:
+    def key_by_step(self, meta: Bounds, children: list[Any]) -> ast.KeyBy | None:
         keys = [self._plain(k) for k in children[2:-1]]
         plain = [k for k in keys if k is not None]
         if len(plain) != len(keys):
             return None
         return ast.KeyBy(keys=tuple(plain), **self._step(meta, children[0], children[-1]))
 
-    def partition_step(self, meta: _Bounds, children: list[Any]) -> ast.Partition:
+    def partition_step(self, meta: Bounds, children: list[Any]) -> ast.Partition:
         keyword, options = children
         return ast.Partition(kind=str(keyword).upper(), **self._step(meta, keyword, options))
 
-    def partition_by_step(self, meta: _Bounds, children: list[Any]) -> ast.PartitionBy | None:
+    def partition_by_step(self, meta: Bounds, children: list[Any]) -> ast.PartitionBy | None:
         keyword, _, expr, options = children
         expr = self._plain(expr)
         if expr is None:
             return None
         return ast.PartitionBy(expr=expr, **self._step(meta, keyword, options))
 
-    def window_step(self, meta: _Bounds, children: list[Any]) -> ast.Window | None:
+    def window_step(self, meta: Bounds, children: list[Any]) -> ast.Window | None:
         keyword, kind = children[0], children[1]
         args = [self._plain(c) for c in children[2:-1] if not isinstance(c, Token)]
         plain = [a for a in args if a is not None]
@@ -885,13 +872,13 @@ class _AstBuilder:
             kind=str(kind).upper(), args=tuple(plain), **self._step(meta, keyword, children[-1])
         )
 
-    def aggregate_step(self, meta: _Bounds, children: list[Any]) -> ast.Aggregate | None:
+    def aggregate_step(self, meta: Bounds, children: list[Any]) -> ast.Aggregate | None:
         items = children[1:-1]
         if any(i is None for i in items):
             return None
         return ast.Aggregate(items=tuple(items), **self._step(meta, children[0], children[-1]))
 
-    def deduplicate_step(self, meta: _Bounds, children: list[Any]) -> ast.Deduplicate | None:
+    def deduplicate_step(self, meta: Bounds, children: list[Any]) -> ast.Deduplicate | None:
         keyword, options = children[0], children[-1]
         columns: list[Any] = []
         within = None
@@ -916,7 +903,7 @@ class _AstBuilder:
             columns=tuple(columns), within=within, **self._step(meta, keyword, options)
         )
 
-    def join_step(self, meta: _Bounds, children: list[Any]) -> ast.Join | None:
+    def join_step(self, meta: Bounds, children: list[Any]) -> ast.Join | None:
         kind_token, _outer, join_token, right, _on, condition, options = children
         condition = self._plain(condition)
         if _on is not None and condition is None:
@@ -927,209 +914,16 @@ class _AstBuilder:
             kind=kind, right=right, condition=condition, **self._step(meta, first, options)
         )
 
-    def union_step(self, meta: _Bounds, children: list[Any]) -> ast.UnionAll:
+    def union_step(self, meta: Bounds, children: list[Any]) -> ast.UnionAll:
         return ast.UnionAll(
             others=tuple(children[2:-1]), **self._step(meta, children[0], children[-1])
         )
 
-    def route_step(self, meta: _Bounds, children: list[Any]) -> ast.Route | None:
+    def route_step(self, meta: Bounds, children: list[Any]) -> ast.Route | None:
         branches = children[1:-1]
         if any(b is None for b in branches):
             return None
         return ast.Route(branches=tuple(branches), **self._step(meta, children[0], children[-1]))
-
-
-# ---------------------------------------------------------------- the LALR driver
-
-
-class _NoFastPath(Exception):
-    """The fast driver met something it leaves to Lark (a syntax error, mostly)."""
-
-
-_NONE_ENTRY: tuple[None, int, int] = (None, -1, -1)
-
-#: Token's constructor without its check for a deprecated keyword (a fifth of lexing).
-_new_token = getattr(Token, "_future_new", Token)
-
-
-@dataclass(frozen=True, slots=True)
-class _Reduction:
-    """What reducing by one grammar rule does, read off the callbacks Lark built for it.
-
-    ``include`` lists (child index, splice it, placeholders before it) as Lark's
-    ``ChildFilterLALR`` does; ``None`` keeps the children as they are.
-    """
-
-    size: int
-    origin: str
-    include: tuple[tuple[int, bool, int], ...] | None
-    append_none: int
-    expand_single: bool
-    name: str
-    inline: bool
-
-
-class _Driver:
-    """Lark's own LALR table and contextual lexers, run without building Lark trees.
-
-    Lark lexes a token, builds a ``Tree`` per rule, and flowc then walks the tree again;
-    this loop does the same shifts and reductions but hands each rule's children straight
-    to the AST builder, with the offsets of its first and last token. Anything unusual
-    (a syntax error above all) raises :class:`_NoFastPath`, and Lark parses the statement
-    again to report it exactly as before.
-    """
-
-    def __init__(self, grammar: lark.Lark) -> None:
-        from lark.lexer import ContextualLexer
-        from lark.parse_tree_builder import (
-            ChildFilterLALR,
-            ChildFilterLALR_NoPlaceholders,
-            ExpandSingleChild,
-        )
-        from lark.parsers.lalr_analysis import Shift
-
-        frontend = grammar.parser
-        table = frontend.parser.parser.parse_table
-        callbacks = frontend.parser.parser.callbacks
-        lexer = frontend.lexer
-        if not isinstance(lexer, ContextualLexer):
-            raise TypeError("the fast parser needs Lark's contextual lexer")
-        self.shift = Shift
-        self.states = table.states
-        self.start_state = table.start_states["statement"]
-        self.end_state = table.end_states["statement"]
-        self.lexers: dict[Any, Any] = lexer.lexers
-        self.scanners: dict[Any, tuple[Any, ...]] = {}
-        self.reductions: dict[Any, _Reduction] = {}
-        for rule, callback in callbacks.items():
-            include: tuple[tuple[int, bool, int], ...] | None = None
-            append_none = 0
-            if isinstance(callback, ChildFilterLALR):
-                include = tuple(callback.to_include)
-                append_none = callback.append_none
-                callback = callback.node_builder
-            elif isinstance(callback, ChildFilterLALR_NoPlaceholders):
-                include = tuple((i, expand, 0) for i, expand in callback.to_include)
-                callback = callback.node_builder
-            expand_single = isinstance(callback, ExpandSingleChild)
-            if expand_single:
-                callback = callback.node_builder
-            if not (
-                isinstance(callback, partial)
-                and callback.func is Tree
-                and len(callback.args) == 1
-                and not callback.keywords
-            ):
-                raise TypeError(f"unexpected Lark callback for {rule}")
-            name = str(callback.args[0])
-            self.reductions[rule] = _Reduction(
-                size=len(rule.expansion),
-                origin=rule.origin.name,
-                include=include,
-                append_none=append_none,
-                expand_single=expand_single,
-                name=name,
-                inline=name.startswith("_"),
-            )
-
-    def _scanner(self, state: Any) -> tuple[Any, ...]:
-        """The patterns, ignored types and callbacks of the lexer Lark uses in ``state``."""
-        found = self.scanners.get(state)
-        if found is None:
-            lexer = self.lexers[state]
-            scanner = lexer.scanner  # built on first use; it also fills lexer.callback
-            found = (tuple(scanner._mres), lexer.ignore_types, dict(lexer.callback))
-            self.scanners[state] = found
-        return found
-
-    def parse(self, text: str, builder: _AstBuilder) -> Any:
-        """The AST node of one statement (Lark's start rule), built as it is parsed."""
-        states = self.states
-        shift = self.shift
-        reductions = self.reductions
-        end_state = self.end_state
-        state_stack = [self.start_state]
-        value_stack: list[Any] = []
-        pos = 0
-        length = len(text)
-        while True:
-            token: Token | None = None
-            patterns, ignore, callbacks = self._scanner(state_stack[-1])
-            while pos < length:
-                for pattern in patterns:
-                    match = pattern.match(text, pos)
-                    if match is not None:
-                        break
-                else:
-                    raise _NoFastPath
-                kind = match.lastgroup
-                end = match.end()
-                if kind in ignore:
-                    pos = end
-                    continue
-                token = _new_token(kind, match.group(), pos, None, None, None, None, end)
-                callback = callbacks.get(kind)
-                if callback is not None:
-                    token = callback(token)
-                pos = end
-                break
-            kind = token.type if token is not None else "$END"
-            while True:
-                action = states[state_stack[-1]].get(kind)
-                if action is None:
-                    raise _NoFastPath
-                what, arg = action
-                if what is shift:
-                    if token is None:
-                        raise _NoFastPath
-                    state_stack.append(arg)
-                    value_stack.append((token, token.start_pos, token.end_pos))
-                    break
-                reduction = reductions[arg]
-                size = reduction.size
-                if size:
-                    children = value_stack[-size:]
-                    del value_stack[-size:]
-                    del state_stack[-size:]
-                else:
-                    children = []
-                value = _reduce(reduction, children, builder)
-                state_stack.append(states[state_stack[-1]][reduction.origin][1])
-                value_stack.append(value)
-                if token is None and state_stack[-1] == end_state:
-                    return value[0]
-
-
-def _reduce(reduction: _Reduction, children: list[Any], builder: _AstBuilder) -> Any:
-    include = reduction.include
-    if include is None:
-        filtered = children
-    else:
-        filtered = []
-        for index, splice, placeholders in include:
-            if placeholders:
-                filtered.extend([_NONE_ENTRY] * placeholders)
-            if splice:
-                if filtered:
-                    filtered.extend(children[index])
-                else:  # reuse the list: a left-recursive rule grows it in place
-                    filtered = children[index]
-            else:
-                filtered.append(children[index])
-        if reduction.append_none:
-            filtered.extend([_NONE_ENTRY] * reduction.append_none)
-    if reduction.expand_single and len(filtered) == 1:
-        return filtered[0]
-    if reduction.inline:
-        return filtered
-    start = end = -1
-    for _, first, last in filtered:
-        if first >= 0:
-            if start < 0:
-                start = first
-            end = last
-    method = getattr(builder, reduction.name)
-    return method(_Bounds(start, end), [value for value, _, _ in filtered]), start, end
 
 
 def _first_line(text: str) -> str:

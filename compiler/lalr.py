@@ -1,0 +1,459 @@
+"""The LALR(1) tables of ``grammar/flow.lark``, and a driver that parses with them.
+
+Lark builds the tables: the parse table, one lexer per parser state (Lark's contextual
+lexer) and, per grammar rule, how the rule's children are shaped (Lark's tree builder:
+anonymous tokens dropped, ``_rules`` inlined, ``[optional]`` parts kept as None). They
+are shipped precomputed in ``grammar/tables.py``, keyed by the grammar's SHA-256, so a
+``flowc`` process neither imports Lark nor rebuilds them; when the grammar changes they
+are rebuilt from Lark until ``python -m flowc.lalr`` writes the file again.
+
+:class:`Driver` runs the tables and hands each rule's children, with the offsets of its
+first and last token, to the AST builder (:mod:`flowc.parser`) as it reduces. It parses
+exactly what Lark parses; on anything else (a syntax error) it raises :class:`NoFastPath`
+and the caller lets Lark parse the statement again, to report the error Lark's way.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import sys
+from collections.abc import Callable
+from functools import cache
+from importlib import resources
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+if TYPE_CHECKING:
+    import lark
+
+#: Bumped whenever the layout of the shipped tables changes.
+TABLES_FORMAT = 1
+
+#: Terminals whose pattern is longer than this are matched on their own, not inside each
+#: state's alternation: compiling that alternation is most of the cost of a lexer, and
+#: the long pattern (SOUP, a run of expression text) is then compiled once, not per state.
+_LONG_PATTERN = 200
+
+
+class NoFastPath(Exception):
+    """The driver met something it leaves to Lark (a syntax error, mostly)."""
+
+
+class Token(str):
+    """A token as the AST builder sees it: its text, terminal and offsets in the statement."""
+
+    __slots__ = ("end_pos", "start_pos", "type")
+
+    type: str
+    start_pos: int
+    end_pos: int
+
+    @staticmethod
+    def make(type: str, value: str, start_pos: int, end_pos: int) -> Token:
+        token = str.__new__(Token, value)
+        token.type = type
+        token.start_pos = start_pos
+        token.end_pos = end_pos
+        return token
+
+
+class Bounds(NamedTuple):
+    """Offsets (in the statement) of a rule's first and last token; -1 when it has none."""
+
+    start_pos: int
+    end_pos: int
+
+
+class Rule(NamedTuple):
+    """What reducing by one grammar rule does (read off the tree builder Lark made for it).
+
+    ``include`` lists (child index, splice it, placeholders before it) as Lark's
+    ``ChildFilterLALR`` does; None keeps the children as they are. ``shortcut`` 1: the
+    value is the children as they are (an inlined rule that filters nothing); 2: it is
+    the only child (a ``?rule`` of one symbol); 0: see :func:`_reduce`.
+    """
+
+    size: int
+    origin: str
+    include: tuple[tuple[int, bool, int], ...] | None
+    append_none: int
+    expand_single: bool
+    name: str
+    inline: bool
+    shortcut: int
+
+
+class Tables:
+    """Parse table, rules and lexers, in the plain form the shipped file holds.
+
+    ``actions[state][symbol]`` is the next state (a shift, or the goto after a reduction)
+    when >= 0, and ``~rule`` (a reduction by ``rules[rule]``) when negative.
+    """
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        self.data = data
+        self.start: int = data["start"]
+        self.end: int = data["end"]
+        self.actions: list[dict[str, int]] = data["actions"]
+        self.rules = tuple(
+            Rule(size, origin, None if inc is None else tuple(map(tuple, inc)), *rest)
+            for size, origin, inc, *rest in data["rules"]
+        )
+        self.lexer_of_state: list[int] = data["lexer_of_state"]
+        self._lexers: list[_Lexer | None] = [None] * len(data["lexers"])
+
+    def lexer(self, state: int) -> _Lexer:
+        index = self.lexer_of_state[state]
+        found = self._lexers[index]
+        if found is None:
+            found = self._lexers[index] = _Lexer(self.data, self.data["lexers"][index])
+        return found
+
+
+class _Lexer:
+    """Lark's lexer for some parser states: the allowed terminals in Lark's order, matched
+    as Lark's single alternation would (the first alternative that matches wins), the
+    ignored terminals, and keywords a NAME-like match turns into (Lark's UnlessCallback)."""
+
+    __slots__ = ("ignore", "segments", "unless")
+
+    def __init__(self, data: dict[str, Any], spec: dict[str, Any]) -> None:
+        patterns: dict[str, str] = data["patterns"]
+        flags: int = data["flags"]
+        self.segments = tuple(
+            re.compile("|".join(f"(?P<{name}>{patterns[name]})" for name in run), flags)
+            for run in _runs(spec["terminals"], patterns)
+        )
+        self.ignore = frozenset(spec["ignore"])
+        self.unless = {
+            kind: re.compile("|".join(f"(?P<{n}>{patterns[n]})" for n in names), flags)
+            for kind, names in spec["unless"].items()
+        }
+
+
+def _runs(names: list[str], patterns: dict[str, str]) -> list[list[str]]:
+    """``names`` cut into runs, each long pattern a run of its own (same order)."""
+    runs: list[list[str]] = []
+    for name in names:
+        if len(patterns[name]) > _LONG_PATTERN:
+            runs.append([name])
+            runs.append([])
+        elif runs:
+            runs[-1].append(name)
+        else:
+            runs.append([name])
+    return [run for run in runs if run]
+
+
+# ---------------------------------------------------------------- loading and building
+
+
+def grammar_text() -> str:
+    return resources.files("flowc.grammar").joinpath("flow.lark").read_text(encoding="utf-8")
+
+
+def grammar_digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+@cache
+def tables() -> Tables:
+    """The shipped tables when they were built from this grammar; else built from Lark."""
+    digest = grammar_digest(grammar_text())
+    try:
+        from flowc.grammar.tables import TABLES as shipped
+    except ImportError:  # pragma: no cover - the file is shipped
+        shipped = ""
+    if shipped:
+        data = json.loads(shipped)
+        if data.get("format") == TABLES_FORMAT and data.get("grammar_sha256") == digest:
+            return Tables(data)
+    return Tables(build_tables(lark_parser()))
+
+
+@cache
+def lark_parser() -> lark.Lark:
+    """Lark's parser of the grammar: it builds the tables and reports syntax errors."""
+    import lark
+
+    return lark.Lark(
+        grammar_text(),
+        parser="lalr",
+        lexer="contextual",
+        start="statement",
+        propagate_positions=False,
+        maybe_placeholders=True,
+        cache=True,
+    )
+
+
+def build_tables(grammar: lark.Lark) -> dict[str, Any]:
+    """Read the tables off a Lark parser (see :class:`Tables` for the layout)."""
+    from functools import partial
+
+    from lark import Tree
+    from lark.lexer import BasicLexer, ContextualLexer, UnlessCallback
+    from lark.parse_tree_builder import (
+        ChildFilterLALR,
+        ChildFilterLALR_NoPlaceholders,
+        ExpandSingleChild,
+    )
+    from lark.parsers.lalr_analysis import Shift
+
+    frontend = grammar.parser
+    table = frontend.parser.parser.parse_table
+    callbacks = frontend.parser.parser.callbacks
+    contextual = frontend.lexer
+    if not isinstance(contextual, ContextualLexer) or grammar.lexer_conf.use_bytes:
+        raise TypeError("the tables need Lark's contextual lexer over str")
+
+    # Lark numbers states and orders rules differently from run to run (set iteration
+    # under hash randomisation); the tables are written in a canonical order instead.
+    def rule_key(rule: Any) -> tuple[Any, ...]:
+        return (rule.origin.name, tuple(s.name for s in rule.expansion), rule.order)
+
+    rule_index: dict[Any, int] = {}
+    rules: list[list[Any]] = []
+    for rule in sorted(callbacks, key=rule_key):
+        callback = callbacks[rule]
+        include: list[tuple[int, bool, int]] | None = None
+        append_none = 0
+        if isinstance(callback, ChildFilterLALR):
+            include = list(callback.to_include)
+            append_none = callback.append_none
+            callback = callback.node_builder
+        elif isinstance(callback, ChildFilterLALR_NoPlaceholders):
+            include = [(i, expand, 0) for i, expand in callback.to_include]
+            callback = callback.node_builder
+        expand_single = isinstance(callback, ExpandSingleChild)
+        if expand_single:
+            callback = callback.node_builder
+        if not (
+            isinstance(callback, partial)
+            and callback.func is Tree
+            and len(callback.args) == 1
+            and not callback.keywords
+        ):
+            raise TypeError(f"unexpected Lark tree builder for {rule}")
+        name = str(callback.args[0])
+        size = len(rule.expansion)
+        inline = name.startswith("_")
+        shortcut = 0
+        if include is None and inline and not expand_single:
+            shortcut = 1
+        elif include is None and expand_single and size == 1:
+            shortcut = 2
+        rule_index[rule] = len(rules)
+        rules.append(
+            [size, rule.origin.name, include, append_none, expand_single, name, inline, shortcut]
+        )
+
+    start_state = table.start_states["statement"]
+    end_state = table.end_states["statement"]
+    number = {start_state: 0}  # states numbered breadth first from the start, by symbol
+    states = [start_state]
+    for state in states:
+        for symbol in sorted(table.states[state]):
+            action, arg = table.states[state][symbol]
+            if action is Shift and arg not in number:
+                number[arg] = len(states)
+                states.append(arg)
+    if len(states) != len(table.states):
+        raise TypeError("a parser state is unreachable")
+    actions: list[dict[str, int]] = []
+    for state in states:
+        row: dict[str, int] = {}
+        for symbol, (action, arg) in sorted(table.states[state].items()):
+            row[symbol] = number[arg] if action is Shift else ~rule_index[arg]
+        actions.append(row)
+
+    patterns: dict[str, str] = {}
+    lexers: list[dict[str, Any]] = []
+    lexer_index: dict[int, int] = {}
+    lexer_of_state: list[int] = []
+    for state in states:
+        basic = contextual.lexers[state]
+        if not isinstance(basic, BasicLexer):
+            raise TypeError("unexpected Lark lexer")
+        if id(basic) not in lexer_index:
+            scanner = basic.scanner  # built on first use, with basic.callback
+            unless: dict[str, list[str]] = {}
+            for kind, callback in basic.callback.items():
+                if not isinstance(callback, UnlessCallback):
+                    raise TypeError(f"unexpected Lark lexer callback for {kind}")
+                unless[kind] = [t.name for t in callback.scanner.terminals]
+                for t in callback.scanner.terminals:
+                    patterns[t.name] = t.pattern.to_regexp()
+            for t in scanner.terminals:
+                patterns[t.name] = t.pattern.to_regexp()
+            lexer_index[id(basic)] = len(lexers)
+            lexers.append(
+                {
+                    "terminals": [t.name for t in scanner.terminals],
+                    "ignore": sorted(basic.ignore_types),
+                    "unless": unless,
+                }
+            )
+        lexer_of_state.append(lexer_index[id(basic)])
+
+    return {
+        "format": TABLES_FORMAT,
+        "grammar_sha256": grammar_digest(grammar_text()),
+        "start": number[start_state],
+        "end": number[end_state],
+        "flags": grammar.lexer_conf.g_regex_flags,
+        "actions": actions,
+        "rules": rules,
+        "patterns": patterns,
+        "lexers": lexers,
+        "lexer_of_state": lexer_of_state,
+    }
+
+
+def render_tables_module(data: dict[str, Any]) -> str:
+    """The text of ``grammar/tables.py`` for ``data`` (JSON in a string: quick to load)."""
+    import lark
+
+    text = json.dumps(data, sort_keys=True, separators=(",", ":"))
+    return (
+        "# ruff: noqa: E501\n"
+        '"""Generated by ``python -m flowc.lalr`` from grammar/flow.lark with Lark '
+        f"{lark.__version__}: do not edit.\n\n"
+        "The grammar's LALR tables (see flowc.lalr); used while the grammar's SHA-256 matches.\n"
+        '"""\n\n'
+        f"TABLES = {text!r}\n"
+    )
+
+
+# ---------------------------------------------------------------- the driver
+
+
+_NONE_ENTRY: tuple[None, int, int] = (None, -1, -1)
+
+
+class Driver:
+    """Runs the tables over one statement; see the module docstring."""
+
+    def __init__(self, tables: Tables) -> None:
+        self.tables = tables
+
+    def parse(self, text: str, builder: Any) -> Any:
+        """The value the builder made for the start rule, built as the text is parsed.
+
+        Each reduction of a named rule calls ``builder.<rule>(bounds, children)``.
+        """
+        tables = self.tables
+        actions = tables.actions
+        rules = tables.rules
+        lexer_of = tables.lexer
+        end_state = tables.end
+        make_token = Token.make
+        state_stack = [tables.start]
+        value_stack: list[Any] = []
+        pos = 0
+        length = len(text)
+        while True:
+            token: Token | None = None
+            lexer = lexer_of(state_stack[-1])
+            ignore = lexer.ignore
+            while pos < length:
+                for pattern in lexer.segments:
+                    match = pattern.match(text, pos)
+                    if match is not None:
+                        break
+                else:
+                    raise NoFastPath
+                kind: str = match.lastgroup  # type: ignore[assignment]
+                end = match.end()
+                if kind in ignore:
+                    pos = end
+                    continue
+                lexeme = match.group()
+                keyword = lexer.unless.get(kind)
+                if keyword is not None:
+                    found = keyword.fullmatch(lexeme)
+                    if found is not None:
+                        kind = found.lastgroup  # type: ignore[assignment]
+                token = make_token(kind, lexeme, pos, end)
+                pos = end
+                break
+            kind = token.type if token is not None else "$END"
+            while True:
+                action = actions[state_stack[-1]].get(kind)
+                if action is None:
+                    raise NoFastPath
+                if action >= 0:
+                    if token is None:
+                        raise NoFastPath
+                    state_stack.append(action)
+                    value_stack.append((token, token.start_pos, token.end_pos))
+                    break
+                rule = rules[~action]
+                size = rule.size
+                if size:
+                    children = value_stack[-size:]
+                    del value_stack[-size:]
+                    del state_stack[-size:]
+                else:
+                    children = []
+                shortcut = rule.shortcut
+                value: Any
+                if shortcut == 1:
+                    value = children
+                elif shortcut == 2:
+                    value = children[0]
+                else:
+                    value = _reduce(rule, children, builder)
+                state_stack.append(actions[state_stack[-1]][rule.origin])
+                value_stack.append(value)
+                if token is None and state_stack[-1] == end_state:
+                    return value[0]
+
+
+def _reduce(rule: Rule, children: list[Any], builder: Any) -> Any:
+    """Shape the children as Lark's tree builder would, then build the rule's node."""
+    include = rule.include
+    if include is None:
+        filtered = children
+    else:
+        filtered = []
+        for index, splice, placeholders in include:
+            if placeholders:
+                filtered.extend([_NONE_ENTRY] * placeholders)
+            if splice:
+                if filtered:
+                    filtered.extend(children[index])
+                else:  # reuse the list: a left-recursive rule grows it in place
+                    filtered = children[index]
+            else:
+                filtered.append(children[index])
+        if rule.append_none:
+            filtered.extend([_NONE_ENTRY] * rule.append_none)
+    if rule.expand_single and len(filtered) == 1:
+        return filtered[0]
+    if rule.inline:
+        return filtered
+    start = end = -1
+    for _, first, last in filtered:
+        if first >= 0:
+            if start < 0:
+                start = first
+            end = last
+    method: Callable[[Bounds, list[Any]], Any] = getattr(builder, rule.name)
+    return method(Bounds(start, end), [value for value, _, _ in filtered]), start, end
+
+
+def main() -> int:
+    """Write grammar/tables.py for the current grammar."""
+    from pathlib import Path
+
+    grammar = Path(str(resources.files("flowc.grammar").joinpath("flow.lark")))
+    target = grammar.resolve().parent / "tables.py"  # beside the source, not a build's link
+    target.write_text(render_tables_module(build_tables(lark_parser())), encoding="utf-8")
+    print(f"wrote {target}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

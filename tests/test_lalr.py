@@ -1,0 +1,201 @@
+"""The parser's fast paths give what the plain paths give.
+
+- the shipped LALR tables (grammar/tables.py) are those of the current grammar;
+- the table driver builds the same AST, spans and diagnostics as Lark's parse;
+- ``copy_tree`` copies sqlglot trees as ``Expr.copy`` does;
+- kept typings type trees as sqlglot's annotator does;
+- plain-text diagnostics are what rich renders without colour.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fuzzing import EXAMPLES, generate_program, mutate_tokens, seeded
+from sqlglot import exp
+
+import flowc
+from flowc import lalr, parser, sqltypes
+from flowc.diagnostics import Diagnostic, Reporter, Severity, _render_rich, render_text
+from flowc.grammar.tables import TABLES
+from flowc.spans import Span
+
+ROOT = Path(__file__).resolve().parent.parent
+CHECK_FILES = sorted((ROOT / "tests" / "data" / "check").glob("*.test"))
+
+
+def corpus() -> list[str]:
+    texts = [p.read_text(encoding="utf-8") for p in sorted((ROOT / "examples").rglob("*.flow"))]
+    for path in CHECK_FILES:
+        texts.extend(path.read_text(encoding="utf-8").split("[case "))
+    for seed in range(120):
+        chooser = seeded(seed)
+        if seed % 2:
+            texts.append(generate_program(chooser))
+        else:
+            texts.append(mutate_tokens(chooser, EXAMPLES[chooser.choice(sorted(EXAMPLES))]))
+    return texts
+
+
+CORPUS = corpus()
+
+
+def test_shipped_tables_are_the_grammars() -> None:
+    shipped = json.loads(TABLES)
+    assert shipped["grammar_sha256"] == lalr.grammar_digest(lalr.grammar_text()), (
+        "grammar/flow.lark changed: run `python -m flowc.lalr` to rewrite grammar/tables.py"
+    )
+    assert shipped == json.loads(json.dumps(lalr.build_tables(lalr.lark_parser())))
+
+
+class _LarkOnly:
+    """A driver that always stops, so every statement goes through Lark."""
+
+    def parse(self, text: str, builder: Any) -> Any:
+        raise lalr.NoFastPath
+
+
+def _sql_of(node: Any, out: list[Any]) -> list[Any]:
+    if isinstance(node, tuple):
+        for item in node:
+            _sql_of(item, out)
+    elif dataclasses.is_dataclass(node) and not isinstance(node, type):
+        tree = getattr(node, "tree", None)
+        if tree is not None:
+            out.append((type(tree).__name__, tree.sql("spark")))
+        for field in dataclasses.fields(node):
+            _sql_of(getattr(node, field.name), out)
+    return out
+
+
+def test_driver_parses_as_lark(monkeypatch: pytest.MonkeyPatch) -> None:
+    fast_driver = parser._driver()
+    syntax_errors = 0
+    for text in CORPUS:
+        monkeypatch.setattr(parser, "_driver", lambda: fast_driver)
+        fast_reporter = Reporter()
+        fast = parser.parse(text, "t.flow", fast_reporter)
+        monkeypatch.setattr(parser, "_driver", _LarkOnly)
+        lark_reporter = Reporter()
+        slow = parser.parse(text, "t.flow", lark_reporter)
+        assert fast == slow, text
+        assert _sql_of(fast, []) == _sql_of(slow, []), text
+        assert fast_reporter.diagnostics == lark_reporter.diagnostics, text
+        syntax_errors += any(d.code == "E0001" for d in fast_reporter.diagnostics)
+    assert syntax_errors > 20  # the corpus reaches Lark's error path too
+
+
+def test_stale_tables_are_rebuilt_from_lark(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(lalr, "grammar_digest", lambda text: "not the shipped digest")
+    lalr.tables.cache_clear()
+    try:
+        rebuilt = lalr.tables()
+    finally:
+        lalr.tables.cache_clear()
+    rebuilt_data = json.loads(json.dumps(rebuilt.data))
+    assert rebuilt_data == json.loads(TABLES) | {"grammar_sha256": "not the shipped digest"}
+
+
+def test_copy_tree_copies_as_sqlglot_does() -> None:
+    texts = [
+        "a + 1",
+        "CASE WHEN a > 1 THEN 'x' /* note */ ELSE lower(b) END",
+        "CAST(a AS DECIMAL(12, 2))",
+        "s.f.g[0]",
+        "sum(v) FILTER (WHERE v > 0)",
+        "window(ts, '5 seconds')",
+        "x IN (1, 2, 3) AND NOT y IS NULL",
+    ]
+    for text in texts:
+        tree = parser._parse_sql_uncached(text, "spark")
+        tree.find(exp.Column).type = "BIGINT"  # typed trees copy their types
+        ours, theirs = parser.copy_tree(tree), tree.copy()
+        assert ours == theirs
+        assert repr(ours) == repr(theirs)
+        for a, b in zip(ours.walk(), theirs.walk(), strict=True):
+            assert (a.meta, a.comments, a.type, a.parent is None) == (
+                b.meta,
+                b.comments,
+                b.type,
+                b.parent is None,
+            )
+            assert a.meta is not b.meta or not a.meta
+
+
+def _types(node: Any, out: list[Any]) -> list[Any]:
+    if isinstance(node, tuple):
+        for item in node:
+            _types(item, out)
+    elif dataclasses.is_dataclass(node) and not isinstance(node, type):
+        tree = getattr(node, "tree", None)
+        if tree is not None:
+            for part in tree.walk():
+                dtype = part.type.sql("spark") if part.type is not None else None
+                out.append((type(part).__name__, dtype, dict(part.meta)))
+        for field in dataclasses.fields(node):
+            _types(getattr(node, field.name), out)
+    return out
+
+
+def _compiled(text: str) -> Any:
+    try:
+        job = flowc.compile(text, "t.flow")
+    except flowc.CompileError as error:
+        return [d.to_json() for d in error.diagnostics]
+    return [
+        job.stream_graph.to_json(),
+        [d.to_json() for d in (*job.diagnostics, *job.spark_diagnostics)],
+        _types(job.ast, []),
+    ]
+
+
+def test_kept_typings_type_as_sqlglot(monkeypatch: pytest.MonkeyPatch) -> None:
+    import flowc.analyze
+
+    def always_afresh(expr: Any, scope: Any, reporter: Reporter) -> str | None:
+        return sqltypes._resolve_and_type(expr, scope, reporter)
+
+    monkeypatch.setattr(flowc.analyze, "resolve_and_type", always_afresh)
+    expected = [_compiled(text) for text in CORPUS]
+    monkeypatch.undo()
+    parser.clear_expression_cache()
+    for _ in range(2):  # the second round types from kept typings
+        assert [_compiled(text) for text in CORPUS] == expected
+    assert any(kept is not None for kept in sqltypes._typings.values())
+
+
+def test_plain_diagnostics_are_what_rich_prints() -> None:
+    file = "t.flow"
+    source = "SET a = 1;\nCREATE SOURCE s (k BIGINT)\n\tWITH (connector = 'x');\n"
+    diagnostics = [
+        Diagnostic("E0001", Severity.ERROR, "syntax error: 'x'", Span(file, 2, 5, 2, 9), "h"),
+        Diagnostic("W0001", Severity.WARNING, "a warning", Span(file, 3, 2, 4, 1)),
+        Diagnostic("E0002", Severity.ERROR, "no line", Span(file, 9, 1, 9, 1), None),
+        Diagnostic("E0003", Severity.ERROR, "elsewhere", Span("u.flow", 1, 1, 1, 3), "x"),
+    ]
+    for count in range(1, len(diagnostics) + 1):
+        shown = diagnostics[:count]
+        expected = _render_rich(_pieces(shown, {file: source}), False)
+        assert render_text(shown, {file: source}, color=False) == expected
+    # Text rich would change (a tab, a control character, wide characters) goes through rich.
+    odd = Diagnostic("E0001", Severity.ERROR, "tab\there \x07 中", Span(file, 1, 1, 1, 2))
+    plain = render_text([odd], {file: source}, color=False)
+    assert plain == _render_rich(_pieces([odd], {file: source}), False)
+    assert "\x07" not in plain
+
+
+def _pieces(diagnostics: list[Diagnostic], sources: dict[str, str]) -> list[Any]:
+    from flowc.diagnostics import _render_one
+
+    lines = {name: text.split("\n") for name, text in sources.items()}
+    out = [_render_one(d, lines.get(d.span.file)) for d in diagnostics]
+    errors = sum(d.severity is Severity.ERROR for d in diagnostics)
+    warnings = len(diagnostics) - errors
+    parts = [f"{errors} error{'s' if errors != 1 else ''}"] if errors else []
+    parts += [f"{warnings} warning{'s' if warnings != 1 else ''}"] if warnings else []
+    out.append([(", ".join(parts), "bold")])
+    return out
