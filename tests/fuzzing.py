@@ -26,6 +26,7 @@ import ast as pyast
 import contextlib
 import io
 import json
+import logging
 import os
 import random
 import re
@@ -42,6 +43,10 @@ from flowc.cli import STAGE_FORMATS, NotRunnable, _render_stage, main
 from flowc.diagnostics import Severity, render_json, render_text
 
 T = TypeVar("T")
+
+# flowc reports sqlglot's problems as diagnostics; its log lines would only repeat them
+# (the CLI silences them the same way).
+logging.getLogger("sqlglot").setLevel(logging.CRITICAL)
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE_PATHS = sorted((ROOT / "examples").glob("*.flow")) + sorted(
@@ -840,6 +845,7 @@ KEYWORDS = """SET CREATE SOURCE SINK VIEW AS WITH INSERT INTO FROM WHERE SELECT 
 RENAME EXPLODE KEY BY REBALANCE RESCALE SHUFFLE BROADCAST GLOBAL FORWARD PARTITION WINDOW
 TUMBLE HOP SESSION AGGREGATE DEDUPLICATE ON WITHIN JOIN LEFT OUTER UNION ALL ROUTE WHEN
 CASE END WATERMARK FOR GROUP HAVING DISTINCT NULL"""
+KEYWORD_SET = frozenset(KEYWORDS.split()) | {"TRUE", "FALSE", "AND", "OR", "NOT", "IS", "IN"}
 # fmt: off
 VOCABULARY = [
     *KEYWORDS.split(),
@@ -859,17 +865,49 @@ CHARACTERS = [
 # fmt: on
 
 
+#: Replacements of the same kind, which keep the syntax and so reach the later passes.
+NUMBERS = ["0", "1", "2", "-1", "3", "8", "128", "32768", "32769", "1000000", "0.5", "1e309"]
+STRINGS = ["''", "'x'", "'it''s'", "'\\n'", "'1 second'", "'update'", "'complete'", "'json'"]
+
+
+def _same_kind(chooser: Chooser, token: str, tokens: list[str]) -> str:
+    """Another number, string, quoted name or word: from the same file or a few odd ones."""
+    if re.fullmatch(r"-?\d[\w.]*", token):
+        return chooser.choice(NUMBERS)
+    for opening, extra in (("'", STRINGS), ("`", ["`x`", "```", "`a b`"])):
+        if token.startswith(opening):
+            same = [t for t in tokens if t.startswith(opening)]
+            return chooser.choice(same + extra)
+    return chooser.choice([t for t in tokens if _is_name(t)] or [token])
+
+
+def _is_name(token: str) -> bool:
+    return bool(re.fullmatch(r"[A-Za-z_]\w*", token)) and token.upper() not in KEYWORD_SET
+
+
 def mutate_tokens(chooser: Chooser, text: str) -> str:
-    """1-6 token-level edits: delete, insert, swap, duplicate, replace, or a character."""
+    """1-6 token-level edits: delete, insert, swap, duplicate, replace (by any token, or by
+    one of the same kind), or a character inserted into a token. Three mutants in ten make
+    only same-kind replacements (numbers, strings, quoted names, names), which keep the
+    syntax, so that the later passes see them."""
     c = chooser
     tokens = TOKEN.findall(text)
-    for _ in range(c.integer(1, 6)):
+    semantic = c.chance(30)  # only same-kind replacements: the syntax stays valid
+    for _ in range(c.choice([1, 1, 1, 2, 2, 3, 4, 6])):
         if not tokens:
             tokens.append(c.choice(VOCABULARY))
             continue
         i = c.integer(0, len(tokens) - 1)
-        operation = c.choice(["delete", "insert", "swap", "duplicate", "replace", "char"])
-        if operation == "delete":
+        operation = (
+            "same"
+            if semantic
+            else c.choice(["delete", "insert", "swap", "duplicate", "replace", "same", "char"])
+        )
+        if operation == "same":
+            words = [j for j, t in enumerate(tokens) if _is_name(t) or t[0] in "'`0123456789"]
+            i = c.choice(words or [i])
+            tokens[i] = _same_kind(c, tokens[i], tokens)
+        elif operation == "delete":
             del tokens[i : i + c.choice([1, 1, 1, 2, 5])]
         elif operation == "insert":
             word = c.choice(VOCABULARY) if c.chance(70) else c.choice(tokens)

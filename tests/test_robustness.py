@@ -118,7 +118,7 @@ def test_aggregate_over_unknown_typed_argument_does_not_crash() -> None:
 
 @pytest.mark.parametrize(
     "job_name",
-    ["'' \"\"\"", "back\\\\slash", "\\\\N{x}", 'ends with a quote"'],
+    ['\'\' """', "back\\\\slash", "\\\\N{x}", 'ends with a quote"'],
 )
 def test_hostile_names_in_the_generated_program_docstrings(job_name: str) -> None:
     """The job name, the file name and a source name are written into docstrings of the
@@ -129,9 +129,9 @@ def test_hostile_names_in_the_generated_program_docstrings(job_name: str) -> Non
 
     text = (
         f"SET job.name = '{job_name}';\n"
-        "CREATE SOURCE `tri\"\"\"ple \\N` (k BIGINT) WITH (connector = 'datagen');\n"
+        'CREATE SOURCE `tri"""ple \\N` (k BIGINT) WITH (connector = \'datagen\');\n'
         "CREATE SINK o WITH (connector = 'console');\n"
-        "INSERT INTO o FROM `tri\"\"\"ple \\N`;\n"
+        'INSERT INTO o FROM `tri"""ple \\N`;\n'
     )
     job = flowc.compile(text, 'say """hi""" \\x.flow', for_spark=True)
     module = pyast.parse(generate_pyspark(job))
@@ -140,4 +140,4 @@ def test_hostile_names_in_the_generated_program_docstrings(job_name: str) -> Non
     assert 'Source: say """hi""" \\x.flow.' in docstring
     functions = [node for node in module.body if isinstance(node, pyast.FunctionDef)]
     docstrings = [pyast.get_docstring(function) for function in functions]
-    assert "Source 'tri\"\"\"ple \\\\N' (datagen)." in docstrings
+    assert 'Source \'tri"""ple \\\\N\' (datagen).' in docstrings
