@@ -260,6 +260,7 @@ class ProgramGenerator:
         self.parallelism = 1
         self.max_parallelism: int | None = None
         self.batch = False
+        self.unread: list[Relation] = []  # side outputs of malformed records
 
     def fresh(self, prefix: str) -> str:
         self.counter += 1
@@ -360,6 +361,7 @@ class ProgramGenerator:
         connector = c.choice(connectors)
         options = [f"connector = '{connector}'"]
         bounded = False
+        on_error = None
         if connector == "rate":
             columns = c.subset(
                 [Col("timestamp", "TIMESTAMP", "time"), Col("value", "BIGINT", "num")]
@@ -385,6 +387,9 @@ class ProgramGenerator:
                 options += [f"path = '{path}'", f"format = '{fmt}'"]
                 if fmt == "csv" and c.chance(50):
                     options.append("header = true")
+                if (fmt in ("json", "csv") and c.chance(30)) or c.chance(1):
+                    on_error = c.choice(["route", "route", "fail"])
+                    options.append(f"on_error = '{on_error}'")
             elif connector == "kafka":
                 options += ["topic = 't'", "bootstrap_servers = 'localhost:9092'"]
                 if c.chance(70):
@@ -419,6 +424,12 @@ class ProgramGenerator:
             f"CREATE SOURCE {_quote(name)} ({', '.join(elements)}) WITH ({', '.join(options)});"
         )
         self.relations.append(Relation(_quote(name), _quote(name), columns, watermarks, bounded))
+        if on_error == "route" or c.chance(1):
+            # malformed records: read by a query, or E0412
+            errors = [Col(n, "STRING", "str") for n in ("raw", "file", "error")]
+            relation = Relation(f"{_quote(name)}.errors", _quote(name), errors, set(), bounded)
+            self.relations.append(relation)
+            self.unread.append(relation)
 
     def sink(self, query: _Query) -> str:
         c = self.c
@@ -826,6 +837,12 @@ class ProgramGenerator:
             text, q = self.query(in_view=False)
             sink = self.sink(q)
             self.lines.append(f"INSERT INTO {sink} {text};")
+        for relation in self.unread:
+            if c.chance(95):
+                q = self.pipe_query(relation, in_view=False)
+                sink = self.sink(q)
+                steps = "".join(f" |> {step}" for step in q.steps)
+                self.lines.append(f"INSERT INTO {sink} FROM {relation.name}{steps};")
         if c.chance(2):
             i, j = c.integer(0, len(self.lines) - 1), c.integer(0, len(self.lines) - 1)
             self.lines[i], self.lines[j] = self.lines[j], self.lines[i]  # use before definition
