@@ -71,7 +71,8 @@ class Rule(NamedTuple):
     ``include`` lists (child index, splice it, placeholders before it) as Lark's
     ``ChildFilterLALR`` does; None keeps the children as they are. ``shortcut`` 1: the
     value is the children as they are (an inlined rule that filters nothing); 2: it is
-    the only child (a ``?rule`` of one symbol); 0: see :func:`_reduce`.
+    the only child's (a ``?rule`` of one symbol, an inlined rule of one inlined rule);
+    0: see :func:`_reduce`.
     """
 
     size: int
@@ -102,12 +103,16 @@ class Tables:
         )
         self.lexer_of_state: list[int] = data["lexer_of_state"]
         self._lexers: list[_Lexer | None] = [None] * len(data["lexers"])
+        #: The lexer of each state, once built (see :meth:`lexer`).
+        self.lexers_by_state: list[_Lexer | None] = [None] * len(self.actions)
 
     def lexer(self, state: int) -> _Lexer:
+        """The lexer Lark uses in ``state``, built on first use (most are never used)."""
         index = self.lexer_of_state[state]
         found = self._lexers[index]
         if found is None:
             found = self._lexers[index] = _Lexer(self.data, self.data["lexers"][index])
+        self.lexers_by_state[state] = found
         return found
 
 
@@ -244,6 +249,8 @@ def build_tables(grammar: lark.Lark) -> dict[str, Any]:
             shortcut = 1
         elif include is None and expand_single and size == 1:
             shortcut = 2
+        elif inline and include == [(0, True, 0)] and not append_none and not expand_single:
+            shortcut = 2  # an inlined rule of one inlined rule: its list as it is
         rule_index[rule] = len(rules)
         rules.append(
             [size, rule.origin.name, include, append_none, expand_single, name, inline, shortcut]
@@ -341,22 +348,24 @@ class Driver:
     def parse(self, text: str, builder: Any) -> Any:
         """The value the builder made for the start rule, built as the text is parsed.
 
-        Each reduction of a named rule calls ``builder.<rule>(bounds, children)``.
+        Each reduction of a named rule calls ``builder.<rule>(bounds, children)``. Values
+        on the stack are (value, first offset, last offset), or lists of them for inlined
+        rules; the loop is written out (no helper calls per token) as it runs per token.
         """
         tables = self.tables
         actions = tables.actions
         rules = tables.rules
-        lexer_of = tables.lexer
+        lexers = tables.lexers_by_state
         end_state = tables.end
-        make_token = Token.make
-        state_stack = [tables.start]
+        new_str = str.__new__
+        state = tables.start
+        state_stack = [state]
         value_stack: list[Any] = []
         pos = 0
         length = len(text)
         while True:
             token: Token | None = None
-            lexer = lexer_of(state_stack[-1])
-            ignore = lexer.ignore
+            lexer = lexers[state] or tables.lexer(state)
             while pos < length:
                 for pattern in lexer.segments:
                     match = pattern.match(text, pos)
@@ -366,7 +375,7 @@ class Driver:
                     raise NoFastPath
                 kind: str = match.lastgroup  # type: ignore[assignment]
                 end = match.end()
-                if kind in ignore:
+                if kind in lexer.ignore:
                     pos = end
                     continue
                 lexeme = match.group()
@@ -375,29 +384,37 @@ class Driver:
                     found = keyword.fullmatch(lexeme)
                     if found is not None:
                         kind = found.lastgroup  # type: ignore[assignment]
-                token = make_token(kind, lexeme, pos, end)
-                pos = end
+                token = new_str(Token, lexeme)
+                token.type = kind
+                token.start_pos = pos
+                token.end_pos = end
                 break
-            kind = token.type if token is not None else "$END"
+            if token is None:
+                kind = "$END"
             while True:
-                action = actions[state_stack[-1]].get(kind)
+                action = actions[state].get(kind)
                 if action is None:
                     raise NoFastPath
                 if action >= 0:
                     if token is None:
                         raise NoFastPath
-                    state_stack.append(action)
-                    value_stack.append((token, token.start_pos, token.end_pos))
+                    state = action
+                    state_stack.append(state)
+                    value_stack.append((token, pos, end))
+                    pos = end
                     break
-                rule = rules[~action]
-                size = rule.size
+                size, origin, _, _, _, _, _, shortcut = rule = rules[~action]
+                if size == 1 and shortcut:  # the commonest reductions, done in place
+                    if shortcut == 1:
+                        value_stack[-1] = [value_stack[-1]]
+                    state = state_stack[-1] = actions[state_stack[-2]][origin]
+                    continue
                 if size:
                     children = value_stack[-size:]
                     del value_stack[-size:]
                     del state_stack[-size:]
                 else:
                     children = []
-                shortcut = rule.shortcut
                 value: Any
                 if shortcut == 1:
                     value = children
@@ -405,9 +422,10 @@ class Driver:
                     value = children[0]
                 else:
                     value = _reduce(rule, children, builder)
-                state_stack.append(actions[state_stack[-1]][rule.origin])
+                state = actions[state_stack[-1]][origin]
+                state_stack.append(state)
                 value_stack.append(value)
-                if token is None and state_stack[-1] == end_state:
+                if token is None and state == end_state:
                     return value[0]
 
 

@@ -121,6 +121,25 @@ _SCAN = re.compile(
 _STATEMENT_STARTS = frozenset({"create", "insert", "set"})
 
 
+#: What _SCAN finds, with runs of words, spaces and other characters (but no line break,
+#: ``;``, quote or comment start) as one match: splitting looks at a run's first token only.
+_RUNS = re.compile(
+    r"""
+      (?P<run>[^\n;'"`/\-]+)
+    | (?P<nl>\n)
+    | (?P<comment>--[^\n]*)
+    | (?P<block>/\*.*?\*/)
+    | (?P<str>'(?:[^'\\]|\\.|'')*'|"(?:[^"\\]|\\.|"")*")
+    | (?P<qname>`(?:[^`]|``)*`)
+    | (?P<semi>;)
+    | (?P<other>.)
+    """,
+    re.S | re.X,
+)
+_SPACES = " \t\r\f\v"
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
 def _split_statements(text: str) -> list[_Chunk]:
     """Cut the file into statements: at ``;``, and before a line-leading CREATE/INSERT/SET.
 
@@ -130,9 +149,25 @@ def _split_statements(text: str) -> list[_Chunk]:
     start: int | None = None
     last_end = 0
     line_has_token = False
-    for m in _SCAN.finditer(text):
+    for m in _RUNS.finditer(text):
         kind = m.lastgroup
-        if kind in ("ws", "comment", "block"):
+        if kind == "run":
+            run = m.group()
+            tokens = run.lstrip(_SPACES)
+            if not tokens:
+                continue
+            first = m.end() - len(tokens)
+            if start is not None and not line_has_token:
+                word = _WORD.match(text, first)
+                if word is not None and word.group().lower() in _STATEMENT_STARTS:
+                    chunks.append(_Chunk(start, first, False, last_end))
+                    start = None
+            if start is None:
+                start = first
+            line_has_token = True
+            last_end = m.start() + len(run.rstrip(_SPACES))
+            continue
+        if kind in ("comment", "block"):
             continue
         if kind == "nl":
             line_has_token = False
@@ -143,14 +178,6 @@ def _split_statements(text: str) -> list[_Chunk]:
             line_has_token = True
             last_end = m.end()
             continue
-        if (
-            kind == "word"
-            and start is not None
-            and not line_has_token
-            and m.group().lower() in _STATEMENT_STARTS
-        ):
-            chunks.append(_Chunk(start, m.start(), False, last_end))
-            start = None
         if start is None:
             start = m.start()
         line_has_token = True
@@ -387,6 +414,9 @@ _BRACKET_CLOSE = frozenset({"RPAR", "RSQB", "END"})
 
 _BARE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
+#: What sqlglot parses that is a statement, not an expression.
+_STATEMENTS = (exp.Command, exp.DDL, exp.DML, exp.Set, exp.Use)
+
 
 @cache
 def _sql_tools(dialect: str) -> tuple[Any, Any]:
@@ -411,7 +441,8 @@ def _parse_sql(text: str, dialect: str) -> exp.Expr:
     kept = _parsed.get(key)
     if kept is not None:
         return copy_tree(kept)
-    tree = _parse_sql_uncached(text, dialect)
+    with deep_recursion():  # sqlglot's parser recurses; copying does not
+        tree = _parse_sql_uncached(text, dialect)
     if len(_parsed) >= _PARSED_LIMIT:
         del _parsed[next(iter(_parsed))]
     if seen:
@@ -568,8 +599,7 @@ class _AstBuilder:
             identifier.meta.update({"line": 1, "col": len(text), "start": 0, "end": len(text) - 1})
             return exp.Column(this=identifier)
         try:
-            with deep_recursion():
-                tree = _parse_sql(text, self.dialect)
+            tree = _parse_sql(text, self.dialect)
         except ParseError as error:
             self._report_sqlglot_error(error, text, span)
             return None
@@ -587,7 +617,7 @@ class _AstBuilder:
         except ValueError as error:
             self.reporter.error("E0003", f"invalid SQL: {_first_line(str(error))}", span)
             return None
-        if isinstance(tree, exp.Command | exp.DDL | exp.DML | exp.Set | exp.Use):
+        if isinstance(tree, _STATEMENTS):
             self.reporter.error(
                 "E0003",
                 "invalid SQL: a statement is not allowed here",
