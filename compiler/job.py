@@ -53,23 +53,46 @@ def compile(
         option_overrides=dict(option_overrides or {}),
     )
     reporter = Reporter()
-    # Compiling allocates many small objects and frees nothing cyclic on the way; the
-    # cyclic collector would only rescan them (a fifth of the time on large jobs).
-    collecting = gc.isenabled()
-    gc.disable()
+    thresholds = _hold_full_collections()
     try:
         for compiler_pass in PASSES:
             setattr(job, compiler_pass.stage, compiler_pass.run(job, reporter))
             if reporter.has_errors:
                 raise CompileError(reporter.sorted())
     finally:
-        if collecting:
-            gc.enable()
+        _release_full_collections(thresholds)
     job.diagnostics = tuple(reporter.sorted())
     if for_spark and job.spark_diagnostics:
         everything = [*job.diagnostics, *job.spark_diagnostics]
         raise CompileError(sorted(everything, key=lambda d: (d.span.line, d.span.column)))
     return job
+
+
+#: The oldest generation's threshold while a compilation holds full collections off.
+_HELD = 1 << 30
+
+
+def _hold_full_collections() -> tuple[int, int, int] | None:
+    """Hold off the cyclic collector's full collections; young ones go on as usual.
+
+    Compiling makes many objects that live as long as the job. A full collection would
+    rescan all of them, again and again as they grow (a fifth of the time on large jobs);
+    collecting nothing until the end would scan them all at once, when they no longer fit
+    in a cache (a tenth of the time at 10,000 operators). Young collections scan what was
+    just made, and promote the job's objects like any others. Returns the thresholds to
+    restore, or None when there is nothing to do (collector off, or another compilation
+    in another thread is holding it already).
+    """
+    thresholds = gc.get_threshold()
+    if not gc.isenabled() or thresholds[2] == _HELD:
+        return None
+    gc.set_threshold(thresholds[0], thresholds[1], _HELD)
+    return thresholds
+
+
+def _release_full_collections(thresholds: tuple[int, int, int] | None) -> None:
+    if thresholds is not None and gc.get_threshold()[2] == _HELD:
+        gc.set_threshold(*thresholds)
 
 
 def compile_file(path: str | Path, *, for_spark: bool = False) -> CompiledJob:
