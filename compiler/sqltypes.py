@@ -162,9 +162,9 @@ class _Snapshot:
     __slots__ = ("metas", "shape", "types")
 
     def __init__(self, nodes: list[exp.Expr]) -> None:
-        self.shape = _shape(nodes)
-        self.metas = tuple(dict(node._meta) if node._meta else None for node in nodes)
-        self.types = tuple(node._type for node in nodes)
+        self.shape = [(node.__class__, _plain_args(node)) for node in nodes]
+        self.metas = [dict(node._meta) if node._meta else None for node in nodes]
+        self.types = [node._type for node in nodes]
 
     @staticmethod
     def of(tree: exp.Expr, typed: bool = False) -> _Snapshot | None:
@@ -201,10 +201,12 @@ class _Typing:
         """Type an untyped tree like the one kept; False (and nothing done) if it differs."""
         nodes = _nodes(tree)
         before = self.before
-        if len(nodes) != len(before.types) or _shape(nodes) != before.shape:
+        if len(nodes) != len(before.types):
             return False
-        for node, meta in zip(nodes, before.metas, strict=True):
-            if node._type is not None or (dict(node._meta) if node._meta else None) != meta:
+        for node, (kind, plain), meta in zip(nodes, before.shape, before.metas, strict=True):
+            if node.__class__ is not kind or node._type is not None:
+                return False
+            if (node._meta or None) != meta or _plain_args(node) != plain:
                 return False
         for node, dtype, meta in zip(nodes, self.after.types, self.after.metas, strict=True):
             node._type = dtype
@@ -238,23 +240,14 @@ def _nodes(tree: exp.Expr) -> list[exp.Expr]:
     return nodes
 
 
-def _shape(nodes: list[exp.Expr]) -> tuple[Any, ...]:
+def _plain_args(node: exp.Expr) -> list[tuple[str, Any]]:
+    """A node's arguments that are not nodes (names, flags, literal text)."""
     expr_class = exp.Expr
-    return tuple(
-        (
-            node.__class__,
-            tuple(
-                (key, _plain_items(value) if type(value) is list else value)
-                for key, value in node.args.items()
-                if not isinstance(value, expr_class)
-            ),
-        )
-        for node in nodes
-    )
-
-
-def _plain_items(values: list[Any]) -> tuple[Any, ...]:
-    return tuple(v for v in values if not isinstance(v, exp.Expr))
+    return [
+        (key, [v for v in value if not isinstance(v, expr_class)] if type(value) is list else value)
+        for key, value in node.args.items()
+        if not isinstance(value, expr_class)
+    ]
 
 
 def _resolve_and_type(expr: SqlExpr, scope: Scope, reporter: Reporter) -> str | None:
