@@ -4,8 +4,9 @@ The file is cut into statements first (at ``;`` and before a ``CREATE``, ``INSER
 ``SET`` that starts a line), then each statement is parsed with the LALR grammar in
 ``grammar/flow.lark``. A syntax error costs one statement, not the file: the parser
 reports it and goes on with the next statement, so every problem is reported.
-A small driver (:class:`_Driver`) runs Lark's parse table and lexers and builds the AST
-as it goes; Lark itself parses only statements the driver stops at, to report them.
+:class:`flowc.lalr.Driver` runs the grammar's LALR tables (shipped precomputed) and the
+builder below makes the AST as it goes; Lark itself parses only statements the driver
+stops at, to report their syntax errors.
 SQL expressions are handed to sqlglot; its error positions are mapped back to the file.
 """
 
