@@ -6,6 +6,7 @@ key's position, the expected type and the accepted range in one place.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -45,6 +46,8 @@ def _number(positive: bool = False) -> ValueKind:
         number = value.python
         if value.kind != "number" or not isinstance(number, int | float):
             raise ValueError_(f"expected a number, found {value.text}")
+        if not math.isfinite(number):
+            raise ValueError_(f"must be a finite number, found {value.text}")
         if positive and number <= 0:
             raise ValueError_(f"must be greater than 0, found {value.text}")
         return number
@@ -101,7 +104,8 @@ def parse_duration_ms(text: str) -> int | None:
     m = _DURATION.match(text)
     if not m or m.group(2).lower() not in _UNIT_MS:
         return None
-    return round(float(m.group(1)) * _UNIT_MS[m.group(2).lower()])
+    ms = float(m.group(1)) * _UNIT_MS[m.group(2).lower()]
+    return round(ms) if math.isfinite(ms) else None
 
 
 def _duration() -> ValueKind:

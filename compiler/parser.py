@@ -618,6 +618,15 @@ class _AstBuilder:
         except ValueError as error:
             self.reporter.error("E0003", f"invalid SQL: {_first_line(str(error))}", span)
             return None
+        except (AttributeError, IndexError, KeyError, TypeError):
+            # sqlglot's function builders assume well-formed calls: map(k) has no value
+            self.reporter.error(
+                "E0003",
+                "invalid SQL: cannot parse this expression",
+                span,
+                help="check the arguments of its functions",
+            )
+            return None
         if isinstance(tree, _STATEMENTS):
             self.reporter.error(
                 "E0003",

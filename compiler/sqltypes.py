@@ -271,6 +271,15 @@ def _resolve_and_type(expr: SqlExpr, scope: Scope, reporter: Reporter) -> str | 
             help="split it into several steps",
         )
         return None
+    except (AttributeError, IndexError, KeyError, TypeError, ValueError):
+        # sqlglot's typing rules assume well-formed calls: ceil() has no argument to type
+        reporter.error(
+            "E0003",
+            "invalid SQL: cannot work out the type of this expression",
+            expr.span,
+            help="check the arguments of its functions",
+        )
+        return None
     return type_text(expr.tree)
 
 
@@ -302,7 +311,7 @@ def type_text(node: exp.Expr) -> str:
 def _simple_type_name(kind: exp.DType) -> str:
     try:
         return normalize_type(str(exp.DataType.build(kind).sql("spark")))
-    except TypeSyntaxError:
+    except (TypeSyntaxError, SqlglotError, ValueError):  # not a type sqlglot can build
         return UNKNOWN
 
 

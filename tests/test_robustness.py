@@ -141,3 +141,31 @@ def test_hostile_names_in_the_generated_program_docstrings(job_name: str) -> Non
     functions = [node for node in module.body if isinstance(node, pyast.FunctionDef)]
     docstrings = [pyast.get_docstring(function) for function in functions]
     assert 'Source \'tri"""ple \\\\N\' (datagen).' in docstrings
+
+
+@pytest.mark.parametrize(
+    ("text", "code"),
+    [
+        (f"SET checkpoint.interval = {'9' * 400}s;\n", "E0302"),
+        (f"SET checkpoint.interval = '{'9' * 400} seconds';\n", "E0302"),
+        (
+            "CREATE SOURCE t (k BIGINT) WITH (connector = 'datagen', rows_per_second = 1e309);\n",
+            "E0405",
+        ),
+        ("INSERT INTO o FROM s |> SELECT map(k) AS m;\n", "E0003"),
+        ("INSERT INTO o SELECT var_map(k, 1, k) AS m FROM s;\n", "E0003"),
+        ("INSERT INTO o FROM s |> WHERE ceil() > 1;\n", "E0003"),
+        ("INSERT INTO o FROM s |> EXTEND floor() AS f;\n", "E0003"),
+    ],
+)
+def test_numbers_and_calls_that_overflow_or_break_sqlglot_are_diagnostics(
+    text: str, code: str
+) -> None:
+    """Found by the soak: a duration or number beyond a float, and function calls sqlglot's
+    parser or type rules index past their arguments, crashed flowc."""
+    assert code in _codes(HEADER + text)
+
+
+def test_types_sqlglot_cannot_build_are_unknown_not_a_crash() -> None:
+    text = HEADER + "INSERT INTO o FROM s |> SELECT j_s_o_n_cast(k, k) AS j;\n"
+    assert _codes(text) == []
