@@ -35,6 +35,7 @@ import sys
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -507,6 +508,9 @@ class ProgramGenerator:
         elif kind == "extend":
             base = c.choice(cols)
             expr, kind_, type_ = c.choice(COMPUTED[base.kind])
+            if c.chance(10):  # any function sqlglot knows, with any arguments
+                arguments = [c.choice([col.ref for col in cols] + ["1", "'x'", "NULL"])]
+                expr, kind_, type_ = self.call(arguments * c.integer(0, 3)), "other", None
             alias = self.fresh("e") if c.chance(99) else cols[0].ref
             q.steps.append(f"EXTEND {expr.format(c=base.ref)} AS {alias}{self.with_hints()}")
             q.columns = [*cols, Col(alias, type_, kind_)]
@@ -585,6 +589,9 @@ class ProgramGenerator:
             text = ", ".join(f"{b} WHEN {self.condition(cols)}" for b in branches)
             q.steps.append(f"ROUTE {text}{self.with_hints()}")
             q.routes.append((branches, list(cols), set(q.watermarks)))
+
+    def call(self, arguments: list[str]) -> str:
+        return f"{self.c.choice(function_names())}({', '.join(arguments)})"
 
     def aggregate(self, q: _Query, windowed: bool) -> None:
         c = self.c
@@ -895,7 +902,17 @@ def _same_kind(chooser: Chooser, token: str, tokens: list[str]) -> str:
         if token.startswith(opening):
             same = [t for t in tokens if t.startswith(opening)]
             return chooser.choice(same + extra)
+    if chooser.chance(10):
+        return chooser.choice(function_names())
     return chooser.choice([t for t in tokens if _is_name(t)] or [token])
+
+
+@cache
+def function_names() -> list[str]:
+    """Every function name sqlglot's Spark dialect knows, sorted (so seeds reproduce)."""
+    from sqlglot.dialects.spark import Spark
+
+    return sorted(name.lower() for name in Spark.parser_class.FUNCTIONS)
 
 
 def _is_name(token: str) -> bool:
