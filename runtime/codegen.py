@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlglot import exp
+from sqlglot.errors import SqlglotError
 
 from flowc import __version__, ast
 from flowc.catalog import ERRORS_COLUMNS
@@ -52,7 +53,13 @@ def _doc(text: str) -> str:
 
 def sql_of(expr: ast.SqlExpr) -> str:
     """Spark SQL for a checked expression, identifiers quoted."""
-    return str(expr.tree.sql(dialect="spark", identify=True))
+    try:
+        return str(expr.tree.sql(dialect="spark", identify=True))
+    except (AttributeError, IndexError, KeyError, TypeError, ValueError, SqlglotError):
+        # sqlglot's generator assumes well-formed calls: regexp_replace(k, n) lacks an argument
+        raise UnsupportedOnSpark(
+            f"cannot write '{expr.text}' in Spark SQL (check the arguments of its functions)"
+        ) from None
 
 
 def interval_text(expr: ast.SqlExpr) -> str:

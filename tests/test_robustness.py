@@ -169,3 +169,24 @@ def test_numbers_and_calls_that_overflow_or_break_sqlglot_are_diagnostics(
 def test_types_sqlglot_cannot_build_are_unknown_not_a_crash() -> None:
     text = HEADER + "INSERT INTO o FROM s |> SELECT j_s_o_n_cast(k, k) AS j;\n"
     assert _codes(text) == []
+
+
+@pytest.mark.parametrize(
+    "call", ["regexp_replace(n, 'a')", "j_s_o_n_object(k)", "x_m_l_table(k, n)"]
+)
+def test_calls_sqlglot_cannot_write_as_spark_sql_are_not_runnable(
+    call: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Found by the soak: sqlglot types these calls but cannot write them back as Spark SQL
+    (it assumes arguments that are missing); --emit pyspark said so with a traceback."""
+    path = tmp_path / "t.flow"
+    path.write_text(
+        "CREATE SOURCE s (k BIGINT, n STRING) WITH (connector = 'datagen');\n"
+        "CREATE SINK o WITH (connector = 'console');\n"
+        f"INSERT INTO o FROM s |> EXTEND {call} AS r;\n",
+        encoding="utf-8",
+    )
+    assert main(["compile", str(path), "--emit", "pyspark"]) == 1
+    err = capsys.readouterr().err
+    assert f"cannot write '{call}' in Spark SQL" in err
+    assert "Traceback" not in err
