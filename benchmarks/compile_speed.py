@@ -98,7 +98,7 @@ def pyspark_imported_by_compile(path: str) -> bool:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="10,100,1000,10000")
-    parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--output", default="BENCHMARKS.md")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]

@@ -4,12 +4,14 @@
 - the table driver builds the same AST, spans and diagnostics as Lark's parse;
 - ``copy_tree`` copies sqlglot trees as ``Expr.copy`` does;
 - kept typings type trees as sqlglot's annotator does;
-- plain-text diagnostics are what rich renders without colour.
+- plain-text diagnostics are what rich renders without colour;
+- compile() leaves the cyclic collector as it found it.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import gc
 import json
 from pathlib import Path
 from typing import Any
@@ -199,3 +201,22 @@ def _pieces(diagnostics: list[Diagnostic], sources: dict[str, str]) -> list[Any]
     parts += [f"{warnings} warning{'s' if warnings != 1 else ''}"] if warnings else []
     out.append([(", ".join(parts), "bold")])
     return out
+
+
+def test_compile_leaves_the_collector_as_it_was() -> None:
+    text = (ROOT / "examples" / "wordcount.flow").read_text(encoding="utf-8")
+    thresholds, enabled = gc.get_threshold(), gc.isenabled()
+    try:
+        gc.set_threshold(500, 7, 9)
+        flowc.compile(text, "wordcount.flow")
+        assert gc.get_threshold() == (500, 7, 9) and gc.isenabled()
+        with pytest.raises(flowc.CompileError):
+            flowc.compile("INSERT INTO nowhere FROM nothing;", "bad.flow")
+        assert gc.get_threshold() == (500, 7, 9) and gc.isenabled()
+        gc.disable()
+        flowc.compile(text, "wordcount.flow")
+        assert gc.get_threshold() == (500, 7, 9) and not gc.isenabled()
+    finally:
+        gc.set_threshold(*thresholds)
+        if enabled:
+            gc.enable()
