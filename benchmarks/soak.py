@@ -14,6 +14,21 @@ PySpark program that is not Python, an exit code other than 0, 1 or 2 or not the
 outcome implies, a traceback on stderr) or a case slower than ``--timeout`` seconds is
 saved to ``--crash-dir`` with its traceback. The numbers go to the "Soak" section of
 RELIABILITY.md; the exit code is 1 if anything was found.
+
+Two more runs (each replaces its own part of RELIABILITY.md, "Bounds, threads and
+memory"):
+
+    python -m benchmarks.soak --limits [--literals 300]
+    python -m benchmarks.soak --threads 2000
+
+``--limits`` compiles programs made to explode (many views, unions of the same input, join
+ladders, deep view chains, huge literals and files, programs at the size bounds), each in
+a fresh process, and reports the outcome (compiled, or the bound's diagnostic), the
+compile time, the rendering of every stage and the process's peak memory, against the
+goals (compile < 2 s, peak < 500 MB); then ``--literals`` programs with distinct 1 MB
+literals compiled one after another in one process (the memo caches' bytes, the peak).
+``--threads N`` runs 8 threads of N compiles each of tests/test_threads.py's corpus and
+checks every result against a serial compile, and the process's settings after.
 """
 
 from __future__ import annotations
@@ -22,6 +37,7 @@ import argparse
 import collections
 import datetime
 import json
+import logging
 import os
 import random
 import re
@@ -32,7 +48,9 @@ import sys
 import tempfile
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from types import FrameType
 
@@ -52,6 +70,11 @@ from fuzzing import (  # noqa: E402
 )
 
 BEGIN, END = "<!-- soak:begin -->", "<!-- soak:end -->"
+LIMITS = ("<!-- limits:begin -->", "<!-- limits:end -->")
+THREADS = ("<!-- threads:begin -->", "<!-- threads:end -->")
+#: Goals of --limits: each case's compile time, and the peak memory of its process.
+GOAL_COMPILE_SECONDS = 2.0
+GOAL_PEAK_MB = 500
 
 
 class CaseTimeout(BaseException):
@@ -217,15 +240,300 @@ def report(findings: Findings, args: argparse.Namespace, seconds: float, command
     return "\n".join(lines) + "\n"
 
 
-def write_section(path: Path, body: str) -> None:
-    """Replace the text between the soak markers of RELIABILITY.md (or append it)."""
+def write_section(
+    path: Path, body: str, markers: tuple[str, str] = (BEGIN, END), title: str = "Soak"
+) -> None:
+    """Replace the text between the markers of RELIABILITY.md (or append it)."""
+    begin, end = markers
     text = path.read_text(encoding="utf-8") if path.exists() else "# Reliability\n"
-    block = f"{BEGIN}\n{body}{END}"
-    if BEGIN in text and END in text:
-        text = re.sub(re.escape(BEGIN) + ".*?" + re.escape(END), lambda _: block, text, flags=re.S)
+    block = f"{begin}\n{body}{end}"
+    if begin in text and end in text:
+        text = re.sub(re.escape(begin) + ".*?" + re.escape(end), lambda _: block, text, flags=re.S)
     else:
-        text = text.rstrip("\n") + "\n\n## Soak\n\n" + block + "\n"
+        text = text.rstrip("\n") + f"\n\n## {title}\n\n" + block + "\n"
     path.write_text(text, encoding="utf-8")
+
+
+# ---------------------------------------------------------------- --limits
+
+
+def limit_cases() -> dict[str, tuple[str, Callable[[], str]]]:
+    """name -> (what it is, its program), in the report's order."""
+    import test_limits as t
+
+    def many_views(n: int) -> str:
+        lines = [t.HEADER]
+        lines += [
+            f"CREATE VIEW v{i} AS FROM src |> WHERE k > {i} |> SELECT k, v + {i} AS v, ts;"
+            for i in range(n)
+        ]
+        for first in range(0, n, 10):
+            others = ", ".join(f"v{i}" for i in range(first + 1, min(first + 10, n)))
+            lines.append(f"INSERT INTO out FROM v{first} |> UNION ALL {others};")
+        return "\n".join(lines) + "\n"
+
+    def wide_union(n: int) -> str:
+        lines = [t.HEADER]
+        lines += [f"CREATE VIEW v{i} AS FROM src |> WHERE k > {i};" for i in range(n)]
+        others = ", ".join(f"v{i}" for i in range(1, n))
+        lines.append(f"INSERT INTO out FROM v0 |> UNION ALL {others};")
+        return "\n".join(lines) + "\n"
+
+    def chained_views(n: int) -> str:
+        return t.pipe_view_chain(n, step="SELECT k, v + 1 AS v, ts")
+
+    def steps(n: int) -> str:
+        return t.HEADER + "INSERT INTO out FROM src" + " |> WHERE k > 0" * n + ";\n"
+
+    def sources(n: int) -> str:
+        lines = ["CREATE SINK out WITH (connector = 'noop');"]
+        for i in range(n):
+            lines.append(f"CREATE SOURCE s{i} (k BIGINT) WITH (connector = 'datagen');")
+            lines.append(f"INSERT INTO out FROM s{i};")
+        return "\n".join(lines) + "\n"
+
+    def terms(n: int) -> str:
+        return t.HEADER + "INSERT INTO out FROM src |> WHERE k > " + "+".join(["1"] * n) + ";\n"
+
+    def huge_file(chars: int) -> str:
+        return t.HEADER + "INSERT INTO out FROM src;\n-- " + "x" * chars + "\n"
+
+    kb = 1000
+    cases: dict[str, tuple[str, Callable[[], str]]] = {}
+    for n in (1000, 4000):
+        cases[f"many-views-{n}"] = (
+            f"{n:,} views of one source, unions of 10",
+            partial(many_views, n),
+        )
+    cases["wide-union-5000"] = ("UNION ALL of 5,000 views", partial(wide_union, 5000))
+    for n in (10, 14, 15, 16, 20, 40):
+        cases[f"union-ladder-{n}"] = (
+            f"views doubling by UNION ALL of the same input, n = {n}",
+            partial(t.union_ladder, n),
+        )
+    cases["union-ladder-20-rebalance"] = (
+        "the same, n = 20, then REBALANCE",
+        partial(t.union_ladder, 20, " |> REBALANCE"),
+    )
+    for n in (10, 20, 40):
+        cases[f"join-ladder-{n}"] = (f"join ladder, n = {n}", partial(t.join_ladder, n))
+    cases["outer-join-ladder-40"] = (
+        "LEFT JOIN ladder, n = 40",
+        partial(t.join_ladder, 40, "LEFT "),
+    )
+    for n in (1000, 3000, 8000):
+        cases[f"view-chain-{n}"] = (
+            f"{n:,} chained views with an exchange each",
+            partial(t.pipe_view_chain, n),
+        )
+    for n in (900, 1200):
+        cases[f"chained-views-{n}"] = (
+            f"{n:,} chained views, every operator in one chain",
+            partial(chained_views, n),
+        )
+    for n in (400, 5000):
+        cases[f"sql-view-chain-{n}"] = (f"{n:,} chained SQL views", partial(t.sql_view_chain, n))
+    for size in (100 * kb, 1000 * kb, 1024 * 1024 + 1):
+        cases[f"literal-{size}"] = (
+            f"a literal of {size:,} characters",
+            partial(t.literal_program, size),
+        )
+    cases["file-4MiB"] = ("a 4 MiB file (comments)", partial(huge_file, 4 * 1024 * 1024 - 200))
+    cases["file-100MB"] = ("a 100 MB file", partial(huge_file, 100_000_000))
+    for n in (10_000, 24_000, 30_000):
+        cases[f"steps-{n}"] = (f"{n:,} steps in one query", partial(steps, n))
+    for n in (12_000, 13_000):
+        cases[f"sources-{n}"] = (f"{n:,} sources, each into a sink", partial(sources, n))
+    for n in (10_000, 49_000, 1_000_000):
+        cases[f"terms-{n}"] = (f"an expression of {n:,} terms", partial(terms, n))
+    return cases
+
+
+def limit_case(name: str) -> dict[str, object]:
+    """Run one --limits case in this process (a fresh one): what it gave, how long, peak."""
+    import resource
+
+    import flowc
+    from flowc import limits
+
+    _, make = limit_cases()[name]
+    text = make()
+    flowc.compile((ROOT / "examples" / "wordcount.flow").read_text(), "warm.flow")  # grammar
+    start = time.perf_counter()
+    result: dict[str, object] = {"name": name, "chars": len(text)}
+    try:
+        job = flowc.compile(text, f"{name}.flow")
+    except flowc.CompileError as error:
+        result["compile"] = time.perf_counter() - start
+        result["outcome"] = ", ".join(sorted({d.code for d in error.diagnostics}))
+        result["message"] = error.diagnostics[0].message
+    else:
+        result["compile"] = time.perf_counter() - start
+        result["outcome"] = "compiled"
+        result["operators"] = len(job.stream_graph.nodes)
+        result["edges"] = len(job.stream_graph.edges())
+        start = time.perf_counter()
+        for stage in (job.transformations, job.stream_graph, job.job_graph):
+            stage.to_text()
+            stage.to_json()
+        job.physical_plan.to_text()
+        job.physical_plan.to_json()
+        result["render"] = time.perf_counter() - start
+    result["peak_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    result["cache_bytes"] = sum(limits.cache_bytes().values())
+    return result
+
+
+def distinct_literals(count: int) -> dict[str, object]:
+    """``count`` programs, each with its own 1 MB literal, compiled one after another."""
+    import resource
+
+    from test_limits import literal_program
+
+    import flowc
+    from flowc import limits
+
+    slowest = 0.0
+    most = 0
+    start = time.perf_counter()
+    for salt in range(count):
+        began = time.perf_counter()
+        flowc.compile(literal_program(1_000_000, salt), "literal.flow")
+        slowest = max(slowest, time.perf_counter() - began)
+        most = max(most, sum(limits.cache_bytes().values()))
+    return {
+        "count": count,
+        "seconds": time.perf_counter() - start,
+        "slowest": slowest,
+        "cache_bytes": most,
+        "budget": sum(c.max_bytes for c in limits.CACHES.values()),
+        "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
+
+
+def _in_a_process(*arguments: str) -> dict[str, object]:
+    process = subprocess.run(
+        [sys.executable, "-m", "benchmarks.soak", *arguments],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=1800,
+    )
+    if process.returncode != 0:
+        return {"outcome": "crash", "message": process.stderr.strip().splitlines()[-1:]}
+    data: dict[str, object] = json.loads(process.stdout.strip().splitlines()[-1])
+    return data
+
+
+def run_limits(args: argparse.Namespace) -> tuple[str, bool]:
+    cases = limit_cases()
+    rows = []
+    for name, (what, _) in cases.items():
+        result = _in_a_process("--limit-case", name)
+        result["what"] = what
+        rows.append(result)
+        print(json.dumps(result), file=sys.stderr, flush=True)
+    literals = _in_a_process("--distinct-literals", str(args.literals))
+    print(json.dumps(literals), file=sys.stderr, flush=True)
+
+    def seconds(value: object) -> str:
+        return f"{value:.2f}" if isinstance(value, float) else "-"
+
+    lines = [
+        f"Latest run: {datetime.date.today().isoformat()}, flowc at {git_revision()}, "
+        f"on {machine()}.",
+        "",
+        "    python -m benchmarks.soak --limits" + (f" --literals {args.literals}"),
+        "",
+        "Each case in a fresh process: compile time (grammar loaded first), rendering every "
+        "stage's text and JSON (when it compiles), and the process's peak resident memory "
+        "(the interpreter and imports included).",
+        "",
+        "| case | program (chars) | outcome | compile (s) | render (s) | peak (MiB) |",
+        "|---|---:|---|---:|---:|---:|",
+    ]
+    for row in rows:
+        outcome = str(row.get("outcome"))
+        if outcome == "compiled":
+            outcome = f"compiled: {row['operators']:,} operators, {row['edges']:,} edges"
+        lines.append(
+            f"| {row['what']} | {row.get('chars', 0):,} | {outcome} | "
+            f"{seconds(row.get('compile'))} | {seconds(row.get('render'))} | "
+            f"{float(str(row.get('peak_mb', 0))):.0f} |"
+        )
+    compile_times = [float(str(r["compile"])) for r in rows if "compile" in r]
+    peaks = [float(str(r.get("peak_mb", 0))) for r in rows] + [float(str(literals["peak_mb"]))]
+    slowest = max(rows, key=lambda r: float(str(r.get("compile", 0))))
+    crashes = [r["name"] for r in rows if r.get("outcome") == "crash"]
+    met_time = max(compile_times) < GOAL_COMPILE_SECONDS
+    met_memory = max(peaks) < GOAL_PEAK_MB
+    lines += [
+        "",
+        f"{literals['count']} programs, each with its own 1 MB literal, compiled one after "
+        f"another in one process: {float(str(literals['seconds'])):.1f} s, the slowest "
+        f"{float(str(literals['slowest'])):.2f} s; the memo caches held at most "
+        f"{int(str(literals['cache_bytes'])):,} bytes by their own accounting (budget "
+        f"{int(str(literals['budget'])):,}); peak {float(str(literals['peak_mb'])):.0f} MiB.",
+        "",
+        "| goal | measured | target | met |",
+        "|---|---|---|---|",
+        f"| compile time, slowest case | {max(compile_times):.2f} s ({slowest['what']}) | "
+        f"< {GOAL_COMPILE_SECONDS:.0f} s | {'yes' if met_time else 'no'} |",
+        f"| peak memory, largest case | {max(peaks):.0f} MiB | < {GOAL_PEAK_MB} MB | "
+        f"{'yes' if met_memory else 'no'} |",
+        f"| crashes | {len(crashes)} | 0 | {'yes' if not crashes else 'no'} |",
+    ]
+    return "\n".join(lines) + "\n", not crashes
+
+
+# ---------------------------------------------------------------- --threads
+
+
+def run_threads(args: argparse.Namespace) -> tuple[str, bool]:
+    import gc
+
+    import test_threads as t
+
+    from flowc import limits
+
+    programs = t.corpus(generated=200)
+    start = time.perf_counter()
+    serial = {name: t.fingerprint(text, name) for name, text in programs.items()}
+    serial_seconds = time.perf_counter() - start
+    gc.set_threshold(555, 7, 9)
+    sys.setrecursionlimit(1234)
+    failure = ""
+    start = time.perf_counter()
+    try:
+        results = t.run_in_threads(programs, args.threads)
+    except Exception:
+        failure = traceback.format_exc().strip().splitlines()[-1]
+        results = []
+    seconds = time.perf_counter() - start
+    settings = (gc.get_threshold(), sys.getrecursionlimit())
+    wrong = sorted({name for name, found in results if found != serial[name]})
+    ok = not failure and not wrong and settings == ((555, 7, 9), 1234)
+    cache = sum(limits.cache_bytes().values())
+    budget = sum(c.max_bytes for c in limits.CACHES.values())
+    lines = [
+        f"Latest run: {datetime.date.today().isoformat()}, flowc at {git_revision()}, "
+        f"on {machine()}.",
+        "",
+        f"    python -m benchmarks.soak --threads {args.threads}",
+        "",
+        f"**{t.THREADS} threads x {args.threads:,} compiles ({len(results):,} in all) of "
+        f"{len(programs)} programs in {seconds / 60:.1f} min: {len(wrong)} results differing "
+        f"from the serial compile, {failure if failure else 'no exception'}.** Each "
+        "result is every stage in every format, the diagnostics and each SQL tree of the "
+        f"AST with its type; the serial compiles took {serial_seconds:.1f} s. The "
+        f"application's own settings afterwards: collector thresholds {settings[0]} and "
+        f"recursion limit {settings[1]} (it set (555, 7, 9) and 1234); memo caches "
+        f"{cache:,} bytes by their own accounting (budget {budget:,}).",
+    ]
+    if wrong:
+        lines += ["", "Differing: " + ", ".join(wrong[:20])]
+    return "\n".join(lines) + "\n", ok
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -239,7 +547,31 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--crash-dir", type=Path, default=ROOT / "benchmarks" / "soak-crashes")
     parser.add_argument("--output", type=Path, default=ROOT / "RELIABILITY.md")
     parser.add_argument("--no-write", action="store_true", help="do not update --output")
+    parser.add_argument("--limits", action="store_true", help="the bounds' cases instead")
+    parser.add_argument("--literals", type=int, default=300, help="with --limits")
+    parser.add_argument("--threads", type=int, metavar="N", help="8 threads x N compiles")
+    parser.add_argument("--limit-case", help=argparse.SUPPRESS)
+    parser.add_argument("--distinct-literals", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+
+    if args.limit_case is not None:
+        print(json.dumps(limit_case(args.limit_case)))
+        return 0
+    if args.distinct_literals is not None:
+        print(json.dumps(distinct_literals(args.distinct_literals)))
+        return 0
+    if args.limits or args.threads is not None:
+        logging.getLogger("sqlglot").setLevel(logging.CRITICAL)
+        if args.limits:
+            text, ok = run_limits(args)
+            markers, title = LIMITS, "Bounds: the explosive cases"
+        else:
+            text, ok = run_threads(args)
+            markers, title = THREADS, "Threads: the full-size stress"
+        print(text)
+        if not args.no_write:
+            write_section(args.output, text, markers, title)
+        return 0 if ok else 1
 
     os.environ.setdefault("FLOWC_CRASH_DIR", str(args.crash_dir))
     args.crash_dir.mkdir(parents=True, exist_ok=True)

@@ -98,7 +98,7 @@ def main() -> int:
     program = load_program(job)
     spark = program.start_session("local[2]")
     spark.sparkContext.setLogLevel("ERROR")
-    planned = job.physical_plan.spark["queries"][0]["exchanges_planned"]  # type: ignore[index]
+    planned = job.spark_plan.queries[0].exchanges_planned
     flowc_runs, hand_runs = [], []
     exchanges = {}
     with tempfile.TemporaryDirectory() as directory:
@@ -124,7 +124,7 @@ def main() -> int:
             )
         tiny = flowc.compile(TINY, "tiny.flow", for_spark=True)
         tiny_program = load_program(tiny)
-        shuffle = tiny.physical_plan.spark["shuffle_partitions"]  # type: ignore[index]
+        shuffle = tiny.spark_plan.shuffle_partitions
         spark.conf.set("spark.sql.streaming.noDataMicroBatches.enabled", "true")
         from pyspark.sql import SparkSession  # noqa: F401  (the session already exists)
 

@@ -8,17 +8,18 @@ run reports every error in the file; a statement with errors is left out of the 
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import PurePath
 
 from sqlglot import exp
 
-from flowc import ast, catalog
+from flowc import ast, catalog, trust
 from flowc.diagnostics import Reporter, did_you_mean, one_of
 from flowc.flink.keygroups import compute_default_max_parallelism
-from flowc.lower_sql import lower_sql_query
+from flowc.functions import SparkExpressionChecks, has_aggregate, inside_aggregate, is_aggregate
+from flowc.habits import check_source_path
+from flowc.lower_sql import check_flink_windows, lower_sql_query
 from flowc.program import (
     ERRORS_SCHEMA,
     Column,
@@ -49,7 +50,6 @@ from flowc.sqltypes import (
     TypeSyntaxError,
     node_span,
     normalize_type,
-    resolve_and_type,
     types_match,
 )
 
@@ -58,10 +58,19 @@ PARTITION_KINDS = frozenset({"key_by", "partition", "partition_by"})
 
 
 def analyze(
-    tree: ast.Program, reporter: Reporter, option_overrides: dict[str, str] | None = None
+    tree: ast.Program,
+    reporter: Reporter,
+    overrides: Mapping[str, str] | None = None,
+    policy: trust.TrustPolicy | None = None,
 ) -> Program:
-    """``option_overrides`` maps ``source_or_sink.option`` to a value (``flowc run --set``)."""
-    return _Analyzer(tree, reporter, option_overrides or {}).run()
+    """``overrides`` are ``flowc run --set KEY=VALUE``: a setting, applied as if set by
+    ``SET``, or ``source_or_sink.option``; ``policy`` is how far the program is trusted
+    (:mod:`flowc.trust`)."""
+    start = len(reporter.diagnostics)
+    policy = policy or trust.TrustPolicy()
+    program = _Analyzer(tree, reporter, overrides or {}, policy).run()
+    trust.label_command_line(reporter, start, overrides or {})
+    return program
 
 
 @dataclass(slots=True)
@@ -73,11 +82,17 @@ class _Definition:
 
 class _Analyzer:
     def __init__(
-        self, tree: ast.Program, reporter: Reporter, option_overrides: dict[str, str]
+        self,
+        tree: ast.Program,
+        reporter: Reporter,
+        overrides: Mapping[str, str],
+        policy: trust.TrustPolicy,
     ) -> None:
         self.tree = tree
         self.reporter = reporter
-        self.option_overrides = option_overrides
+        self.given_overrides = overrides
+        self.overrides: list[trust.Override] = []
+        self.policy = policy
         self.applied_overrides: set[str] = set()
         self.file = tree.file
         self.definitions: dict[str, _Definition] = {}
@@ -90,11 +105,25 @@ class _Analyzer:
         self.read_errors: set[str] = set()  # sources whose side output 'errors' is read
         self.on_error_spans: dict[str, Span] = {}
         self.settings = Settings()
+        self.checks = SparkExpressionChecks()  # typing, then Spark's function and literal checks
 
     # ------------------------------------------------------------ driver
 
     def run(self) -> Program:
+        self.overrides = trust.read_overrides(self.given_overrides, self.reporter)
+        if not trust.check_program(self.tree, self.overrides, self.policy, self.reporter):
+            # A query inside an expression: its columns would only add follow-on errors.
+            return Program(
+                file=self.file,
+                settings=self.settings,
+                sources=(),
+                sinks=(),
+                views=(),
+                inserts=(),
+                span=self.tree.span,
+            )
         self.settings = self._settings()
+        self.checks = SparkExpressionChecks.for_settings(self.settings)
         self._declare()
         for order, statement in enumerate(self.tree.statements):
             if isinstance(statement, ast.CreateSource):
@@ -115,11 +144,13 @@ class _Analyzer:
             span=self.tree.span,
         )
         self._check_program(program)
-        for target in sorted(set(self.option_overrides) - self.applied_overrides):
+        for override in self.overrides:
+            if override.is_setting or override.key in self.applied_overrides:
+                continue
             self.reporter.error(
                 "E0411",
-                f"--set {target}: there is no source or sink '{target.split('.')[0]}'",
-                Span(self.file, 1, 1, 1, 1),
+                f"there is no source or sink '{override.key.split('.')[0]}'",
+                override.key_span,
                 help="write --set <source or sink>.<option>=<value>, or --set <setting>=<value>",
             )
         return program
@@ -151,12 +182,11 @@ class _Analyzer:
         values: dict[str, object] = {}
         spans: dict[str, Span] = {}
         spark: dict[str, str] = {}
-        for statement in self.tree.statements:
-            if not isinstance(statement, ast.SetStmt):
-                continue
-            option = statement.option
+        options = [s.option for s in self.tree.statements if isinstance(s, ast.SetStmt)]
+        options += [o.option() for o in self.overrides if o.is_setting]  # --set: the last word
+        for option in options:
             key = option.key
-            if key in spans:
+            if key in spans and option.span.file != trust.COMMAND_LINE:
                 self.reporter.warning(
                     "W0003",
                     f"'{key}' is set again; the earlier value is overridden",
@@ -185,6 +215,16 @@ class _Analyzer:
                     f"invalid value for setting '{key}': {error}",
                     option.value.span,
                     help=f"'{key}' takes {kind.description}",
+                )
+                continue
+            if key == "job.name" and (unprintable := _unprintable(str(values[key]))):
+                del values[key]
+                self.reporter.error(
+                    "E0413",
+                    f"job.name contains the control character {unprintable}",
+                    option.value.span,
+                    help="a job name becomes a folder name, a Python docstring and log lines: "
+                    "use printable characters",
                 )
                 continue
             spans[key] = option.span
@@ -374,18 +414,13 @@ class _Analyzer:
         """The WITH (...) list with ``--set name.option=value`` applied (checked as written)."""
         result = list(options)
         prefix = name.value + "."
-        for target, text in self.option_overrides.items():
-            if not target.startswith(prefix):
+        for override in self.overrides:
+            if override.is_setting or not override.key.startswith(prefix):
                 continue
-            self.applied_overrides.add(target)
-            key = target[len(prefix) :]
-            kind = "number" if re.fullmatch(r"-?\d+(\.\d+)?", text) else "string"
-            literal = text if kind == "number" else "'" + text.replace("'", "''") + "'"
-            if text.lower() in ("true", "false"):
-                kind, literal = "word", text
-            value = ast.Value(kind=kind, text=literal, span=name.span)
+            self.applied_overrides.add(override.key)
+            key = override.key[len(prefix) :]
             result = [o for o in result if o.key != key]
-            result.append(ast.Option(key=key, key_span=name.span, value=value, span=name.span))
+            result.append(override.option(key))
         return result
 
     @staticmethod
@@ -442,6 +477,11 @@ class _Analyzer:
             schema = None
         if schema is not None and connector is not None:
             self._check_source_columns(node, connector.name, schema, options)
+        if connector is not None and connector.name == "files" and "path" in options:
+            path, path_option = options["path"]
+            # Untrusted: never look at a path outside the sandbox (E0953 says why).
+            if trust.path_allowed(self.policy, self.file, str(path)):
+                check_source_path(self.file, name, path_option, path, self.reporter)
         watermark = self._watermark(node, schema) if schema is not None else None
         if schema is None or connector is None or self.definitions[name].node is not node:
             return
@@ -595,7 +635,7 @@ class _Analyzer:
                 help="event time must be a TIMESTAMP column; CAST it in the source's producer",
             )
             return None
-        expr_type = resolve_and_type(definition.expr, Scope(schema), self.reporter)
+        expr_type = self.checks.type(definition.expr, Scope(schema), self.reporter)
         if expr_type is None:
             return None
         if expr_type not in (TIMESTAMP, UNKNOWN):
@@ -841,7 +881,12 @@ class _Analyzer:
         self, query: ast.Query, side_outputs: list[SideOutput], view: str | None
     ) -> Stream | None:
         if isinstance(query, ast.SqlQuery):
-            lowered = lower_sql_query(query, self.reporter)
+            lowered = (
+                lower_sql_query(query, self.reporter)
+                if check_flink_windows(query, self.reporter)  # Flink's TUMBLE(...): E0602
+                and self.checks.sql_query(query, self.reporter)  # unknown functions first
+                else None
+            )
             if lowered is None:
                 self.used.update(_query_references(query))
                 return None
@@ -934,7 +979,7 @@ class _Analyzer:
         if isinstance(node, ast.KeyBy):
             texts = []
             for key in node.keys:
-                if resolve_and_type(key, scope, self.reporter) is None:
+                if self.checks.type(key, scope, self.reporter) is None:
                     return None
                 texts.append(_key_text(key))
             return Step(
@@ -956,7 +1001,7 @@ class _Analyzer:
                 partition=node.kind,
             )
         if isinstance(node, ast.PartitionBy):
-            if resolve_and_type(node.expr, scope, self.reporter) is None:
+            if self.checks.type(node.expr, scope, self.reporter) is None:
                 return None
             return Step(
                 kind="partition_by",
@@ -978,7 +1023,7 @@ class _Analyzer:
         raise AssertionError(f"unhandled step {type(node).__name__}")
 
     def _boolean(self, condition: ast.SqlExpr, scope: Scope, where: str) -> bool:
-        type_text = resolve_and_type(condition, scope, self.reporter)
+        type_text = self.checks.type(condition, scope, self.reporter)
         if type_text is None:
             return False
         if type_text not in (BOOLEAN, UNKNOWN):
@@ -1029,7 +1074,7 @@ class _Analyzer:
                 chosen = [c for c in schema if not qualifier or c.qualifier == qualifier]
                 out.extend(replace(c, qualifier=None) for c in chosen)
                 continue
-            if isinstance(item.expr.tree, exp.AggFunc):
+            if is_aggregate(item.expr.tree):
                 self.reporter.error(
                     "E0212",
                     f"aggregate '{item.expr.text}' in {_keyword(node)}",
@@ -1038,7 +1083,7 @@ class _Analyzer:
                 )
                 ok = False
                 continue
-            type_text = resolve_and_type(item.expr, scope, self.reporter)
+            type_text = self.checks.type(item.expr, scope, self.reporter)
             name = self._item_name(item)
             if type_text is None or name is None:
                 ok = False
@@ -1097,7 +1142,7 @@ class _Analyzer:
         return Step(kind="rename", node=node, schema=out, hints=hints, span=node.span)
 
     def _explode(self, node: ast.Explode, schema: Schema, hints: Hints) -> Step | None:
-        type_text = resolve_and_type(node.expr, Scope(schema), self.reporter)
+        type_text = self.checks.type(node.expr, Scope(schema), self.reporter)
         if type_text is None:
             return None
         if node.alias is None:
@@ -1179,7 +1224,7 @@ class _Analyzer:
             out.append(Column("window_start", TIMESTAMP))
             out.append(Column("window_end", TIMESTAMP))
         for item in node.items:
-            type_text = resolve_and_type(item.expr, scope, self.reporter)
+            type_text = self.checks.type(item.expr, scope, self.reporter)
             name = self._item_name(item)
             if type_text is None or name is None:
                 ok = False
@@ -1204,7 +1249,7 @@ class _Analyzer:
 
     def _aggregated(self, expr: ast.SqlExpr, keys: Sequence[str]) -> bool:
         """Every column an AGGREGATE item reads must sit inside an aggregate function."""
-        if not any(isinstance(n, exp.AggFunc) for n in expr.tree.walk()):
+        if not has_aggregate(expr.tree):
             self.reporter.error(
                 "E0216",
                 f"'{expr.text}' is not an aggregate",
@@ -1214,7 +1259,7 @@ class _Analyzer:
             )
             return False
         for column in expr.tree.find_all(exp.Column):
-            if column.find_ancestor(exp.AggFunc) is None and column.name not in keys:
+            if not inside_aggregate(column) and column.name not in keys:
                 self.reporter.error(
                     "E0216",
                     f"column '{column.sql()}' is used outside an aggregate function",
@@ -1248,7 +1293,7 @@ class _Analyzer:
                 help=f"for example {shapes[window.kind]}",
             )
             return False
-        type_text = resolve_and_type(time_arg, Scope(schema), self.reporter)
+        type_text = self.checks.type(time_arg, Scope(schema), self.reporter)
         if type_text is None:
             return False
         if type_text not in (TIMESTAMP, UNKNOWN):
@@ -1280,7 +1325,7 @@ class _Analyzer:
                     help="add the expression as a column with EXTEND first",
                 )
                 return None
-            if resolve_and_type(column, Scope(schema), self.reporter) is None:
+            if self.checks.type(column, Scope(schema), self.reporter) is None:
                 return None
             keys.append(column.tree.name)
         if node.within is not None and not _is_interval(node.within.tree):
@@ -1612,3 +1657,17 @@ def _all_hints(program: Program) -> Iterable[tuple[Hints, Span]]:
             yield step.hints, step.span
     for sink in program.sinks:
         yield sink.hints, sink.span
+
+
+def _unprintable(text: str) -> str | None:
+    """The first NUL or lone surrogate in ``text``, as U+XXXX; None if none.
+
+    A job name reaches Spark (its application name, through py4j, which sends UTF-8: a
+    lone surrogate cannot go) and C strings (a NUL ends them); the job name is refused
+    with E0413 (docs/language.md, "Job names"). Other control characters are written as
+    escapes wherever the name lands (generated docstrings, checkpoint folder names).
+    """
+    for char in text:
+        if char == "\0" or 0xD800 <= ord(char) < 0xE000:
+            return f"U+{ord(char):04X}"
+    return None

@@ -3,16 +3,22 @@
 from __future__ import annotations
 
 import gc
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from flowc import ast
 from flowc.diagnostics import CompileError, Diagnostic, Reporter
 from flowc.job_graph import JobGraph
+from flowc.limits import MAX_LITERAL_CHARS, MAX_SOURCE_CHARS, SharedSetting
+from flowc.parser import LineIndex, deep_recursion, long_literals
 from flowc.physical import PhysicalPlan
 from flowc.program import Program
+from flowc.spark_plan import SparkPlan
 from flowc.stream_graph import StreamGraph
 from flowc.transformations import TransformationTree
+from flowc.trust import TrustPolicy
 
 
 @dataclass(slots=True)
@@ -26,10 +32,16 @@ class CompiledJob:
     transformations: TransformationTree = field(init=False)
     stream_graph: StreamGraph = field(init=False)
     job_graph: JobGraph = field(init=False)
+    spark_plan: SparkPlan = field(init=False)
     physical_plan: PhysicalPlan = field(init=False)
     diagnostics: tuple[Diagnostic, ...] = ()
     spark_diagnostics: tuple[Diagnostic, ...] = ()
-    option_overrides: dict[str, str] = field(default_factory=dict)
+    #: Compiled to run on Spark: the Spark backend's own checks run too.
+    for_spark: bool = False
+    #: Every ``--set KEY=VALUE``: settings and ``source_or_sink.option``s, as given.
+    overrides: dict[str, str] = field(default_factory=dict)
+    #: How far the program is trusted (docs/security.md).
+    trust: TrustPolicy = field(default_factory=TrustPolicy)
 
 
 def compile(
@@ -37,9 +49,19 @@ def compile(
     filename: str = "<string>",
     *,
     for_spark: bool = False,
-    option_overrides: dict[str, str] | None = None,
+    option_overrides: Mapping[str, str] | None = None,
+    overrides: Mapping[str, str] | None = None,
+    trusted: bool = True,
+    base_dir: str | None = None,
 ) -> CompiledJob:
     """Compile flow source text; raises :class:`CompileError` with every diagnostic on errors.
+
+    ``overrides`` are ``flowc run --set KEY=VALUE``: a setting (as ``SET KEY = VALUE;``
+    would set it) or a source's or sink's option (``name.option``), each one value, never
+    program text (``option_overrides`` is the older name; both may be given).
+    ``trusted=False`` compiles a program from someone flowc should not trust: it cannot
+    reach the JVM, the process or files outside ``base_dir`` (default: the file's folder);
+    docs/security.md has the rules.
 
     Spark Structured Streaming's own limits (E07xx: output modes, watermarks) do not stop
     the plans, which are Flink's; they are in ``spark_diagnostics``, and with
@@ -50,17 +72,19 @@ def compile(
     job = CompiledJob(
         file=filename,
         source=text.removeprefix("\ufeff"),
-        option_overrides=dict(option_overrides or {}),
+        overrides={**(option_overrides or {}), **(overrides or {})},
+        trust=TrustPolicy(trusted=trusted, base_dir=base_dir),
+        for_spark=for_spark,
     )
     reporter = Reporter()
-    thresholds = _hold_full_collections()
-    try:
+    _check_input_bounds(job.source, filename, reporter)
+    if reporter.has_errors:
+        raise CompileError(reporter.sorted())
+    with _process_settings_held():
         for compiler_pass in PASSES:
             setattr(job, compiler_pass.stage, compiler_pass.run(job, reporter))
             if reporter.has_errors:
                 raise CompileError(reporter.sorted())
-    finally:
-        _release_full_collections(thresholds)
     job.diagnostics = tuple(reporter.sorted())
     if for_spark and job.spark_diagnostics:
         everything = [*job.diagnostics, *job.spark_diagnostics]
@@ -68,31 +92,66 @@ def compile(
     return job
 
 
+def _check_input_bounds(text: str, file: str, reporter: Reporter) -> None:
+    """The bounds on the input (docs/limits.md), checked before any pass: the source's
+    length (E0901) and each string literal's or quoted name's (E0902)."""
+    if len(text) > MAX_SOURCE_CHARS:
+        index = LineIndex(file, text)
+        reporter.error(
+            "E0901",
+            f"the source is {len(text):,} characters long; flowc compiles at most "
+            f"{MAX_SOURCE_CHARS:,} (4 MiB)",
+            index.span(MAX_SOURCE_CHARS, MAX_SOURCE_CHARS + 1),
+            help="split the job into several files (docs/limits.md lists flowc's bounds)",
+        )
+        return
+    if len(text) <= MAX_LITERAL_CHARS:
+        return  # no literal can be longer than the text
+    index = LineIndex(file, text)
+    for start, end, quote in long_literals(text, MAX_LITERAL_CHARS):
+        what = "quoted name" if quote == "`" else "string literal"
+        reporter.error(
+            "E0902",
+            f"this {what} is {end - start - 2:,} characters long; at most "
+            f"{MAX_LITERAL_CHARS:,} (1 MiB) are allowed",
+            index.span(start, start + 1),
+            help="read large data from a source (docs/limits.md lists flowc's bounds)",
+        )
+
+
 #: The oldest generation's threshold while a compilation holds full collections off.
 _HELD = 1 << 30
 
 
-def _hold_full_collections() -> tuple[int, int, int] | None:
-    """Hold off the cyclic collector's full collections; young ones go on as usual.
-
-    Compiling makes many objects that live as long as the job. A full collection would
-    rescan all of them, again and again as they grow (a fifth of the time on large jobs);
-    collecting nothing until the end would scan them all at once, when they no longer fit
-    in a cache (a tenth of the time at 10,000 operators). Young collections scan what was
-    just made, and promote the job's objects like any others. Returns the thresholds to
-    restore, or None when there is nothing to do (collector off, or another compilation
-    in another thread is holding it already).
-    """
-    thresholds = gc.get_threshold()
-    if not gc.isenabled() or thresholds[2] == _HELD:
+def _held_thresholds(found: tuple[int, int, int]) -> tuple[int, int, int] | None:
+    if not gc.isenabled() or found[2] == _HELD:
         return None
-    gc.set_threshold(thresholds[0], thresholds[1], _HELD)
-    return thresholds
+    return found[0], found[1], _HELD
 
 
-def _release_full_collections(thresholds: tuple[int, int, int] | None) -> None:
-    if thresholds is not None and gc.get_threshold()[2] == _HELD:
-        gc.set_threshold(*thresholds)
+#: Hold off the cyclic collector's full collections while any compilation runs; young ones
+#: go on as usual. Compiling makes many objects that live as long as the job. A full
+#: collection would rescan all of them, again and again as they grow (a fifth of the time
+#: on large jobs, half at 10,000 operators); collecting nothing until the end would scan
+#: them all at once, when they no longer fit in a cache. Young collections scan what was
+#: just made, and promote the job's objects like any others. The thresholds are the
+#: process's: the first compilation to start (in any thread) sets them, the last to finish
+#: puts back what the first found, unless the application set others in between.
+_COLLECTOR: SharedSetting[tuple[int, int, int]] = SharedSetting(
+    gc.get_threshold, lambda thresholds: gc.set_threshold(*thresholds), _held_thresholds
+)
+
+
+@contextmanager
+def _process_settings_held() -> Iterator[None]:
+    """The collector's thresholds and Python's recursion limit, as compiling needs them."""
+    collector = _COLLECTOR.enter()
+    try:
+        with deep_recursion():
+            yield
+    finally:
+        if collector:
+            _COLLECTOR.leave()
 
 
 def compile_file(path: str | Path, *, for_spark: bool = False) -> CompiledJob:

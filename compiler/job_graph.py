@@ -14,8 +14,10 @@ from dataclasses import dataclass, field
 from html.entities import codepoint2name
 from typing import Any
 
+from flowc.diagnostics import CompileError, Reporter
 from flowc.flink.keygroups import compute_default_max_parallelism
 from flowc.flink.murmur import murmur3_x64_128
+from flowc.limits import MAX_CHAINED_OPERATORS
 from flowc.outputs import document, dot_string, mermaid_label
 from flowc.program import Settings
 from flowc.spans import Span
@@ -228,49 +230,116 @@ class JobGraph:
     def topological(self) -> list[JobVertex]:
         """JobGraph.getVerticesSortedTopologicallyFromSources."""
         remaining = dict(self.vertices)
+        waiting = {v.id: len(v.inputs) for v in self.vertices.values()}
         ordered = [v for v in self.vertices.values() if not v.inputs]
         for vertex in ordered:
-            del remaining[vertex.id]
+            _order(vertex, remaining, waiting)
         position = 0
         while remaining:
             if position >= len(ordered):
                 raise ValueError("The job graph is cyclic.")
             current = ordered[position]
             position += 1
-            self._add_without_new_predecessors(current, ordered, remaining)
+            self._add_without_new_predecessors(current, ordered, remaining, waiting)
         return ordered
 
     def _add_without_new_predecessors(
-        self, start: JobVertex, ordered: list[JobVertex], remaining: dict[str, JobVertex]
+        self,
+        start: JobVertex,
+        ordered: list[JobVertex],
+        remaining: dict[str, JobVertex],
+        waiting: dict[str, int],
     ) -> None:
         """addNodesThatHaveNoNewPredecessors: depth-first, descending into a consumer as soon
-        as it is added (with an explicit stack, so long pipelines need no deep recursion)."""
+        as it is added (with an explicit stack, so long pipelines need no deep recursion).
 
-        def consumers(vertex: JobVertex) -> Iterator[JobEdge]:
-            return (edge for dataset in vertex.produced for edge in dataset.consumers)
-
-        stack = [consumers(start)]
+        ``waiting`` counts each vertex's inputs whose producer is still ``remaining``: Flink
+        scans the consumer's inputs for each edge, which is quadratic in parallel edges.
+        """
+        stack = [_consumers(start)]
         while stack:
             edge = next(stack[-1], None)
             if edge is None:
                 stack.pop()
                 continue
             target = remaining.get(edge.target)
-            if target is None:
-                continue
-            if any(e is not edge and e.producer in remaining for e in target.inputs):
+            if target is None or waiting[target.id]:
                 continue
             ordered.append(target)
-            del remaining[target.id]
-            stack.append(consumers(target))
+            _order(target, remaining, waiting)
+            stack.append(_consumers(target))
+
+
+def _consumers(vertex: JobVertex) -> Iterator[JobEdge]:
+    return (edge for dataset in vertex.produced for edge in dataset.consumers)
+
+
+def _order(vertex: JobVertex, remaining: dict[str, JobVertex], waiting: dict[str, int]) -> None:
+    """Take ``vertex`` out of ``remaining``: its consumers wait for one input less."""
+    del remaining[vertex.id]
+    for edge in _consumers(vertex):
+        waiting[edge.target] -= 1
 
 
 def _count(n: int, one: str, many: str) -> str:
     return f"{n} {one if n == 1 else many}"
 
 
-def build_job_graph(graph: StreamGraph) -> JobGraph:
-    return _JobGraphGenerator(graph).generate()
+def build_job_graph(graph: StreamGraph, reporter: Reporter | None = None) -> JobGraph:
+    """The JobGraph; a chain past MAX_CHAINED_OPERATORS is E0903 (to ``reporter``, else
+    raised as a CompileError), and the JobGraph is then left unfinished."""
+    errors = Reporter() if reporter is None else reporter
+    generator = _JobGraphGenerator(graph)
+    try:
+        return generator.generate()
+    except _ChainTooLong as chain:
+        errors.error(
+            "E0903",
+            "the operators chained one after another in one task would pass flowc's bound "
+            f"of {MAX_CHAINED_OPERATORS:,}",
+            chain.node.span,
+            help="break the chain with a partition step (REBALANCE, KEY BY) or a hint "
+            "WITH (chaining = 'new_chain') (docs/limits.md lists flowc's bounds)",
+        )
+    if reporter is None:
+        raise CompileError(errors.sorted())
+    return generator.job
+
+
+class _ChainTooLong(Exception):
+    """A chain passes MAX_CHAINED_OPERATORS operators one after another at ``node``: Flink's
+    tree description of a task indents each operator by its depth in the chain, so a chain
+    of n describes in about 3n²/2 characters."""
+
+    def __init__(self, node: StreamNode) -> None:
+        self.node = node
+
+
+class _ChainFrame:
+    """One call of Flink's recursive createChain: the node, its chain's head, the outputs
+    left to visit, and the transitive outputs found (added to the caller's on return when
+    the call followed a chainable edge)."""
+
+    __slots__ = (
+        "caller",
+        "chainable",
+        "current",
+        "head",
+        "next_chainable",
+        "next_other",
+        "non_chainable",
+        "transitive",
+    )
+
+    def __init__(self, current: int, head: int, caller: list[StreamEdge] | None = None) -> None:
+        self.current = current
+        self.head = head
+        self.caller = caller
+        self.chainable: list[StreamEdge] | None = None
+        self.non_chainable: list[StreamEdge] = []
+        self.next_chainable = 0
+        self.next_other = 0
+        self.transitive: list[StreamEdge] = []
 
 
 class _JobGraphGenerator:
@@ -282,6 +351,8 @@ class _JobGraphGenerator:
         self.chainable_outputs: dict[int, list[StreamEdge]] = {}
         self.transitive_out: dict[int, list[StreamEdge]] = {}
         self.vertex_of_node: dict[int, str] = {}
+        #: The BLOCKING dataset a new edge reuses, by what makes it reusable (see connect).
+        self.blocking: dict[tuple[Any, ...], IntermediateDataSet] = {}
         streaming = graph.streaming
         self.job = JobGraph(
             job_id=_job_id(graph),
@@ -294,69 +365,114 @@ class _JobGraphGenerator:
 
     def generate(self) -> JobGraph:
         for source in sorted(self.graph.sources):
-            self.create_chain(source, source)
+            self.create_chain(source)
         for vertex_id, vertex in list(self.job.vertices.items()):
             for edge in self.transitive_out[vertex.head]:
                 self.connect(vertex_id, edge)
         return self.job
 
-    def create_chain(self, current: int, head: int) -> list[StreamEdge]:
-        """Flink's createChain: chainable outputs first, then a new chain per other output."""
-        if head in self.built:
-            return []
-        node = self.graph.nodes[current]
-        chainable = [e for e in node.out_edges if self.graph.is_chainable(e)]
-        non_chainable = [e for e in node.out_edges if not self.graph.is_chainable(e)]
-        transitive: list[StreamEdge] = []
-        for edge in chainable:
-            transitive.extend(self.create_chain(edge.target_id, head))
-        for edge in non_chainable:
-            transitive.append(edge)
-            self.create_chain(edge.target_id, edge.target_id)
-        self.chainable_outputs[current] = chainable
-        if current == head:
-            self.transitive_out[head] = transitive
-            self.create_vertex(node)
-        return transitive
+    def create_chain(self, source: int) -> None:
+        """Flink's createChain from ``source``: chainable outputs first, then a new chain per
+        other output; a chain's vertex is created once its downstream chains are (post-order).
 
-    def chained_name(self, node_id: int) -> str:
-        """``A -> B`` for one chained output, ``A -> (B, C)`` for several (createChainedName).
-
-        Computed for chain heads only: Flink's per-node names grow quadratically on long chains.
+        Flink recurses; this walks the same order with an explicit stack of frames, so a
+        pipeline of any length needs no deep recursion.
         """
-        name = self.graph.nodes[node_id].name
-        outputs = self.chainable_outputs[node_id]
-        if not outputs:
-            return name
-        names = [self.chained_name(e.target_id) for e in outputs]
-        if len(names) == 1:
-            return f"{name} -> {names[0]}"
-        return f"{name} -> ({', '.join(names)})"
+        stack = [_ChainFrame(source, source)]
+        while stack:
+            frame = stack[-1]
+            if frame.chainable is None:
+                if frame.head in self.built:
+                    stack.pop()  # adds nothing to the caller's transitive outputs
+                    continue
+                node = self.graph.nodes[frame.current]
+                frame.chainable = [e for e in node.out_edges if self.graph.is_chainable(e)]
+                frame.non_chainable = [e for e in node.out_edges if not self.graph.is_chainable(e)]
+            if frame.next_chainable < len(frame.chainable):
+                edge = frame.chainable[frame.next_chainable]
+                frame.next_chainable += 1
+                stack.append(_ChainFrame(edge.target_id, frame.head, frame.transitive))
+                continue
+            if frame.next_other < len(frame.non_chainable):
+                edge = frame.non_chainable[frame.next_other]
+                frame.next_other += 1
+                frame.transitive.append(edge)
+                stack.append(_ChainFrame(edge.target_id, edge.target_id))
+                continue
+            stack.pop()
+            self.chainable_outputs[frame.current] = frame.chainable
+            if frame.current == frame.head:
+                self.transitive_out[frame.head] = frame.transitive
+                self.create_vertex(self.graph.nodes[frame.current])
+            if frame.caller is not None:
+                frame.caller.extend(frame.transitive)
+
+    def chained_name(self, head: int) -> str:
+        """``A -> B`` for one chained output, ``A -> (B, C)`` for several (createChainedName),
+        nested along the chain.
+
+        Computed for chain heads only: Flink's per-node names grow quadratically on long
+        chains. Written piece by piece (no deep recursion, no quadratic copying).
+        """
+        pieces: list[str] = []
+        stack: list[int | str] = [head]
+        while stack:
+            item = stack.pop()
+            if isinstance(item, str):
+                pieces.append(item)
+                continue
+            pieces.append(self.graph.nodes[item].name)
+            outputs = self.chainable_outputs[item]
+            if len(outputs) == 1:
+                stack.append(outputs[0].target_id)
+                stack.append(" -> ")
+            elif outputs:
+                todo: list[int | str] = [" -> ("]
+                for index, edge in enumerate(outputs):
+                    if index:
+                        todo.append(", ")
+                    todo.append(edge.target_id)
+                todo.append(")")
+                stack.extend(reversed(todo))
+        return "".join(pieces)
 
     def chain_members(self, head: int) -> list[int]:
-        """The chain's operators, head first, then depth-first along chained outputs."""
+        """The chain's operators, head first, then depth-first along chained outputs.
+
+        _ChainTooLong past MAX_CHAINED_OPERATORS one after another (the head is the first).
+        """
         order: list[int] = []
-        stack = [head]
+        stack = [(head, 1)]
         while stack:
-            current = stack.pop()
+            current, depth = stack.pop()
+            if depth > MAX_CHAINED_OPERATORS:
+                raise _ChainTooLong(self.graph.nodes[current])
             order.append(current)
-            stack.extend(reversed([e.target_id for e in self.chainable_outputs[current]]))
+            stack.extend(
+                (e.target_id, depth + 1) for e in reversed(self.chainable_outputs[current])
+            )
         return order
 
     def description(self, head: int) -> str:
-        """Flink's TREE vertex description: ``:- `` / ``+- `` per chained output."""
+        """Flink's TREE vertex description: ``:- `` / ``+- `` per chained output, each level
+        indented three more characters (so a chain of n operators one after another describes
+        in about 3n²/2 characters: flowc chains at most MAX_CHAINED_OPERATORS so)."""
         lines = [self.graph.nodes[head].name]
-
-        def walk(node_id: int, prefix: str) -> None:
-            outputs = self.chainable_outputs[node_id]
-            for index, edge in enumerate(outputs):
-                last = index == len(outputs) - 1
-                lines.append(
-                    prefix + ("+- " if last else ":- ") + self.graph.nodes[edge.target_id].name
-                )
-                walk(edge.target_id, prefix + ("   " if last else ":  "))
-
-        walk(head, "")
+        stack = [(iter(self.chainable_outputs[head]), len(self.chainable_outputs[head]), "")]
+        while stack:
+            outputs, count, prefix = stack[-1]
+            edge = next(outputs, None)
+            if edge is None:
+                stack.pop()
+                continue
+            count -= 1
+            stack[-1] = (outputs, count, prefix)
+            last = count == 0
+            lines.append(
+                prefix + ("+- " if last else ":- ") + self.graph.nodes[edge.target_id].name
+            )
+            below = self.chainable_outputs[edge.target_id]
+            stack.append((iter(below), len(below), prefix + ("   " if last else ":  ")))
         return "\n".join(lines) + "\n"
 
     def create_vertex(self, head_node: StreamNode) -> None:
@@ -408,19 +524,21 @@ class _JobGraphGenerator:
         consumer = self.job.vertices[self.vertex_of_node[edge.target_id]]
         partition_type = self.result_partition_type(edge)
         dataset = None
+        # Flink reuses the first BLOCKING dataset of the producer with the same source node
+        # and partitioner whose first consumer has this consumer's parallelism, max
+        # parallelism, output tag and keys: looked up by those, not by scanning the
+        # producer's datasets for each edge.
+        reuse = (
+            producer_id,
+            edge.source_id,
+            edge.partitioner,
+            consumer.parallelism,
+            consumer.max_parallelism,
+            edge.output_tag,
+            edge.keys,
+        )
         if partition_type == "BLOCKING":
-            dataset = next(
-                (
-                    d
-                    for d in producer.produced
-                    if d.source_node == edge.source_id
-                    and d.result_partition_type == partition_type
-                    and d.partitioner == edge.partitioner
-                    and d.consumers
-                    and _reusable(d.consumers[0], consumer, edge, self.job)
-                ),
-                None,
-            )
+            dataset = self.blocking.get(reuse)
         if dataset is None:
             dataset = IntermediateDataSet(
                 id=_dataset_id(producer_id, len(producer.produced)),
@@ -430,6 +548,8 @@ class _JobGraphGenerator:
                 partitioner=edge.partitioner,
             )
             producer.produced.append(dataset)
+            if partition_type == "BLOCKING":
+                self.blocking.setdefault(reuse, dataset)
         job_edge = JobEdge(
             source=dataset,
             target=consumer.id,
@@ -441,23 +561,14 @@ class _JobGraphGenerator:
         consumer.inputs.append(job_edge)
 
 
-def _reusable(existing: JobEdge, consumer: JobVertex, edge: StreamEdge, job: JobGraph) -> bool:
-    other = job.vertices[existing.target]
-    return (
-        other.parallelism == consumer.parallelism
-        and other.max_parallelism == consumer.max_parallelism
-        and existing.stream_edge.output_tag == edge.output_tag
-        and existing.stream_edge.keys == edge.keys
-    )
-
-
 def _escape_description(text: str) -> str:
     """JsonPlanGenerator: commons-lang3 escapeHtml4 (the HTML 4 named entities, so not the
     apostrophe), then newlines as <br/> and backslashes as &#92;."""
-    escaped = "".join(
-        f"&{codepoint2name[ord(ch)]};" if ord(ch) in codepoint2name else ch for ch in text
-    )
+    escaped = text.translate(_HTML4_ENTITIES)
     return escaped.replace("\n", "<br/>").replace("\\", "&#92;")
+
+
+_HTML4_ENTITIES = {code: f"&{name};" for code, name in codepoint2name.items()}
 
 
 def _checkpoint_settings(settings: Settings) -> CheckpointSettings:
@@ -471,9 +582,15 @@ def _checkpoint_settings(settings: Settings) -> CheckpointSettings:
 
 
 def _job_id(graph: StreamGraph) -> str:
-    """A JobID derived from the job's operator ids (Flink's is random; flowc's is stable)."""
+    """A JobID derived from the job's operator ids (Flink's is random; flowc's is stable).
+
+    The job name defaults to the file's stem, and a file name that is not UTF-8 reaches
+    Python with its bytes as lone surrogates (surrogateescape); ``surrogatepass`` encodes
+    every string, and any name that is valid UTF-8 as before, so ids do not change.
+    """
     seed = "|".join(graph.operator_id(n) for n in sorted(graph.nodes)).encode()
-    return murmur3_x64_128(graph.job_name.encode() + b"\0" + seed).hex()
+    name = graph.job_name.encode("utf-8", "surrogatepass")
+    return murmur3_x64_128(name + b"\0" + seed).hex()
 
 
 def _dataset_id(producer: str, index: int) -> str:

@@ -19,6 +19,7 @@ import hashlib
 import json
 import re
 import sys
+import threading
 from collections.abc import Callable
 from functools import cache
 from importlib import resources
@@ -127,7 +128,10 @@ class _Lexer:
         patterns: dict[str, str] = data["patterns"]
         flags: int = data["flags"]
         self.segments = tuple(
-            re.compile("|".join(f"(?P<{name}>{patterns[name]})" for name in run), flags)
+            re.compile(
+                "|".join(f"(?P<{name}>{_lean(patterns[name], len(run) == 1)})" for name in run),
+                flags,
+            )
             for run in _runs(spec["terminals"], patterns)
         )
         self.ignore = frozenset(spec["ignore"])
@@ -135,6 +139,31 @@ class _Lexer:
             kind: re.compile("|".join(f"(?P<{n}>{patterns[n]})" for n in names), flags)
             for kind, names in spec["unless"].items()
         }
+
+
+#: Lark's patterns for strings and quoted names, and the same as "unrolled loops": Python's
+#: regex engine keeps a backtracking record per character of the first form (over 100 MB
+#: for a literal of 1 MB), and none for runs of plain characters in the second.
+_UNROLLED = {
+    r"""'(?:[^'\\]|\\.|'')*'""": r"""'[^'\\]*(?:(?:\\.|'')[^'\\]*)*'""",
+    r'''"(?:[^"\\]|\\.|"")*"''': r'''"[^"\\]*(?:(?:\\.|"")[^"\\]*)*"''',
+    r"`(?:[^`]|``)*`": r"`[^`]*(?:``[^`]*)*`",
+}
+
+
+def _lean(pattern: str, alone: bool) -> str:
+    """``pattern``, matching the same with no backtracking record per character.
+
+    Strings and quoted names are unrolled (see _UNROLLED). A pattern matched ``alone`` (a
+    long one: SOUP, a run of expression text) that ends with a repeated group gets that
+    repeat possessive: nothing follows it that could fail, so the match is the same, but
+    the engine no longer keeps a record per repetition (400 MB for 2 MB of expression).
+    """
+    for form, unrolled in _UNROLLED.items():
+        pattern = pattern.replace(form, unrolled)
+    if alone and pattern.endswith(")*)"):
+        pattern = pattern[:-1] + "+)"
+    return pattern
 
 
 def _runs(names: list[str], patterns: dict[str, str]) -> list[list[str]]:
@@ -177,9 +206,21 @@ def tables() -> Tables:
     return Tables(build_tables(lark_parser()))
 
 
-@cache
+_lark_lock = threading.Lock()
+
+
 def lark_parser() -> lark.Lark:
-    """Lark's parser of the grammar: it builds the tables and reports syntax errors."""
+    """Lark's parser of the grammar: it builds the tables and reports syntax errors.
+
+    Built once, under a lock: Lark writes its cache file as it builds, and another thread
+    must not read that file half written. (Lark's ``parse`` is safe across threads.)
+    """
+    with _lark_lock:
+        return _build_lark_parser()
+
+
+@cache
+def _build_lark_parser() -> lark.Lark:
     import lark
 
     return lark.Lark(

@@ -5,34 +5,66 @@ HAVING ...`` becomes ``FROM t |> JOIN u ON ... |> WHERE ... |> KEY BY k |> WINDO
 TUMBLE(ts, ...) |> AGGREGATE ... |> WHERE <having> |> SELECT ...``, so SQL views get
 exactly the plans of the equivalent pipe query. What has no streaming meaning here
 (ORDER BY, LIMIT, subqueries, CTEs, OVER windows) is a diagnostic at its position.
+
+The grouped window is a column of the windowed AGGREGATE's output, as in Spark: named
+``window`` (``session_window``), or the alias of ``window(...) AS w`` in the SELECT list.
+``window.start`` / ``w.start`` (and ``.end``) are the AGGREGATE's ``window_start`` and
+``window_end``; the whole struct is ``named_struct('start', window_start, 'end',
+window_end)``. Flink SQL's group windows (``GROUP BY TUMBLE(...)``) are E0602.
 """
 
 from __future__ import annotations
 
+import itertools
+from typing import Any
+
 from sqlglot import exp
+from sqlglot.errors import TokenError
+from sqlglot.tokenizer_core import TokenType
 
 from flowc import ast
 from flowc.diagnostics import Reporter
+from flowc.functions import has_aggregate, is_aggregate
+from flowc.habits import (
+    FLINK_GROUP_WINDOWS,
+    FLINK_WINDOW_PROPERTIES,
+    flink_property_help,
+    flink_window_help,
+    function_name,
+)
 from flowc.spans import Span
-from flowc.sqltypes import node_span
+from flowc.sqltypes import node_span, sub_span
 
-_UNSUPPORTED = {
-    "with": "WITH (common table expressions)",
-    "order": "ORDER BY",
-    "limit": "LIMIT",
-    "offset": "OFFSET",
-    "qualify": "QUALIFY",
-    "laterals": "LATERAL VIEW",
-    "windows": "WINDOW clauses",
+_UNSUPPORTED: dict[str, tuple[str, TokenType | None]] = {
+    "with_": ("WITH (common table expressions)", TokenType.WITH),
+    "with": ("WITH (common table expressions)", TokenType.WITH),
+    "order": ("ORDER BY", TokenType.ORDER_BY),
+    "limit": ("LIMIT", TokenType.LIMIT),
+    "offset": ("OFFSET", TokenType.OFFSET),
+    "qualify": ("QUALIFY", TokenType.QUALIFY),
+    "laterals": ("LATERAL VIEW", TokenType.LATERAL),
+    "windows": ("WINDOW clauses", TokenType.WINDOW),
 }
+
+#: Spark's window functions, by the name Spark gives the grouped window column.
+_WINDOW_FUNCTIONS = frozenset({"window", "session_window"})
+_FIELDS = frozenset({"start", "end"})
+_STRUCT = "named_struct('start', window_start, 'end', window_end)"
 
 
 class _Unsupported(Exception):
-    def __init__(self, what: str, span: Span, help: str | None = None) -> None:
+    def __init__(self, what: str, span: Span, help: str | None = None, code: str = "E0601") -> None:
         super().__init__(what)
         self.what = what
         self.span = span
         self.help = help
+        self.code = code
+
+    @property
+    def message(self) -> str:
+        if self.code == "E0601":
+            return f"not supported in a streaming query: {self.what}"
+        return self.what
 
 
 def lower_sql_query(query: ast.SqlQuery, reporter: Reporter) -> ast.PipeQuery | None:
@@ -40,24 +72,128 @@ def lower_sql_query(query: ast.SqlQuery, reporter: Reporter) -> ast.PipeQuery | 
         return _Lowering(query).lower()
     except _Unsupported as problem:
         reporter.error(
-            "E0601",
-            f"not supported in a streaming query: {problem.what}",
+            problem.code,
+            problem.message,
             problem.span,
             help=problem.help or "write the query as a pipe query (FROM x |> ...)",
         )
         return None
 
 
+def check_flink_windows(query: ast.SqlQuery, reporter: Reporter) -> bool:
+    """E0602 for Flink SQL's group windows in ``query``; False when there is one.
+
+    Runs before Spark's function checks, which would call TUMBLE an unknown function.
+    """
+    lowering = _Lowering(query)
+    try:
+        for select in query.tree.find_all(exp.Select):
+            lowering.flink_windows(select)
+    except _Unsupported as problem:
+        reporter.error(problem.code, problem.message, problem.span, help=problem.help)
+        return False
+    return True
+
+
+def _tokenize(text: str) -> list[Any]:
+    """sqlglot's Spark tokens of ``text``, by a tokenizer of this call's own (a tokenizer
+    keeps the state of the text it works on, so threads must not share one)."""
+    from sqlglot.dialects.dialect import Dialect
+
+    dialect = Dialect.get_or_raise("spark")
+    return list(dialect.tokenizer_class(dialect=dialect).tokenize(text))
+
+
+def _is_window_call(node: exp.Expr | None) -> bool:
+    return isinstance(node, exp.Anonymous) and node.name.lower() in _WINDOW_FUNCTIONS
+
+
 class _Lowering:
     def __init__(self, query: ast.SqlQuery) -> None:
         self.query = query
         self.span = query.span
+        self._tokens: list[Any] | None = None
 
-    def expr(self, node: exp.Expr) -> ast.SqlExpr:
-        """A standalone expression for ``node``, with the span it has in the file."""
-        located = ast.SqlExpr(text=self.query.text, tree=node, span=self.span)
-        span = node_span(located, node)
-        copy = node.copy()
+    # ------------------------------------------------------------ positions
+
+    def tokens(self) -> list[Any]:
+        """sqlglot's tokens of the query text (for keywords, which carry no positions)."""
+        if self._tokens is None:
+            try:
+                self._tokens = _tokenize(self.query.text)
+            except TokenError:  # only costs precision
+                self._tokens = []
+        return self._tokens
+
+    def span_of(self, node: exp.Expr | None, keyword: TokenType | None = None) -> Span:
+        """Where ``node`` stands in the query: from its ``keyword`` (a clause's, which
+        sqlglot does not place) or its first positioned part to its last, brackets closed."""
+        starts: list[int] = []
+        ends: list[int] = []
+        for part in node.walk() if node is not None else ():
+            meta = part._meta
+            if meta and "start" in meta and "end" in meta:
+                starts.append(meta["start"])
+                ends.append(meta["end"] + 1)
+        tokens = self.tokens()
+        lo = min(starts) if starts else None
+        hi = max(ends) if ends else None
+        if keyword is not None:
+            candidates = [
+                t for t in tokens if t.token_type is keyword and (lo is None or t.start <= lo)
+            ]
+            if keyword is TokenType.WINDOW:  # the clause WINDOW w AS (...), not window(...)
+                following = {t.start: n for t, n in itertools.pairwise(tokens)}
+                candidates = [
+                    t
+                    for t in candidates
+                    if t.start not in following
+                    or following[t.start].token_type is not TokenType.L_PAREN
+                ]
+            if candidates:
+                chosen = candidates[-1] if lo is not None else candidates[0]
+                lo = chosen.start
+                hi = max(hi or 0, chosen.end + 1)
+        if lo is None or hi is None:
+            return self.span
+        inside = [i for i, t in enumerate(tokens) if lo <= t.start < hi]
+        if inside:
+            first, last = inside[0], inside[-1]
+            depth = sum(_bracket(t) for t in tokens[first : last + 1])
+            while depth > 0 and last + 1 < len(tokens):  # close what the construct opened
+                last += 1
+                depth += _bracket(tokens[last])
+            while depth < 0 and first > 0:  # open what it closes
+                first -= 1
+                depth += _bracket(tokens[first])
+            while (
+                keyword is TokenType.ORDER_BY
+                and last + 1 < len(tokens)
+                and _is_modifier(tokens[last + 1])
+            ):  # ORDER BY k DESC NULLS LAST
+                last += 1
+            if (
+                first > 0
+                and last + 1 < len(tokens)
+                and tokens[first - 1].token_type is TokenType.L_PAREN
+                and tokens[last + 1].token_type is TokenType.R_PAREN
+                and tokens[first].token_type is TokenType.SELECT
+            ):  # a subquery: its brackets too
+                first, last = first - 1, last + 1
+            lo, hi = min(lo, tokens[first].start), max(hi, tokens[last].end + 1)
+        located = ast.SqlExpr(text=self.query.text, tree=exp.Null(), span=self.span)
+        return sub_span(located, lo, hi)
+
+    # ------------------------------------------------------------ AST pieces
+
+    def expr(self, node: exp.Expr, tree: exp.Expr | None = None) -> ast.SqlExpr:
+        """A standalone expression for ``node`` (or ``tree``, what it is rewritten to),
+        with the span ``node`` has in the file."""
+        if tree is None:
+            span = node_span(ast.SqlExpr(text=self.query.text, tree=node, span=self.span), node)
+        else:
+            span = self.span_of(node)
+        copy = (tree if tree is not None else node).copy()
         for part in copy.walk():
             if isinstance(part, exp.Identifier):
                 for key in ("start", "end", "line", "col"):
@@ -74,16 +210,18 @@ class _Lowering:
         if not isinstance(table, exp.Table) or table.args.get("db"):
             raise _Unsupported(
                 "a subquery or qualified table in FROM",
-                self.expr(table).span,
+                self.span_of(table, TokenType.SELECT if isinstance(table, exp.Subquery) else None),
                 help="define the subquery as a view and read the view",
             )
         if table.alias and table.alias != table.name:
             raise _Unsupported(
                 f"the table alias '{table.alias}'",
-                self.expr(table).span,
+                self.span_of(table),
                 help=f"refer to the source or view by its name '{table.name}'",
             )
         return ast.Relation(name=self.name(table.name), side_output=None, span=self.span)
+
+    # ------------------------------------------------------------ queries
 
     def lower(self) -> ast.PipeQuery:
         tree = self.query.tree
@@ -95,7 +233,9 @@ class _Lowering:
 
     def union(self, tree: exp.Union) -> ast.PipeQuery:
         if tree.args.get("distinct") or not isinstance(tree, exp.Union):
-            raise _Unsupported("UNION without ALL", self.span, help="use UNION ALL")
+            raise _Unsupported(
+                "UNION without ALL", self.span_of(None, TokenType.UNION), help="use UNION ALL"
+            )
         left = tree.left
         right = tree.right
         first = self.select(left) if isinstance(left, exp.Select) else self.union(left)  # type: ignore[arg-type]
@@ -108,20 +248,26 @@ class _Lowering:
         ):
             raise _Unsupported(
                 "UNION ALL of a query other than SELECT * FROM x",
-                self.span,
+                self.span_of(right, TokenType.SELECT),
                 help="define each side as a view, then UNION ALL the views",
             )
         step = ast.UnionAll(others=(self.relation(right.args["from_"].this),), **self.step_fields())  # type: ignore[arg-type]
         return ast.PipeQuery(source=first.source, steps=(*first.steps, step), span=self.span)
 
     def select(self, tree: exp.Select) -> ast.PipeQuery:
-        for key, what in _UNSUPPORTED.items():
-            if tree.args.get(key):
-                raise _Unsupported(what, self.span)
-        if any(isinstance(n, exp.Window) for n in tree.find_all(exp.Window)):
-            raise _Unsupported("OVER (...) window functions", self.span)
-        if any(isinstance(n, exp.Subquery | exp.Select) and n is not tree for n in tree.walk()):
-            raise _Unsupported("a subquery", self.span, help="define it as a view")
+        for key, (what, keyword) in _UNSUPPORTED.items():
+            clause = tree.args.get(key)
+            if clause:
+                node = clause[0] if isinstance(clause, list) else clause
+                raise _Unsupported(what, self.span_of(node, keyword))
+        self.flink_windows(tree)
+        for window in tree.find_all(exp.Window):
+            raise _Unsupported("OVER (...) window functions", self.span_of(window))
+        for node in tree.walk():
+            if isinstance(node, exp.Subquery | exp.Select) and node is not tree:
+                raise _Unsupported(
+                    "a subquery", self.span_of(node, TokenType.SELECT), help="define it as a view"
+                )
         from_ = tree.args.get("from_") or tree.args.get("from")
         if from_ is None:
             raise _Unsupported("SELECT without FROM", self.span)
@@ -145,7 +291,7 @@ class _Lowering:
             steps.append(ast.Where(condition=self.expr(where.this), **fields))  # type: ignore[arg-type]
         items = list(tree.expressions)
         group = tree.args.get("group")
-        has_aggregates = any(isinstance(n, exp.AggFunc) for item in items for n in item.walk())
+        has_aggregates = any(has_aggregate(item) for item in items)
         if group is not None or has_aggregates:
             steps.extend(self.aggregate(tree, items, group))
         elif not (len(items) == 1 and isinstance(items[0], exp.Star)):
@@ -154,6 +300,29 @@ class _Lowering:
             steps.append(ast.Deduplicate(columns=(), within=None, **fields))  # type: ignore[arg-type]
         return ast.PipeQuery(source=source, steps=tuple(steps), span=self.span)
 
+    def flink_windows(self, tree: exp.Select) -> None:
+        """Flink SQL's group windows and their TUMBLE_START-style properties: E0602."""
+        group = tree.args.get("group")
+        for key in group.expressions if group is not None else []:
+            if function_name(key) in FLINK_GROUP_WINDOWS:
+                assert isinstance(key, exp.Anonymous)
+                raise _Unsupported(
+                    f"GROUP BY {key.name.upper()}(...) is Flink SQL's group window, not Spark SQL",
+                    self.span_of(key),
+                    help=flink_window_help(key),
+                    code="E0602",
+                )
+        for node in tree.walk():
+            name = function_name(node)
+            if name in FLINK_WINDOW_PROPERTIES:
+                assert name is not None
+                raise _Unsupported(
+                    f"{name}(...) is Flink SQL's window property, not Spark SQL",
+                    self.span_of(node),
+                    help=flink_property_help(name),
+                    code="E0602",
+                )
+
     def item(self, node: exp.Expr) -> ast.SelectItem:
         if isinstance(node, exp.Alias):
             return ast.SelectItem(
@@ -161,29 +330,41 @@ class _Lowering:
             )
         return ast.SelectItem(expr=self.expr(node), alias=None, span=self.span)
 
+    # ------------------------------------------------------------ GROUP BY
+
     def aggregate(
         self, tree: exp.Select, items: list[exp.Expr], group: exp.Group | None
     ) -> list[ast.Step]:
         fields = self.step_fields()
+        aliases = {item.alias: item.this for item in items if isinstance(item, exp.Alias)}
         keys: list[exp.Expr] = []
         window: exp.Anonymous | None = None
         for key in group.expressions if group is not None else []:
-            if isinstance(key, exp.Anonymous) and key.name.lower() in ("window", "session_window"):
+            target = key
+            if (
+                isinstance(key, exp.Column)
+                and not key.table
+                and _is_window_call(aliases.get(key.name))
+            ):
+                target = aliases[key.name]  # GROUP BY w, with window(...) AS w (as Spark)
+            if _is_window_call(target):
                 if window is not None:
-                    raise _Unsupported("grouping by two windows", self.expr(key).span)
-                window = key
+                    raise _Unsupported("grouping by two windows", self.span_of(key))
+                assert isinstance(target, exp.Anonymous)
+                window = target
             elif isinstance(key, exp.Column):
                 keys.append(key)
             else:
                 raise _Unsupported(
                     "GROUP BY an expression",
-                    self.expr(key).span,
+                    self.span_of(key),
                     help="compute it in a view first, then GROUP BY the column",
                 )
         steps: list[ast.Step] = []
         if keys:
             steps.append(ast.KeyBy(keys=tuple(self.expr(k) for k in keys), **fields))  # type: ignore[arg-type]
         window_sql = window.sql("spark") if window is not None else None
+        names: set[str] = set()
         if window is not None:
             args = [self.expr(a) for a in window.expressions]
             if window.name.lower() == "session_window":
@@ -191,45 +372,138 @@ class _Lowering:
             else:
                 kind = "HOP" if len(args) == 3 else "TUMBLE"
             steps.append(ast.Window(kind=kind, args=tuple(args), **fields))  # type: ignore[arg-type]
+            names = {window.name.lower()} | {
+                alias for alias, node in aliases.items() if node.sql("spark") == window_sql
+            }
         key_names = {k.name for k in keys}
+        names -= key_names
+        grouped = key_names | ({"window_start", "window_end"} if window is not None else set())
         aggregates: list[ast.SelectItem] = []
         projection: list[ast.SelectItem] = []
         for index, item in enumerate(items):
             inner = item.this if isinstance(item, exp.Alias) else item
             alias = item.alias if isinstance(item, exp.Alias) else None
-            if any(isinstance(n, exp.AggFunc) for n in inner.walk()):
+            if has_aggregate(inner):
                 name = alias or f"agg_{index}"
                 aggregates.append(
                     ast.SelectItem(expr=self.expr(inner), alias=self.name(name), span=self.span)
                 )
                 projection.append(self.item(exp.column(name) if not alias else exp.column(alias)))
-            elif window_sql is not None and inner.sql("spark") == window_sql:
-                struct: exp.Expr = exp.maybe_parse(
-                    "named_struct('start', window_start, 'end', window_end)", dialect="spark"
-                )
+            elif window is not None and inner.sql("spark") == window_sql:
+                struct: exp.Expr = exp.maybe_parse(_STRUCT, dialect="spark")
                 projection.append(
                     ast.SelectItem(
-                        expr=self.expr(struct), alias=self.name(alias or "window"), span=self.span
+                        expr=self.expr(struct),
+                        alias=self.name(alias or window.name.lower()),
+                        span=self.span,
                     )
                 )
-            elif isinstance(inner, exp.Column) and inner.name in key_names:
+            elif (
+                isinstance(inner, exp.Column)
+                and inner.name in key_names
+                and inner.table not in names
+            ):
                 projection.append(self.item(item))
             else:
-                raise _Unsupported(
-                    f"'{inner.sql('spark')}' (neither grouped nor aggregated)",
-                    self.expr(inner).span,
-                    help="add it to GROUP BY or wrap it in an aggregate",
+                rewritten = self.window_refs(inner, names, window_sql)
+                used = {c.name for c in rewritten.find_all(exp.Column)}
+                if isinstance(rewritten, exp.Star) or not used <= grouped:
+                    raise _Unsupported(
+                        f"'{inner.sql('spark')}' (neither grouped nor aggregated)",
+                        self.span_of(inner),
+                        help=self.ungrouped_help(inner, window is not None),
+                    )
+                output = alias or _spark_name(inner, names)
+                projection.append(
+                    ast.SelectItem(
+                        expr=self.expr(inner, rewritten),
+                        alias=self.name(output) if output else None,
+                        span=self.span,
+                    )
                 )
         if not aggregates:
-            raise _Unsupported("GROUP BY without aggregates", self.span, help="use DISTINCT")
+            raise _Unsupported(
+                "GROUP BY without aggregates",
+                self.span_of(group, TokenType.GROUP_BY) if group is not None else self.span,
+                help="use DISTINCT",
+            )
         steps.append(ast.Aggregate(items=tuple(aggregates), **fields))  # type: ignore[arg-type]
         having = tree.args.get("having")
         if having is not None:
-            condition = having.this.copy()
+            condition = self.window_refs(having.this, names, window_sql)
             for agg in aggregates:
-                for node in list(condition.find_all(exp.AggFunc)):
+                for node in [n for n in condition.walk() if is_aggregate(n)]:
                     if node.sql("spark") == agg.expr.tree.sql("spark") and agg.alias is not None:
                         node.replace(exp.column(agg.alias.value))
-            steps.append(ast.Where(condition=self.expr(condition), **fields))  # type: ignore[arg-type]
+            steps.append(ast.Where(condition=self.expr(having.this, condition), **fields))  # type: ignore[arg-type]
         steps.append(ast.Select(items=tuple(projection), **fields))  # type: ignore[arg-type]
         return steps
+
+    @staticmethod
+    def window_refs(node: exp.Expr, names: set[str], window_sql: str | None) -> exp.Expr:
+        """``node`` with the grouped window's references made the AGGREGATE's columns:
+        ``window.start`` → ``window_start``, ``window`` → the struct of both."""
+        if window_sql is None:
+            return node.copy()
+
+        def swap(part: exp.Expr) -> exp.Expr:
+            if (
+                isinstance(part, exp.Column)
+                and part.table in names
+                and not part.args.get("db")
+                and part.name.lower() in _FIELDS
+            ):
+                return exp.column(f"window_{part.name.lower()}")
+            if (
+                isinstance(part, exp.Dot)
+                and part.this.sql("spark") == window_sql
+                and part.name.lower() in _FIELDS
+            ):
+                return exp.column(f"window_{part.name.lower()}")
+            if (isinstance(part, exp.Column) and not part.table and part.name in names) or (
+                _is_window_call(part) and part.sql("spark") == window_sql
+            ):
+                struct: exp.Expr = exp.maybe_parse(_STRUCT, dialect="spark")
+                return struct
+            return part
+
+        return node.copy().transform(swap)
+
+    @staticmethod
+    def ungrouped_help(node: exp.Expr, windowed: bool) -> str:
+        for column in node.find_all(exp.Column):
+            if column.table in _WINDOW_FUNCTIONS and not windowed:
+                return (
+                    f"{column.table}.{column.name} needs GROUP BY {column.table}(ts, ...): "
+                    "then it is the window's bound"
+                )
+        return "add it to GROUP BY or wrap it in an aggregate"
+
+
+def _spark_name(node: exp.Expr, names: set[str]) -> str | None:
+    """The name Spark gives an unaliased reference to the window: ``window.start`` is
+    ``start``, ``window`` is ``window``; None for other expressions (they need AS)."""
+    if isinstance(node, exp.Column) and (
+        not node.table or (node.table in names and node.name.lower() in _FIELDS)
+    ):
+        return node.name
+    if isinstance(node, exp.Dot) and node.name.lower() in _FIELDS:
+        return node.name
+    return None
+
+
+def _is_modifier(token: Any) -> bool:
+    """A word sqlglot keeps no position for that ends an ORDER BY item."""
+    return token.token_type in (TokenType.ASC, TokenType.DESC) or token.text.upper() in (
+        "NULLS",
+        "FIRST",
+        "LAST",
+    )
+
+
+def _bracket(token: Any) -> int:
+    if token.token_type is TokenType.L_PAREN:
+        return 1
+    if token.token_type is TokenType.R_PAREN:
+        return -1
+    return 0

@@ -15,6 +15,7 @@ from __future__ import annotations
 import bisect
 import re
 import sys
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from copy import deepcopy
@@ -27,7 +28,16 @@ from sqlglot.errors import ParseError, SqlglotError
 
 from flowc import ast
 from flowc.diagnostics import Reporter
+from flowc.habits import (
+    FLINK_WINDOW_TVF,
+    KEYWORD_FUNCTION_WORDS,
+    create_help,
+    flink_tvf_help,
+    keyword_calls_as_functions,
+    text_span,
+)
 from flowc.lalr import Bounds, Driver, NoFastPath, Token, lark_parser, tables
+from flowc.limits import MAX_STEPS, MAX_TOKENS, BoundedCache, SharedSetting
 from flowc.spans import Span
 
 if TYPE_CHECKING:
@@ -43,25 +53,40 @@ _RECURSION_LIMIT = 8000
 DEFAULT_DIALECT = "spark"
 
 
+_driver_lock = threading.Lock()
+
+
 @cache
 def _driver() -> Driver:
-    return Driver(tables())
+    with _driver_lock:  # the first call builds the tables: once, whatever the threads
+        return Driver(tables())
+
+
+#: Python's recursion limit is the process's: raised while any compilation in any thread
+#: needs it, put back by the last one to finish (see flowc.limits.SharedSetting).
+_RECURSION: SharedSetting[int] = SharedSetting(
+    sys.getrecursionlimit,
+    sys.setrecursionlimit,
+    lambda found: _RECURSION_LIMIT if found < _RECURSION_LIMIT else None,
+)
 
 
 @contextmanager
-def deep_recursion(depth: int = 0) -> Iterator[None]:
-    """Let recursive walks (sqlglot's parser, chain building) go deeper than Python's default.
+def deep_recursion() -> Iterator[None]:
+    """Let sqlglot's recursive parser and typing go deeper than Python's default limit.
 
-    ``depth`` asks for room for that many more frames than the usual limit.
+    Re-entrant and safe across threads: the limit is raised to ``_RECURSION_LIMIT`` while
+    any thread is inside, and the limit found by the first to enter is put back when the
+    last leaves (unless the application set another limit meanwhile, which then stays).
+    :func:`flowc.compile` holds it for a whole compilation, so the inner uses cost little.
     """
-    old = sys.getrecursionlimit()
-    wanted = max(_RECURSION_LIMIT, old + 4 * depth)
-    if old < wanted:
-        sys.setrecursionlimit(wanted)
+    if not _RECURSION.enter():
+        yield
+        return
     try:
         yield
     finally:
-        sys.setrecursionlimit(old)
+        _RECURSION.leave()
 
 
 # ---------------------------------------------------------------- positions
@@ -104,14 +129,17 @@ class _Chunk:
     last_token_end: int
 
 
+#: Strings and quoted names are written as "unrolled loops" here and in _RUNS:
+#: ``'(?:[^'\\]|\\.|'')*'`` matches the same, but Python's regex engine keeps a
+#: backtracking record per character of it, over 100 MB for a literal of 1 MB.
 _SCAN = re.compile(
     r"""
       (?P<ws>[ \t\r\f\v]+)
     | (?P<nl>\n)
     | (?P<comment>--[^\n]*)
     | (?P<block>/\*.*?\*/)
-    | (?P<str>'(?:[^'\\]|\\.|'')*'|"(?:[^"\\]|\\.|"")*")
-    | (?P<qname>`(?:[^`]|``)*`)
+    | (?P<str>'[^'\\]*(?:(?:\\.|'')[^'\\]*)*'|"[^"\\]*(?:(?:\\.|"")[^"\\]*)*")
+    | (?P<qname>`[^`]*(?:``[^`]*)*`)
     | (?P<semi>;)
     | (?P<word>[A-Za-z_][A-Za-z0-9_]*)
     | (?P<other>.)
@@ -130,8 +158,8 @@ _RUNS = re.compile(
     | (?P<nl>\n)
     | (?P<comment>--[^\n]*)
     | (?P<block>/\*.*?\*/)
-    | (?P<str>'(?:[^'\\]|\\.|'')*'|"(?:[^"\\]|\\.|"")*")
-    | (?P<qname>`(?:[^`]|``)*`)
+    | (?P<str>'[^'\\]*(?:(?:\\.|'')[^'\\]*)*'|"[^"\\]*(?:(?:\\.|"")[^"\\]*)*")
+    | (?P<qname>`[^`]*(?:``[^`]*)*`)
     | (?P<semi>;)
     | (?P<other>.)
     """,
@@ -139,6 +167,15 @@ _RUNS = re.compile(
 )
 _SPACES = " \t\r\f\v"
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def long_literals(text: str, limit: int) -> Iterator[tuple[int, int, str]]:
+    """Each string literal or quoted name longer than ``limit`` characters (quotes not
+    counted), as the statement splitter reads the text (so not inside a comment): its
+    offsets, quotes included, and its quote character."""
+    for m in _RUNS.finditer(text):
+        if m.lastgroup in ("str", "qname") and m.end() - m.start() - 2 > limit:
+            yield m.start(), m.end(), text[m.start()]
 
 
 def _split_statements(text: str) -> list[_Chunk]:
@@ -194,6 +231,8 @@ def _open_bracket(text: str, start: int, stop: int) -> tuple[str, int] | None:
     for m in _SCAN.finditer(text, start, stop):
         token = m.group()
         if m.lastgroup == "word":
+            if text[m.start() - 1 : m.start()] == ".":
+                continue  # a field: w.end
             if token.lower() == "case":
                 stack.append(("CASE", m.start()))
             elif token.lower() == "end" and stack and stack[-1][0] == "CASE":
@@ -294,12 +333,14 @@ def parse(text: str, file: str, reporter: Reporter) -> ast.Program:
         builder.base = chunk.start
         source = text[chunk.start : chunk.end]
         reported = len(reporter.diagnostics)
+        steps = builder.steps
         try:
             statement = driver.parse(source, builder)
         except NoFastPath:
             # Lark parses it again and raises the syntax error; what the builder reported
             # before the driver stopped is dropped, as the statement is.
             del reporter.diagnostics[reported:]
+            builder.steps = steps
             from lark.exceptions import UnexpectedInput
 
             try:
@@ -320,7 +361,45 @@ def parse(text: str, file: str, reporter: Reporter) -> ast.Program:
             statements.append(statement)
             if isinstance(statement, ast.SetStmt) and statement.option.key == "sql.dialect":
                 builder.dialect = str(statement.option.value.python).lower()
+        if builder.steps > MAX_STEPS or builder.tokens > MAX_TOKENS:
+            _too_large(builder, chunk, index, reporter)
+            break
     return ast.Program(file=file, statements=tuple(statements), span=index.span(0, len(text)))
+
+
+def _too_large(builder: _AstBuilder, chunk: _Chunk, index: LineIndex, reporter: Reporter) -> None:
+    """E0903 at the statement whose steps or SQL tokens pass their bound; parsing stops
+    there, well before the passes after it would take long (a step or a token of an
+    expression costs more in each of them)."""
+    word = _WORD.match(index.text, chunk.start)
+    what = (
+        f"{MAX_STEPS:,} steps (pipe steps, and the clauses of SQL queries)"
+        if builder.steps > MAX_STEPS
+        else f"{MAX_TOKENS:,} tokens in SQL expressions and queries"
+    )
+    reporter.error(
+        "E0903",
+        f"the program would pass flowc's bound of {what}",
+        index.span(chunk.start, word.end() if word else chunk.start + 1),
+        help="split the job (docs/limits.md lists flowc's bounds)",
+    )
+
+
+def _query_steps(tree: exp.Expr) -> int:
+    """The steps a SQL query becomes, about (see flowc.lower_sql): one for the SELECT list,
+    one per JOIN, WHERE, HAVING and DISTINCT, two for a GROUP BY; a UNION's sides' sum."""
+    steps = 0
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, exp.SetOperation):
+            stack.extend(side for side in (node.this, node.expression) if side is not None)
+            continue
+        args = node.args
+        steps += 1 + len(args.get("joins") or ())
+        steps += sum(1 for clause in ("where", "having", "distinct") if args.get(clause))
+        steps += 2 if args.get("group") else 0
+    return steps
 
 
 def _report_syntax_error(
@@ -368,6 +447,8 @@ def _report_syntax_error(
                 )
                 return
         expected, help = _expected_text(expected_set)
+        if token.type == "NAME" and {"SOURCE", "SINK"} <= expected_set:
+            help = create_help(str(token), index.text[chunk.start : chunk.end]) or help
         reporter.error("E0001", f"syntax error: expected {expected}, found {found}", span, help)
         return
     if isinstance(error, UnexpectedCharacters):
@@ -419,38 +500,88 @@ _BARE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _STATEMENTS = (exp.Command, exp.DDL, exp.DML, exp.Set, exp.Use)
 
 
-@cache
-def _sql_tools(dialect: str) -> tuple[Any, Any]:
-    """One tokenizer and parser per dialect: sqlglot's parse_one builds both per call."""
-    from sqlglot.dialects.dialect import Dialect
+#: Each thread's sqlglot tokenizers and parsers, by dialect: both keep the state of the
+#: text they work on, so a thread never shares them.
+_tools = threading.local()
 
-    instance = Dialect.get_or_raise(dialect)
-    return instance.tokenizer_class(dialect=instance), instance.parser()
 
+def sql_tools(dialect: str) -> tuple[Any, Any]:
+    """This thread's tokenizer and parser for ``dialect`` (sqlglot's parse_one builds both
+    per call)."""
+    mine: dict[str, tuple[Any, Any]] | None = getattr(_tools, "by_dialect", None)
+    if mine is None:
+        mine = _tools.by_dialect = {}
+    found = mine.get(dialect)
+    if found is None:
+        from sqlglot.dialects.dialect import Dialect
+
+        instance = Dialect.get_or_raise(dialect)
+        found = mine[dialect] = (instance.tokenizer_class(dialect=instance), instance.parser())
+    return found
+
+
+#: What one node of a kept sqlglot tree costs (its object, args and meta dicts), measured
+#: with tracemalloc on typical expressions: about 430 bytes.
+NODE_BYTES = 450
 
 #: Expressions parsed before, by (text, dialect): the tree, kept pristine, or None for a
-#: text seen once only (a single use needs no copy; a second one keeps a tree to copy).
-_parsed: dict[tuple[str, str], exp.Expr | None] = {}
-_PARSED_LIMIT = 4096
+#: text seen once only (a single use needs no copy; a second one keeps a tree to copy);
+#: and the number of sqlglot tokens of the text.
+_parsed: BoundedCache[tuple[str, str], tuple[exp.Expr | None, int]] = BoundedCache(
+    "parsed expressions", max_bytes=16 << 20, max_entry_bytes=256 << 10
+)
 
 
-def _parse_sql(text: str, dialect: str) -> exp.Expr:
-    """sqlglot's parse of one expression, memoized; each caller gets its own tree, as typing
-    mutates trees."""
+def _parse_sql(text: str, dialect: str) -> tuple[exp.Expr, int]:
+    """sqlglot's parse of one expression, memoized, and its number of tokens; each caller
+    gets its own tree, as typing mutates trees."""
     key = (text, dialect)
-    seen = key in _parsed
-    kept = _parsed.get(key)
-    if kept is not None:
-        return copy_tree(kept)
+    entry = _parsed.get(key)
+    if entry is not None:
+        kept, tokens = entry[0]
+        if kept is not None:
+            return copy_tree(kept), tokens
     with deep_recursion():  # sqlglot's parser recurses; copying does not
-        tree = _parse_sql_uncached(text, dialect)
-    if len(_parsed) >= _PARSED_LIMIT:
-        del _parsed[next(iter(_parsed))]
-    if seen:
-        _parsed[key] = tree
-        return copy_tree(tree)
-    _parsed[key] = None
-    return tree
+        tree, tokens = _parse_and_count(text, dialect)
+    if entry is not None:  # the second use: keep a pristine tree for the next ones
+        _parsed.put(key, (tree, tokens), len(text) + tree_bytes(tree))
+        return copy_tree(tree), tokens
+    _parsed.put(key, (None, tokens), len(text))
+    return tree, tokens
+
+
+#: Expressions longer than this (in characters) have their tokens counted before sqlglot
+#: parses them (see MAX_TOKENS); shorter ones, as sqlglot parses them.
+_LONG_EXPRESSION = 4096
+#: About sqlglot's tokens (a string one token), for counting before it parses: a regex does
+#: it thirty times as fast.
+_TOKEN = re.compile(
+    r"""'[^'\\]*(?:(?:\\.|'')[^'\\]*)*'|"[^"\\]*(?:(?:\\.|"")[^"\\]*)*"|`[^`]*(?:``[^`]*)*`"""
+    r"|\w+|\S",
+    re.S,
+)
+
+
+def _count_tokens(text: str) -> int:
+    return sum(1 for _ in _TOKEN.finditer(text))
+
+
+def tree_bytes(tree: exp.Expr) -> int:
+    """About what ``tree`` keeps alive: :data:`NODE_BYTES` a node, and its strings."""
+    total = 0
+    stack = [tree]
+    expr_class = exp.Expr
+    while stack:
+        node = stack.pop()
+        total += NODE_BYTES
+        for value in node.args.values():
+            if isinstance(value, expr_class):
+                stack.append(value)
+            elif type(value) is list:
+                stack.extend(v for v in value if isinstance(v, expr_class))
+            elif type(value) is str:
+                total += len(value)
+    return total
 
 
 def clear_expression_cache() -> None:
@@ -462,12 +593,20 @@ def clear_expression_cache() -> None:
 
 
 def _parse_sql_uncached(text: str, dialect: str) -> exp.Expr:
-    tokenizer, parser = _sql_tools(dialect)
-    statements = parser.parse(tokenizer.tokenize(text), text)
+    return _parse_and_count(text, dialect)[0]
+
+
+def _parse_and_count(text: str, dialect: str) -> tuple[exp.Expr, int]:
+    """sqlglot's parse of one expression, and its number of tokens."""
+    tokenizer, parser = sql_tools(dialect)
+    tokens = tokenizer.tokenize(text)
+    if KEYWORD_FUNCTION_WORDS.search(text):  # GROUP BY window(ts, '1 minute')
+        tokens = keyword_calls_as_functions(tokens)
+    statements = parser.parse(tokens, text)
     if len(statements) != 1 or statements[0] is None:
         raise ParseError(f"expected one expression in '{text}'")
     tree: exp.Expr = statements[0]
-    return tree
+    return tree, len(tokens)
 
 
 def copy_tree(tree: exp.Expr) -> exp.Expr:
@@ -530,6 +669,10 @@ class _AstBuilder:
         self.reporter = reporter
         self.base = 0
         self.dialect = DEFAULT_DIALECT
+        #: Pipe steps and SQL clauses built so far (bounded by MAX_STEPS), and the tokens
+        #: of SQL expressions and queries (bounded by MAX_TOKENS).
+        self.steps = 0
+        self.tokens = 0
 
     def transform(self, tree: lark.Tree[lark.Token]) -> Any:
         """The node of a tree Lark parsed (the driver builds nodes without trees)."""
@@ -584,6 +727,7 @@ class _AstBuilder:
         return options, span
 
     def _step(self, meta: Bounds, keyword: Token, options: Any) -> dict[str, Any]:
+        self.steps += 1
         hints, hints_span = self._options(options)
         return {
             "keyword_span": self._token_span(keyword),
@@ -598,9 +742,15 @@ class _AstBuilder:
             # A bare column name, the commonest expression: no need for sqlglot's parser.
             identifier = exp.to_identifier(text)
             identifier.meta.update({"line": 1, "col": len(text), "start": 0, "end": len(text) - 1})
+            self.tokens += 1
             return exp.Column(this=identifier)
+        if len(text) > _LONG_EXPRESSION:
+            counted = _count_tokens(text)
+            if self.tokens + counted > MAX_TOKENS:
+                self.tokens += counted  # too large to parse: parse() reports it
+                return None
         try:
-            tree = _parse_sql(text, self.dialect)
+            tree, tokens = _parse_sql(text, self.dialect)
         except ParseError as error:
             self._report_sqlglot_error(error, text, span)
             return None
@@ -627,6 +777,7 @@ class _AstBuilder:
                 help="check the arguments of its functions",
             )
             return None
+        self.tokens += tokens
         if isinstance(tree, _STATEMENTS):
             self.reporter.error(
                 "E0003",
@@ -644,6 +795,16 @@ class _AstBuilder:
         return tree
 
     def _report_sqlglot_error(self, error: ParseError, text: str, span: Span) -> None:
+        tvf = FLINK_WINDOW_TVF.search(text)
+        if tvf is not None:
+            kind = tvf.group(1).upper()
+            self.reporter.error(
+                "E0602",
+                f"Flink's window table function TABLE({kind}(...)) is not Spark SQL",
+                text_span(text, span, tvf.start(), tvf.end() - 1),
+                help=flink_tvf_help(kind),
+            )
+            return
         detail = error.errors[0] if error.errors else {}
         line = detail.get("line")
         col = detail.get("col")
@@ -795,6 +956,7 @@ class _AstBuilder:
         tree = self._sql(text, span, statement=True)
         if tree is None:
             return None
+        self.steps += _query_steps(tree)
         return ast.SqlQuery(text=text, tree=tree, span=span)
 
     def expr(self, meta: Bounds, children: list[Token]) -> ast.SqlExpr | None:

@@ -14,8 +14,10 @@ from typing import Any
 from flowc.analyze import analyze
 from flowc.diagnostics import Reporter
 from flowc.job_graph import build_job_graph
-from flowc.parser import deep_recursion, parse
+from flowc.parser import parse
 from flowc.physical import build_physical_plan
+from flowc.spark_checks import check_spark
+from flowc.spark_plan import build_spark_plan
 from flowc.stream_graph import build_stream_graph
 from flowc.streaming import check_streaming
 from flowc.transformations import build_transformations
@@ -34,14 +36,13 @@ def _parse(job: Any, reporter: Reporter) -> Any:
 
 
 def _analyze(job: Any, reporter: Reporter) -> Any:
-    return analyze(job.ast, reporter, job.option_overrides)
+    return analyze(job.ast, reporter, job.overrides, job.trust)
 
 
 def _streaming_rules(job: Any, reporter: Reporter) -> Any:
     """Spark's limits: kept apart, so they stop only what targets Spark (see job.compile)."""
     spark = Reporter()
-    with deep_recursion(len(job.program.views)):  # a view's lineage recurses into its input
-        check_streaming(job.program, spark)
+    check_streaming(job.program, spark)
     job.spark_diagnostics = tuple(spark.sorted())
     return job.program
 
@@ -55,16 +56,23 @@ def _stream_graph(job: Any, reporter: Reporter) -> Any:
 
 
 def _job_graph(job: Any, reporter: Reporter) -> Any:
-    with deep_recursion(len(job.stream_graph.nodes)):
-        return build_job_graph(job.stream_graph)
+    return build_job_graph(job.stream_graph, reporter)
+
+
+def _spark_plan(job: Any, reporter: Reporter) -> Any:
+    """Spark's realization; what Spark cannot run is kept apart, as Spark's rules are.
+    The backend's checks write every expression as Spark SQL, so they run only where
+    Spark is the target."""
+    spark = Reporter()
+    if job.for_spark:
+        check_spark(job.program, spark)
+    plan = build_spark_plan(job.program, job.transformations, job.stream_graph, spark)
+    job.spark_diagnostics = (*job.spark_diagnostics, *spark.sorted())
+    return plan
 
 
 def _physical_plan(job: Any, reporter: Reporter) -> Any:
-    from flowc.runtime.realization import realize
-
-    plan = build_physical_plan(job.job_graph)
-    plan.spark = realize(job.program, job.stream_graph)
-    return plan
+    return build_physical_plan(job.job_graph, job.spark_plan)
 
 
 PASSES: tuple[Pass, ...] = (
@@ -74,5 +82,6 @@ PASSES: tuple[Pass, ...] = (
     Pass("transformations", _transformations),
     Pass("stream_graph", _stream_graph),
     Pass("job_graph", _job_graph),
+    Pass("spark_plan", _spark_plan),
     Pass("physical_plan", _physical_plan),
 )

@@ -4,8 +4,8 @@ Follows Flink's runtime rules: the default max parallelism where a vertex has no
 (SchedulerBase), key-group ranges per subtask (KeyGroupRangeAssignment), pointwise
 wiring (VertexInputInfoComputationUtils), pipelined regions
 (LogicalPipelinedRegionComputeUtil) and default slot sharing
-(LocalInputPreferredSlotSharingStrategy). The Spark realization is attached by the
-runtime (``spark``); the compiler leaves it empty.
+(LocalInputPreferredSlotSharingStrategy). The Spark realization (``spark``) is the
+:class:`~flowc.spark_plan.SparkPlan` built by the pass before this one.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from flowc.flink.keygroups import (
 )
 from flowc.job_graph import JobEdge, JobGraph, JobVertex
 from flowc.outputs import document, paused_gc
+from flowc.spark_plan import SparkPlan
 
 #: A vertex of at most this many subtasks is shown one line per subtask in text output;
 #: a larger one as runs (JSON always has runs).
@@ -236,7 +237,7 @@ class PhysicalPlan:
     pipelined_regions: list[list[str]]
     slots_required: int
     slots_per_group: dict[str, int]
-    spark: dict[str, Any] | None = None
+    spark: SparkPlan | None = None
 
     def to_json(self) -> str:
         with paused_gc():
@@ -246,7 +247,7 @@ class PhysicalPlan:
                 "slot_sharing_groups": self.slots_per_group,
                 "pipelined_regions": self.pipelined_regions,
                 "vertices": [v.to_json() for v in self.vertices],
-                "spark": self.spark,
+                "spark": self.spark.to_json() if self.spark is not None else None,
             }
             return document("physical", body)
 
@@ -280,7 +281,7 @@ class PhysicalPlan:
             else:
                 lines.extend(_run_lines(vertex, names))
         lines.append("")
-        lines.extend(_spark_text(self.spark))
+        lines.extend(self.spark.to_text() if self.spark else ["Spark realization: none"])
         return "\n".join(lines) + "\n"
 
 
@@ -353,34 +354,7 @@ def _shares(items: int, owners: int) -> str:
     return f"{low}" if low == high else f"{low} or {high}"
 
 
-def _spark_text(spark: dict[str, Any] | None) -> list[str]:
-    if not spark:
-        return ["Spark realization: none"]
-    lines = [
-        "Spark realization (Structured Streaming):",
-        f"  shuffle partitions: {spark['shuffle_partitions']} "
-        f"({spark['shuffle_partitions_reason']})",
-    ]
-    for query in spark["queries"]:
-        lines.append(
-            f"  query '{query['name']}': writes {query['sink']['connector']} sink "
-            f"'{query['sink']['name']}', output mode {query['output_mode']}, reads "
-            f"{', '.join(query['reads'])}"
-        )
-        lines.append(f"    trigger: {query['trigger']}")
-        lines.append(f"    checkpoint: {query['checkpoint_location']}")
-        if "rescaling" in query:
-            lines.append(f"    rescaling: {query['rescaling']}")
-        lines.append(f"    exchanges planned: {query['exchanges_planned']}")
-        for exchange in query["exchanges"]:
-            lines.append(
-                f"    - {exchange['from']} -> {exchange['to']}: {exchange['ship_strategy']} as "
-                f"{exchange['spark']} [{exchange['partitioning']}]: {exchange['why']}"
-            )
-    return lines
-
-
-def build_physical_plan(job: JobGraph) -> PhysicalPlan:
+def build_physical_plan(job: JobGraph, spark: SparkPlan | None = None) -> PhysicalPlan:
     ordered = job.topological()
     regions = _pipelined_regions(job, ordered)
     region_of = {vid: index for index, region in enumerate(regions) for vid in region}
@@ -430,6 +404,7 @@ def build_physical_plan(job: JobGraph) -> PhysicalPlan:
         pipelined_regions=regions,
         slots_required=sum(slots_per_group.values()),
         slots_per_group=slots_per_group,
+        spark=spark,
     )
 
 

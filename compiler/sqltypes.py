@@ -18,7 +18,8 @@ from sqlglot.schema import ensure_schema
 
 from flowc.ast import SqlExpr
 from flowc.diagnostics import Reporter, did_you_mean
-from flowc.parser import deep_recursion
+from flowc.limits import BoundedCache
+from flowc.parser import NODE_BYTES, deep_recursion
 from flowc.program import Column, Schema
 from flowc.spans import Span
 
@@ -35,32 +36,52 @@ class TypeSyntaxError(Exception):
     """A column type that is not a Spark SQL type."""
 
 
-@cache
+#: Built types by their text. Shared by every tree that gets the type (never mutated).
+_data_types: BoundedCache[str, exp.DataType] = BoundedCache(
+    "data types", max_bytes=4 << 20, max_entry_bytes=256 << 10
+)
+#: Spark's spelling of a type, by the type's text.
+_normalized: BoundedCache[str, str] = BoundedCache(
+    "normalized types", max_bytes=1 << 20, max_entry_bytes=64 << 10
+)
+_ARITY = {exp.DataType.Type.ARRAY: 1, exp.DataType.Type.MAP: 2}
+
+
 def data_type(text: str) -> exp.DataType:
+    """The sqlglot type of a Spark type's text (memoized); TypeSyntaxError if it is none."""
+    entry = _data_types.get(text)
+    if entry is not None:
+        return entry[0]
     try:
         dtype = exp.DataType.build(text, dialect="spark")
     except (SqlglotError, ValueError) as error:
         raise TypeSyntaxError(text) from error
     # sqlglot drops an element type it does not know (ARRAY<FOO> becomes ARRAY): count them.
-    arity = {exp.DataType.Type.ARRAY: 1, exp.DataType.Type.MAP: 2}
+    nodes = 0
     for part in dtype.walk():
+        nodes += 1
         if not isinstance(part, exp.DataType):
             continue
         if part.this in (exp.DataType.Type.USERDEFINED, exp.DataType.Type.UNKNOWN):
             raise TypeSyntaxError(text)
-        if part.this in arity and len(part.expressions) != arity[part.this]:
+        if part.this in _ARITY and len(part.expressions) != _ARITY[part.this]:
             raise TypeSyntaxError(text)
         if part.this == exp.DataType.Type.STRUCT and not part.expressions:
             raise TypeSyntaxError(text)
+    _data_types.put(text, dtype, 2 * len(text) + NODE_BYTES * nodes)
     return dtype
 
 
-@cache
 def normalize_type(text: str) -> str:
     """Spark's spelling of a type: ``long`` → ``BIGINT``, ``decimal(12,2)`` → ``DECIMAL(12, 2)``."""
     if text == UNKNOWN:
         return UNKNOWN
-    return str(data_type(text).sql("spark"))
+    entry = _normalized.get(text)
+    if entry is not None:
+        return entry[0]
+    normal = str(data_type(text).sql("spark"))
+    _normalized.put(text, normal, len(text) + len(normal) + 100)
+    return normal
 
 
 def types_match(a: str, b: str) -> bool:
@@ -137,13 +158,15 @@ def resolve_and_type(expr: SqlExpr, scope: Scope, reporter: Reporter) -> str | N
     on, an expression's result is kept (see :class:`_Typing`) and given to the next such
     tree without sqlglot's work.
     """
-    key = (expr.text, scope.signature)
-    if key not in _typings:
-        if len(_typings) >= _TYPINGS_LIMIT:
-            del _typings[next(iter(_typings))]
-        _typings[key] = None
+    signature = scope.signature
+    key = (expr.text, signature)
+    entry = _typings.get(key)
+    # What the key keeps alive: the text and (perhaps shared with other keys) the signature.
+    key_bytes = len(expr.text) + _SIGNATURE_COLUMN_BYTES * len(signature)
+    if entry is None:
+        _typings.put(key, None, key_bytes)
         return _resolve_and_type(expr, scope, reporter)
-    known = _typings[key]
+    known = entry[0]
     if known is not None and known.apply(expr.tree):
         return known.result
     before = _Snapshot.of(expr.tree)
@@ -151,7 +174,8 @@ def resolve_and_type(expr: SqlExpr, scope: Scope, reporter: Reporter) -> str | N
     if result is not None and before is not None:
         after = _Snapshot.of(expr.tree, typed=True)
         if after is not None and after.shape == before.shape:
-            _typings[key] = _Typing(before, after, result)
+            typing = _Typing(before, after, result)
+            _typings.put(key, typing, key_bytes + typing.bytes())
     return result
 
 
@@ -159,10 +183,14 @@ class _Snapshot:
     """A tree's nodes in :func:`_nodes` order: their classes and plain arguments (``shape``),
     metadata and types."""
 
-    __slots__ = ("metas", "shape", "types")
+    __slots__ = ("bytes", "metas", "shape", "types")
 
     def __init__(self, nodes: list[exp.Expr]) -> None:
+        #: About what the snapshot keeps alive: its lists, and each node's plain arguments.
+        self.bytes = _SNAPSHOT_NODE_BYTES * len(nodes)
         self.shape = [(node.__class__, _plain_args(node)) for node in nodes]
+        for _, plain in self.shape:
+            self.bytes += sum(len(value) for _, value in plain if type(value) is str)
         self.metas = [dict(node._meta) if node._meta else None for node in nodes]
         self.types = [node._type for node in nodes]
 
@@ -197,6 +225,11 @@ class _Typing:
         self.after = after
         self.result = result
 
+    def bytes(self) -> int:
+        """About what the typing keeps alive (the types of ``after`` may be shared; they
+        are counted as a node each)."""
+        return self.before.bytes + self.after.bytes + NODE_BYTES * len(self.after.types)
+
     def apply(self, tree: exp.Expr) -> bool:
         """Type an untyped tree like the one kept; False (and nothing done) if it differs."""
         nodes = _nodes(tree)
@@ -215,8 +248,14 @@ class _Typing:
 
 
 #: By (text, column names and types): None for a key seen once, then its kept typing.
-_typings: dict[tuple[str, tuple[tuple[str, str], ...]], _Typing | None] = {}
-_TYPINGS_LIMIT = 4096
+_typings: BoundedCache[tuple[str, tuple[tuple[str, str], ...]], _Typing | None] = BoundedCache(
+    "typings", max_bytes=16 << 20, max_entry_bytes=256 << 10
+)
+#: A column of a signature: its (name, type) tuple and the signature's slot for it.
+_SIGNATURE_COLUMN_BYTES = 72
+#: A node of a snapshot: its (class, plain arguments) pair and list, and its slots in the
+#: lists of metadata and types (a metadata dict counted too).
+_SNAPSHOT_NODE_BYTES = 400
 
 
 def clear_typing_cache() -> None:

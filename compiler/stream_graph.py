@@ -13,6 +13,7 @@ from typing import Any
 
 from flowc.diagnostics import Reporter
 from flowc.flink.hashing import hash_stream_nodes, to_hex
+from flowc.limits import MAX_STREAM_EDGES, MAX_STREAM_NODES
 from flowc.outputs import document, dot_string, mermaid_label
 from flowc.program import Settings
 from flowc.spans import Span
@@ -248,32 +249,53 @@ def _count(n: int, noun: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class _VirtualPartition:
-    input_id: int
     partitioner: str
     keys: tuple[str, ...]
     span: Span
 
 
-@dataclass(frozen=True, slots=True)
-class _VirtualSideOutput:
-    input_id: int
-    tag: str
+_VIRTUAL = "virtual partition and side-output nodes"
+_BOUND_HELP = {
+    "operators": "split the job (docs/limits.md lists flowc's bounds)",
+    "edges": "a UNION ALL of the same input twice is two edges, so reading a view that "
+    "doubles its input doubles the edges again (docs/limits.md lists flowc's bounds)",
+    _VIRTUAL: "a partition step after a UNION ALL is one virtual node per input edge "
+    "(docs/limits.md lists flowc's bounds)",
+}
 
 
 def build_stream_graph(tree: TransformationTree, reporter: Reporter) -> StreamGraph:
     return _Generator(tree, reporter).generate()
 
 
+class _PastBound(Exception):
+    """The StreamGraph being built would pass a bound (E0903, reported where it passes)."""
+
+
 class _Generator:
+    """StreamGraphGenerator, linear in the size of the StreamGraph (nodes, edges, virtual
+    ids), which is bounded as it is built (E0903): a UNION ALL of the same input twice gives
+    its consumer two edges, so n views each doubling the last would ask for 2^n edges; they
+    are counted before they are made."""
+
     def __init__(self, tree: TransformationTree, reporter: Reporter) -> None:
         self.tree = tree
         self.reporter = reporter
         self.settings = tree.settings
         self.graph = StreamGraph(job_name=tree.job_name, settings=tree.settings)
+        #: The ids each transformation's output stands for; unions' are not kept (see ids).
         self.done: dict[int, list[int]] = {}
-        self.partitions: dict[int, _VirtualPartition] = {}
-        self.side_outputs: dict[int, _VirtualSideOutput] = {}
+        #: How many ids a union's output stands for.
+        self.widths: dict[int, int] = {}
+        #: Each virtual id: the StreamNode it resolves to, the partitioner nearest the
+        #: consumer, and the side-output tag nearest the consumer.
+        self.virtual: dict[int, tuple[int, _VirtualPartition | None, str | None]] = {}
+        #: Edges so far by (source, target): a parallel edge's unique id.
+        self.parallel: dict[tuple[int, int], int] = {}
+        self.edges = 0
         self.next_virtual_id = max(tree.transformations, default=0) + 1
+        #: Virtual ids stop before this one.
+        self.virtual_bound = self.next_virtual_id + MAX_STREAM_EDGES
 
     def generate(self) -> StreamGraph:
         if self.settings.execution_mode == "batch":
@@ -288,14 +310,73 @@ class _Generator:
                         help="batch jobs read bounded sources: files, or datagen with "
                         "number_of_rows",
                     )
-        for ident in self.tree.env_order:
-            self.transform(self.tree[ident])
+        transformations = self.tree.transformations
+        try:
+            for ident in self.tree.env_order:
+                self.transform(transformations[ident])
+        except _PastBound:
+            pass  # reported
         return self.graph
 
-    def transform(self, t: Transformation) -> list[int]:
-        if t.id in self.done:
-            return self.done[t.id]
+    def past_bound(self, t: Transformation, what: str, bound: int) -> _PastBound:
+        self.reporter.error(
+            "E0903",
+            f"the job's StreamGraph would pass flowc's bound of {bound:,} {what}",
+            t.span,
+            help=_BOUND_HELP[what],
+        )
+        return _PastBound()
+
+    # ------------------------------------------------------------ the transformations
+
+    def transform(self, root: Transformation) -> None:
+        """Transform ``root`` and what it reads, inputs first and in order (Flink's
+        recursive ``transform``, with an explicit stack: long pipelines need no deep
+        recursion)."""
+        done = self.done
+        transformations = self.tree.transformations
+        stack = [(root, False)]
+        while stack:
+            t, ready = stack.pop()
+            if t.id in done:
+                continue
+            if not ready:
+                stack.append((t, True))
+                stack.extend(
+                    (transformations[i], False) for i in reversed(t.inputs) if i not in done
+                )
+                continue
+            done[t.id] = self.transform_one(t)
+
+    def width(self, ident: int) -> int:
+        """How many ids a transformed output stands for (see ids), without listing them."""
+        found = self.widths.get(ident)
+        return len(self.done[ident]) if found is None else found
+
+    def ids(self, ident: int) -> list[int]:
+        """The StreamGraph ids (real or virtual) a transformed output stands for; a union's
+        are its inputs', in order (expanded on each use, not kept: a chain of unions would
+        otherwise keep lists of quadratic total length)."""
+        t = self.tree[ident]
+        if t.kind != "union":
+            return self.done[ident]
+        out: list[int] = []
+        stack = [iter(t.inputs)]
+        while stack:
+            following = next(stack[-1], None)
+            if following is None:
+                stack.pop()
+            elif self.tree[following].kind == "union":
+                stack.append(iter(self.tree[following].inputs))
+            else:
+                out.extend(self.done[following])
+        return out
+
+    def transform_one(self, t: Transformation) -> list[int]:
+        """One transformation whose inputs are transformed: its ids."""
         if t.kind == "source":
+            if len(self.graph.nodes) == MAX_STREAM_NODES:
+                raise self.past_bound(t, "operators", MAX_STREAM_NODES)
             self.add_node(
                 t,
                 DEFAULT_SLOT_SHARING_GROUP
@@ -303,50 +384,58 @@ class _Generator:
                 else t.slot_sharing_group,
             )
             self.graph.sources.append(t.id)
-            ids = [t.id]
-        elif t.kind == "partition":
+            return [t.id]
+        virtual = t.kind in ("partition", "side_output")
+        if virtual and self.next_virtual_id + self.width(t.inputs[0]) > self.virtual_bound:
+            raise self.past_bound(t, _VIRTUAL, MAX_STREAM_EDGES)
+        if t.kind == "partition":
+            assert t.partitioner is not None
+            partition = _VirtualPartition(t.partitioner, t.keys, t.span)
             ids = []
-            for input_id in self.transform(self.tree[t.inputs[0]]):
-                virtual = self.new_virtual_id()
-                assert t.partitioner is not None
-                self.partitions[virtual] = _VirtualPartition(
-                    input_id, t.partitioner, t.keys, t.span
-                )
-                ids.append(virtual)
-        elif t.kind == "side_output":
+            for input_id in self.ids(t.inputs[0]):
+                node, _, tag = self.resolve(input_id)
+                ids.append(self.new_virtual_id(node, partition, tag))
+            return ids
+        if t.kind == "side_output":
+            assert t.output_tag is not None
             ids = []
-            for input_id in self.transform(self.tree[t.inputs[0]]):
-                virtual = self.new_virtual_id()
-                assert t.output_tag is not None
-                self.side_outputs[virtual] = _VirtualSideOutput(input_id, t.output_tag)
-                ids.append(virtual)
-        elif t.kind == "union":
-            ids = [i for input_id in t.inputs for i in self.transform(self.tree[input_id])]
-        else:
-            inputs = [self.transform(self.tree[i]) for i in t.inputs]
-            if t.id in self.done:
-                return self.done[t.id]
-            flat = [i for group in inputs for i in group]
-            self.add_node(t, self.slot_sharing_group(t.slot_sharing_group, flat))
-            if t.kind == "sink":
-                self.graph.sinks.append(t.id)
-            for index, group in enumerate(inputs):
-                type_number = 0 if t.kind != "two_input" else index + 1
-                for input_id in group:
-                    self.add_edge(input_id, t.id, type_number)
-            ids = [] if t.kind == "sink" else [t.id]
-        self.done[t.id] = ids
-        return ids
+            for input_id in self.ids(t.inputs[0]):
+                node, partition_or_none, _ = self.resolve(input_id)
+                ids.append(self.new_virtual_id(node, partition_or_none, t.output_tag))
+            return ids
+        if t.kind == "union":
+            self.widths[t.id] = sum(self.width(i) for i in t.inputs)
+            return []  # see ids
+        if len(self.graph.nodes) == MAX_STREAM_NODES:
+            raise self.past_bound(t, "operators", MAX_STREAM_NODES)
+        self.edges += sum(self.width(i) for i in t.inputs)
+        if self.edges > MAX_STREAM_EDGES:
+            raise self.past_bound(t, "edges", MAX_STREAM_EDGES)
+        inputs = [self.ids(i) for i in t.inputs]
+        flat = [i for group in inputs for i in group]
+        self.add_node(t, self.slot_sharing_group(t.slot_sharing_group, flat))
+        if t.kind == "sink":
+            self.graph.sinks.append(t.id)
+        for index, group in enumerate(inputs):
+            type_number = 0 if t.kind != "two_input" else index + 1
+            for input_id in group:
+                self.add_edge(input_id, t.id, type_number)
+        return [] if t.kind == "sink" else [t.id]
 
-    def new_virtual_id(self) -> int:
+    def new_virtual_id(
+        self, node: int, partition: _VirtualPartition | None, tag: str | None
+    ) -> int:
         ident = self.next_virtual_id
         self.next_virtual_id += 1
+        self.virtual[ident] = (node, partition, tag)
         return ident
 
-    def original(self, ident: int) -> int:
-        while ident not in self.graph.nodes:
-            ident = (self.partitions.get(ident) or self.side_outputs[ident]).input_id
-        return ident
+    def resolve(self, ident: int) -> tuple[int, _VirtualPartition | None, str | None]:
+        """A real or virtual id's StreamNode, with the partitioner and side-output tag
+        nearest the consumer (addEdgeInternal's walk up through virtual ids, memoized)."""
+        if ident in self.graph.nodes:
+            return ident, None, None
+        return self.virtual[ident]
 
     def slot_sharing_group(self, specified: str | None, input_ids: list[int]) -> str:
         """determineSlotSharingGroup: a hint wins; else the inputs' group if they agree."""
@@ -354,7 +443,7 @@ class _Generator:
             return specified
         group: str | None = None
         for ident in input_ids:
-            candidate = self.graph.nodes[self.original(ident)].slot_sharing_group
+            candidate = self.graph.nodes[self.resolve(ident)[0]].slot_sharing_group
             if group is None:
                 group = candidate
             elif group != candidate:
@@ -383,17 +472,7 @@ class _Generator:
 
     def add_edge(self, up: int, down: int, type_number: int) -> None:
         """addEdgeInternal: resolve virtual ids; the partitioner nearest the consumer wins."""
-        partitioner: _VirtualPartition | None = None
-        tag: str | None = None
-        while up not in self.graph.nodes:
-            if up in self.side_outputs:
-                side = self.side_outputs[up]
-                tag = tag if tag is not None else side.tag
-                up = side.input_id
-            else:
-                virtual = self.partitions[up]
-                partitioner = partitioner if partitioner is not None else virtual
-                up = virtual.input_id
+        up, partitioner, tag = self.resolve(up)
         upstream, downstream = self.graph.nodes[up], self.graph.nodes[down]
         if partitioner is None:
             name = "FORWARD" if upstream.parallelism == downstream.parallelism else "REBALANCE"
@@ -412,7 +491,8 @@ class _Generator:
                 help="use REBALANCE (or RESCALE, SHUFFLE, BROADCAST, GLOBAL), or give both "
                 "sides the same parallelism",
             )
-        unique_id = sum(1 for e in upstream.out_edges if e.target_id == down)
+        unique_id = self.parallel.get((up, down), 0)
+        self.parallel[(up, down)] = unique_id + 1
         edge = StreamEdge(
             source_id=up,
             target_id=down,

@@ -7,6 +7,8 @@ at the step that causes them, with what to change, before Spark is ever started.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from sqlglot import exp
 
 from flowc import ast
@@ -37,11 +39,62 @@ class _Checker:
     def __init__(self, program: Program, reporter: Reporter) -> None:
         self.program = program
         self.reporter = _OncePerPlace(reporter)
+        #: watermarked() by (id(stream), upto): views are read by many streams.
+        self._watermarks: dict[tuple[int, int | None], frozenset[str]] = {}
+        #: Per INSERT (by id of its stream): where each step of its lineage stands.
+        self._places: dict[int, dict[int, tuple[Stream, int]]] = {}
 
     # ------------------------------------------------------------ watermarks
 
     def watermarked(self, stream: Stream, upto: int | None = None) -> frozenset[str]:
-        """Columns that carry an event-time watermark after the stream's steps."""
+        """Columns that carry an event-time watermark after the stream's steps.
+
+        Memoized, and what it reads (upstream views, JOIN and UNION ALL inputs) is worked
+        out first with an explicit stack: a chain of thousands of views needs no deep
+        recursion, and a view read by many others is worked out once.
+        """
+        memo = self._watermarks
+        key = (id(stream), upto)
+        found = memo.get(key)
+        if found is not None:
+            return found
+        pending = [(stream, upto)]
+        while pending:
+            current, until = pending[-1]
+            if (id(current), until) in memo:
+                pending.pop()
+                continue
+            missing = [
+                (s, u) for s, u in self._watermark_inputs(current, until) if (id(s), u) not in memo
+            ]
+            if missing:
+                pending.extend(missing)
+                continue
+            pending.pop()
+            memo[(id(current), until)] = self._watermarked(current, until)
+        return memo[key]
+
+    def _watermark_inputs(
+        self, stream: Stream, upto: int | None
+    ) -> list[tuple[Stream, int | None]]:
+        """The streams whose watermarks :meth:`_watermarked` reads."""
+        inputs: list[tuple[Stream, int | None]] = []
+        origin = stream.origin
+        if isinstance(origin, FromView):
+            inputs.append((self.program.view(origin.name).stream, None))
+        elif isinstance(origin, FromSideOutput):
+            view = self.program.view(origin.view)
+            output = next(o for o in view.side_outputs if o.name == origin.output)
+            inputs.append((view.stream, output.step_index + 1))
+        for step in stream.steps[:upto]:
+            if step.kind == "join":
+                inputs.append((step.inputs[0], None))
+            elif step.kind == "union":
+                inputs.extend((other, None) for other in step.inputs)
+        return inputs
+
+    def _watermarked(self, stream: Stream, upto: int | None) -> frozenset[str]:
+        """:meth:`watermarked`, once what it reads is known."""
         origin = stream.origin
         if isinstance(origin, FromSource):
             watermark = self.program.source(origin.name).watermark
@@ -87,10 +140,16 @@ class _Checker:
     def lineage(self, stream: Stream, upto: int | None = None) -> list[Step]:
         """Every step the query runs: upstream views' first, then the stream's own.
 
-        An explicit stack rather than nested generators, which made a chain of n views cost
-        n squared (each step passed up through every generator below it).
+        A step the query runs more than once (a view read twice: a self-join, a UNION ALL
+        of the same input) is listed twice, not once per path to it: the paths can be
+        exponentially many (a ladder of views each reading the one before twice), and the
+        checks only ask whether a second stateful operator runs. So the part of the lineage
+        below a (stream, upto) is walked twice at most: after that every step in it is
+        listed twice already. An explicit stack rather than nested generators, which made a
+        chain of n views cost n squared (each step passed up through every generator below).
         """
         steps: list[Step] = []
+        walked: dict[tuple[int, int | None], int] = {}
         stack: list[tuple[Stream, int | None] | Step] = [(stream, upto)]
         while stack:
             item = stack.pop()
@@ -98,6 +157,11 @@ class _Checker:
                 steps.append(item)
                 continue
             stream, upto = item
+            key = (id(stream), upto)
+            times = walked.get(key, 0)
+            if times == 2:
+                continue
+            walked[key] = times + 1
             todo: list[tuple[Stream, int | None] | Step] = []
             origin = stream.origin
             if isinstance(origin, FromView):
@@ -110,7 +174,14 @@ class _Checker:
                 todo.extend((other, None) for other in step.inputs)
                 todo.append(step)
             stack.extend(reversed(todo))
-        return steps
+        listed: dict[int, int] = {}
+        twice: list[Step] = []
+        for step in steps:  # a step under two side outputs' (stream, upto) came more often
+            times = listed.get(id(step), 0)
+            if times < 2:
+                listed[id(step)] = times + 1
+                twice.append(step)
+        return twice
 
     def check_insert(self, insert: InsertDef) -> None:
         sink = self.program.sink(insert.sink)
@@ -146,7 +217,10 @@ class _Checker:
 
     def _columns_before(self, insert: InsertDef, target: Step) -> frozenset[str]:
         """Watermarked columns at the input of ``target`` (found in the query's lineage)."""
-        found = _locate(self.program, insert.stream, target)
+        places = self._places.get(id(insert.stream))
+        if places is None:
+            places = self._places[id(insert.stream)] = _places(self.program, insert.stream)
+        found = places.get(id(target))
         if found is None:
             return frozenset()
         stream, index = found
@@ -213,13 +287,32 @@ class _Checker:
     def check_deduplicate(self, step: Step, insert: InsertDef) -> None:
         node = step.node
         assert isinstance(node, ast.Deduplicate)
-        if node.within is not None and not self._columns_before(insert, step):
+        if node.within is None:
+            return
+        watermarked = self._columns_before(insert, step)
+        if not watermarked:
             self.reporter.error(
                 "E0707",
                 "DEDUPLICATE ... WITHIN needs a WATERMARK on the stream",
                 node.within.span,
                 help="declare a WATERMARK in the source, or drop WITHIN to keep every key forever",
             )
+            return
+        # WITHIN means: a repeat less than the interval (by event time) from the kept row of
+        # its key is dropped, a later one is kept. Spark's only bounded deduplication,
+        # dropDuplicatesWithinWatermark, keeps a key until the watermark passes the first
+        # row's time plus the watermark *delay*, and drops every repeat in between: in the
+        # same micro-batch at any distance, later ones for as long as the watermark lags. No
+        # interval and delay make that the interval's rule, so every WITHIN is refused here
+        # (docs/language.md, "DEDUPLICATE WITHIN on Spark").
+        self.reporter.error(
+            "E0708",
+            f"Spark cannot honour WITHIN {' '.join(node.within.text.split())}: "
+            "dropDuplicatesWithinWatermark drops repeats until the watermark passes the first "
+            "row's time plus the watermark delay, whatever the interval",
+            node.within.span,
+            help=_exact_deduplicate(node, watermarked),
+        )
 
 
 class _OncePerPlace:
@@ -233,6 +326,36 @@ class _OncePerPlace:
         if (code, span) not in self.seen:
             self.seen.add((code, span))
             self.reporter.error(code, message, span, help)
+
+
+def _exact_deduplicate(node: ast.Deduplicate, watermarked: frozenset[str]) -> str:
+    """What to write instead of DEDUPLICATE ... WITHIN: deduplications Spark runs exactly."""
+    time = next(
+        (
+            c.tree.name
+            for c in node.columns
+            if isinstance(c.tree, exp.Column) and c.tree.name in watermarked
+        ),
+        None,
+    )
+    if not node.columns:
+        time = min(watermarked)
+        return (
+            f"drop WITHIN: a whole-row DEDUPLICATE compares '{time}' too, so Spark drops "
+            f"copies of a row and forgets each once the watermark passes its '{time}'"
+        )
+    on = ", ".join(" ".join(c.text.split()) for c in node.columns)
+    if time is not None:
+        return (
+            f"drop WITHIN: with '{time}' among the ON columns Spark drops copies of an event "
+            f"and forgets each once the watermark passes it (DEDUPLICATE ON {on})"
+        )
+    time = min(watermarked)
+    return (
+        f"drop WITHIN to keep every key forever (DEDUPLICATE ON {on}), or add the "
+        f"watermarked '{time}' to ON to drop copies of an event and forget each once the "
+        f"watermark passes it (DEDUPLICATE ON {on}, {time})"
+    )
 
 
 def _keyword(step: Step) -> Span:
@@ -249,18 +372,37 @@ def _has_time_bound(condition: exp.Expr, watermarked: frozenset[str]) -> bool:
     return False
 
 
-def _locate(program: Program, stream: Stream, target: Step) -> tuple[Stream, int] | None:
-    """The stream holding ``target`` and its index there, searching upstream views too."""
+def _places(program: Program, stream: Stream) -> dict[int, tuple[Stream, int]]:
+    """Where each step (by id) stands that a search from ``stream`` finds first: the stream
+    holding it and its index there, searching each step's inputs after it, then upstream
+    views. One walk for all steps, each stream searched once (a search per step, from the
+    top and without remembering searched streams, was exponential on ladders of views)."""
+    places: dict[int, tuple[Stream, int]] = {}
+    searched = {id(stream)}
+    stack = [_search(program, stream)]
+    while stack:
+        found = next(stack[-1], None)
+        if found is None:
+            stack.pop()
+            continue
+        holder, index, step = found
+        if step is not None:
+            places.setdefault(id(step), (holder, index))
+        elif id(holder) not in searched:
+            searched.add(id(holder))
+            stack.append(_search(program, holder))
+    return places
+
+
+def _search(program: Program, stream: Stream) -> Iterator[tuple[Stream, int, Step | None]]:
+    """What a search of ``stream`` meets, in order: each step (with the stream and index),
+    then the streams it reads (with no step), then the upstream view's stream."""
     for index, step in enumerate(stream.steps):
-        if step is target:
-            return stream, index
+        yield stream, index, step
         for other in step.inputs:
-            found = _locate(program, other, target)
-            if found is not None:
-                return found
+            yield other, -1, None
     origin = stream.origin
     if isinstance(origin, FromView):
-        return _locate(program, program.view(origin.name).stream, target)
+        yield program.view(origin.name).stream, -1, None
     if isinstance(origin, FromSideOutput):
-        return _locate(program, program.view(origin.view).stream, target)
-    return None
+        yield program.view(origin.view).stream, -1, None

@@ -95,6 +95,11 @@ class TransformationTree:
     settings: Settings
     transformations: dict[int, Transformation] = field(default_factory=dict)
     env_order: list[int] = field(default_factory=list)
+    #: The transformation (and so StreamNode) that runs each non-virtual program step,
+    #: keyed by ``id(step)``; each source's. The Spark plan and code generation use them
+    #: to find the exchange in front of a step.
+    step_nodes: dict[int, int] = field(default_factory=dict)
+    source_nodes: dict[str, int] = field(default_factory=dict)
 
     def __getitem__(self, id: int) -> Transformation:
         return self.transformations[id]
@@ -278,6 +283,7 @@ class _Builder:
                     parallelism_configured=source.hints.parallelism is not None,
                     bounded=_bounded(source),
                 )
+                self.tree.source_nodes[name] = self.sources[name]
             elif kind == "view":
                 view = self.program.view(name)
                 ids: list[int] = []
@@ -312,6 +318,8 @@ class _Builder:
         for step in stream.steps:
             current = self.step(step, current)
             ids.append(current)
+            if self.tree[current].kind not in VIRTUAL_KINDS:
+                self.tree.step_nodes[id(step)] = current
         return current
 
     def step(self, step: Step, current: int) -> int:

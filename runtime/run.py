@@ -21,9 +21,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from flowc.codegen import generate_pyspark
+from flowc.diagnostics import Diagnostic
 from flowc.job import CompiledJob
-from flowc.runtime.codegen import UnsupportedOnSpark, generate_pyspark
-from flowc.runtime.realization import DEFAULT_CHECKPOINT_ROOT
+from flowc.runtime.failures import FailureLog, code_of, explain, spark_errors, summary
+from flowc.runtime.ownership import check_sink_ownership
+from flowc.runtime.state_guard import guard_state
+from flowc.runtime.state_report import HeldState, held_state, state_lines
+from flowc.spark_plan import DEFAULT_CHECKPOINT_ROOT
+from flowc.spark_sql import UnsupportedOnSpark
 
 _EXCHANGE = re.compile(r"^[\s:+\-|]*Exchange ", re.M)
 
@@ -35,11 +41,20 @@ class QueryReport:
     exchanges_planned: int
     batches: int = 0
     input_rows: int = 0
+    #: Rows the query wrote to its sink (Spark's sink.numOutputRows; -1 where the sink does
+    #: not say, as Spark's file sink does not).
+    rows_written: int = 0
     duration_s: float = 0.0
     exchanges_executed: int | None = 0
     error: str | None = None
     #: A whole flowc diagnostic for the failure, where flowc can explain it (bad data).
     diagnostic: str | None = None
+    #: Spark's failure as a diagnostic at the .flow line it came from (E0802-E0804).
+    failure: Diagnostic | None = None
+    #: The failure's diagnostic code (E0801-E0804).
+    code: str | None = None
+    #: What each stateful operator still held when the run stopped (streaming only).
+    state: list[HeldState] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -47,10 +62,13 @@ class QueryReport:
             "sink": self.sink,
             "batches": self.batches,
             "input_rows": self.input_rows,
+            "rows_written": self.rows_written,
             "duration_s": round(self.duration_s, 3),
             "exchanges_planned": self.exchanges_planned,
             "exchanges_executed": self.exchanges_executed,
             "error": self.error,
+            "code": self.code,
+            "state": [h.to_json() for h in self.state],
         }
 
 
@@ -60,12 +78,15 @@ class RunReport:
     duration_s: float = 0.0
     queries: list[QueryReport] = field(default_factory=list)
     stopped_by_user: bool = False
+    #: The log file holding Spark's output or the full text of a failure, if any.
+    log_file: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
             "job": self.job,
             "duration_s": round(self.duration_s, 3),
             "stopped_by_user": self.stopped_by_user,
+            "log_file": self.log_file,
             "queries": [q.to_json() for q in self.queries],
         }
 
@@ -118,23 +139,42 @@ def run_job(
     base_dir: str | None = None,
     out: TextIO = sys.stderr,
     poll_seconds: float = 0.5,
+    log_file: str | None = None,
+    reset_state: Sequence[str] = (),
 ) -> RunReport:
-    """Start every query of the job and wait for them; Ctrl-C stops them cleanly."""
+    """Start every query of the job and wait for them; Ctrl-C stops them cleanly.
+
+    ``log_file``: the file the caller sends Spark's output to (``flowc run`` does, with
+    flowc.runtime.failures.spark_output); Spark's progress bars are then off, and a
+    failure's full text and stack trace are appended there (else to a new log file).
+    A failed query's report holds a diagnostic; Spark refusing to start the session or a
+    query raises SparkRefused.
+    """
     module = load_program(job)
-    from pyspark.errors import PySparkException
     folder = base_dir if base_dir is not None else str(Path(job.file).parent)
     module.__dict__["BASE_DIR"] = base = os.path.abspath(folder)
     checkpoints = checkpoint_dir or os.path.join(base, DEFAULT_CHECKPOINT_ROOT)
-    planned = {q["name"]: q for q in (job.physical_plan.spark or {}).get("queries", [])}
-    report = RunReport(job=job.program.settings.job_name)
+    # Before Spark: state the edited job cannot go on from (E0820), --reset-state.
+    guard = guard_state(job, checkpoints, base, reset_state, out)
+    check_sink_ownership(job, checkpoints, base)  # before Spark: folders flowc refuses
+    planned = {q.name: q for q in job.spark_plan.queries}
+    report = RunReport(job=job.program.settings.job_name, log_file=log_file)
+    failure_log = FailureLog(job, checkpoint_dir, base_dir, log_file)
     started = time.monotonic()
-    spark = module.start_session(master, remote)
+    try:
+        spark = module.start_session(master, remote, quiet=log_file is not None)
+    except spark_errors() as error:
+        raise SparkRefused.of(job, None, error, failure_log, "Spark could not start") from None
     if remote is None:
         _check_packages(job, spark)
+    if job.spark_plan.batch:
+        return _run_batch(module, spark, job, report, started)
+    running = {q.id for q in spark.streams.active}
     try:
         queries = module.start_queries(spark, checkpoints, available_now)
-    except PySparkException as error:
-        raise SparkRefused(str(error).strip()) from None
+    except spark_errors() as error:
+        raise _refused(job, spark, running, checkpoints, error, failure_log) from None
+    guard.started(queries)  # the state manifests, beside the checkpoints they describe
     display = _Display(out)
     try:
         with _interrupts() as interrupted:
@@ -155,11 +195,9 @@ def run_job(
         out.write("stopped: each query committed its running micro-batch\n")
     report.duration_s = time.monotonic() - started
     for query in queries:
-        plan = planned.get(query.name, {})
+        plan = planned[query.name]
         entry = QueryReport(
-            name=query.name,
-            sink=str(plan.get("sink", {}).get("name", query.name)),
-            exchanges_planned=int(plan.get("exchanges_planned", 0)),
+            name=query.name, sink=plan.sink, exchanges_planned=plan.exchanges_planned
         )
         progress = [p for p in query.recentProgress if p]
         entry.batches = len({p["batchId"] for p in progress})
@@ -168,17 +206,122 @@ def run_job(
             sum(p.get("durationMs", {}).get("triggerExecution", 0) for p in progress) / 1000
         )
         entry.exchanges_executed = _executed_exchanges(query) if remote is None else None
+        entry.rows_written = _rows_written(progress)
+        entry.state = held_state(job.spark_plan, plan, query.lastProgress)
+        for line in state_lines(query.name, entry.state):
+            out.write(line)
         failure = query.exception()
         if failure is not None:
-            explain = getattr(module, "malformed_record", None)
-            entry.diagnostic = explain(failure) if explain is not None else None
-            entry.error = (entry.diagnostic or str(failure)).splitlines()[0]
+            _failed(module, job, entry, failure, failure_log)
+            report.log_file = failure_log.path
+        report.queries.append(entry)
+    return report
+
+
+def _failed(
+    module: types.ModuleType,
+    job: CompiledJob,
+    entry: QueryReport,
+    failure: BaseException,
+    log: FailureLog,
+) -> None:
+    """A failed query's report: flowc's diagnostic for bad data (E0801) or for Spark's
+    failure (E0802-E0804), the full text and stack trace appended to the log."""
+    malformed = getattr(module, "malformed_record", None)
+    entry.diagnostic = malformed(failure) if malformed is not None else None
+    entry.error = (entry.diagnostic or str(failure)).strip().splitlines()[0]
+    path = log.record(f"query '{entry.name}' failed", failure)
+    if entry.diagnostic is not None:
+        entry.code = "E0801"
+        return
+    entry.failure = explain(job, entry.name, failure, path)
+    entry.code = entry.failure.code if entry.failure is not None else code_of(failure)
+    if entry.failure is None:  # no INSERT of that name: the diagnostic has no place
+        entry.diagnostic = summary(failure, path, f"query '{entry.name}' failed")
+
+
+def _rows_written(progress: Sequence[Any]) -> int:
+    """Rows the sink took, summed over micro-batches; -1 where the sink does not count."""
+    counts = [int((p.get("sink") or {}).get("numOutputRows", -1)) for p in progress]
+    return -1 if any(c < 0 for c in counts) else sum(counts)
+
+
+def _run_batch(
+    module: types.ModuleType, spark: Any, job: CompiledJob, report: RunReport, started: float
+) -> RunReport:
+    """Batch mode: every INSERT written once over the bounded input, in order."""
+    done: list[tuple[str, int, str | None]] = []
+    failure: BaseException | None = None
+    try:
+        module.run_batch(spark, done)
+    except spark_errors() as error:
+        failure = error
+    report.duration_s = time.monotonic() - started
+    results = {name: (rows, plan) for name, rows, plan in done}
+    for query in job.spark_plan.queries:
+        entry = QueryReport(
+            name=query.name, sink=query.sink, exchanges_planned=query.exchanges_planned
+        )
+        if query.name in results:
+            rows, plan = results[query.name]
+            entry.batches = 1
+            entry.rows_written = rows
+            entry.exchanges_executed = count_exchanges(plan) if plan is not None else None
+        elif failure is not None:
+            _failed(module, job, entry, failure, FailureLog(job, None, None, report.log_file))
+            failure = None  # the next queries did not run
+        else:
+            entry.error = "not run: an earlier query of the batch job failed"
         report.queries.append(entry)
     return report
 
 
 class SparkRefused(Exception):
-    """Spark would not start a query (a checkpoint from another job, say): exit code 1."""
+    """Spark would not start the session or a query (a checkpoint from another job, say):
+    exit code 1. ``diagnostic`` places it in the .flow file where flowc can; ``text`` is
+    the whole message otherwise."""
+
+    def __init__(self, text: str, diagnostic: Diagnostic | None = None) -> None:
+        super().__init__(text)
+        self.text = text
+        self.diagnostic = diagnostic
+
+    @classmethod
+    def of(
+        cls,
+        job: CompiledJob,
+        query: str | None,
+        error: BaseException,
+        log: FailureLog,
+        what: str,
+    ) -> SparkRefused:
+        path = log.record(what, error)
+        diagnostic = explain(job, query, error, path, what)
+        return cls(summary(error, path, what), diagnostic)
+
+
+def _refused(
+    job: CompiledJob,
+    spark: Any,
+    running: set[str],
+    checkpoints: str,
+    error: BaseException,
+    log: FailureLog,
+) -> SparkRefused:
+    """Spark refused to start a query: stop the ones this run started, and name the
+    query whose checkpoint Spark's message names, if it names one."""
+    for query in spark.streams.active:
+        if query.id not in running:
+            try:
+                query.stop()
+            except spark_errors():
+                pass  # the refusal is the error to report
+    root = os.path.abspath(checkpoints)
+    text = str(error)
+    named = [q.name for q in job.spark_plan.queries if os.path.join(root, *q.checkpoint) in text]
+    query = named[0] if len(named) == 1 else None
+    what = f"Spark could not start query '{query}'" if query else "Spark could not start the job"
+    return SparkRefused.of(job, query, error, log, what)
 
 
 KAFKA_PROVIDER = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
@@ -193,7 +336,7 @@ def _check_packages(job: CompiledJob, spark: Any) -> None:
         return
     try:
         spark._jvm.java.lang.Class.forName(KAFKA_PROVIDER)
-    except Exception:
+    except spark_errors():  # ClassNotFoundException, through py4j
         package = f"org.apache.spark:spark-sql-kafka-0-10_2.13:{spark.version}"
         raise UnsupportedOnSpark(
             "the kafka connector needs Spark's Kafka package, which this Spark does not "
@@ -201,14 +344,16 @@ def _check_packages(job: CompiledJob, spark: Any) -> None:
         ) from None
 
 
-def _executed_exchanges(query: Any) -> int:
+def _executed_exchanges(query: Any) -> int | None:
+    """Exchanges in the query's last executed plan: 0 before its first batch, None when
+    Spark cannot say (the query failed before its plan was made)."""
     try:
         execution = query._jsq.streamingQuery().lastExecution()
-    except Exception:  # the query never ran a batch
-        return 0
-    if execution is None:
-        return 0
-    return count_exchanges(str(execution.executedPlan().toString()))
+        if execution is None:
+            return 0
+        return count_exchanges(str(execution.executedPlan().toString()))
+    except spark_errors():
+        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,6 +368,7 @@ class Progress:
     batch_ms: int
     watermark: str
     state_rows: int
+    written: int
 
     @classmethod
     def of(cls, name: str, progress: Any) -> Progress:
@@ -237,11 +383,14 @@ class Progress:
             batch_ms=int(durations.get("triggerExecution") or 0),
             watermark=str((progress.get("eventTime") or {}).get("watermark", "-")),
             state_rows=sum(int(s.get("numRowsTotal") or 0) for s in states),
+            written=int((progress.get("sink") or {}).get("numOutputRows", -1)),
         )
 
     def line(self) -> str:
         return (
-            f"[{self.query}] batch {self.batch}: {self.rows} rows, {self.input_rate:.1f} in/s, "
+            f"[{self.query}] batch {self.batch}: {self.rows} rows in, "
+            + (f"{self.written} written, " if self.written >= 0 else "")
+            + f"{self.input_rate:.1f} in/s, "
             f"{self.processed_rate:.1f} processed/s, {self.batch_ms} ms, "
             f"watermark {self.watermark}, state rows {self.state_rows}\n"
         )

@@ -1018,9 +1018,10 @@ class Outcome:
     """What every pass made of one input.
 
     ``kind``: ``compiled`` (every stage, PySpark included), ``spark`` (Flink's plans, but
-    Spark's streaming rules reject it: check/run/--emit pyspark fail), ``unsupported``
-    (plans, but the PySpark generator cannot express it), ``diagnostic`` (errors), or
-    ``not-utf8`` (the CLI refuses the file: exit 2).
+    Spark's rules or the Spark backend's checks reject it: check/run/--emit pyspark fail),
+    ``diagnostic`` (errors), or ``not-utf8`` (the CLI refuses the file: exit 2). A program
+    ``flowc check`` passes always generates: the PySpark generator refusing one is a
+    broken promise.
     """
 
     kind: str
@@ -1029,7 +1030,7 @@ class Outcome:
     @property
     def check_exit(self) -> int:
         """The exit code ``flowc check`` must give."""
-        return {"compiled": 0, "unsupported": 0, "not-utf8": 2}.get(self.kind, 1)
+        return {"compiled": 0, "not-utf8": 2}.get(self.kind, 1)
 
     @property
     def emit_exit(self) -> int:
@@ -1087,14 +1088,18 @@ def run_passes(text: str, filename: str = "fuzz.flow", *, emit: bool = True) -> 
                 raise BrokenInvariant(f"--emit {stage} --format {fmt} printed nothing")
             if fmt == "json":
                 json.loads(output)
-    if job.spark_diagnostics:
-        render_text(job.spark_diagnostics, {filename: text}, color=False)
-        codes = sorted({d.code for d in job.spark_diagnostics})
+    try:  # as flowc check, flowc run and --emit pyspark compile it
+        job = flowc.compile(text, filename, for_spark=True)
+    except flowc.CompileError as error:
+        render_text(error.diagnostics, {filename: text}, color=False)
+        codes = sorted({d.code for d in error.diagnostics if d.severity is Severity.ERROR})
         return Outcome("spark", tuple(codes))
     try:
         program = _render_stage(job, "pyspark", "text")
-    except NotRunnable:
-        return Outcome("unsupported")
+    except NotRunnable as error:
+        raise BrokenInvariant(
+            f"flowc check passes, but the PySpark generator refuses it: {error}"
+        ) from None
     try:
         pyast.parse(program)
     except SyntaxError as error:

@@ -137,7 +137,9 @@ def test_payments_routing_routes_the_union(spark: Any, tmp_path: Path) -> None:
 
     payments, refunds = rows(1, 60), rows(1000, 20)
     copy = prepare(
-        "payments_routing.flow", tmp_path, {"data/payments": payments, "data/refunds": refunds}
+        "payments_routing.flow",
+        tmp_path,
+        {"data/account_payments": payments, "data/refunds": refunds},
     )
     run(copy)
     both = payments + refunds
@@ -157,7 +159,7 @@ def test_generated_programs_match_flowc_run(spark: Any, tmp_path: Path) -> None:
     from stages import EXAMPLES
     from test_examples_run import generate_inputs
 
-    from flowc.runtime.codegen import generate_pyspark
+    from flowc.codegen import generate_pyspark
 
     for example in EXAMPLES:
         runs = {}

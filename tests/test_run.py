@@ -19,7 +19,7 @@ import pytest
 from stages import EXAMPLES
 
 import flowc
-from flowc.runtime.codegen import generate_pyspark
+from flowc.codegen import generate_pyspark
 from flowc.runtime.run import RunReport, count_exchanges, run_job
 
 
@@ -224,7 +224,7 @@ def test_count_exchanges_reads_plan_trees() -> None:
 
 
 def test_missing_kafka_package_is_a_clear_error(spark: Any, tmp_path: Path) -> None:
-    from flowc.runtime.codegen import UnsupportedOnSpark
+    from flowc.codegen import UnsupportedOnSpark
 
     program = """
     CREATE SOURCE k (value STRING) WITH (connector = 'kafka', topic = 't',
@@ -415,6 +415,7 @@ PROGRESS = {
     "durationMs": {"triggerExecution": 512},
     "eventTime": {"watermark": "2026-01-01T12:00:00.000Z"},
     "stateOperators": [{"numRowsTotal": 7}, {"numRowsTotal": 3}],
+    "sink": {"numOutputRows": 6},
 }
 
 
@@ -427,7 +428,7 @@ def test_plain_progress_lines_off_a_terminal() -> None:
     display.update([_FakeQuery("per_user", PROGRESS)])  # same batch: no second line
     display.close()
     assert out.getvalue() == (
-        "[per_user] batch 3: 40 rows, 12.5 in/s, 80.0 processed/s, 512 ms, "
+        "[per_user] batch 3: 40 rows in, 6 written, 12.5 in/s, 80.0 processed/s, 512 ms, "
         "watermark 2026-01-01T12:00:00.000Z, state rows 10\n"
     )
 
@@ -522,7 +523,7 @@ def test_explode_deduplicate_hop_and_session_windows(spark: Any, tmp_path: Path)
         CREATE SINK doubled WITH (connector = 'files', path = 'out/doubled', format = 'json');
         INSERT INTO words FROM events |> EXPLODE words AS word |> KEY BY word
           |> AGGREGATE count(*) AS n;
-        INSERT INTO unique FROM events |> DEDUPLICATE ON id WITHIN INTERVAL 1 HOUR
+        INSERT INTO unique FROM events |> DEDUPLICATE ON id
           |> SELECT id;
         INSERT INTO hops FROM events |> KEY BY user
           |> WINDOW HOP(ts, INTERVAL 2 MINUTES, INTERVAL 1 MINUTE) |> AGGREGATE count(*) AS n;
@@ -667,5 +668,5 @@ def test_a_query_spark_refuses_to_start_is_exit_1_not_a_crash(tmp_path: Path) ->
     assert first.returncode == 0, first.stderr[-2000:]
     second = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert second.returncode == 1, second.stderr[-2000:]
-    assert "error: Spark could not start the job: " in second.stderr
+    assert "error[E0803]: Spark could not start query 'mem': " in second.stderr
     assert "Traceback" not in second.stderr and "internal error" not in second.stderr

@@ -17,7 +17,7 @@ CREATE SOURCE s (k BIGINT, v BIGINT) WITH (connector = 'datagen', parallelism = 
 def spark(program: str) -> dict[str, Any]:
     plan = flowc.compile(HEADER + program, "t.flow").physical_plan.spark
     assert plan is not None
-    return plan
+    return plan.to_json()
 
 
 def only_exchange(program: str) -> dict[str, Any]:

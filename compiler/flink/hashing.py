@@ -105,6 +105,11 @@ def hash_stream_nodes(
     visited = set(ordered_sources)
     remaining = deque(ordered_sources)
     seen: set[bytes] = set()  # the hashes' values, for Flink's collision check in O(1)
+    # Flink checks all of a node's inputs each time the node comes up, which is quadratic in
+    # its inputs when they are hashed one at a time; instead, from its first try, a node
+    # counts its inputs whose source has no hash yet, and each source hashed counts down.
+    waiting: dict[int, int] = {}
+    watchers: dict[int, list[int]] = {}  # source -> nodes waiting for it, one per edge
     while remaining:
         node = remaining.popleft()
         node_in = in_edges.get(node, no_edges)
@@ -112,12 +117,22 @@ def hash_stream_nodes(
         uid = uids.get(node)
         if uid is not None:
             hashes[node] = _user_hash(uid, seen)
-        elif all(edge.source_id in hashes for edge in node_in):
-            hashes[node] = _deterministic_hash(node_out, node_in, hashes, is_chainable)
         else:
-            visited.discard(node)
-            continue
+            pending = waiting.get(node)
+            if pending is None:
+                pending = 0
+                for edge in node_in:
+                    if edge.source_id not in hashes:
+                        pending += 1
+                        watchers.setdefault(edge.source_id, []).append(node)
+                waiting[node] = pending
+            if pending:
+                visited.discard(node)
+                continue
+            hashes[node] = _deterministic_hash(node_out, node_in, hashes, is_chainable)
         seen.add(hashes[node])
+        for waiter in watchers.pop(node, ()):
+            waiting[waiter] -= 1
         for edge in node_out:
             child = edge.target_id
             if child not in visited:

@@ -2,8 +2,10 @@
 
 The program imports only pyspark and the standard library, has a ``main()`` with
 ``--master``, ``--checkpoint-dir`` and ``--available-now``, and ``flowc run`` executes this
-very program, so ``spark-submit`` and ``flowc run`` cannot drift apart. Every exchange is
-the one the physical plan's Spark realization chose. User text reaches the program only
+very program, so ``spark-submit`` and ``flowc run`` cannot drift apart. It decides
+nothing: every exchange, partition count, checkpoint and the batch or streaming form come
+from the job's :class:`~flowc.spark_plan.SparkPlan`, and what it cannot write was refused
+by that pass's checks (:mod:`flowc.spark_checks`). User text reaches the program only
 as Python string literals (``repr``) holding SQL that sqlglot generated, with every
 identifier quoted, so no name, path or string can inject code.
 
@@ -17,9 +19,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sqlglot import exp
-from sqlglot.errors import SqlglotError
-
 from flowc import __version__, ast
 from flowc.catalog import ERRORS_COLUMNS
 from flowc.job import CompiledJob
@@ -30,48 +29,31 @@ from flowc.program import (
     FromSourceErrors,
     FromView,
     Origin,
+    Program,
     SourceDef,
     Step,
     Stream,
 )
-from flowc.runtime.realization import DEFAULT_CHECKPOINT_ROOT
-
-
-class UnsupportedOnSpark(Exception):
-    """A construct this backend cannot run yet; the message says which and where."""
-
-
-def quote_name(name: str) -> str:
-    """A Spark SQL identifier, always back-quoted (backticks doubled)."""
-    return str(exp.to_identifier(name, quoted=True).sql("spark"))
+from flowc.spark_plan import DEFAULT_CHECKPOINT_ROOT, ExchangeKind
+from flowc.spark_sql import (
+    UnsupportedOnSpark,
+    interval_text,
+    quote_name,
+    select_columns,
+    sql_of,
+    watermark_delay,
+)
 
 
 def _doc(text: str) -> str:
-    """User text made safe inside a generated docstring (quotes and backslashes escaped)."""
-    return text.replace("\\", "\\\\").replace('"', '\\"')
+    """User text made safe inside a generated docstring: quotes and backslashes escaped, and
+    control characters and lone surrogates (a file name that is not UTF-8) written as
+    escapes, which a NUL must be and which keeps the program valid UTF-8."""
+    text = text.replace("\\", "\\\\").replace('"', '\\"')
+    return _UNPRINTABLE.sub(lambda m: repr(m.group())[1:-1], text)
 
 
-def sql_of(expr: ast.SqlExpr) -> str:
-    """Spark SQL for a checked expression, identifiers quoted."""
-    try:
-        return str(expr.tree.sql(dialect="spark", identify=True))
-    except (AttributeError, IndexError, KeyError, TypeError, ValueError, SqlglotError):
-        # sqlglot's generator assumes well-formed calls: regexp_replace(k, n) lacks an argument
-        raise UnsupportedOnSpark(
-            f"cannot write '{expr.text}' in Spark SQL (check the arguments of its functions)"
-        ) from None
-
-
-def interval_text(expr: ast.SqlExpr) -> str:
-    """``INTERVAL 1 MINUTE`` or ``'1 minute'`` → ``'1 minute'`` as Spark's window functions take."""
-    tree = expr.tree
-    if isinstance(tree, exp.Literal) and tree.is_string:
-        return str(tree.this)
-    if isinstance(tree, exp.Interval):
-        unit = tree.args.get("unit")
-        amount = tree.this.name if tree.this is not None else ""
-        return f"{amount} {unit.name.lower() if unit is not None else ''}".strip()
-    raise UnsupportedOnSpark(f"'{expr.text}' is not an interval")
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 
 
 @dataclass(slots=True)
@@ -90,11 +72,16 @@ class _Generator:
     def __init__(self, job: CompiledJob) -> None:
         self.job = job
         self.program = job.program
-        self.spark_plan = job.physical_plan.spark or {}
-        self.partitions = int(self.spark_plan.get("shuffle_partitions", 1))
+        self.spark_plan = job.spark_plan
+        self.partitions = self.spark_plan.shuffle_partitions
+        self.batch = self.spark_plan.batch
+        self.reader = "spark.read" if self.batch else "spark.readStream"
         self.w = _Writer()
         self.names: dict[str, str] = {}
-        self.tails: dict[str, int] = {}  # parallelism at the end of each view and side output
+        #: The parts (DataFrame, producing StreamNode) at the end of each view and side output.
+        self.tails: dict[str, list[tuple[str, int]]] = {}
+        #: The partition step a view ends with, if any.
+        self.view_partitions: dict[str, Step | None] = {}
         self.counter = 0
         #: json and csv file sources, whose records can be malformed, in declaration order.
         self.parsed_sources = [s for s in self.program.sources if s.on_error is not None]
@@ -134,6 +121,8 @@ class _Generator:
         w(f"from pyspark.sql import {column}DataFrame, SparkSession")
         w("from pyspark.sql import functions as F")
         w("from pyspark.sql.streaming import StreamingQuery")
+        if self.batch:
+            w("from pyspark.sql import Observation")
         w("")
         w(f"JOB_NAME = {settings.job_name!r}")
         w(f"BASE_DIR = {base_dir!r}")
@@ -144,6 +133,11 @@ class _Generator:
         w("")
         if self.parsed_sources:
             self.malformed_helpers()
+        if self.batch:
+            for line in _BATCH_HELPERS.strip("\n").splitlines():
+                w(line)
+            w("")
+            w("")
         for source in self.program.sources:
             self.source(source)
         self.main()
@@ -164,7 +158,7 @@ class _Generator:
             reader_options = _format_options(options)
             w(f"path = os.path.join(BASE_DIR, {path!r})", 1)
             if fmt == "text":
-                w(f"reader = spark.readStream.options(**{reader_options!r})", 1)
+                w(f"reader = {self.reader}.options(**{reader_options!r})", 1)
                 w("df = reader.format('text').load(path)", 1)
                 w(f"df = df.withColumnRenamed('value', {source.schema[0].name!r})", 1)
             elif source.on_error is not None:
@@ -172,7 +166,7 @@ class _Generator:
             else:
                 w(f"schema = {_ddl(source.schema)!r}", 1)
                 w(
-                    f"df = spark.readStream.schema(schema).options(**{reader_options!r})"
+                    f"df = {self.reader}.schema(schema).options(**{reader_options!r})"
                     f".format({fmt!r}).load(path)",
                     1,
                 )
@@ -196,7 +190,7 @@ class _Generator:
         else:
             raise UnsupportedOnSpark(f"connector {source.connector!r} as a source")
         if source.watermark is not None:
-            column, delay = _watermark(source)
+            column, delay = watermark_delay(source)
             w(f"df = df.withWatermark({column!r}, {delay!r})", 1)
         w("return df", 1)
         w("")
@@ -210,7 +204,7 @@ class _Generator:
         record, file = _internal_names(source)
         w(f"schema = {_ddl(source.schema) + ', ' + quote_name(record) + ' STRING'!r}", 1)
         w(
-            f"df = (spark.readStream.schema(schema).options(**{reader_options!r})"
+            f"df = ({self.reader}.schema(schema).options(**{reader_options!r})"
             f".option('mode', 'PERMISSIVE').option('columnNameOfCorruptRecord', {record!r})",
             1,
         )
@@ -269,10 +263,18 @@ class _Generator:
             else int(float(str(options.get("rows_per_second", 10))))
         )
         seed = int(str(options.get("seed", 0)))
-        w("df = (spark.readStream.format('rate-micro-batch')", 1)
-        w(f".option('rowsPerBatch', {max(per_batch, 1)})", 2)
-        w(f".option('numPartitions', {self._parallelism(source.hints.parallelism)}).load())", 2)
-        if rows is not None:
+        partitions = self._parallelism(source.hints.parallelism)
+        if self.batch:
+            # The rows the streaming source gives in its first micro-batch (all of them, as
+            # rowsPerBatch = number_of_rows), with its first batch's timestamp.
+            w(f"df = spark.range(0, {int(str(rows))}, 1, {partitions})", 1)
+            w("df = df.withColumnRenamed('id', 'value')", 1)
+            w("df = df.withColumn('timestamp', F.timestamp_millis(F.lit(0)))", 1)
+        else:
+            w("df = (spark.readStream.format('rate-micro-batch')", 1)
+            w(f".option('rowsPerBatch', {max(per_batch, 1)})", 2)
+            w(f".option('numPartitions', {partitions}).load())", 2)
+        if rows is not None and not self.batch:
             w(f"df = df.where(F.col('value') < {int(str(rows))})", 1)
         columns = []
         for index, column in enumerate(source.schema):
@@ -289,8 +291,8 @@ class _Generator:
         w("df = (spark.readStream.format('kafka')", 1)
         w(f".option('kafka.bootstrap.servers', {options['bootstrap_servers']!r})", 2)
         w(f".option('subscribe', {options['topic']!r})", 2)
-        if "starting_offsets" in options:
-            w(f".option('startingOffsets', {options['starting_offsets']!r})", 2)
+        for key, value in _kafka_options(options, _KAFKA_SOURCE_OPTIONS):
+            w(f".option({key!r}, {value!r})", 2)
         w(".load())", 2)
         if options.get("format") == "json":
             w(f"schema = {_ddl(source.schema)!r}", 1)
@@ -308,8 +310,18 @@ class _Generator:
 
     # ------------------------------------------------------------ main
 
+    def failure_helpers(self) -> None:
+        """Functions of ``main()`` that turn a failure of Spark into one message."""
+        malformed = "malformed_record(error)" if self.parsed_sources else "None"
+        text = _FAILURE_HELPERS.replace("MALFORMED_MESSAGE", malformed)
+        for line in text.strip("\n").splitlines():
+            self.w(line)
+        self.w("")
+        self.w("")
+
     def main(self) -> None:
         w = self.w
+        self.failure_helpers()
         w("def main(argv: list[str] | None = None) -> int:")
         w("global BASE_DIR", 1)
         w("parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])", 1)
@@ -329,41 +341,60 @@ class _Generator:
             f"os.path.join(BASE_DIR, {DEFAULT_CHECKPOINT_ROOT!r})",
             1,
         )
-        w("spark = start_session(args.master, args.remote)", 1)
-        w("queries = start_queries(spark, checkpoint_dir, args.available_now)", 1)
-        if not self.parsed_sources:
-            w("for query in queries:", 1)
-            w("query.awaitTermination()", 2)
-            w("return 0", 1)
+        # A failure of Spark is one error message and exit code 1, never a traceback.
+        w("spark = None", 1)
+        w("try:", 1)
+        w("spark = start_session(args.master, args.remote)", 2)
+        if self.batch:
+            w("run_batch(spark)", 2)
         else:
-            w("try:", 1)
+            w("queries = start_queries(spark, checkpoint_dir, args.available_now)", 2)
             w("for query in queries:", 2)
             w("query.awaitTermination()", 3)
-            w("except Exception as error:", 1)
-            w("message = malformed_record(error)", 2)
-            w("if message is None:", 2)
-            w("raise", 3)
-            w("for query in queries:", 2)
-            w("query.stop()", 3)
-            w("sys.stderr.write(message)", 2)
-            w("return 1", 2)
-            w("return 0", 1)
+        w("except Exception as error:", 1)
+        w("if not spark_failed(error):", 2)
+        w("raise  # a bug of this program: its traceback", 3)
+        w("stop_queries(spark)", 2)
+        w("report_failure(error)", 2)
+        w("return 1", 2)
+        w("return 0", 1)
         w("")
         w("")
-        w("def start_session(master: str, remote: str | None = None) -> SparkSession:")
+        w(
+            "def start_session(master: str, remote: str | None = None, quiet: bool = False) "
+            "-> SparkSession:"
+        )
+        w('"""The session, with the job\'s SET spark.* settings; ``quiet`` (flowc run, which', 1)
+        w('sends Spark\'s output to a log file) turns Spark\'s console progress bars off."""', 1)
         w("builder = SparkSession.builder.appName(JOB_NAME)", 1)
         w("builder = builder.remote(remote) if remote else builder.master(master)", 1)
-        w("for key, value in SPARK_CONF.items():", 1)
+        w("settings = dict(SPARK_CONF)", 1)
+        w("if quiet and not remote:", 1)
+        w("settings.setdefault('spark.ui.showConsoleProgress', 'false')", 2)
+        w("for key, value in settings.items():", 1)
         w("builder = builder.config(key, value)", 2)
         w("spark = builder.getOrCreate()", 1)
         w("return spark", 1)
         w("")
         w("")
-        w(
-            "def start_queries(spark: SparkSession, checkpoint_dir: str, available_now: bool) "
-            "-> list[StreamingQuery]:"
-        )
-        w('"""Build every stream and start one query per INSERT."""', 1)
+        if self.batch:
+            w(
+                "def run_batch(spark: SparkSession, queries: list[tuple[str, int, str | None]] "
+                "| None = None) -> list[tuple[str, int, str | None]]:"
+            )
+            w(
+                '"""Read the bounded input and write every INSERT once, in order; each adds '
+                'its name, the rows written and the plan it ran to ``queries``."""',
+                1,
+            )
+            w("# Shuffled joins, as Flink's HASH exchanges on both sides.", 1)
+            w("spark.conf.set('spark.sql.autoBroadcastJoinThreshold', '-1')", 1)
+        else:
+            w(
+                "def start_queries(spark: SparkSession, checkpoint_dir: str, available_now: bool) "
+                "-> list[StreamingQuery]:"
+            )
+            w('"""Build every stream and start one query per INSERT."""', 1)
         w("spark.conf.set('spark.sql.shuffle.partitions', str(SHUFFLE_PARTITIONS))", 1)
         w("# Run exactly the planned exchanges: Catalyst would merge back-to-back repartitions.", 1)
         w("excluded = spark.conf.get('spark.sql.optimizer.excludedRules', '') or ''", 1)
@@ -375,21 +406,26 @@ class _Generator:
             w(f"{variable} = {self.names[f'source:{source.name}']}(spark)", 1)
             if source.on_error == "route":
                 self.split_malformed(source, variable)
+        read = _views_read(self.program)
         for view in self.program.views:
+            if view.name not in read:
+                continue  # no query runs it: Spark's rules were not checked on it either
             variable = self.var(view.name)
             self.names[f"stream:{view.name}"] = variable
-            self.stream(view.stream, variable, view_name=view.name, sink_parallelism=None)
-        w("queries = []", 1)
+            self.stream(view.stream, variable, view_name=view.name, sink_node=None)
+        w("queries = [] if queries is None else queries" if self.batch else "queries = []", 1)
         for index, insert in enumerate(self.program.inserts):
             variable = self.var(f"to_{insert.sink}")
-            sink = self.program.sink(insert.sink)
             self.stream(
                 insert.stream,
                 variable,
                 view_name=None,
-                sink_parallelism=self._parallelism(sink.hints.parallelism),
+                sink_node=self.spark_plan.sink_nodes[index],
             )
-            self.write(index, variable)
+            if self.batch:
+                self.write_batch(index, variable)
+            else:
+                self.write(index, variable)
         w("return queries", 1)
         w("")
         w("")
@@ -406,108 +442,96 @@ class _Generator:
             return self.names[f"errors:{origin.source}"]
         return self.names[f"side:{origin.view}.{origin.output}"]
 
-    def tail_parallelism(self, stream: Stream) -> int:
-        """Parallelism of the operator a stream's origin ends in (Flink's producer)."""
+    def origin_parts(self, stream: Stream) -> list[tuple[str, int]]:
+        """The origin's DataFrame(s), each with the StreamNode that produces its rows: a view
+        that ends in UNION ALL has one part per input, each with its own exchange."""
         origin = stream.origin
         if isinstance(origin, FromSource | FromSourceErrors):
-            source = self.program.source(_relation(origin))
-            return self._parallelism(source.hints.parallelism)
+            node = self.spark_plan.source_nodes[_relation(origin)]
+            return [(self.origin(stream), node)]
         if isinstance(origin, FromView):
-            return self.tails[origin.name]
-        return self.tails[f"{origin.view}.{origin.output}"]
-
-    def step_parallelism(self, step: Step) -> int:
-        if step.kind in ("aggregate", "window_aggregate") and not step.keys:
-            return 1  # a global aggregate is non-parallel, as Flink's windowAll
-        return self._parallelism(step.hints.parallelism)
+            return list(self.tails[origin.name])
+        return list(self.tails[f"{origin.view}.{origin.output}"])
 
     def stream(
-        self, stream: Stream, variable: str, view_name: str | None, sink_parallelism: int | None
+        self, stream: Stream, variable: str, view_name: str | None, sink_node: int | None
     ) -> None:
-        """Emit a stream's steps. Where Flink's default partitioner rebalances (a parallelism
-        change with no partition step), emit the repartition the physical plan promises."""
-        w = self.w
-        w(f"{variable} = {self.origin(stream)}", 1)
+        """Emit a stream's steps. Before each operator, every part of the input gets the
+        exchange the Spark plan decided for its edge; nothing is decided here."""
+        parts = self.origin_parts(stream)
+        first, node = parts[0]
+        self.w(f"{variable} = {first}", 1)
         if not isinstance(stream.origin, FromSideOutput):
-            w(f"{variable} = {variable}.alias({_relation(stream.origin)!r})", 1)
-        current = self.tail_parallelism(stream)
-        pending: Step | None = None
-        steps = list(stream.steps)
-        for index, step in enumerate(steps):
+            self.w(f"{variable} = {variable}.alias({_relation(stream.origin)!r})", 1)
+        parts[0] = (variable, node)
+        # A view may end with a partition step: it applies on the reader's first edge.
+        origin = stream.origin
+        pending = self.view_partitions.get(origin.name) if isinstance(origin, FromView) else None
+        for step in stream.steps:
             if step.kind in ("key_by", "partition", "partition_by"):
                 pending = step
                 continue
             if step.kind == "union":
-                consumer = self._next_parallelism(steps[index + 1 :], sink_parallelism)
                 for other in step.inputs:
-                    source = self.origin(other)
-                    if self.tail_parallelism(other) != consumer:
-                        source = f"{source}.repartition({consumer})"
-                    w(f"{variable} = {variable}.unionByName({source})", 1)
+                    parts += self.origin_parts(other)
                 continue
-            p = self.step_parallelism(step)
-            self.exchange_into(variable, pending, current, p, step)
+            node = self.spark_plan.step_nodes[id(step)]
+            self.gather(variable, parts, node, pending)
             pending = None
             self.step(step, variable, view_name)
-            current = p
+            parts = [(variable, node)]
             if step.kind == "route" and view_name is not None:
                 for branch in step.node.branches:  # type: ignore[union-attr]
-                    self.tails[f"{view_name}.{branch.name.value}"] = p
-        if sink_parallelism is not None:
-            self.exchange_into(variable, pending, current, sink_parallelism, None)
+                    side = self.names[f"side:{view_name}.{branch.name.value}"]
+                    self.tails[f"{view_name}.{branch.name.value}"] = [(side, node)]
+        if sink_node is not None:
+            self.gather(variable, parts, sink_node, pending)
         elif view_name is not None:
-            self.tails[view_name] = current
-            if pending is not None:
-                raise UnsupportedOnSpark("a view that ends with a partition step")
+            self.tails[view_name] = parts
+            self.view_partitions[view_name] = pending
 
-    def _next_parallelism(self, rest: list[Step], sink_parallelism: int | None) -> int:
-        for step in rest:
-            if step.kind not in ("key_by", "partition", "partition_by", "union"):
-                return self.step_parallelism(step)
-        return (
-            sink_parallelism if sink_parallelism is not None else self.program.settings.parallelism
-        )
-
-    def exchange_into(
-        self, df: str, pending: Step | None, current: int, p: int, consumer: Step | None
+    def gather(
+        self, df: str, parts: list[tuple[str, int]], consumer: int, pending: Step | None
     ) -> None:
-        """The exchange before an operator of parallelism ``p``: the partition step's, or the
-        default REBALANCE when the parallelism changes; a stateful operator's own exchange
-        (its groupBy or join) needs nothing here."""
-        w = self.w
-        stateful = consumer is not None and consumer.kind in (
-            "aggregate",
-            "window_aggregate",
-            "deduplicate",
-            "join",
+        """``df`` = the parts, each through the exchange on its edge into ``consumer``."""
+        exchanged = [self.exchanged(part, node, consumer, pending) for part, node in parts]
+        if exchanged[0] != df:
+            self.w(f"{df} = {exchanged[0]}", 1)
+        for other in exchanged[1:]:
+            self.w(f"{df} = {df}.unionByName({other})", 1)
+
+    def combined(self, parts: list[tuple[str, int]], consumer: int, pending: Step | None) -> str:
+        """The parts, each exchanged on its edge into ``consumer``, as one DataFrame."""
+        exchanged = [self.exchanged(part, node, consumer, pending) for part, node in parts]
+        return "".join([exchanged[0], *(f".unionByName({other})" for other in exchanged[1:])])
+
+    def exchanged(self, df: str, producer: int, consumer: int, pending: Step | None) -> str:
+        """``df`` through the Spark plan's exchange on the edge producer → consumer."""
+        exchange = self.spark_plan.exchange(producer, consumer)
+        if exchange is None:
+            return df
+        kind, p = exchange.kind, exchange.partitions
+        if kind in (ExchangeKind.NONE, ExchangeKind.STATEFUL):
+            return df
+        if kind is ExchangeKind.HASH:
+            keys = ", ".join(f"F.expr({quote_name(k)!r})" for k in exchange.keys)
+            return f"{df}.repartition({p}, {keys})"
+        if kind is ExchangeKind.CUSTOM:
+            assert pending is not None and isinstance(pending.node, ast.PartitionBy)
+            return f"{df}.repartition({p}, F.expr({sql_of(pending.node.expr)!r}))"
+        if kind is ExchangeKind.ROUND_ROBIN:
+            return f"{df}.repartition({p})"
+        if kind is ExchangeKind.COALESCE:
+            return f"{df}.coalesce({p})"
+        if kind is ExchangeKind.SINGLE:
+            return f"{df}.repartition(1)"
+        if kind is ExchangeKind.RANDOM:
+            return f"{df}.repartition({p}, F.rand())"
+        assert kind is ExchangeKind.BROADCAST
+        return (
+            f"{df}.crossJoin(spark.range({p}).withColumnRenamed('id', '__flowc_subtask'))"
+            f".repartition({p}, '__flowc_subtask').drop('__flowc_subtask')"
         )
-        if pending is None:
-            if current != p and not stateful:
-                w(f"{df} = {df}.repartition({p})", 1)
-            return
-        strategy = pending.partition
-        if strategy == "HASH":
-            if not stateful:
-                keys = ", ".join(f"F.expr({quote_name(k)!r})" for k in pending.keys)
-                w(f"{df} = {df}.repartition({self.partitions}, {keys})", 1)
-        elif strategy == "CUSTOM":
-            node = pending.node
-            assert isinstance(node, ast.PartitionBy)
-            w(f"{df} = {df}.repartition({p}, F.expr({sql_of(node.expr)!r}))", 1)
-        elif strategy == "REBALANCE":
-            w(f"{df} = {df}.repartition({p})", 1)
-        elif strategy == "RESCALE":
-            w(f"{df} = {df}.coalesce({p})" if p <= current else f"{df} = {df}.repartition({p})", 1)
-        elif strategy == "GLOBAL":
-            w(f"{df} = {df}.repartition(1)", 1)
-        elif strategy == "SHUFFLE":
-            w(f"{df} = {df}.repartition({p}, F.rand())", 1)
-        elif strategy == "BROADCAST":
-            w(
-                f"{df} = {df}.crossJoin(spark.range({p}).withColumnRenamed('id', "
-                f"'__flowc_subtask')).repartition({p}, '__flowc_subtask').drop('__flowc_subtask')",
-                1,
-            )
 
     def step(self, step: Step, df: str, view_name: str | None) -> None:
         w = self.w
@@ -521,8 +545,10 @@ class _Generator:
             names = [c.name for c in step.schema]
             if kind == "select":
                 items = [
-                    f"F.expr({sql_of(item.expr)!r}).alias({name!r})"
-                    for item, name in zip(node.items, _item_names(node.items, names), strict=True)
+                    f"F.col({quote_name(name)!r})"
+                    if item is None
+                    else f"F.expr({sql_of(item.expr)!r}).alias({name!r})"
+                    for item, name in select_columns(node.items, names)
                 ]
                 w(f"{df} = {df}.select({', '.join(items)})", 1)
             else:
@@ -551,10 +577,9 @@ class _Generator:
         elif kind == "deduplicate":
             assert isinstance(node, ast.Deduplicate)
             columns = ", ".join(repr(k) for k in step.keys)
-            if node.within is not None:
-                w(f"{df} = {df}.dropDuplicatesWithinWatermark([{columns}])", 1)
-            else:
-                w(f"{df} = {df}.dropDuplicates([{columns}])", 1)
+            if node.within is not None:  # E0708: Spark's WithinWatermark ignores the interval
+                raise UnsupportedOnSpark("DEDUPLICATE ... WITHIN (E0708)")
+            w(f"{df} = {df}.dropDuplicates([{columns}])", 1)
         elif kind == "join":
             self.join(step, df)
         elif kind == "route":
@@ -598,7 +623,7 @@ class _Generator:
         assert isinstance(node, ast.Join) and node.condition is not None
         (right,) = step.inputs
         how = {"INNER": "inner", "LEFT": "left_outer", "RIGHT": "right_outer", "FULL": "full_outer"}
-        other = self.origin(right)
+        other = self.combined(self.origin_parts(right), self.spark_plan.step_nodes[id(step)], None)
         alias = _relation(right.origin)
         self.w(
             f"{df} = {df}.join({other}.alias({alias!r}), F.expr({sql_of(node.condition)!r}), "
@@ -636,7 +661,7 @@ class _Generator:
         w(f"writer = {df}.writeStream.queryName({name!r}).outputMode({sink.mode!r})", 1)
         w(
             f"writer = writer.option('checkpointLocation', "
-            f"os.path.join(checkpoint_dir, JOB_NAME, {name!r}))",
+            f"os.path.join(checkpoint_dir, *{self.spark_plan.query(name).checkpoint!r}))",
             1,
         )
         interval = self.program.settings.checkpoint_interval_ms
@@ -648,8 +673,9 @@ class _Generator:
         connector = sink.connector
         if connector == "console":
             w("writer = writer.format('console')", 1)
-            if "rows" in options:
-                w(f"writer = writer.option('numRows', {int(str(options['rows']))})", 1)
+            # Every row of a micro-batch unless the sink says how many (Spark shows 20).
+            rows = int(str(options["rows"])) if "rows" in options else CONSOLE_ALL_ROWS
+            w(f"writer = writer.option('numRows', {rows})", 1)
             if "truncate" in options:
                 w(f"writer = writer.option('truncate', {bool(options['truncate'])!r})", 1)
         elif connector in ("memory", "noop"):
@@ -667,12 +693,82 @@ class _Generator:
             servers = options["bootstrap_servers"]
             w(f"writer = writer.option('kafka.bootstrap.servers', {servers!r})", 1)
             w(f"writer = writer.option('topic', {options['topic']!r})", 1)
+            for key, value in _kafka_options(options, {}):
+                w(f"writer = writer.option({key!r}, {value!r})", 1)
         else:
             raise UnsupportedOnSpark(f"connector {connector!r} as a sink")
         w("queries.append(writer.start())", 1)
 
+    def write_batch(self, index: int, df: str) -> None:
+        """Batch mode: one write of the whole result; console and memory sinks collect it."""
+        w = self.w
+        insert = self.program.inserts[index]
+        sink = self.program.sink(insert.sink)
+        options = dict(sink.options)
+        name = insert.sink
+        w(f"plan = executed_plan({df})", 1)
+        connector = sink.connector
+        if connector in ("console", "memory"):
+            w(f"rows = {df}.collect()", 1)
+            w(f"result = spark.createDataFrame(rows, {df}.schema)", 1)
+            if connector == "console":
+                shown = int(str(options["rows"])) if "rows" in options else None
+                truncate = bool(options.get("truncate", True))
+                w(f"print(f'[{_doc(name)}] {{len(rows)}} rows')", 1)
+                limit = "len(rows)" if shown is None else f"min(len(rows), {shown})"
+                w(f"result.show(max({limit}, 1), truncate={truncate!r})", 1)
+            else:
+                w(f"result.createOrReplaceTempView({name!r})", 1)
+            w(f"queries.append(({name!r}, len(rows), plan))", 1)
+            return
+        w(f"observation = Observation({name!r})", 1)
+        w(f"observed = {df}.observe(observation, F.count(F.lit(1)).alias('rows'))", 1)
+        w("writer = observed.write", 1)
+        if connector == "noop":
+            w("writer.format('noop').mode('overwrite').save()", 1)
+        elif connector == "files":
+            fmt = str(options["format"])
+            writer_options = _format_options(options)
+            path = f"os.path.join(BASE_DIR, {str(options['path'])!r})"
+            w(
+                f"writer.format({fmt!r}).options(**{writer_options!r}).mode('append').save({path})",
+                1,
+            )
+        else:
+            assert connector == "kafka"
+            servers = options["bootstrap_servers"]
+            w(
+                f"writer.format('kafka').option('kafka.bootstrap.servers', {servers!r})"
+                f".option('topic', {options['topic']!r}).save()",
+                1,
+            )
+        w(f"queries.append(({name!r}, int(observation.get['rows']), plan))", 1)
+
 
 # ---------------------------------------------------------------- helpers
+
+
+#: Spark's console sink takes the number of rows to show; the largest it accepts.
+CONSOLE_ALL_ROWS = 2**31 - 1
+
+
+def _views_read(program: Program) -> set[str]:
+    """The views some INSERT reads, directly or through other views."""
+    read: set[str] = set()
+    pending = [insert.stream for insert in program.inserts]
+    while pending:
+        stream = pending.pop()
+        names = (
+            [_relation(stream.origin)]
+            if isinstance(stream.origin, FromView | FromSideOutput)
+            else []
+        )
+        pending.extend(other for step in stream.steps for other in step.inputs)
+        for name in names:
+            if name not in read:
+                read.add(name)
+                pending.append(program.view(name).stream)
+    return read
 
 
 def _relation(origin: Origin) -> str:
@@ -740,23 +836,22 @@ def _option_text(value: object) -> str:
     return str(value)
 
 
-def _item_names(items: tuple[ast.SelectItem, ...], names: list[str]) -> list[str]:
-    """The output name of each SELECT item (``*`` expands, so map by position from the end)."""
-    if len(items) == len(names):
-        return names
-    raise UnsupportedOnSpark("SELECT * mixed with other items")
+#: A Kafka source's options under Spark's names (the sink has none of these: Spark's Kafka
+#: writer reads only ``topic`` and the ``kafka.*`` client properties).
+_KAFKA_SOURCE_OPTIONS = {
+    "starting_offsets": "startingOffsets",
+    "fail_on_data_loss": "failOnDataLoss",
+    "max_offsets_per_trigger": "maxOffsetsPerTrigger",
+}
 
 
-def _watermark(source: SourceDef) -> tuple[str, str]:
-    """Spark takes a delay: ``ts - INTERVAL 5 SECONDS`` → ('ts', '5 seconds')."""
-    assert source.watermark is not None
-    tree = source.watermark.expr.tree
-    if isinstance(tree, exp.Column):
-        return source.watermark.column, "0 seconds"
-    if isinstance(tree, exp.Sub) and isinstance(tree.left, exp.Column):
-        delay = ast.SqlExpr(text=tree.right.sql(), tree=tree.right, span=source.watermark.span)
-        return source.watermark.column, interval_text(delay)
-    raise UnsupportedOnSpark("a WATERMARK other than `column - INTERVAL ...`")
+def _kafka_options(options: dict[str, object], names: dict[str, str]) -> list[tuple[str, str]]:
+    """The options Spark's Kafka connector takes, as (Spark's name, text): the ones in
+    ``names`` renamed, then every ``kafka.*`` client property verbatim (Spark hands them to
+    the Kafka client with the prefix removed), in the order written."""
+    renamed = [(names[k], _option_text(v)) for k, v in options.items() if k in names]
+    verbatim = [(k, _option_text(v)) for k, v in options.items() if k.startswith("kafka.")]
+    return renamed + verbatim
 
 
 def _datagen_column(column: Column, index: int, seed: int, options: dict[str, object]) -> str:
@@ -792,6 +887,58 @@ def _datagen_column(column: Column, index: int, seed: int, options: dict[str, ob
         parts = f"F.lit({seed}), F.col('value'), F.lit({index})"
         return f"F.substring(F.sha2(F.concat_ws('/', {parts}), 256), 1, {length})"
     raise UnsupportedOnSpark(f"datagen column type {base}")
+
+
+#: Functions the generated program carries in batch mode.
+_BATCH_HELPERS = '''
+def executed_plan(df: DataFrame) -> str | None:
+    """The physical plan Spark will run, to count its exchanges (None through Spark Connect)."""
+    jdf = getattr(df, '_jdf', None)
+    return None if jdf is None else str(jdf.queryExecution().executedPlan().toString())
+'''
+
+
+#: Functions every generated program's ``main()`` uses when Spark fails: the error class and
+#: message (and the SQL that failed), without Spark's Java stack trace.
+_FAILURE_HELPERS = r'''
+def spark_failed(error: BaseException) -> bool:
+    """Whether Spark failed (PySpark's errors, the JVM's through py4j), not this program."""
+    from pyspark.errors import PySparkException
+
+    if isinstance(error, PySparkException):
+        return True
+    return any(kind.__module__.startswith('py4j.') for kind in type(error).__mro__)
+
+
+def stop_queries(spark: SparkSession | None) -> None:
+    """Stop the queries still running after one failed (as awaitAnyTermination would)."""
+    if spark is None:
+        return
+    try:
+        for query in spark.streams.active:
+            query.stop()
+    except Exception as error:
+        if not spark_failed(error):
+            raise  # Spark being gone is no news: the failure is what to report
+
+
+def report_failure(error: BaseException) -> None:
+    """Spark's failure as one message on standard error: its first lines, no stack trace."""
+    import sys
+
+    message = MALFORMED_MESSAGE
+    if message is None:
+        text = str(error).strip()
+        wrapper = ' terminated with exception: '
+        if text.startswith('[STREAM_FAILED] ') and wrapper in text.split('\n', 1)[0]:
+            text = text.split(wrapper, 1)[1]
+        for end in ('\n=== Streaming Query ===', '\nJVM stacktrace:', '\n\tat '):
+            text = text.split(end, 1)[0]
+        lines = [line.rstrip() for line in text.splitlines() if line.strip()]
+        lines = [line for line in lines if not line.lstrip().startswith('SQLSTATE: ')][:8]
+        message = 'error: ' + '\n'.join(lines or ['Spark failed']) + '\n'
+    sys.stderr.write(message)
+'''
 
 
 #: Functions the generated program carries when a source's records can be malformed.

@@ -1,0 +1,105 @@
+"""Spark SQL text for checked expressions: shared by Spark's checks and code generation.
+
+The Spark checks (:mod:`flowc.spark_checks`) call these on every expression of a job and
+turn a failure into a located diagnostic, so code generation, which calls them again,
+never meets a program it cannot write.
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+from sqlglot.errors import SqlglotError
+
+from flowc import ast
+from flowc.program import SourceDef
+
+#: Column types the datagen connector's generated program can compute.
+DATAGEN_TYPES = frozenset(
+    {
+        "TINYINT",
+        "SMALLINT",
+        "INT",
+        "BIGINT",
+        "FLOAT",
+        "DOUBLE",
+        "BOOLEAN",
+        "TIMESTAMP",
+        "DATE",
+        "STRING",
+    }
+)
+
+
+class UnsupportedOnSpark(Exception):
+    """A construct the Spark backend cannot write; the message says which."""
+
+
+def quote_name(name: str) -> str:
+    """A Spark SQL identifier, always back-quoted (backticks doubled)."""
+    return str(exp.to_identifier(name, quoted=True).sql("spark"))
+
+
+def sql_of(expr: ast.SqlExpr) -> str:
+    """Spark SQL for a checked expression, identifiers quoted."""
+    try:
+        return str(expr.tree.sql(dialect="spark", identify=True))
+    except (AttributeError, IndexError, KeyError, TypeError, ValueError, SqlglotError):
+        # sqlglot's generator assumes well-formed calls: regexp_replace(k, n) lacks an argument
+        raise UnsupportedOnSpark(
+            f"cannot write '{expr.text}' in Spark SQL (check the arguments of its functions)"
+        ) from None
+
+
+def interval_text(expr: ast.SqlExpr) -> str:
+    """``INTERVAL 1 MINUTE`` or ``'1 minute'`` → ``'1 minute'`` as Spark's window functions take."""
+    tree = expr.tree
+    if isinstance(tree, exp.Literal) and tree.is_string:
+        return str(tree.this)
+    if isinstance(tree, exp.Interval):
+        unit = tree.args.get("unit")
+        amount = tree.this.name if tree.this is not None else ""
+        return f"{amount} {unit.name.lower() if unit is not None else ''}".strip()
+    raise UnsupportedOnSpark(f"'{expr.text}' is not an interval")
+
+
+def watermark_delay(source: SourceDef) -> tuple[str, str]:
+    """Spark takes a column and a delay: ``ts - INTERVAL 5 SECONDS`` → ('ts', '5 seconds')."""
+    assert source.watermark is not None
+    tree = source.watermark.expr.tree
+    if isinstance(tree, exp.Column):
+        return source.watermark.column, "0 seconds"
+    if isinstance(tree, exp.Sub) and isinstance(tree.left, exp.Column):
+        delay = ast.SqlExpr(text=tree.right.sql(), tree=tree.right, span=source.watermark.span)
+        return source.watermark.column, interval_text(delay)
+    raise UnsupportedOnSpark("a WATERMARK other than `column - INTERVAL ...`")
+
+
+def datagen_supports(type_text: str) -> bool:
+    return type_text in DATAGEN_TYPES or type_text.startswith("DECIMAL")
+
+
+def is_star(tree: exp.Expr) -> bool:
+    """``*`` or ``s.*``."""
+    return isinstance(tree, exp.Star) or (
+        isinstance(tree, exp.Column) and isinstance(tree.this, exp.Star)
+    )
+
+
+def select_columns(
+    items: tuple[ast.SelectItem, ...], names: list[str]
+) -> list[tuple[ast.SelectItem | None, str]]:
+    """Each output column of a SELECT with the item computing it; None for a column a ``*``
+    passes through. One ``*`` stands for every column the others do not name by position."""
+    stars = [index for index, item in enumerate(items) if is_star(item.expr.tree)]
+    if not stars:
+        return list(zip(items, names, strict=True))
+    if len(stars) > 1:
+        raise UnsupportedOnSpark("cannot run a SELECT with more than one *")
+    (star,) = stars
+    width = len(names) - (len(items) - 1)
+    before = list(zip(items[:star], names[:star], strict=True))
+    passed: list[tuple[ast.SelectItem | None, str]] = [
+        (None, n) for n in names[star : star + width]
+    ]
+    after = list(zip(items[star + 1 :], names[star + width :], strict=True))
+    return [*before, *passed, *after]

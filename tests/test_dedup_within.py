@@ -1,0 +1,355 @@
+"""``DEDUPLICATE ... WITHIN interval`` on Spark (issue 9, item 2).
+
+WITHIN means: the first row of a key is kept, a later row of that key less than the
+interval (by event time) from the kept row is dropped, and a row the interval or more
+from it is kept and becomes the key's kept row (docs/language.md, "DEDUPLICATE WITHIN on
+Spark"). Spark's only bounded deduplication, ``dropDuplicatesWithinWatermark``, follows
+the watermark delay instead, so flowc refuses every WITHIN where Spark is the target
+(E0708, at the interval). These tests run real Spark over several micro-batches on one
+checkpoint (each ``availableNow`` run is one micro-batch of the file written before it,
+and at most one more without data that moves the watermark on):
+
+- the refusal, from ``flowc.compile``, ``flowc check`` and ``flowc run``;
+- what ``dropDuplicatesWithinWatermark`` writes, against the WITHIN rule computed in plain
+  Python: the reason for the refusal (the issue's 1-minute watermark with WITHIN 10
+  MINUTES, and a watermark delay equal to the interval);
+- the deduplications the E0708 help suggests instead, run by flowc, against plain-Python
+  computations of their rule: exactly the rows it says, across micro-batches.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import time
+from collections.abc import Callable, Hashable, Iterable
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import flowc
+from flowc.cli import main
+from flowc.runtime.run import run_job
+
+Row = dict[str, Any]
+START = datetime(2024, 1, 1, 10, 0, 0)
+
+
+def at(minutes: float) -> str:
+    """An event time, ``minutes`` after 10:00, as the JSON files carry it."""
+    return (START + timedelta(minutes=minutes)).isoformat()
+
+
+def minutes(value: Any) -> float:
+    """An event time read back (a datetime from Spark, an ISO string from a JSON sink)."""
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value)
+    return (value.replace(tzinfo=None) - START).total_seconds() / 60
+
+
+def write_batch(folder: Path, index: int, rows: list[Row]) -> None:
+    """One input file per micro-batch, each modified after the one before."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"batch-{index:03d}.json"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    stamp = time.time() - 3600 + 60 * index
+    os.utime(path, (stamp, stamp))
+
+
+# ---------------------------------------------------------------- the rules, in Python
+
+
+def within_rule(batches: list[list[Row]], interval: float, delay: float) -> list[Row]:
+    """DEDUPLICATE ON id WITHIN ``interval`` minutes, as the language defines it.
+
+    Per micro-batch in event-time order: a row is dropped when it is late (at or behind the
+    watermark: the largest event time of the earlier micro-batches minus ``delay``) or less
+    than ``interval`` from the kept row of its key; otherwise it is kept and becomes the
+    key's kept row.
+    """
+    kept: dict[Hashable, float] = {}
+    watermark = float("-inf")
+    out = []
+    for batch in batches:
+        for row in sorted(batch, key=lambda r: r["ts"]):
+            t = minutes(row["ts"])
+            if t <= watermark:
+                continue
+            if row["id"] in kept and abs(t - kept[row["id"]]) < interval:
+                continue
+            kept[row["id"]] = t
+            out.append(row)
+        watermark = max(watermark, max(minutes(r["ts"]) for r in batch) - delay)
+    return out
+
+
+def first_per_key(
+    batches: list[list[Row]], key: Callable[[Row], Hashable], delay: float
+) -> dict[Hashable, list[Row]]:
+    """DEDUPLICATE ON <columns> (no WITHIN) on a stream with a watermark.
+
+    A row is dropped when it is late (as above) or a row with the same ON values was kept
+    in an earlier micro-batch; of the rows with the same ON values in one micro-batch one
+    is kept, which one unspecified. Returns, per key written, the rows it may be.
+    """
+    candidates: dict[Hashable, list[Row]] = {}
+    watermark = float("-inf")
+    for batch in batches:
+        new: dict[Hashable, list[Row]] = {}
+        for row in batch:
+            if minutes(row["ts"]) > watermark and key(row) not in candidates:
+                new.setdefault(key(row), []).append(row)
+        candidates.update(new)
+        watermark = max(watermark, max(minutes(r["ts"]) for r in batch) - delay)
+    return candidates
+
+
+def assert_one_row_per_key(
+    written: list[Row], candidates: dict[Hashable, list[Row]], key: Callable[[Row], Hashable]
+) -> None:
+    assert sorted(map(repr, map(key, written))) == sorted(map(repr, candidates))
+    for row in written:
+        assert any(
+            row["id"] == c["id"] and minutes(row["ts"]) == minutes(c["ts"]) and row["v"] == c["v"]
+            for c in candidates[key(row)]
+        ), row
+
+
+def test_the_rules_on_hand_worked_rows() -> None:
+    """The Python rules themselves, on rows worked out by hand."""
+    batches = [
+        [{"id": 1, "v": "a", "ts": at(0)}, {"id": 2, "v": "b", "ts": at(0.5)}],
+        [{"id": 1, "v": "c", "ts": at(5.5)}, {"id": 1, "v": "d", "ts": at(10)}],
+        [{"id": 1, "v": "e", "ts": at(19)}, {"id": 2, "v": "f", "ts": at(0.5)}],
+    ]
+    assert [r["v"] for r in within_rule(batches, interval=10, delay=1)] == ["a", "b", "d"]
+    by_id = first_per_key(batches, lambda r: r["id"], delay=1)
+    assert {k: [r["v"] for r in rows] for k, rows in by_id.items()} == {1: ["a"], 2: ["b"]}
+    by_event = first_per_key(batches, lambda r: (r["id"], r["ts"]), delay=1)
+    # f repeats b's event once the watermark (10:09) has passed it: late
+    assert sorted(r["v"] for rows in by_event.values() for r in rows) == ["a", "b", "c", "d", "e"]
+
+
+# ---------------------------------------------------------------- the refusal
+
+ISSUE = """\
+SET max_parallelism = 16;
+CREATE SOURCE ev (id BIGINT, v STRING, ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL 1 MINUTE)
+  WITH (connector = 'files', path = 'in', format = 'json');
+CREATE SINK o WITH (connector = 'files', path = 'out', format = 'json');
+INSERT INTO o FROM ev |> DEDUPLICATE ON id WITHIN INTERVAL 10 MINUTES;
+"""
+
+
+def test_the_issue_case_is_refused_at_the_interval() -> None:
+    with pytest.raises(flowc.CompileError) as caught:
+        flowc.compile(ISSUE, "issue.flow", for_spark=True)
+    (error,) = [d for d in caught.value.diagnostics if d.severity is flowc.Severity.ERROR]
+    assert error.code == "E0708"
+    assert error.severity is flowc.Severity.ERROR
+    line = ISSUE.splitlines()[4]
+    start = line.index("INTERVAL 10 MINUTES") + 1
+    end = start + len("INTERVAL 10 MINUTES")
+    assert (error.span.line, error.span.column, error.span.end_line, error.span.end_column) == (
+        5,
+        start,
+        5,
+        end,
+    )
+    assert error.message.startswith("Spark cannot honour WITHIN INTERVAL 10 MINUTES: ")
+    assert error.help is not None
+    assert "DEDUPLICATE ON id, ts" in error.help and "DEDUPLICATE ON id)" in error.help
+    # Flink's plans do not depend on Spark: compiled for them, the job keeps it apart
+    job = flowc.compile(ISSUE, "issue.flow")
+    assert [d.code for d in job.spark_diagnostics] == ["E0708"]
+
+
+def test_check_and_run_refuse_it_before_spark_starts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("NO_COLOR", "1")
+    flow = tmp_path / "issue.flow"
+    flow.write_text(ISSUE, encoding="utf-8")
+    write_batch(tmp_path / "in", 0, [{"id": 1, "v": "a", "ts": at(0)}])
+    for command in (["check", str(flow)], ["run", str(flow), "--available-now"]):
+        assert main(command) == 1
+        err = capsys.readouterr().err
+        assert "error[E0708]: Spark cannot honour WITHIN INTERVAL 10 MINUTES: " in err
+        assert "DEDUPLICATE ON id WITHIN INTERVAL 10 MINUTES;" in err
+    assert not (tmp_path / "out").exists()
+    assert not (tmp_path / ".flowc-checkpoints").exists()
+
+
+# ---------------------------------------------------------------- why: Spark's own operator
+
+
+def spark_within_watermark(
+    spark: Any, folder: Path, batches: list[list[Row]], delay: str
+) -> list[Row]:
+    """What ``dropDuplicatesWithinWatermark(['id'])`` writes: one availableNow run per batch."""
+    written: list[Row] = []
+
+    def collect(frame: Any, _batch_id: int) -> None:
+        written.extend(r.asDict() for r in frame.collect())
+
+    for index, batch in enumerate(batches):
+        write_batch(folder / "in", index, batch)
+        stream = (
+            spark.readStream.schema("id BIGINT, v STRING, ts TIMESTAMP")
+            .json(str(folder / "in"))
+            .withWatermark("ts", delay)
+            .dropDuplicatesWithinWatermark(["id"])
+        )
+        query = (
+            stream.writeStream.foreachBatch(collect)
+            .option("checkpointLocation", str(folder / "checkpoint"))
+            .trigger(availableNow=True)
+            .start()
+        )
+        query.awaitTermination()
+        assert query.exception() is None
+    return written
+
+
+def values(rows: Iterable[Row]) -> list[str]:
+    return sorted(r["v"] for r in rows)
+
+
+def test_spark_within_watermark_follows_the_delay_not_the_interval(
+    spark: Any, tmp_path: Path
+) -> None:
+    """The issue's case, and a repeat in one micro-batch: 1-minute watermark, WITHIN 10
+    MINUTES. Spark keeps id 1 until the watermark passes 10:01 (first row + the delay), so
+    its repeat 5.5 minutes later, in a later micro-batch, is written again; and in one
+    micro-batch it drops every repeat, 14 minutes away too."""
+    batches = [
+        [{"id": 1, "v": "a", "ts": at(0)}],
+        [{"id": 2, "v": "b", "ts": at(3)}],
+        [
+            {"id": 1, "v": "c", "ts": at(5.5)},
+            {"id": 3, "v": "d", "ts": at(6)},
+            {"id": 3, "v": "e", "ts": at(7)},
+            {"id": 3, "v": "f", "ts": at(20)},
+        ],
+    ]
+    wanted = within_rule(batches, interval=10, delay=1)
+    assert values(wanted) == ["a", "b", "d", "f"]
+    got = spark_within_watermark(spark, tmp_path, batches, "1 minute")
+    assert values(r for r in got if r["id"] != 3) == ["a", "b", "c"]  # c: 5.5 minutes after a
+    assert len([r for r in got if r["id"] == 3]) == 1  # one of d, e, f; WITHIN keeps d and f
+
+
+def test_spark_within_watermark_with_the_delay_equal_to_the_interval(
+    spark: Any, tmp_path: Path
+) -> None:
+    """10-minute watermark, WITHIN 10 MINUTES: id 1 expires at 10:10, but it is removed only
+    once a micro-batch's watermark reaches that (the latest event time of the earlier
+    micro-batches minus 10 minutes), so repeats 15 and 31 minutes later are dropped too."""
+    batches = [
+        [{"id": 1, "v": "a", "ts": at(0)}],
+        [{"id": 1, "v": "b", "ts": at(15)}],
+        [{"id": 1, "v": "c", "ts": at(31)}],
+    ]
+    assert values(within_rule(batches, interval=10, delay=10)) == ["a", "b", "c"]
+    assert values(spark_within_watermark(spark, tmp_path, batches, "10 minutes")) == ["a"]
+
+
+# ---------------------------------------------------------------- what to write instead
+
+ALTERNATIVES = """\
+SET max_parallelism = 16;
+CREATE SOURCE ev (id BIGINT, v STRING, ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL 1 MINUTE)
+  WITH (connector = 'files', path = 'in', format = 'json');
+CREATE SINK events WITH (connector = 'files', path = 'out/events', format = 'json');
+CREATE SINK keys WITH (connector = 'files', path = 'out/keys', format = 'json');
+CREATE SINK rows WITH (connector = 'files', path = 'out/rows', format = 'json');
+INSERT INTO events FROM ev |> DEDUPLICATE ON id, ts;
+INSERT INTO keys FROM ev |> DEDUPLICATE ON id;
+INSERT INTO rows FROM ev |> DEDUPLICATE;
+"""
+
+
+def committed_rows(folder: Path) -> list[Row]:
+    """The rows a file sink committed (its _spark_metadata log, as Spark's reader)."""
+    names: set[str] = set()
+    for entry in (folder / "_spark_metadata").iterdir():
+        if entry.name.split(".")[0].isdigit():
+            for line in entry.read_text(encoding="utf-8").splitlines()[1:]:
+                record = json.loads(line)
+                name = record["path"].rsplit("/", 1)[-1]
+                if record.get("action") == "delete":
+                    names.discard(name)
+                else:
+                    names.add(name)
+    rows: list[Row] = []
+    for name in sorted(names):
+        text = (folder / name).read_text(encoding="utf-8")
+        rows += [json.loads(line) for line in text.splitlines() if line]
+    return rows
+
+
+def test_the_suggested_deduplications_are_exact_across_micro_batches(
+    spark: Any, tmp_path: Path
+) -> None:
+    """What the E0708 help suggests, run by flowc over four micro-batches: copies of one
+    event (the watermarked ts among the ON columns, or whole rows) and every key forever.
+    Two keys, copies in one micro-batch and in later ones, copies behind the watermark
+    (late: dropped, as by every stateful step), a row exactly at the watermark."""
+    batches = [
+        [
+            {"id": 1, "v": "a", "ts": at(0)},
+            {"id": 1, "v": "a", "ts": at(0)},  # a copy in the same micro-batch
+            {"id": 2, "v": "b", "ts": at(0.5)},
+            {"id": 1, "v": "c", "ts": at(5)},  # id 1 again, another event
+        ],
+        # watermark 10:04 (10:05 - 1 minute)
+        [
+            {"id": 1, "v": "a", "ts": at(0)},  # a's copy, late
+            {"id": 1, "v": "c", "ts": at(5)},  # c's copy, not late: a copy
+            {"id": 2, "v": "d", "ts": at(4.5)},
+            {"id": 3, "v": "e", "ts": at(4)},  # exactly at the watermark: late
+            {"id": 3, "v": "f", "ts": at(6)},
+        ],
+        # watermark 10:05
+        [
+            {"id": 2, "v": "d", "ts": at(4.5)},  # d's copy, late now
+            {"id": 4, "v": "g", "ts": at(7)},
+            {"id": 4, "v": "g", "ts": at(7)},
+            {"id": 4, "v": "h", "ts": at(8)},
+        ],
+        # watermark 10:07
+        [
+            {"id": 4, "v": "h", "ts": at(8)},  # h's copy, not late
+            {"id": 1, "v": "i", "ts": at(70)},  # id 1 an hour later
+        ],
+    ]
+    flow = tmp_path / "job.flow"
+    flow.write_text(ALTERNATIVES, encoding="utf-8")
+    for index, batch in enumerate(batches):
+        write_batch(tmp_path / "in", index, batch)
+        job = flowc.compile(ALTERNATIVES, str(flow), for_spark=True)
+        assert not job.diagnostics
+        report = run_job(job, available_now=True, master="local[2]", out=io.StringIO())
+        assert all(q.error is None for q in report.queries), report
+
+    def event(r: Row) -> Hashable:
+        return (r["id"], minutes(r["ts"]))
+
+    def whole(r: Row) -> Hashable:
+        return (r["id"], r["v"], minutes(r["ts"]))
+
+    def ident(r: Row) -> Hashable:
+        return r["id"]
+
+    for sink, key in (("events", event), ("rows", whole), ("keys", ident)):
+        wanted = first_per_key(batches, key, delay=1)
+        written = committed_rows(tmp_path / "out" / sink)
+        assert_one_row_per_key(written, wanted, key)
+    assert values(committed_rows(tmp_path / "out" / "events")) == list("abcdfghi")
+    assert values(committed_rows(tmp_path / "out" / "rows")) == list("abcdfghi")
+    # keys: the first row of each id, whatever its time (an id's rows in one micro-batch:
+    # one of them)
+    assert sorted(r["id"] for r in committed_rows(tmp_path / "out" / "keys")) == [1, 2, 3, 4]

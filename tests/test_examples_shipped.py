@@ -1,0 +1,197 @@
+"""Every example runs, as a new user would run it, on the input data shipped beside it.
+
+A fresh clone has ``examples/`` and ``examples/data/``, nothing else: each example is run
+from a copy of that folder with ``--available-now`` semantics, reads the shipped files,
+finishes with no failed query and shows flowc's progress lines. The answers of the
+examples with file sinks are checked against the shipped data (the computations there
+are tested at length in test_examples_answers.py; here the data itself is the subject:
+realistic rows, invalid ones where an example routes them, event times spread over
+minutes so windows close).
+
+The examples whose sources are generated (``datagen``) need no data: under
+``--available-now`` Spark reads what such a source offers when the query starts (one
+micro-batch) and stops. A ``rate`` source offers only the rows already due, usually
+none, so no example reads one (``sequence_shuffle.flow`` reads a bounded ``datagen``).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import shutil
+import subprocess
+import sys
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from stages import EXAMPLES, ROOT
+
+import flowc
+from flowc.runtime.run import run_job
+
+SHIPPED = ROOT / "examples"
+
+
+def _fresh_copy(tmp_path: Path) -> Path:
+    """``examples/`` as a clone has it: without outputs or checkpoints of earlier runs."""
+    target = tmp_path / "examples"
+    shutil.copytree(
+        SHIPPED, target, ignore=shutil.ignore_patterns("out", ".flowc-checkpoints", "errors")
+    )
+    return target
+
+
+def _file_sources(job: flowc.CompiledJob) -> dict[str, str]:
+    return {
+        s.name: str(dict(s.options)["path"]) for s in job.program.sources if s.connector == "files"
+    }
+
+
+def _read_json_lines(folder: Path, pattern: str = "*.json") -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    for part in sorted(folder.glob(pattern)):
+        rows += [json.loads(line) for line in part.read_text(encoding="utf-8").splitlines()]
+    return rows
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
+def test_every_files_source_has_shipped_data(example: Path) -> None:
+    job = flowc.compile(example.read_text(encoding="utf-8"), str(example), for_spark=True)
+    for name, path in _file_sources(job).items():
+        folder = SHIPPED / path
+        files = [f for f in folder.glob("*") if f.is_file() and not f.name.startswith(".")]
+        assert files, f"{example.name}: source {name} reads {path}, which ships no data"
+        for file in files:
+            assert 0 < file.stat().st_size < 64 * 1024, f"{file}: keep sample data small"
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
+def test_example_runs_on_its_shipped_data(example: Path, tmp_path: Path, spark: Any) -> None:
+    folder = _fresh_copy(tmp_path)
+    copy = folder / example.name
+    job = flowc.compile(copy.read_text(encoding="utf-8"), str(copy), for_spark=True)
+    out = io.StringIO()
+    report = run_job(job, available_now=True, master="local[2]", out=out)
+    assert report.queries, "no query ran"
+    for query in report.queries:
+        assert query.error is None, (query.name, query.error)
+        assert f"[{query.name}] batch 0: " in out.getvalue(), out.getvalue()
+    assert all(q.input_rows > 0 for q in report.queries), report.to_json()
+    check = ANSWERS.get(example.stem)
+    if check is not None:
+        check(folder, spark)
+
+
+# ---------------------------------------------------------------- answers from the data
+
+
+def _time(text: str) -> datetime:
+    return datetime.fromisoformat(text)
+
+
+def _parquet(spark: Any, folder: Path) -> list[dict[str, Any]]:
+    return [row.asDict() for row in spark.read.parquet(str(folder)).collect()]
+
+
+def _clicks_per_user(folder: Path, spark: Any) -> None:
+    clicks = [c for c in _read_json_lines(folder / "data" / "clicks") if c["url"] is not None]
+    assert len(clicks) < len(_read_json_lines(folder / "data" / "clicks")), "no click to drop"
+    latest = max(_time(c["ts"]) for c in clicks)
+    closed = latest - timedelta(seconds=5)  # the watermark after the last batch
+    rows = _parquet(spark, folder / "out" / "per_user")
+    expected: dict[tuple[str, datetime], int] = {}
+    for click in clicks:
+        at = _time(click["ts"])
+        start = at.replace(second=0)
+        if start + timedelta(minutes=1) <= closed:
+            key = (click["user_id"], start)
+            expected[key] = expected.get(key, 0) + 1
+    assert len(expected) >= 10, "the data should close windows of several minutes"
+    got = {(r["user_id"], r["window_start"]): r["clicks"] for r in rows}
+    assert got == expected
+
+
+def _orders_payments_join(folder: Path, spark: Any) -> None:
+    orders = {o["order_id"]: o for o in _read_json_lines(folder / "data" / "orders")}
+    payments = _read_json_lines(folder / "data" / "payments")
+    expected = sorted(
+        p["order_id"]
+        for p in payments
+        if p["order_id"] in orders
+        and _time(orders[p["order_id"]]["order_ts"])
+        <= _time(p["pay_ts"])
+        <= _time(orders[p["order_id"]]["order_ts"]) + timedelta(hours=1)
+    )
+    assert len(orders) > len(expected) > 10  # some orders unpaid or paid too late
+    rows = _parquet(spark, folder / "out" / "paid")
+    assert sorted(r["order_id"] for r in rows) == expected
+
+
+def _payments_routing(folder: Path, spark: Any) -> None:
+    rows = _read_json_lines(folder / "data" / "account_payments") + _read_json_lines(
+        folder / "data" / "refunds"
+    )
+    invalid = [r for r in rows if r["amount"] is None or r["account"] is None]
+    large = sorted(r["id"] for r in rows if r not in invalid and r["amount"] > 10000)
+    assert invalid and large, "the data should exercise both side outputs"
+    written = _read_json_lines(folder / "out" / "suspicious", "part-*.json")
+    assert sorted(r["id"] for r in written) == large
+    assert {r["reason"] for r in written} == {"large"}
+
+
+ANSWERS = {
+    "clicks_per_user": _clicks_per_user,
+    "orders_payments_join": _orders_payments_join,
+    "payments_routing": _payments_routing,
+}
+
+
+# ---------------------------------------------------------------- as a new user runs it
+
+
+def test_flowc_run_from_a_fresh_copy_shows_flowc_lines(tmp_path: Path) -> None:
+    """``flowc run examples/sql_view.flow --available-now`` in a process of its own."""
+    folder = _fresh_copy(tmp_path)
+    result = subprocess.run(
+        [sys.executable, "-m", "flowc", "run", "examples/sql_view.flow", "--available-now"],
+        cwd=folder.parent,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "[hot] batch 0: " in result.stderr, result.stderr[-3000:]
+    written = re.findall(r"\[hot\] batch \d+: \d+ rows in, (\d+) written", result.stderr)
+    assert sum(map(int, written)) > 0, result.stderr[-3000:]  # windows closed and printed
+    assert (folder / ".flowc-checkpoints").is_dir()  # beside the file, as the README says
+
+
+def test_git_ignores_what_running_the_examples_writes() -> None:
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    paths = [
+        "examples/out/per_user/part-0.parquet",
+        "examples/.flowc-checkpoints/clicks_per_user/per_user/offsets/0",
+        "examples/out/_flowc_sink.json",
+        "spark-warehouse/x",
+    ]
+    result = subprocess.run(
+        ["git", "check-ignore", "--no-index", *paths],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.stdout.split() == paths
+    shipped = subprocess.run(
+        ["git", "check-ignore", "--no-index", "examples/data/clicks/clicks-0900.json"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert shipped.returncode == 1, "shipped data must not be ignored"
