@@ -570,6 +570,8 @@ def _diff_against(args: argparse.Namespace, old: CompiledJob, new: CompiledJob) 
 
 def _checked(job: CompiledJob, folder: str) -> str:
     """Which of the job's queries had a checkpoint in ``folder``."""
+    if job.spark_plan.batch:
+        return "a batch job keeps no checkpoint: nothing to go on from"
     found = [
         q.name
         for q in job.spark_plan.queries

@@ -33,6 +33,7 @@ from flowc.program import (
     SourceDef,
     Step,
     Stream,
+    view_of,
 )
 from flowc.spark_plan import DEFAULT_CHECKPOINT_ROOT, ExchangeKind
 from flowc.spark_sql import (
@@ -758,16 +759,11 @@ def _views_read(program: Program) -> set[str]:
     pending = [insert.stream for insert in program.inserts]
     while pending:
         stream = pending.pop()
-        names = (
-            [_relation(stream.origin)]
-            if isinstance(stream.origin, FromView | FromSideOutput)
-            else []
-        )
         pending.extend(other for step in stream.steps for other in step.inputs)
-        for name in names:
-            if name not in read:
-                read.add(name)
-                pending.append(program.view(name).stream)
+        name = view_of(stream.origin)
+        if name is not None and name not in read:
+            read.add(name)
+            pending.append(program.view(name).stream)
     return read
 
 

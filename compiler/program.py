@@ -133,6 +133,15 @@ class FromSourceErrors:
 Origin: TypeAlias = FromSource | FromView | FromSideOutput | FromSourceErrors
 
 
+def view_of(origin: Origin) -> str | None:
+    """The view a stream starts from (``FROM v`` or one of its side outputs), else None."""
+    if isinstance(origin, FromView):
+        return origin.name
+    if isinstance(origin, FromSideOutput):
+        return origin.view
+    return None
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Step:
     """One checked step. ``kind`` names the operation:

@@ -34,7 +34,7 @@ from typing import TextIO
 from flowc import ast
 from flowc.diagnostics import Diagnostic, Severity
 from flowc.job import CompiledJob
-from flowc.program import FromSideOutput, FromView, InsertDef, Program, Step, Stream
+from flowc.program import InsertDef, Program, Step, Stream, view_of
 from flowc.spans import Span
 from flowc.spark_plan import DEFAULT_CHECKPOINT_ROOT
 from flowc.spark_sql import UnsupportedOnSpark, sql_of
@@ -359,14 +359,7 @@ def _lineage(program: Program, stream: Stream) -> Iterator[Stream]:
     while pending:
         current = pending.pop(0)
         yield current
-        origin = current.origin
-        view = (
-            origin.name
-            if isinstance(origin, FromView)
-            else origin.view
-            if isinstance(origin, FromSideOutput)
-            else None
-        )
+        view = view_of(current.origin)
         if view is not None and view not in seen:
             seen.add(view)
             pending.append(program.view(view).stream)

@@ -116,14 +116,14 @@ def _owner_problem(
     job: CompiledJob, sink: SinkDef, folder: str, checkpoint: str, span: Span
 ) -> Diagnostic | None:
     """Why this query must not write ``folder``'s commit log, or None when it may."""
-    logged = _latest_batch(os.path.join(folder, SPARK_SINK_LOG))
+    logged = latest_batch(os.path.join(folder, SPARK_SINK_LOG))
     if logged is None:
         return None  # no commit log: nothing to skip
     marker = _read_json(os.path.join(folder, SINK_MARKER)) or {}
     settings = job.program.settings
     shown = _shown(folder)
     recorded = marker.get("checkpoint")
-    started = _latest_batch(os.path.join(checkpoint, "offsets"))
+    started = latest_batch(os.path.join(checkpoint, "offsets"))
     covered = started is not None and started >= logged
     if isinstance(recorded, str) and os.path.abspath(recorded) != checkpoint:
         if covered and _moved_here(checkpoint, job, sink):
@@ -280,7 +280,7 @@ def _local_folder(base_dir: str, path: str) -> str | None:
     return os.path.abspath(unquote(urlparse(path).path))
 
 
-def _latest_batch(folder: str) -> int | None:
+def latest_batch(folder: str) -> int | None:
     """The highest batch id of a Spark metadata log (offsets, commits, a sink's log)."""
     try:
         names = os.listdir(folder)

@@ -81,9 +81,7 @@ def expected_windows() -> list[tuple[Any, ...]]:
     for k, ts in events():
         start = ts.replace(second=0, microsecond=0)
         counts[(k, start)] += 1
-    return sorted(
-        (k, start, start + timedelta(minutes=1), n) for (k, start), n in counts.items()
-    )
+    return sorted((k, start, start + timedelta(minutes=1), n) for (k, start), n in counts.items())
 
 
 def test_batch_mode_writes_every_tumbling_window(spark: Any, tmp_path: Path) -> None:
@@ -176,8 +174,9 @@ INSERT INTO o
 
 
 def test_batch_mode_writes_every_unmatched_left_join_row(spark: Any, tmp_path: Path) -> None:
-    orders = [[{"order_id": i, "order_ts": at(60 * i)} for i in range(b * 4, b * 4 + 4)]
-              for b in range(3)]
+    orders = [
+        [{"order_id": i, "order_ts": at(60 * i)} for i in range(b * 4, b * 4 + 4)] for b in range(3)
+    ]
     # Orders 0..11: even ones paid within the bound, 3 paid too late, the rest never.
     payments = [
         [{"order_id": i, "paid": 100 + i, "pay_ts": at(60 * i + 30)} for i in range(0, 12, 2)],

@@ -144,6 +144,12 @@ def test_a_checkpoint_the_changed_query_cannot_use_is_E0803(
     job = flowc.compile(COUNTS, str(flow), for_spark=True)
     first = run_job(job, available_now=True, master="local[2]", out=io.StringIO())
     assert [q.error for q in first.queries] == [None]
+    # flowc's restart guard would refuse the edit before Spark starts (E0820, tested in
+    # test_state_guard.py); without what it reads, a checkpoint from plain Spark or an
+    # older flowc, only Spark can tell, at run time.
+    checkpoints = tmp_path / ".flowc-checkpoints"
+    for path in [*checkpoints.rglob("_flowc_state.json"), *checkpoints.rglob("_metadata/metadata")]:
+        path.unlink()
     # The key's type changes (STRING user to INT k); new input makes Spark run a batch.
     flow.write_text(COUNTS.replace("KEY BY user", "KEY BY k"), encoding="utf-8")
     (tmp_path / "in" / "b.json").write_text('{"user": "c", "k": 3}\n')
