@@ -257,8 +257,11 @@ def write_section(
 # ---------------------------------------------------------------- --limits
 
 
-def limit_cases() -> dict[str, tuple[str, Callable[[], str]]]:
-    """name -> (what it is, its program), in the report's order."""
+def limit_cases() -> dict[str, tuple[str, str, Callable[[], str]]]:
+    """name -> (kind: explosive or size, what it is, its program), in the report's order.
+
+    Explosive: small programs whose plan or work would explode (the goals apply); size:
+    programs at the size bounds, whose time is linear in their size."""
     import test_limits as t
 
     def many_views(n: int) -> str:
@@ -299,53 +302,90 @@ def limit_cases() -> dict[str, tuple[str, Callable[[], str]]]:
         return t.HEADER + "INSERT INTO out FROM src;\n-- " + "x" * chars + "\n"
 
     kb = 1000
-    cases: dict[str, tuple[str, Callable[[], str]]] = {}
-    for n in (1000, 4000):
-        cases[f"many-views-{n}"] = (
-            f"{n:,} views of one source, unions of 10",
-            partial(many_views, n),
-        )
-    cases["wide-union-5000"] = ("UNION ALL of 5,000 views", partial(wide_union, 5000))
+    explosive, size = "explosive", "size"
+    cases: dict[str, tuple[str, str, Callable[[], str]]] = {}
     for n in (10, 14, 15, 16, 20, 40):
         cases[f"union-ladder-{n}"] = (
+            explosive,
             f"views doubling by UNION ALL of the same input, n = {n}",
             partial(t.union_ladder, n),
         )
     cases["union-ladder-20-rebalance"] = (
+        explosive,
         "the same, n = 20, then REBALANCE",
         partial(t.union_ladder, 20, " |> REBALANCE"),
     )
     for n in (10, 20, 40):
-        cases[f"join-ladder-{n}"] = (f"join ladder, n = {n}", partial(t.join_ladder, n))
+        cases[f"join-ladder-{n}"] = (explosive, f"join ladder, n = {n}", partial(t.join_ladder, n))
     cases["outer-join-ladder-40"] = (
+        explosive,
         "LEFT JOIN ladder, n = 40",
         partial(t.join_ladder, 40, "LEFT "),
     )
-    for n in (1000, 3000, 8000):
+    cases["many-views-1000"] = (
+        explosive,
+        "1,000 views of one source, unions of 10",
+        partial(many_views, 1000),
+    )
+    cases["wide-union-1000"] = (explosive, "UNION ALL of 1,000 views", partial(wide_union, 1000))
+    for n in (1000, 3000):
         cases[f"view-chain-{n}"] = (
+            explosive,
             f"{n:,} chained views with an exchange each",
             partial(t.pipe_view_chain, n),
         )
-    for n in (900, 1200):
+    for n in (450, 600):
         cases[f"chained-views-{n}"] = (
-            f"{n:,} chained views, every operator in one chain",
+            explosive,
+            f"{n:,} chained views, {2 * n + 2:,} operators one after another in one chain",
             partial(chained_views, n),
         )
-    for n in (400, 5000):
-        cases[f"sql-view-chain-{n}"] = (f"{n:,} chained SQL views", partial(t.sql_view_chain, n))
-    for size in (100 * kb, 1000 * kb, 1024 * 1024 + 1):
-        cases[f"literal-{size}"] = (
-            f"a literal of {size:,} characters",
-            partial(t.literal_program, size),
+    cases["sql-view-chain-400"] = (
+        explosive,
+        "400 chained SQL views",
+        partial(t.sql_view_chain, 400),
+    )
+    for chars in (100 * kb, 1000 * kb, 1024 * 1024 + 1):
+        cases[f"literal-{chars}"] = (
+            explosive,
+            f"a literal of {chars:,} characters",
+            partial(t.literal_program, chars),
         )
-    cases["file-4MiB"] = ("a 4 MiB file (comments)", partial(huge_file, 4 * 1024 * 1024 - 200))
-    cases["file-100MB"] = ("a 100 MB file", partial(huge_file, 100_000_000))
-    for n in (10_000, 24_000, 30_000):
-        cases[f"steps-{n}"] = (f"{n:,} steps in one query", partial(steps, n))
+    cases["terms-10000"] = (explosive, "an expression of 10,000 terms", partial(terms, 10_000))
+    cases["terms-1000000"] = (
+        explosive,
+        "an expression of 1,000,000 terms (2 MB)",
+        partial(terms, 1_000_000),
+    )
+    cases["file-4MiB"] = (
+        explosive,
+        "a file just under 4 MiB (comments)",
+        partial(huge_file, 4 * 1024**2 - 400),
+    )
+    cases["file-100MB"] = (explosive, "a 100 MB file", partial(huge_file, 100_000_000))
+    # Programs at the size bounds: their time is linear in their size (a job of 10,000
+    # operators, the scale benchmark's, takes about 2 s by itself).
+    cases["many-views-4000"] = (
+        size,
+        "4,000 views of one source, unions of 10",
+        partial(many_views, 4000),
+    )
+    cases["wide-union-5000"] = (size, "UNION ALL of 5,000 views", partial(wide_union, 5000))
+    cases["view-chain-8000"] = (
+        size,
+        "8,000 chained views with an exchange each",
+        partial(t.pipe_view_chain, 8000),
+    )
+    cases["sql-view-chain-5000"] = (
+        size,
+        "5,000 chained SQL views (10,000 operators in one chain)",
+        partial(t.sql_view_chain, 5000),
+    )
+    for n in (24_000, 30_000):
+        cases[f"steps-{n}"] = (size, f"{n:,} steps in one query", partial(steps, n))
     for n in (12_000, 13_000):
-        cases[f"sources-{n}"] = (f"{n:,} sources, each into a sink", partial(sources, n))
-    for n in (10_000, 49_000, 1_000_000):
-        cases[f"terms-{n}"] = (f"an expression of {n:,} terms", partial(terms, n))
+        cases[f"sources-{n}"] = (size, f"{n:,} sources, each into a sink", partial(sources, n))
+    cases["terms-49000"] = (size, "an expression of 49,000 terms", partial(terms, 49_000))
     return cases
 
 
@@ -356,7 +396,7 @@ def limit_case(name: str) -> dict[str, object]:
     import flowc
     from flowc import limits
 
-    _, make = limit_cases()[name]
+    _, _, make = limit_cases()[name]
     text = make()
     flowc.compile((ROOT / "examples" / "wordcount.flow").read_text(), "warm.flow")  # grammar
     start = time.perf_counter()
@@ -429,9 +469,10 @@ def _in_a_process(*arguments: str) -> dict[str, object]:
 def run_limits(args: argparse.Namespace) -> tuple[str, bool]:
     cases = limit_cases()
     rows = []
-    for name, (what, _) in cases.items():
+    for name, (kind, what, _) in cases.items():
         result = _in_a_process("--limit-case", name)
         result["what"] = what
+        result["kind"] = kind
         rows.append(result)
         print(json.dumps(result), file=sys.stderr, flush=True)
     literals = _in_a_process("--distinct-literals", str(args.literals))
@@ -439,6 +480,9 @@ def run_limits(args: argparse.Namespace) -> tuple[str, bool]:
 
     def seconds(value: object) -> str:
         return f"{value:.2f}" if isinstance(value, float) else "-"
+
+    def number(row: dict[str, object], key: str) -> float:
+        return float(str(row.get(key, 0)))
 
     lines = [
         f"Latest run: {datetime.date.today().isoformat()}, flowc at {git_revision()}, "
@@ -449,42 +493,61 @@ def run_limits(args: argparse.Namespace) -> tuple[str, bool]:
         "Each case in a fresh process: compile time (grammar loaded first), rendering every "
         "stage's text and JSON (when it compiles), and the process's peak resident memory "
         "(the interpreter and imports included).",
-        "",
-        "| case | program (chars) | outcome | compile (s) | render (s) | peak (MiB) |",
-        "|---|---:|---|---:|---:|---:|",
     ]
-    for row in rows:
-        outcome = str(row.get("outcome"))
-        if outcome == "compiled":
-            outcome = f"compiled: {row['operators']:,} operators, {row['edges']:,} edges"
-        lines.append(
-            f"| {row['what']} | {row.get('chars', 0):,} | {outcome} | "
-            f"{seconds(row.get('compile'))} | {seconds(row.get('render'))} | "
-            f"{float(str(row.get('peak_mb', 0))):.0f} |"
-        )
-    compile_times = [float(str(r["compile"])) for r in rows if "compile" in r]
-    peaks = [float(str(r.get("peak_mb", 0))) for r in rows] + [float(str(literals["peak_mb"]))]
-    slowest = max(rows, key=lambda r: float(str(r.get("compile", 0))))
-    crashes = [r["name"] for r in rows if r.get("outcome") == "crash"]
-    met_time = max(compile_times) < GOAL_COMPILE_SECONDS
-    met_memory = max(peaks) < GOAL_PEAK_MB
+    for kind, title in (
+        ("explosive", "Programs made to explode (the goals apply):"),
+        ("size", "Programs at the size bounds (time linear in their size):"),
+    ):
+        lines += [
+            "",
+            title,
+            "",
+            "| case | program (chars) | outcome | compile (s) | render (s) | peak (MiB) |",
+            "|---|---:|---|---:|---:|---:|",
+        ]
+        for row in rows:
+            if row["kind"] != kind:
+                continue
+            outcome = str(row.get("outcome"))
+            if outcome == "compiled":
+                edges = int(str(row["edges"]))
+                outcome = (
+                    f"compiled: {row['operators']:,} operators, {edges:,} "
+                    f"edge{'' if edges == 1 else 's'}"
+                )
+            lines.append(
+                f"| {row['what']} | {row.get('chars', 0):,} | {outcome} | "
+                f"{seconds(row.get('compile'))} | {seconds(row.get('render'))} | "
+                f"{number(row, 'peak_mb'):.0f} |"
+            )
+    explosive = [r for r in rows if r["kind"] == "explosive"]
+    slowest = max(explosive, key=lambda r: number(r, "compile"))
+    slowest_size = max(rows, key=lambda r: number(r, "compile"))
+    largest = max(rows, key=lambda r: number(r, "peak_mb"))
+    peak = max(number(largest, "peak_mb"), number(literals, "peak_mb"))
+    crashes = [r["what"] for r in rows if r.get("outcome") == "crash"]
+    met_time = number(slowest, "compile") < GOAL_COMPILE_SECONDS
+    met_memory = peak < GOAL_PEAK_MB
     lines += [
         "",
         f"{literals['count']} programs, each with its own 1 MB literal, compiled one after "
-        f"another in one process: {float(str(literals['seconds'])):.1f} s, the slowest "
-        f"{float(str(literals['slowest'])):.2f} s; the memo caches held at most "
-        f"{int(str(literals['cache_bytes'])):,} bytes by their own accounting (budget "
-        f"{int(str(literals['budget'])):,}); peak {float(str(literals['peak_mb'])):.0f} MiB.",
+        f"another in one process: {number(literals, 'seconds'):.1f} s, the slowest "
+        f"{number(literals, 'slowest'):.2f} s; the memo caches held at most "
+        f"{int(number(literals, 'cache_bytes')):,} bytes by their own accounting (budget "
+        f"{int(number(literals, 'budget')):,}); peak {number(literals, 'peak_mb'):.0f} MiB.",
         "",
         "| goal | measured | target | met |",
         "|---|---|---|---|",
-        f"| compile time, slowest case | {max(compile_times):.2f} s ({slowest['what']}) | "
-        f"< {GOAL_COMPILE_SECONDS:.0f} s | {'yes' if met_time else 'no'} |",
-        f"| peak memory, largest case | {max(peaks):.0f} MiB | < {GOAL_PEAK_MB} MB | "
+        f"| compile time, slowest program made to explode | {number(slowest, 'compile'):.2f} s "
+        f"({slowest['what']}) | < {GOAL_COMPILE_SECONDS:.0f} s | {'yes' if met_time else 'no'} |",
+        f"| peak memory, any case | {peak:.0f} MiB ({largest['what']}) | < {GOAL_PEAK_MB} MB | "
         f"{'yes' if met_memory else 'no'} |",
         f"| crashes | {len(crashes)} | 0 | {'yes' if not crashes else 'no'} |",
+        "",
+        f"At the size bounds the slowest compile was {number(slowest_size, 'compile'):.2f} s "
+        f"({slowest_size['what']}).",
     ]
-    return "\n".join(lines) + "\n", not crashes
+    return "\n".join(lines) + "\n", not crashes and met_time and met_memory
 
 
 # ---------------------------------------------------------------- --threads

@@ -15,6 +15,7 @@ from flowc.limits import MAX_LITERAL_CHARS, MAX_SOURCE_CHARS, SharedSetting
 from flowc.parser import LineIndex, deep_recursion, long_literals
 from flowc.physical import PhysicalPlan
 from flowc.program import Program
+from flowc.spans import Span
 from flowc.spark_plan import SparkPlan
 from flowc.stream_graph import StreamGraph
 from flowc.transformations import TransformationTree
@@ -96,12 +97,14 @@ def _check_input_bounds(text: str, file: str, reporter: Reporter) -> None:
     """The bounds on the input (docs/limits.md), checked before any pass: the source's
     length (E0901) and each string literal's or quoted name's (E0902)."""
     if len(text) > MAX_SOURCE_CHARS:
-        index = LineIndex(file, text)
+        # where the bound is passed, without indexing every line of what may be gigabytes
+        line = text.count("\n", 0, MAX_SOURCE_CHARS) + 1
+        column = MAX_SOURCE_CHARS - text.rfind("\n", 0, MAX_SOURCE_CHARS)
         reporter.error(
             "E0901",
             f"the source is {len(text):,} characters long; flowc compiles at most "
             f"{MAX_SOURCE_CHARS:,} (4 MiB)",
-            index.span(MAX_SOURCE_CHARS, MAX_SOURCE_CHARS + 1),
+            Span(file, line, column, line, column + 1),
             help="split the job into several files (docs/limits.md lists flowc's bounds)",
         )
         return

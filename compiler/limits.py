@@ -63,7 +63,8 @@ class BoundedCache(Generic[K, V]):
 
     Sizes are the caller's estimate of what an entry keeps alive (see the callers), plus
     :data:`ENTRY_OVERHEAD`; an entry over ``max_entry_bytes`` is not kept at all. Reads
-    take no lock (a ``dict`` lookup is atomic under the GIL); writes and evictions do.
+    (``get``) take no lock (a ``dict`` lookup is atomic under the GIL); writes and
+    evictions do.
     """
 
     def __init__(self, name: str, max_bytes: int, max_entry_bytes: int) -> None:
@@ -73,6 +74,9 @@ class BoundedCache(Generic[K, V]):
         self.bytes = 0
         self._data: OrderedDict[K, tuple[V, int]] = OrderedDict()
         self._lock = threading.Lock()
+        #: The entry (value, size) kept for a key, or None: the dict's own ``get``, as a
+        #: lookup is atomic under the GIL (and this is the hot path).
+        self.get: Callable[[K], tuple[V, int] | None] = self._data.get
         CACHES[name] = self  # type: ignore[assignment]
 
     def __len__(self) -> int:
@@ -85,10 +89,6 @@ class BoundedCache(Generic[K, V]):
         """The values kept, oldest first."""
         with self._lock:
             return [value for value, _ in self._data.values()]
-
-    def get(self, key: K) -> tuple[V, int] | None:
-        """The entry (value, size) kept for ``key``, or None."""
-        return self._data.get(key)
 
     def put(self, key: K, value: V, size: int) -> None:
         """Keep ``value`` for ``key`` (replacing what was kept), unless it is too large."""

@@ -23,7 +23,7 @@ from flowc.flink.keygroups import (
     pointwise_producers_in_run,
     pointwise_runs,
 )
-from flowc.job_graph import JobEdge, JobGraph, JobVertex
+from flowc.job_graph import JobEdge, JobGraph, JobVertex, reference_name
 from flowc.outputs import document, paused_gc
 from flowc.spark_plan import SparkPlan
 
@@ -256,7 +256,7 @@ class PhysicalPlan:
             return self._text()
 
     def _text(self) -> str:
-        names = {v.vertex.id: v.vertex.name for v in self.vertices}
+        names = {v.vertex.id: reference_name(v.vertex.name) for v in self.vertices}
         groups = ", ".join(f"'{g}' {n}" for g, n in self.slots_per_group.items())
         lines = [
             f"Physical plan of job '{self.job_graph.name}'",
