@@ -68,6 +68,7 @@ from flowc.program import (
     view_of,
 )
 from flowc.spans import Span
+from flowc.spark_sql import GENERATOR_ERRORS, UnsupportedOnSpark, interval_text
 from flowc.stream_graph import StreamNode
 
 if TYPE_CHECKING:
@@ -758,10 +759,8 @@ class _Describer:
         return env  # where, key_by, partitions, deduplicate, route: same columns
 
     def _window(self, window: ast.Window, env: _Env) -> WindowState:
-        from flowc.spark_sql import interval_text
-
         time_name = window.args[0].tree.name
-        sizes = [_interval(a, interval_text) for a in window.args[1:]]
+        sizes = [_interval(a) for a in window.args[1:]]
         return WindowState(
             kind=window.kind,
             time=StateColumn(time_name, "TIMESTAMP", _lookup(env, None, time_name)),
@@ -1047,7 +1046,7 @@ def _lineage(expr: ast.SqlExpr, env: _Env) -> str:
 def _sql(tree: exp.Expr) -> str:
     try:
         return str(tree.sql(dialect="spark"))
-    except Exception:  # sqlglot's generator on a call it cannot write: the tree's text
+    except GENERATOR_ERRORS:  # a call sqlglot cannot write: the tree's text
         return _one_line(str(tree))
 
 
@@ -1060,10 +1059,10 @@ def _cut(text: str) -> str:
     return f"{text[:_MAX_LINEAGE]}...#{digest}"
 
 
-def _interval(expr: ast.SqlExpr, interval_text: Any) -> str:
+def _interval(expr: ast.SqlExpr) -> str:
     try:
         return str(interval_text(expr))
-    except Exception:
+    except UnsupportedOnSpark:
         return _one_line(expr.text)
 
 

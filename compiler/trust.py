@@ -43,6 +43,7 @@ from flowc import ast, catalog
 from flowc.diagnostics import Reporter
 from flowc.flink.keygroups import UPPER_BOUND_MAX_PARALLELISM
 from flowc.spans import Span
+from flowc.spark_sql import GENERATOR_ERRORS
 from flowc.sqltypes import node_span, sub_span
 
 #: The file name of diagnostics about ``--set`` overrides.
@@ -467,7 +468,7 @@ def _function_name(node: exp.Expr) -> str:
         return node.name.lower()
     try:
         text = node.sql("spark")
-    except Exception:  # sqlglot's generator on a malformed call; analysis reports it
+    except GENERATOR_ERRORS:  # a malformed call sqlglot cannot write; analysis reports it
         text = node.key
     match = re.match(r"\s*`?([A-Za-z_][A-Za-z0-9_]*)", text)
     return match.group(1).lower() if match else node.key

@@ -42,6 +42,7 @@ from urllib.parse import unquote, urlparse
 
 from flowc.diagnostics import CompileError, Diagnostic, Severity, render_text
 from flowc.job import CompiledJob
+from flowc.runtime.failures import spark_errors
 from flowc.runtime.ownership import latest_batch
 from flowc.state_compat import (
     INCOMPATIBLE_CODE,
@@ -113,7 +114,7 @@ class StateGuard:
             try:
                 if query.exception() is not None:
                     failed.add(query.name)
-            except Exception:  # Spark's own failure to say: the run reports it
+            except spark_errors():  # Spark's own failure to say: the run reports it
                 failed.add(getattr(query, "name", None))
         written = []
         for query in self.queries:
