@@ -168,7 +168,7 @@ def run_job(
     if remote is None:
         _check_packages(job, spark)
     if job.spark_plan.batch:
-        return _run_batch(module, spark, job, report, started)
+        return _run_batch(module, spark, job, report, started, out)
     running = {q.id for q in spark.streams.active}
     try:
         queries = module.start_queries(spark, checkpoints, available_now)
@@ -247,7 +247,12 @@ def _rows_written(progress: Sequence[Any]) -> int:
 
 
 def _run_batch(
-    module: types.ModuleType, spark: Any, job: CompiledJob, report: RunReport, started: float
+    module: types.ModuleType,
+    spark: Any,
+    job: CompiledJob,
+    report: RunReport,
+    started: float,
+    out: TextIO,
 ) -> RunReport:
     """Batch mode: every INSERT written once over the bounded input, in order."""
     done: list[tuple[str, int, str | None]] = []
@@ -267,6 +272,7 @@ def _run_batch(
             entry.batches = 1
             entry.rows_written = rows
             entry.exchanges_executed = count_exchanges(plan) if plan is not None else None
+            out.write(f"[{query.name}] batch: {rows} rows written\n")
         elif failure is not None:
             _failed(module, job, entry, failure, FailureLog(job, None, None, report.log_file))
             failure = None  # the next queries did not run

@@ -230,7 +230,7 @@ def test_batch_mode_sinks(spark: Any, tmp_path: Path, connector: str, capsys: An
         assert f"[o] {len(expected)} rows" in printed
 
 
-def test_flowc_run_batch_flag(spark: Any, tmp_path: Path) -> None:
+def test_flowc_run_batch_flag(spark: Any, tmp_path: Path, capfd: Any) -> None:
     """``flowc run --batch`` is ``--set execution.mode=batch``: every window is written."""
     from flowc.cli import main
 
@@ -241,6 +241,7 @@ def test_flowc_run_batch_flag(spark: Any, tmp_path: Path) -> None:
     )
     flow.write_text(program, encoding="utf-8")
     assert main(["run", str(flow), "--batch", "--report", str(tmp_path / "r.json")]) == 0
+    assert f"[o] batch: {len(expected_windows())} rows written" in capfd.readouterr().err
     rows = [
         json.loads(line)
         for part in sorted((tmp_path / "out").glob("part-*.json"))
