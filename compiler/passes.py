@@ -63,12 +63,11 @@ def _spark_plan(job: Any, reporter: Reporter) -> Any:
     """Spark's realization; what Spark cannot run is kept apart, as Spark's rules are.
     The backend's checks write every expression as Spark SQL, so they run only where
     Spark is the target."""
-    spark = Reporter()
     if job.for_spark:
+        spark = Reporter()
         check_spark(job.program, spark)
-    plan = build_spark_plan(job.program, job.transformations, job.stream_graph, spark)
-    job.spark_diagnostics = (*job.spark_diagnostics, *spark.sorted())
-    return plan
+        job.spark_diagnostics = (*job.spark_diagnostics, *spark.sorted())
+    return build_spark_plan(job.program, job.transformations, job.stream_graph)
 
 
 def _physical_plan(job: Any, reporter: Reporter) -> Any:

@@ -30,7 +30,6 @@ from collections import deque
 from dataclasses import dataclass
 from enum import StrEnum
 
-from flowc.diagnostics import Reporter
 from flowc.program import Program
 from flowc.stream_graph import StreamEdge, StreamGraph, StreamNode
 from flowc.transformations import TransformationTree
@@ -188,9 +187,7 @@ class SparkPlan:
         return lines
 
 
-def build_spark_plan(
-    program: Program, tree: TransformationTree, graph: StreamGraph, reporter: Reporter
-) -> SparkPlan:
+def build_spark_plan(program: Program, tree: TransformationTree, graph: StreamGraph) -> SparkPlan:
     """The Spark realization of the job's StreamGraph (the ``spark`` section of its plans)."""
     settings = program.settings
     batch = settings.execution_mode == "batch"
