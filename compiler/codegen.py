@@ -119,6 +119,7 @@ class _Generator:
             w("from urllib.parse import unquote, urlparse")
         w("")
         column = "Column, " if self.parsed_sources else ""
+        w("from pyspark.errors import PySparkException")
         w(f"from pyspark.sql import {column}DataFrame, SparkSession")
         w("from pyspark.sql import functions as F")
         w("from pyspark.sql.streaming import StreamingQuery")
@@ -899,8 +900,6 @@ def executed_plan(df: DataFrame) -> str | None:
 _FAILURE_HELPERS = r'''
 def spark_failed(error: BaseException) -> bool:
     """Whether Spark failed (PySpark's errors, the JVM's through py4j), not this program."""
-    from pyspark.errors import PySparkException
-
     if isinstance(error, PySparkException):
         return True
     return any(kind.__module__.startswith('py4j.') for kind in type(error).__mro__)
