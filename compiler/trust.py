@@ -38,6 +38,7 @@ from pathlib import PurePath, PurePosixPath
 from typing import Any
 
 from sqlglot import exp
+from sqlglot.errors import TokenError
 
 from flowc import ast, catalog
 from flowc.diagnostics import Reporter
@@ -378,7 +379,7 @@ def _tokens(text: str) -> list[Any]:
 
     try:
         return list(Dialect.get_or_raise("spark").tokenize(text))
-    except Exception:  # only to locate; the expression itself parsed already
+    except TokenError:  # only to locate; the expression itself parsed already
         return []
 
 
