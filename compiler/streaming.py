@@ -74,18 +74,24 @@ class _Checker:
             memo[(id(current), until)] = self._watermarked(current, until)
         return memo[key]
 
+    def _origin_stream(self, stream: Stream) -> tuple[Stream, int | None] | None:
+        """The view stream a stream starts from, and up to which step of it (a side output
+        holds the rows of its ROUTE step); None for a source."""
+        origin = stream.origin
+        if isinstance(origin, FromView):
+            return self.program.view(origin.name).stream, None
+        if isinstance(origin, FromSideOutput):
+            view = self.program.view(origin.view)
+            output = next(o for o in view.side_outputs if o.name == origin.output)
+            return view.stream, output.step_index + 1
+        return None
+
     def _watermark_inputs(
         self, stream: Stream, upto: int | None
     ) -> list[tuple[Stream, int | None]]:
         """The streams whose watermarks :meth:`_watermarked` reads."""
-        inputs: list[tuple[Stream, int | None]] = []
-        origin = stream.origin
-        if isinstance(origin, FromView):
-            inputs.append((self.program.view(origin.name).stream, None))
-        elif isinstance(origin, FromSideOutput):
-            view = self.program.view(origin.view)
-            output = next(o for o in view.side_outputs if o.name == origin.output)
-            inputs.append((view.stream, output.step_index + 1))
+        read = self._origin_stream(stream)
+        inputs: list[tuple[Stream, int | None]] = [read] if read is not None else []
         for step in stream.steps[:upto]:
             if step.kind == "join":
                 inputs.append((step.inputs[0], None))
@@ -162,14 +168,8 @@ class _Checker:
             if times == 2:
                 continue
             walked[key] = times + 1
-            todo: list[tuple[Stream, int | None] | Step] = []
-            origin = stream.origin
-            if isinstance(origin, FromView):
-                todo.append((self.program.view(origin.name).stream, None))
-            elif isinstance(origin, FromSideOutput):
-                view = self.program.view(origin.view)
-                output = next(o for o in view.side_outputs if o.name == origin.output)
-                todo.append((view.stream, output.step_index + 1))
+            read = self._origin_stream(stream)
+            todo: list[tuple[Stream, int | None] | Step] = [read] if read is not None else []
             for step in stream.steps[:upto]:
                 todo.extend((other, None) for other in step.inputs)
                 todo.append(step)
