@@ -1,0 +1,153 @@
+"""The compiler's words, each defined once: step kinds, transformation and node kinds,
+operators, partitioners, chaining strategies, and which of them hold state.
+
+They are ``StrEnum``s so that plans, snapshots and JSON keep the same text; compare
+members, not string literals, so that a misspelt kind is a type error, not a branch that
+never runs.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class StepKind(StrEnum):
+    """What a checked pipe step does (``program.Step.kind``)."""
+
+    WHERE = "where"
+    SELECT = "select"
+    EXTEND = "extend"
+    DROP = "drop"
+    RENAME = "rename"
+    EXPLODE = "explode"
+    KEY_BY = "key_by"
+    PARTITION = "partition"
+    PARTITION_BY = "partition_by"
+    WINDOW_AGGREGATE = "window_aggregate"
+    AGGREGATE = "aggregate"
+    DEDUPLICATE = "deduplicate"
+    JOIN = "join"
+    UNION = "union"
+    ROUTE = "route"
+
+
+#: Steps that keep state between records (a keyed operator on Flink, a stateful
+#: operator with a state store on Spark).
+STATEFUL_STEPS = frozenset(
+    {StepKind.AGGREGATE, StepKind.WINDOW_AGGREGATE, StepKind.DEDUPLICATE, StepKind.JOIN}
+)
+
+#: Steps that only change how records are distributed (no operator of their own).
+PARTITION_STEPS = frozenset({StepKind.KEY_BY, StepKind.PARTITION, StepKind.PARTITION_BY})
+
+#: Steps that aggregate, with or without a window.
+AGGREGATE_STEPS = frozenset({StepKind.AGGREGATE, StepKind.WINDOW_AGGREGATE})
+
+
+class TransformationKind(StrEnum):
+    """Flink's Transformation classes, as flowc names them."""
+
+    SOURCE = "source"
+    ONE_INPUT = "one_input"
+    TWO_INPUT = "two_input"
+    PARTITION = "partition"
+    SIDE_OUTPUT = "side_output"
+    UNION = "union"
+    SINK = "sink"
+
+
+#: Transformations that become no StreamNode of their own.
+VIRTUAL_TRANSFORMATIONS = frozenset(
+    {TransformationKind.PARTITION, TransformationKind.SIDE_OUTPUT, TransformationKind.UNION}
+)
+
+#: Transformations that Flink's environment lists (``env.getTransformations()``).
+PHYSICAL_TRANSFORMATIONS = frozenset(
+    {TransformationKind.ONE_INPUT, TransformationKind.TWO_INPUT, TransformationKind.SINK}
+)
+
+
+class NodeKind(StrEnum):
+    """A StreamNode's role."""
+
+    SOURCE = "source"
+    OPERATOR = "operator"
+    SINK = "sink"
+
+
+class Operator(StrEnum):
+    """The operator a physical transformation runs (its StreamNode's ``operator``)."""
+
+    SOURCE = "source"
+    SINK = "sink"
+    FILTER = "filter"
+    MAP = "map"
+    FLAT_MAP = "flat_map"
+    KEYED_AGGREGATE = "keyed_aggregate"
+    AGGREGATE = "aggregate"
+    WINDOW = "window"
+    DEDUPLICATE = "deduplicate"
+    JOIN = "join"
+    PROCESS = "process"
+
+
+#: Operators that keep state (each is one stateful operator of a Spark query).
+STATEFUL_OPERATORS = frozenset(
+    {
+        Operator.KEYED_AGGREGATE,
+        Operator.AGGREGATE,
+        Operator.WINDOW,
+        Operator.DEDUPLICATE,
+        Operator.JOIN,
+    }
+)
+
+
+class Partitioner(StrEnum):
+    """Flink's StreamPartitioners, by the name their ``toString`` prints."""
+
+    FORWARD = "FORWARD"
+    REBALANCE = "REBALANCE"
+    RESCALE = "RESCALE"
+    SHUFFLE = "SHUFFLE"
+    BROADCAST = "BROADCAST"
+    GLOBAL = "GLOBAL"
+    HASH = "HASH"
+
+
+#: Partitioners whose edge connects each producer to a subset of consumers.
+POINTWISE_PARTITIONERS = frozenset({Partitioner.FORWARD, Partitioner.RESCALE})
+
+
+class ChainingStrategy(StrEnum):
+    """Flink's ChainingStrategy."""
+
+    ALWAYS = "ALWAYS"
+    HEAD = "HEAD"
+    NEVER = "NEVER"
+
+
+#: The ``chaining`` hint's values, and the strategy each sets.
+CHAINING_HINTS: dict[str, ChainingStrategy] = {
+    "always": ChainingStrategy.ALWAYS,
+    "new_chain": ChainingStrategy.HEAD,
+    "never": ChainingStrategy.NEVER,
+}
+
+
+class WindowKind(StrEnum):
+    """A WINDOW step's function, upper case as written (``ast.Window.kind``)."""
+
+    TUMBLE = "TUMBLE"
+    HOP = "HOP"
+    SESSION = "SESSION"
+    CUMULATE = "CUMULATE"
+
+
+class JoinKind(StrEnum):
+    """A JOIN step's kind (``ast.Join.kind``)."""
+
+    INNER = "INNER"
+    LEFT = "LEFT"
+    RIGHT = "RIGHT"
+    FULL = "FULL"
