@@ -1,0 +1,479 @@
+"""Every diagnostic code flowc reports, defined once (cf. mypy's ``errorcodes.py``).
+
+A :class:`Code` is what a :class:`~flowc.diagnostics.Reporter` takes; it is a ``StrEnum``
+so that JSON, text and comparisons keep the plain ``E0201``. Each code has a short name,
+a one-line summary and the section of the docs that explains it. docs/language.md's
+"Diagnostics" table is this registry written out (``python -m flowc.errorcodes
+--update-docs`` rewrites it), and tests/test_error_codes.py fails when the two differ,
+or when the compiler reports a code that is not here.
+"""
+
+from __future__ import annotations
+
+import sys
+from enum import StrEnum
+from pathlib import Path
+
+#: The first line of the table in docs/language.md.
+_TABLE_HEADER = "| code | name | what | explained in |"
+
+
+class Code(StrEnum):
+    """A diagnostic code; its value is the code as printed (``E0201``)."""
+
+    slug: str
+    summary: str
+    doc: str
+
+    def __new__(cls, value: str, slug: str, summary: str, doc: str) -> Code:
+        member = str.__new__(cls, value)
+        member._value_ = value
+        member.slug = slug
+        member.summary = summary
+        member.doc = doc
+        return member
+
+    @property
+    def anchor(self) -> str:
+        """Where the code is explained, relative to docs/: ``language.md#settings``."""
+        return (
+            self.doc if "#" in self.doc or self.doc.endswith(".md") else f"language.md#{self.doc}"
+        )
+
+    E0001 = ("E0001", "syntax", "syntax error", "diagnostics")
+    E0002 = ("E0002", "missing-semicolon", "a statement without `;` at its end", "diagnostics")
+    E0003 = ("E0003", "invalid-sql", "an invalid SQL expression or query", "diagnostics")
+    E0004 = (
+        "E0004",
+        "too-deep",
+        "an expression nested too deeply or too long to compile",
+        "diagnostics",
+    )
+    E0101 = ("E0101", "unknown-name", "an unknown source or view", "diagnostics")
+    E0102 = ("E0102", "duplicate-name", "a name defined twice", "diagnostics")
+    E0103 = (
+        "E0103",
+        "wrong-kind",
+        "a name of the wrong kind (INSERT INTO a source or view)",
+        "diagnostics",
+    )
+    E0104 = ("E0104", "used-before-definition", "a sink used before its definition", "diagnostics")
+    E0105 = ("E0105", "cycle", "a view that reads from itself", "diagnostics")
+    E0106 = (
+        "E0106",
+        "unknown-side-output",
+        "a side output the source or view does not have",
+        "diagnostics",
+    )
+    E0201 = ("E0201", "unknown-column", "an unknown column", "pipe-steps")
+    E0202 = ("E0202", "ambiguous-column", "a column name both sides of a JOIN have", "pipe-steps")
+    E0203 = ("E0203", "duplicate-column", "a column declared twice", "statements")
+    E0204 = ("E0204", "unknown-type", "an unknown column type", "statements")
+    E0205 = (
+        "E0205",
+        "watermark-type",
+        "a WATERMARK on a column that is not a TIMESTAMP",
+        "statements",
+    )
+    E0206 = (
+        "E0206",
+        "duplicate-output-column",
+        "a query that writes two columns with one name",
+        "pipe-steps",
+    )
+    E0207 = ("E0207", "sink-columns", "a query whose columns do not match its sink's", "statements")
+    E0208 = ("E0208", "window-without-aggregate", "WINDOW not followed by AGGREGATE", "pipe-steps")
+    E0209 = ("E0209", "drop-everything", "DROP that removes every column", "pipe-steps")
+    E0210 = (
+        "E0210",
+        "not-boolean",
+        "a WHERE, ON or ROUTE condition that is not BOOLEAN",
+        "pipe-steps",
+    )
+    E0211 = ("E0211", "unnamed-column", "a computed column without a name", "pipe-steps")
+    E0212 = (
+        "E0212",
+        "aggregate-outside-aggregate",
+        "an aggregate function outside AGGREGATE",
+        "pipe-steps",
+    )
+    E0213 = ("E0213", "column-exists", "EXTEND adding a column that exists", "pipe-steps")
+    E0214 = (
+        "E0214",
+        "explode-not-array",
+        "EXPLODE of something that is not an ARRAY",
+        "pipe-steps",
+    )
+    E0215 = (
+        "E0215",
+        "expression-key",
+        "an AGGREGATE key that is an expression, not a column",
+        "pipe-steps",
+    )
+    E0216 = (
+        "E0216",
+        "not-an-aggregate",
+        "an AGGREGATE value that is not an aggregate",
+        "pipe-steps",
+    )
+    E0217 = (
+        "E0217",
+        "window-arguments",
+        "a WINDOW function with the wrong arguments",
+        "pipe-steps",
+    )
+    E0218 = (
+        "E0218",
+        "deduplicate-columns",
+        "DEDUPLICATE ON an expression, not a column name",
+        "pipe-steps",
+    )
+    E0219 = ("E0219", "join-without-condition", "a JOIN without ON", "pipe-steps")
+    E0220 = ("E0220", "self-join-names", "a JOIN whose two sides have one name", "pipe-steps")
+    E0221 = (
+        "E0221",
+        "join-without-equality",
+        "a JOIN without an equality between its two sides",
+        "pipe-steps",
+    )
+    E0222 = ("E0222", "union-columns", "UNION ALL inputs with different columns", "pipe-steps")
+    E0223 = ("E0223", "duplicate-side-output", "a ROUTE side output defined twice", "pipe-steps")
+    E0230 = (
+        "E0230",
+        "unknown-function",
+        "a function Spark does not have",
+        "functions-and-literals",
+    )
+    E0231 = (
+        "E0231",
+        "failing-literal-cast",
+        "a string literal Spark's ANSI mode casts and fails on",
+        "functions-and-literals",
+    )
+    E0232 = (
+        "E0232",
+        "window-function",
+        "a window function or an OVER window (streaming queries have neither)",
+        "functions-and-literals",
+    )
+    E0301 = ("E0301", "unknown-setting", "an unknown setting", "settings")
+    E0302 = ("E0302", "setting-value", "an invalid value for a setting", "settings")
+    E0303 = ("E0303", "duplicate-hint", "a hint given twice", "operator-hints")
+    E0304 = ("E0304", "hint-value", "an invalid value for a hint", "operator-hints")
+    E0305 = (
+        "E0305",
+        "parallelism-over-max",
+        "parallelism larger than max_parallelism",
+        "operator-hints",
+    )
+    E0306 = ("E0306", "hint-on-partition", "a hint on a partition step", "operator-hints")
+    E0307 = ("E0307", "duplicate-uid", "a uid used twice", "operator-hints")
+    E0310 = (
+        "E0310",
+        "forward-parallelism",
+        "FORWARD between different parallelisms (Flink's rule)",
+        "semantics-kept-from-flink",
+    )
+    E0311 = (
+        "E0311",
+        "global-parallelism",
+        "a global aggregation with a parallelism other than 1",
+        "semantics-kept-from-flink",
+    )
+    E0312 = (
+        "E0312",
+        "unbounded-in-batch",
+        "an unbounded source in batch mode (Flink's rule)",
+        "semantics-kept-from-flink",
+    )
+    E0401 = ("E0401", "no-connector", "a source or sink without a connector", "connectors")
+    E0402 = (
+        "E0402",
+        "connector-not-string",
+        "a connector name that is not a quoted string",
+        "connectors",
+    )
+    E0403 = ("E0403", "duplicate-option", "a connector option given twice", "connectors")
+    E0404 = (
+        "E0404",
+        "connector-role",
+        "a connector used in a role it does not have (a sink-only connector as a source)",
+        "connectors",
+    )
+    E0405 = ("E0405", "option-value", "an invalid value for a connector option", "connectors")
+    E0406 = (
+        "E0406",
+        "missing-option",
+        "a connector option that is required and missing",
+        "connectors",
+    )
+    E0407 = ("E0407", "no-columns", "a source that declares no columns", "connectors")
+    E0408 = ("E0408", "source-columns", "columns a connector cannot produce", "connectors")
+    E0409 = ("E0409", "second-watermark", "a second WATERMARK on one source", "connectors")
+    E0410 = (
+        "E0410",
+        "sink-mode",
+        "an output mode the sink does not support",
+        "sparks-streaming-rules-checked-at-compile-time",
+    )
+    E0411 = (
+        "E0411",
+        "unknown-set-target",
+        "`--set` for a source or sink that does not exist",
+        "settings",
+    )
+    E0412 = (
+        "E0412",
+        "unread-errors",
+        "malformed records routed to an output nothing reads",
+        "malformed-records-on_error",
+    )
+    E0413 = ("E0413", "unprintable-job-name", "a NUL or a lone surrogate in `job.name`", "settings")
+    E0501 = ("E0501", "no-insert", "a program without INSERT INTO", "statements")
+    E0601 = (
+        "E0601",
+        "unsupported-sql",
+        "SQL the streaming lowering does not support",
+        "sql-select-queries",
+    )
+    E0602 = (
+        "E0602",
+        "flink-group-window",
+        "Flink SQL's group windows, their properties and window table functions",
+        "flink-sql-and-flink-ddl",
+    )
+    E0701 = (
+        "E0701",
+        "complete-without-aggregation",
+        "complete mode without an aggregation",
+        "sparks-streaming-rules-checked-at-compile-time",
+    )
+    E0702 = (
+        "E0702",
+        "stateful-chain-mode",
+        "several stateful steps in one query outside append mode",
+        "sparks-streaming-rules-checked-at-compile-time",
+    )
+    E0703 = (
+        "E0703",
+        "session-update",
+        "a SESSION window in update mode",
+        "sparks-streaming-rules-checked-at-compile-time",
+    )
+    E0704 = (
+        "E0704",
+        "aggregate-append",
+        "an AGGREGATE without WINDOW in append mode",
+        "sparks-streaming-rules-checked-at-compile-time",
+    )
+    E0705 = (
+        "E0705",
+        "window-append-watermark",
+        "a WINDOW in append mode without a WATERMARK on its time column",
+        "sparks-streaming-rules-checked-at-compile-time",
+    )
+    E0706 = (
+        "E0706",
+        "outer-join-bounds",
+        "an outer stream-stream JOIN without watermarks on both sides and a time bound",
+        "sparks-streaming-rules-checked-at-compile-time",
+    )
+    E0707 = (
+        "E0707",
+        "deduplicate-within-watermark",
+        "DEDUPLICATE ... WITHIN without a WATERMARK",
+        "sparks-streaming-rules-checked-at-compile-time",
+    )
+    E0708 = (
+        "E0708",
+        "deduplicate-within-on-spark",
+        "DEDUPLICATE ... WITHIN, which Spark cannot honour",
+        "deduplicate-within-on-spark",
+    )
+    E0720 = (
+        "E0720",
+        "not-spark-sql",
+        "an expression the Spark backend cannot write as Spark SQL",
+        "running-on-spark",
+    )
+    E0724 = (
+        "E0724",
+        "watermark-form",
+        "a WATERMARK other than `column - INTERVAL ...`",
+        "running-on-spark",
+    )
+    E0725 = (
+        "E0725",
+        "datagen-type",
+        "a datagen column type the Spark backend cannot generate",
+        "running-on-spark",
+    )
+    E0801 = (
+        "E0801",
+        "malformed-record",
+        "(at run time) a malformed record in a file source with `on_error = 'fail'`",
+        "when-a-query-fails",
+    )
+    E0802 = (
+        "E0802",
+        "expression-failed",
+        "(at run time) an expression failed on a row",
+        "when-a-query-fails",
+    )
+    E0803 = (
+        "E0803",
+        "checkpoint-incompatible",
+        "(at run time) a checkpoint the query cannot use",
+        "when-a-query-fails",
+    )
+    E0804 = (
+        "E0804",
+        "spark-failed",
+        "(at run time) any other failure of Spark",
+        "when-a-query-fails",
+    )
+    E0810 = (
+        "E0810",
+        "folder-other-checkpoint",
+        "a file sink's folder whose commit log another checkpoint wrote",
+        "who-owns-a-sinks-folder",
+    )
+    E0811 = (
+        "E0811",
+        "folder-ahead",
+        "a file sink's folder whose commit log goes further than the checkpoint",
+        "who-owns-a-sinks-folder",
+    )
+    E0812 = (
+        "E0812",
+        "folder-foreign",
+        "a file sink's folder with a commit log no checkpoint of this job wrote",
+        "who-owns-a-sinks-folder",
+    )
+    E0813 = (
+        "E0813",
+        "folder-unwritable",
+        "a file sink's folder that cannot be made or written",
+        "who-owns-a-sinks-folder",
+    )
+    E0814 = (
+        "E0814",
+        "checkpoint-unwritable",
+        "a checkpoint folder that cannot be made or written",
+        "who-owns-a-sinks-folder",
+    )
+    E0815 = (
+        "E0815",
+        "shared-folder",
+        "two file sinks writing one folder",
+        "who-owns-a-sinks-folder",
+    )
+    E0820 = (
+        "E0820",
+        "state-incompatible",
+        "an edit the state in the checkpoint cannot survive",
+        "state.md",
+    )
+    E0821 = (
+        "E0821",
+        "state-rescaled",
+        "an edit that rescales the state (parallelism, max_parallelism, shuffle partitions)",
+        "state.md",
+    )
+    E0822 = ("E0822", "state-unreadable", "a checkpoint whose state flowc cannot read", "state.md")
+    E0823 = (
+        "E0823",
+        "reset-state-failed",
+        "`--reset-state` that cannot move the state aside",
+        "state.md",
+    )
+    E0901 = ("E0901", "source-too-long", "a program text past flowc's bound", "limits.md")
+    E0902 = ("E0902", "literal-too-long", "a literal or comment past flowc's bound", "limits.md")
+    E0903 = (
+        "E0903",
+        "plan-too-large",
+        "a plan past one of flowc's bounds (operators, chains, key groups)",
+        "limits.md",
+    )
+    E0950 = ("E0950", "subquery", "a query inside an expression", "security.md")
+    E0951 = (
+        "E0951",
+        "untrusted-setting",
+        "(untrusted programs) a setting outside the allow-list",
+        "security.md",
+    )
+    E0952 = (
+        "E0952",
+        "untrusted-function",
+        "(untrusted programs) a function or command outside the allow-list",
+        "security.md",
+    )
+    E0953 = (
+        "E0953",
+        "untrusted-path",
+        "(untrusted programs) a path outside the allowed folder",
+        "security.md",
+    )
+    E0954 = (
+        "E0954",
+        "untrusted-scheme",
+        "(untrusted programs) a URI scheme outside the allow-list",
+        "security.md",
+    )
+    E0955 = (
+        "E0955",
+        "untrusted-option",
+        "(untrusted programs) a connector option outside the allow-list",
+        "security.md",
+    )
+    W0001 = (
+        "W0001",
+        "stateful-without-max-parallelism",
+        "a stateful step without max_parallelism",
+        "semantics-kept-from-flink",
+    )
+    W0003 = ("W0003", "set-twice", "a setting set twice", "settings")
+    W0004 = ("W0004", "unused", "a source, view or sink never used", "diagnostics")
+    W0005 = (
+        "W0005",
+        "unreadable-side-output",
+        "a ROUTE whose side outputs cannot be read",
+        "pipe-steps",
+    )
+    W0020 = (
+        "W0020",
+        "missing-path",
+        "a `files` source whose path does not exist (an error in `flowc run`)",
+        "connectors",
+    )
+
+
+def markdown_table() -> str:
+    """docs/language.md's table of codes: one row a code, linked to where it is explained."""
+    rows = [_TABLE_HEADER, "|---|---|---|---|"]
+    for code in Code:
+        target = code.anchor.removeprefix("language.md")
+        rows.append(
+            f"| {code.value} | `{code.slug}` | {code.summary} | [{code.anchor}]({target}) |"
+        )
+    return "\n".join(rows) + "\n"
+
+
+def update_docs(path: Path) -> bool:
+    """Rewrite the table in ``path`` (docs/language.md) from this registry; True if it changed."""
+    text = path.read_text(encoding="utf-8")
+    start = text.index(_TABLE_HEADER)
+    end = text.find("\n\n", start)
+    end = len(text) if end == -1 else end + 1
+    updated = text[:start] + markdown_table() + text[end:]
+    if updated != text:
+        path.write_text(updated, encoding="utf-8")
+    return updated != text
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--update-docs"]:
+        docs = Path(__file__).resolve().parent.parent / "docs" / "language.md"
+        print(f"{docs}: {'updated' if update_docs(docs) else 'already up to date'}")
+    else:
+        print(markdown_table(), end="")
