@@ -7,6 +7,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Generic, TypeVar
 
 from flowc import ast
 from flowc.diagnostics import CompileError, Diagnostic, Reporter
@@ -21,28 +22,66 @@ from flowc.stream_graph import StreamGraph
 from flowc.transformations import TransformationTree
 from flowc.trust import TrustPolicy
 
+T = TypeVar("T")
+
 
 @dataclass(slots=True)
 class CompiledJob:
-    """What :func:`flowc.compile` returns: the source, each stage, and any warnings."""
+    """What :func:`flowc.compile` returns: the source, each stage, and any warnings.
+
+    The stages (the fields after ``source``) are filled by the driver only, one a pass
+    (:mod:`flowc.passes`), in this order."""
 
     file: str
     source: str
     ast: ast.Program = field(init=False)
     program: Program = field(init=False)
+    #: Spark Structured Streaming's rules (E07xx), kept apart from the plans' errors.
+    streaming_diagnostics: tuple[Diagnostic, ...] = field(init=False, default=())
     transformations: TransformationTree = field(init=False)
     stream_graph: StreamGraph = field(init=False)
     job_graph: JobGraph = field(init=False)
+    #: What the Spark backend cannot write (only checked when compiling for Spark).
+    backend_diagnostics: tuple[Diagnostic, ...] = field(init=False, default=())
     spark_plan: SparkPlan = field(init=False)
     physical_plan: PhysicalPlan = field(init=False)
     diagnostics: tuple[Diagnostic, ...] = ()
-    spark_diagnostics: tuple[Diagnostic, ...] = ()
     #: Compiled to run on Spark: the Spark backend's own checks run too.
     for_spark: bool = False
     #: Every ``--set KEY=VALUE``: settings and ``source_or_sink.option``s, as given.
     overrides: dict[str, str] = field(default_factory=dict)
     #: How far the program is trusted (docs/security.md).
     trust: TrustPolicy = field(default_factory=TrustPolicy)
+
+    @property
+    def spark_diagnostics(self) -> tuple[Diagnostic, ...]:
+        """What stops the job on Spark only: the streaming rules, then the backend's checks."""
+        return (*self.streaming_diagnostics, *self.backend_diagnostics)
+
+
+class Stage(Generic[T]):
+    """The typed name of one of :class:`CompiledJob`'s stages: a pass returns a ``T``,
+    and the driver stores it here (tests/test_passes.py checks each name and type)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def store(self, job: CompiledJob, value: T) -> None:
+        setattr(job, self.name, value)
+
+
+class stages:  # a namespace of constants, read as ``stages.AST``
+    """The job's stages, in the order the passes make them."""
+
+    AST = Stage[ast.Program]("ast")
+    PROGRAM = Stage[Program]("program")
+    STREAMING_DIAGNOSTICS = Stage[tuple[Diagnostic, ...]]("streaming_diagnostics")
+    TRANSFORMATIONS = Stage[TransformationTree]("transformations")
+    STREAM_GRAPH = Stage[StreamGraph]("stream_graph")
+    JOB_GRAPH = Stage[JobGraph]("job_graph")
+    BACKEND_DIAGNOSTICS = Stage[tuple[Diagnostic, ...]]("backend_diagnostics")
+    SPARK_PLAN = Stage[SparkPlan]("spark_plan")
+    PHYSICAL_PLAN = Stage[PhysicalPlan]("physical_plan")
 
 
 def compile(
@@ -83,7 +122,7 @@ def compile(
         raise CompileError(reporter.sorted())
     with _process_settings_held():
         for compiler_pass in PASSES:
-            setattr(job, compiler_pass.stage, compiler_pass.run(job, reporter))
+            compiler_pass.apply(job, reporter)
             if reporter.has_errors:
                 raise CompileError(reporter.sorted())
     job.diagnostics = tuple(reporter.sorted())

@@ -1,86 +1,115 @@
 """The compiler's passes, in the order they run (cf. sqlglot's optimizer ``RULES``).
 
-Each pass reads the previous stage's IR from the :class:`~flowc.job.CompiledJob` under
-construction and returns the next; compilation stops after the first pass that reported
-an error, so later passes only ever see a program that earlier ones accepted.
+Each pass is a typed function: it reads the stages made before it from the
+:class:`~flowc.job.CompiledJob` under construction and returns its own stage, which only
+the driver (:func:`flowc.job.compile`) stores. Compilation stops after the first pass that
+reported an error, so later passes only ever see a program that earlier ones accepted.
+
+Spark's limits (the streaming rules, E07xx, and the Spark backend's checks) report into a
+reporter of their own: their diagnostics are a stage, kept apart from the plans' errors,
+so that they stop only what targets Spark (see ``flowc.job.compile``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Generic, Protocol, TypeVar
 
+from flowc import ast
 from flowc.analyze import analyze
-from flowc.diagnostics import Reporter
-from flowc.job_graph import build_job_graph
+from flowc.diagnostics import Diagnostic, Reporter
+from flowc.job import CompiledJob, Stage, stages
+from flowc.job_graph import JobGraph, build_job_graph
 from flowc.parser import parse
-from flowc.physical import build_physical_plan
+from flowc.physical import PhysicalPlan, build_physical_plan
+from flowc.program import Program
 from flowc.spark_checks import check_spark
-from flowc.spark_plan import build_spark_plan
-from flowc.stream_graph import build_stream_graph
+from flowc.spark_plan import SparkPlan, build_spark_plan
+from flowc.stream_graph import StreamGraph, build_stream_graph
 from flowc.streaming import check_streaming
-from flowc.transformations import build_transformations
+from flowc.transformations import TransformationTree, build_transformations
+
+T = TypeVar("T")
+
+
+class CompilerPass(Protocol):
+    """What the driver runs: a pass's name, and the step that makes and stores its stage."""
+
+    @property
+    def name(self) -> str: ...
+
+    def apply(self, job: CompiledJob, reporter: Reporter) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
-class Pass:
-    """``stage`` is the CompiledJob attribute the pass fills in."""
+class Pass(Generic[T]):
+    """A pass that makes ``stage`` from the job's earlier stages."""
 
-    stage: str
-    run: Callable[[Any, Reporter], Any]
+    stage: Stage[T]
+    run: Callable[[CompiledJob, Reporter], T]
+
+    @property
+    def name(self) -> str:
+        return self.stage.name
+
+    def apply(self, job: CompiledJob, reporter: Reporter) -> None:
+        self.stage.store(job, self.run(job, reporter))
 
 
-def _parse(job: Any, reporter: Reporter) -> Any:
+def _parse(job: CompiledJob, reporter: Reporter) -> ast.Program:
     return parse(job.source, job.file, reporter)
 
 
-def _analyze(job: Any, reporter: Reporter) -> Any:
+def _analyze(job: CompiledJob, reporter: Reporter) -> Program:
     return analyze(job.ast, reporter, job.overrides, job.trust)
 
 
-def _streaming_rules(job: Any, reporter: Reporter) -> Any:
-    """Spark's limits: kept apart, so they stop only what targets Spark (see job.compile)."""
-    spark = Reporter()
-    check_streaming(job.program, spark)
-    job.spark_diagnostics = tuple(spark.sorted())
-    return job.program
+def _streaming_rules(job: CompiledJob, reporter: Reporter) -> tuple[Diagnostic, ...]:
+    """Spark Structured Streaming's rules (E07xx), whatever the target."""
+    rules = Reporter()
+    check_streaming(job.program, rules)
+    return tuple(rules.sorted())
 
 
-def _transformations(job: Any, reporter: Reporter) -> Any:
+def _transformations(job: CompiledJob, reporter: Reporter) -> TransformationTree:
     return build_transformations(job.program, reporter)
 
 
-def _stream_graph(job: Any, reporter: Reporter) -> Any:
+def _stream_graph(job: CompiledJob, reporter: Reporter) -> StreamGraph:
     return build_stream_graph(job.transformations, reporter)
 
 
-def _job_graph(job: Any, reporter: Reporter) -> Any:
+def _job_graph(job: CompiledJob, reporter: Reporter) -> JobGraph:
     return build_job_graph(job.stream_graph, reporter)
 
 
-def _spark_plan(job: Any, reporter: Reporter) -> Any:
-    """Spark's realization; what Spark cannot run is kept apart, as Spark's rules are.
-    The backend's checks write every expression as Spark SQL, so they run only where
-    Spark is the target."""
-    if job.for_spark:
-        spark = Reporter()
-        check_spark(job.program, spark)
-        job.spark_diagnostics = (*job.spark_diagnostics, *spark.sorted())
+def _spark_checks(job: CompiledJob, reporter: Reporter) -> tuple[Diagnostic, ...]:
+    """What the Spark backend cannot write (E0720, E0724, E0725). They write every
+    expression as Spark SQL, so they run only where Spark is the target."""
+    if not job.for_spark:
+        return ()
+    backend = Reporter()
+    check_spark(job.program, backend)
+    return tuple(backend.sorted())
+
+
+def _spark_plan(job: CompiledJob, reporter: Reporter) -> SparkPlan:
     return build_spark_plan(job.program, job.transformations, job.stream_graph)
 
 
-def _physical_plan(job: Any, reporter: Reporter) -> Any:
+def _physical_plan(job: CompiledJob, reporter: Reporter) -> PhysicalPlan:
     return build_physical_plan(job.job_graph, job.spark_plan)
 
 
-PASSES: tuple[Pass, ...] = (
-    Pass("ast", _parse),
-    Pass("program", _analyze),
-    Pass("program", _streaming_rules),
-    Pass("transformations", _transformations),
-    Pass("stream_graph", _stream_graph),
-    Pass("job_graph", _job_graph),
-    Pass("spark_plan", _spark_plan),
-    Pass("physical_plan", _physical_plan),
+PASSES: tuple[CompilerPass, ...] = (
+    Pass(stages.AST, _parse),
+    Pass(stages.PROGRAM, _analyze),
+    Pass(stages.STREAMING_DIAGNOSTICS, _streaming_rules),
+    Pass(stages.TRANSFORMATIONS, _transformations),
+    Pass(stages.STREAM_GRAPH, _stream_graph),
+    Pass(stages.JOB_GRAPH, _job_graph),
+    Pass(stages.BACKEND_DIAGNOSTICS, _spark_checks),
+    Pass(stages.SPARK_PLAN, _spark_plan),
+    Pass(stages.PHYSICAL_PLAN, _physical_plan),
 )

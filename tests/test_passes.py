@@ -1,0 +1,92 @@
+"""The pass list's shape: each pass makes one stage of the job, typed, in the job's order,
+and the compiler stays apart from the runtime."""
+
+from __future__ import annotations
+
+import ast as python_ast
+import dataclasses
+import typing
+from pathlib import Path
+
+from flowc import job as job_module
+from flowc.job import CompiledJob, Stage
+from flowc.passes import PASSES, Pass
+
+COMPILER = Path(__file__).resolve().parent.parent / "compiler"
+
+
+def _stage_fields() -> list[str]:
+    return [f.name for f in dataclasses.fields(CompiledJob) if not f.init]
+
+
+def test_each_stage_is_made_by_one_pass_in_the_job_order() -> None:
+    assert [p.name for p in PASSES] == _stage_fields()
+
+
+def test_each_pass_returns_the_type_of_its_stage() -> None:
+    # the module as locals too: the class's own ``ast`` slot would hide the ``ast`` module
+    hints = typing.get_type_hints(CompiledJob, vars(job_module), vars(job_module))
+    for compiler_pass in PASSES:
+        assert isinstance(compiler_pass, Pass)
+        stage: Stage[object] = compiler_pass.stage
+        declared = typing.get_args(stage.__orig_class__)[0]  # type: ignore[attr-defined]
+        assert declared == hints[stage.name], stage.name
+        returned = typing.get_type_hints(compiler_pass.run, vars(job_module) | _pass_globals())
+        assert returned["return"] == declared, compiler_pass.run.__name__
+
+
+def _pass_globals() -> dict[str, object]:
+    import flowc.passes
+
+    return vars(flowc.passes)
+
+
+def test_passes_module_has_no_any() -> None:
+    tree = python_ast.parse((COMPILER / "passes.py").read_text(encoding="utf-8"))
+    names = {n.id for n in python_ast.walk(tree) if isinstance(n, python_ast.Name)}
+    attributes = {n.attr for n in python_ast.walk(tree) if isinstance(n, python_ast.Attribute)}
+    assert "Any" not in names | attributes
+
+
+def test_the_compiler_imports_nothing_from_the_runtime() -> None:
+    """Only the command line joins the two, inside ``flowc run``'s own functions (and for
+    types), so that compiling never loads the runtime or pyspark."""
+    offenders = []
+    for path in sorted(COMPILER.rglob("*.py")):
+        tree = python_ast.parse(path.read_text(encoding="utf-8"))
+        if path.stem.startswith("cli") or path.parent.name == "cli":  # the command line
+            tree.body = [n for n in tree.body if not isinstance(n, python_ast.If)]  # TYPE_CHECKING
+            tree.body = [n for n in tree.body if not isinstance(n, python_ast.FunctionDef)]
+        for node in python_ast.walk(tree):
+            if isinstance(node, python_ast.ImportFrom) and (node.module or "").startswith(
+                ("flowc.runtime", "pyspark")
+            ):
+                offenders.append(f"{path.name}:{node.lineno}")
+            if isinstance(node, python_ast.Import):
+                offenders += [
+                    f"{path.name}:{node.lineno}"
+                    for alias in node.names
+                    if alias.name.startswith(("flowc.runtime", "pyspark"))
+                ]
+    assert offenders == []
+
+
+def test_stages_are_stored_by_the_driver_only() -> None:
+    """No pass module assigns a job's stage: ``job.<stage> = ...`` or setattr(job, ...)."""
+    stages = set(_stage_fields())
+    offenders = []
+    for path in sorted(COMPILER.rglob("*.py")):
+        if path.name == "job.py":
+            continue
+        tree = python_ast.parse(path.read_text(encoding="utf-8"))
+        for node in python_ast.walk(tree):
+            targets = node.targets if isinstance(node, python_ast.Assign) else []
+            for target in targets:
+                if (
+                    isinstance(target, python_ast.Attribute)
+                    and target.attr in stages
+                    and isinstance(target.value, python_ast.Name)
+                    and target.value.id == "job"
+                ):
+                    offenders.append(f"{path.name}:{node.lineno}")
+    assert offenders == []
