@@ -1,7 +1,7 @@
 """Every stage in every format, for every example: snapshots plus structural checks.
 
 The snapshots pin the exact output; the structural tests state the contract of
-/work/shared/spec/plans.md and Flink's plan formats, so that a wrong snapshot accepted
+../shared/spec/plans.md and Flink's plan formats, so that a wrong snapshot accepted
 with ``--snapshot-update`` still fails here.
 """
 

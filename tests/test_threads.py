@@ -40,9 +40,9 @@ HEADER = (
 
 
 def example_programs() -> dict[str, str]:
-    """examples/ and examples/errors/, and the shared examples if this machine has them."""
+    """examples/ and examples/errors/, and ../shared/examples if the checkout has it beside it."""
     folders = [ROOT / "examples", ROOT / "examples" / "errors"]
-    shared = Path("/work/shared/examples")
+    shared = ROOT.parent / "shared" / "examples"  # ../shared/examples, beside the checkout
     folders += [shared, shared / "errors"]
     found: dict[str, str] = {}
     for folder in folders:
