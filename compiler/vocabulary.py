@@ -113,6 +113,7 @@ class Partitioner(StrEnum):
     BROADCAST = "BROADCAST"
     GLOBAL = "GLOBAL"
     HASH = "HASH"
+    CUSTOM = "CUSTOM"  # PARTITION BY: Flink's partitionCustom
 
 
 #: Partitioners whose edge connects each producer to a subset of consumers.
