@@ -21,6 +21,13 @@ from typing import Any
 
 from flowc import __version__, ast
 from flowc.catalog import ERRORS_COLUMNS
+from flowc.generated_runtime import (
+    BATCH_HELPERS,
+    FAILURE_HELPERS,
+    MALFORMED_CONSTANTS,
+    MALFORMED_HELPERS,
+    source_text,
+)
 from flowc.job import CompiledJob
 from flowc.program import (
     Column,
@@ -95,6 +102,13 @@ class _Generator:
         self.counter += 1
         return f"{base or 'x'}_{self.counter}" if base[:1].isalpha() else f"v_{self.counter}"
 
+    def functions(self, text: str) -> None:
+        """Functions of :mod:`flowc.generated_runtime`, copied into the program."""
+        for line in text.splitlines():
+            self.w(line)
+        self.w("")
+        self.w("")
+
     def generate(self) -> str:
         w = self.w
         settings = self.program.settings
@@ -136,10 +150,7 @@ class _Generator:
         if self.parsed_sources:
             self.malformed_helpers()
         if self.batch:
-            for line in _BATCH_HELPERS.strip("\n").splitlines():
-                w(line)
-            w("")
-            w("")
+            self.functions(source_text(BATCH_HELPERS))
         for source in self.program.sources:
             self.source(source)
         self.main()
@@ -224,10 +235,11 @@ class _Generator:
     def malformed_helpers(self) -> None:
         """Functions of the generated program for sources whose records can be malformed."""
         assert [name for name, _ in ERRORS_COLUMNS] == ["raw", "file", "error"]
-        for line in _MALFORMED_HELPERS.strip("\n").splitlines():
-            self.w(line)
+        for name, value in MALFORMED_CONSTANTS.items():
+            self.w(f"{name} = {value!r}")
         self.w("")
         self.w("")
+        self.functions(source_text(MALFORMED_HELPERS))
         names = [s.name for s in self.parsed_sources]
         self.w(f"PARSED_SOURCES = {names!r}")
         self.w("")
@@ -314,12 +326,11 @@ class _Generator:
 
     def failure_helpers(self) -> None:
         """Functions of ``main()`` that turn a failure of Spark into one message."""
-        malformed = "malformed_record(error)" if self.parsed_sources else "None"
-        text = _FAILURE_HELPERS.replace("MALFORMED_MESSAGE", malformed)
-        for line in text.strip("\n").splitlines():
-            self.w(line)
-        self.w("")
-        self.w("")
+        text = source_text(FAILURE_HELPERS)
+        if not self.parsed_sources:  # no malformed record can stop a query
+            assert text.count(_MALFORMED_MESSAGE) == 1
+            text = text.replace(_MALFORMED_MESSAGE, "None")
+        self.functions(text)
 
     def main(self) -> None:
         w = self.w
@@ -886,207 +897,5 @@ def _datagen_column(column: Column, index: int, seed: int, options: dict[str, ob
     raise UnsupportedOnSpark(f"datagen column type {base}")
 
 
-#: Functions the generated program carries in batch mode.
-_BATCH_HELPERS = '''
-def executed_plan(df: DataFrame) -> str | None:
-    """The physical plan Spark will run, to count its exchanges (None through Spark Connect)."""
-    jdf = getattr(df, '_jdf', None)
-    return None if jdf is None else str(jdf.queryExecution().executedPlan().toString())
-'''
-
-
-#: Functions every generated program's ``main()`` uses when Spark fails: the error class and
-#: message (and the SQL that failed), without Spark's Java stack trace.
-_FAILURE_HELPERS = r'''
-def spark_failed(error: BaseException) -> bool:
-    """Whether Spark failed (PySpark's errors, the JVM's through py4j), not this program."""
-    if isinstance(error, PySparkException):
-        return True
-    return any(kind.__module__.startswith('py4j.') for kind in type(error).__mro__)
-
-
-def stop_queries(spark: SparkSession | None) -> None:
-    """Stop the queries still running after one failed (as awaitAnyTermination would)."""
-    if spark is None:
-        return
-    try:
-        for query in spark.streams.active:
-            query.stop()
-    except Exception as error:
-        if not spark_failed(error):
-            raise  # Spark being gone is no news: the failure is what to report
-
-
-def report_failure(error: BaseException) -> None:
-    """Spark's failure as one message on standard error: its first lines, no stack trace."""
-    import sys
-
-    message = MALFORMED_MESSAGE
-    if message is None:
-        text = str(error).strip()
-        wrapper = ' terminated with exception: '
-        if text.startswith('[STREAM_FAILED] ') and wrapper in text.split('\n', 1)[0]:
-            text = text.split(wrapper, 1)[1]
-        for end in ('\n=== Streaming Query ===', '\nJVM stacktrace:', '\n\tat '):
-            text = text.split(end, 1)[0]
-        lines = [line.rstrip() for line in text.splitlines() if line.strip()]
-        lines = [line for line in lines if not line.lstrip().startswith('SQLSTATE: ')][:8]
-        message = 'error: ' + '\n'.join(lines or ['Spark failed']) + '\n'
-    sys.stderr.write(message)
-'''
-
-
-#: Functions the generated program carries when a source's records can be malformed.
-#: Spark reads json and csv in PERMISSIVE mode into a record column; these turn that column
-#: into a failed query that names the file and line, or into the side output ``errors``.
-_MALFORMED_HELPERS = r'''
-MALFORMED = 'flowc: malformed record'
-FIELD_SEPARATOR = '\x1f'
-END = '\x1e'
-
-
-def quoted(name: str) -> str:
-    """A column reference Spark reads as one name, whatever its characters."""
-    return '`' + name.replace('`', '``') + '`'
-
-
-def every_column_read(columns: list[tuple[str, str]]) -> Column:
-    """True on every row, mentioning every declared column: Spark checks only the columns
-    a query reads, so without it a bad value in a column the query drops would pass."""
-    flags = [F.isnull(F.col(quoted(name))).cast('int') for name, _ in columns]
-    return sum(flags, F.lit(0)) >= 0
-
-
-def malformed_reason(
-    fmt: str, columns: list[tuple[str, str]], csv_options: dict[str, str], record: str
-) -> Column:
-    """Why Spark could not read a record: the columns whose values do not fit their type."""
-    declared = ', '.join(f'{name} {type_}' for name, type_ in columns)
-    if fmt == 'json':
-        fields = F.from_json(F.col(record), 'MAP<STRING, STRING>')
-        values = [fields[name] for name, _ in columns]
-        unreadable = F.lit('not a JSON object')
-        otherwise = F.lit(f'does not match the declared columns ({declared})')
-    else:
-        ddl = ', '.join(f'_{index} STRING' for index in range(len(columns)))
-        fields = F.from_csv(F.col(record), ddl, csv_options)
-        values = [fields[f'_{index}'] for index in range(len(columns))]
-        unreadable = F.lit('not a CSV line')
-        otherwise = F.lit(f'expected {len(columns)} fields ({declared})')
-    problems = [
-        F.when(
-            value.isNotNull() & F.isnull(F.col(quoted(name))),
-            F.concat(
-                F.lit(f'column {name!r} ({type_}): cannot read '),
-                F.lit("'"),
-                F.regexp_replace(value, '[\\x00-\\x1f]', '?'),
-                F.lit("'"),
-            ),
-        )
-        for (name, type_), value in zip(columns, values)
-        if type_ != 'STRING'
-    ]
-    found = F.concat_ws('; ', *problems) if problems else F.lit('')
-    return F.when(fields.isNull(), unreadable).when(found != '', found).otherwise(otherwise)
-
-
-def fail_on_malformed(
-    df: DataFrame,
-    source: int,
-    fmt: str,
-    columns: list[tuple[str, str]],
-    csv_options: dict[str, str],
-    record: str,
-    file: str,
-) -> DataFrame:
-    """on_error = 'fail': the first malformed record stops the query, naming its file."""
-    reason = malformed_reason(fmt, columns, csv_options, record)
-    message = F.concat_ws(
-        FIELD_SEPARATOR, F.lit(MALFORMED), F.lit(str(source)), F.col(file), reason,
-        F.col(record), F.lit(END),
-    )
-    check = F.when(F.col(record).isNotNull(), F.raise_error(message))
-    return df.where(check.otherwise(every_column_read(columns))).drop(record, file)
-
-
-def malformed_records(
-    df: DataFrame,
-    fmt: str,
-    columns: list[tuple[str, str]],
-    csv_options: dict[str, str],
-    record: str,
-    file: str,
-) -> DataFrame:
-    """on_error = 'route': the source's side output errors (raw, file, error)."""
-    bad = df.where(F.col(record).isNotNull() & every_column_read(columns))
-    return bad.select(
-        F.col(record).alias('raw'),
-        F.col(file).alias('file'),
-        malformed_reason(fmt, columns, csv_options, record).alias('error'),
-    )
-
-
-def well_formed_records(
-    df: DataFrame, columns: list[tuple[str, str]], record: str, file: str
-) -> DataFrame:
-    """on_error = 'route': the source's main output, every record Spark could read."""
-    return df.where(F.col(record).isNull() & every_column_read(columns)).drop(record, file)
-
-
-def malformed_record(error: BaseException) -> str | None:
-    """The message for a query a malformed record stopped (None for any other failure):
-    the source, the file and the line, the record and why, as flowc's diagnostics read."""
-    text = str(error)
-    start = text.find(MALFORMED + FIELD_SEPARATOR)
-    end = text.find(FIELD_SEPARATOR + END, start)
-    if start < 0 or end < 0:
-        return None
-    _, source, uri, reason, raw = text[start:end].split(FIELD_SEPARATOR, 4)
-    name = PARSED_SOURCES[int(source)]
-    parsed = urlparse(uri)
-    path = unquote(parsed.path) if parsed.scheme in ('', 'file') else None
-    line = first_line_of(path, raw) if path is not None else None
-    shown = uri
-    if path is not None:
-        relative = os.path.relpath(path)
-        shown = path if relative.startswith('..') else relative
-    number = str(line) if line is not None else ''
-    pad = ' ' * len(number)
-    excerpt = (raw.splitlines() or [''])[0]
-    if len(excerpt) > 200:
-        excerpt = excerpt[:200] + '...'
-    return (
-        f'error[E0801]: malformed record in source {name!r}: {reason}\n'
-        f'{pad}--> {shown}' + (f':{line}' if line is not None else '') + '\n'
-        f'{pad} |\n'
-        f'{number} | {excerpt}\n'
-        f'{pad} |\n'
-        f'{pad} = help: fix or remove the record, or add on_error = \'route\' to source '
-        f'{name!r} to send malformed records to FROM {flow_name(name)}.errors\n'
-    )
-
-
-def flow_name(name: str) -> str:
-    """A name as a .flow file writes it: back-quoted unless it is a plain identifier."""
-    if name.isidentifier() and name.isascii():
-        return name
-    return '`' + name.replace('`', '``') + '`'
-
-
-def first_line_of(path: str, raw: str) -> int | None:
-    """The line where ``raw`` starts in the file: a query stops at the first record of a
-    file it cannot read, so this is the file's first malformed line."""
-    target = raw.encode('utf-8')
-    try:
-        with open(path, 'rb') as handle:
-            if b'\n' not in target:
-                for number, line in enumerate(handle, 1):
-                    if line.rstrip(b'\r\n') == target:
-                        return number
-                return None
-            data = handle.read()
-    except OSError:
-        return None
-    at = data.find(target)
-    return data.count(b'\n', 0, at) + 1 if at >= 0 else None
-'''
+#: ``report_failure``'s message for a malformed record; None where no source can have one.
+_MALFORMED_MESSAGE = "malformed_record(error)"
