@@ -16,6 +16,15 @@ from flowc.program import (
 )
 from flowc.spark_plan import ExchangeKind
 from flowc.spark_sql import UnsupportedOnSpark, interval_text, quote_name, select_columns, sql_of
+from flowc.vocabulary import AGGREGATE_STEPS, PARTITION_STEPS, JoinKind, StepKind, WindowKind
+
+#: The join type Spark's ``DataFrame.join`` takes for each kind of JOIN.
+_SPARK_JOIN_TYPES = {
+    JoinKind.INNER: "inner",
+    JoinKind.LEFT: "left_outer",
+    JoinKind.RIGHT: "right_outer",
+    JoinKind.FULL: "full_outer",
+}
 
 
 class StepWriter(ProgramText):
@@ -55,10 +64,10 @@ class StepWriter(ProgramText):
         origin = stream.origin
         pending = self.view_partitions.get(origin.name) if isinstance(origin, FromView) else None
         for step in stream.steps:
-            if step.kind in ("key_by", "partition", "partition_by"):
+            if step.kind in PARTITION_STEPS:
                 pending = step
                 continue
-            if step.kind == "union":
+            if step.kind == StepKind.UNION:
                 for other in step.inputs:
                     parts += self.origin_parts(other)
                 continue
@@ -67,7 +76,7 @@ class StepWriter(ProgramText):
             pending = None
             self.step(step, variable, view_name)
             parts = [(variable, node)]
-            if step.kind == "route" and view_name is not None:
+            if step.kind == StepKind.ROUTE and view_name is not None:
                 for branch in step.node.branches:  # type: ignore[union-attr]
                     side = self.names[f"side:{view_name}.{branch.name.value}"]
                     self.tails[f"{view_name}.{branch.name.value}"] = [(side, node)]
@@ -124,13 +133,13 @@ class StepWriter(ProgramText):
         w = self.w
         node = step.node
         kind = step.kind
-        if kind == "where":
+        if kind == StepKind.WHERE:
             assert isinstance(node, ast.Where)
             w(f"{df} = {df}.where(F.expr({sql_of(node.condition)!r}))", 1)
-        elif kind in ("select", "extend"):
+        elif kind in (StepKind.SELECT, StepKind.EXTEND):
             assert isinstance(node, ast.Select | ast.Extend)
             names = [c.name for c in step.schema]
-            if kind == "select":
+            if kind == StepKind.SELECT:
                 items = [
                     f"F.col({quote_name(name)!r})"
                     if item is None
@@ -145,31 +154,31 @@ class StepWriter(ProgramText):
                     for item, name in zip(node.items, added, strict=True)
                 )
                 w(f"{df} = {df}.withColumns({{{pairs}}})", 1)
-        elif kind == "drop":
+        elif kind == StepKind.DROP:
             assert isinstance(node, ast.Drop)
             w(f"{df} = {df}.drop({', '.join(repr(c.value) for c in node.columns)})", 1)
-        elif kind == "rename":
+        elif kind == StepKind.RENAME:
             assert isinstance(node, ast.Rename)
             pairs = ", ".join(f"{i.old.value!r}: {i.new.value!r}" for i in node.items)
             w(f"{df} = {df}.withColumnsRenamed({{{pairs}}})", 1)
-        elif kind == "explode":
+        elif kind == StepKind.EXPLODE:
             assert isinstance(node, ast.Explode) and node.alias is not None
             w(
                 f"{df} = {df}.withColumn({node.alias.value!r}, "
                 f"F.explode(F.expr({sql_of(node.expr)!r})))",
                 1,
             )
-        elif kind in ("aggregate", "window_aggregate"):
+        elif kind in AGGREGATE_STEPS:
             self.aggregate(step, df)
-        elif kind == "deduplicate":
+        elif kind == StepKind.DEDUPLICATE:
             assert isinstance(node, ast.Deduplicate)
             columns = ", ".join(repr(k) for k in step.keys)
             if node.within is not None:  # E0708: Spark's WithinWatermark ignores the interval
                 raise UnsupportedOnSpark("DEDUPLICATE ... WITHIN (E0708)")
             w(f"{df} = {df}.dropDuplicates([{columns}])", 1)
-        elif kind == "join":
+        elif kind == StepKind.JOIN:
             self.join(step, df)
-        elif kind == "route":
+        elif kind == StepKind.ROUTE:
             self.route(step, df, view_name)
         else:
             raise UnsupportedOnSpark(f"step {kind}")
@@ -182,7 +191,7 @@ class StepWriter(ProgramText):
         if step.window is not None:
             window = step.window
             time_column = quote_name(window.args[0].tree.name)
-            if window.kind == "SESSION":
+            if window.kind == WindowKind.SESSION:
                 groups.append(
                     f"F.session_window(F.col({time_column!r}), "
                     f"{interval_text(window.args[1])!r}).alias('__flowc_window')"
@@ -209,12 +218,11 @@ class StepWriter(ProgramText):
         node = step.node
         assert isinstance(node, ast.Join) and node.condition is not None
         (right,) = step.inputs
-        how = {"INNER": "inner", "LEFT": "left_outer", "RIGHT": "right_outer", "FULL": "full_outer"}
         other = self.combined(self.origin_parts(right), self.spark_plan.step_nodes[id(step)], None)
         alias = _relation(right.origin)
         self.w(
             f"{df} = {df}.join({other}.alias({alias!r}), F.expr({sql_of(node.condition)!r}), "
-            f"{how[node.kind]!r})",
+            f"{_SPARK_JOIN_TYPES[JoinKind(node.kind)]!r})",
             1,
         )
 
