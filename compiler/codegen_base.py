@@ -27,7 +27,7 @@ def in_docstring(text: str) -> str:
 _UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class Writer:
     """The program's lines; each call adds one, indented by four spaces a level."""
 
