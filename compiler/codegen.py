@@ -81,7 +81,7 @@ class PysparkGenerator(SourceWriter, StepWriter, SinkWriter):
         if self.parsed_sources:
             self.malformed_helpers()
         if self.batch:
-            self.functions(source_text(BATCH_HELPERS))
+            self.copy_functions(source_text(BATCH_HELPERS))
         for source in self.program.sources:
             self.source(source)
         self.main()
@@ -93,7 +93,7 @@ class PysparkGenerator(SourceWriter, StepWriter, SinkWriter):
         if not self.parsed_sources:  # no malformed record can stop a query
             assert text.count(_MALFORMED_MESSAGE) == 1
             text = text.replace(_MALFORMED_MESSAGE, "None")
-        self.functions(text)
+        self.copy_functions(text)
 
     def main(self) -> None:
         w = self.w

@@ -48,6 +48,8 @@ class ProgramText:
         self.batch = self.spark_plan.batch
         self.reader = "spark.read" if self.batch else "spark.readStream"
         self.w = Writer()
+        #: The program's variable for each ``source:NAME`` function, ``stream:NAME``,
+        #: ``errors:SOURCE`` and ``side:VIEW.OUTPUT`` DataFrame.
         self.names: dict[str, str] = {}
         #: The parts (DataFrame, producing StreamNode) at the end of each view and side output.
         self.tails: dict[str, list[tuple[str, int]]] = {}
@@ -63,7 +65,7 @@ class ProgramText:
         self.counter += 1
         return f"{base or 'x'}_{self.counter}" if base[:1].isalpha() else f"v_{self.counter}"
 
-    def functions(self, text: str) -> None:
+    def copy_functions(self, text: str) -> None:
         """Functions of :mod:`flowc.generated_runtime`, copied into the program."""
         for line in text.splitlines():
             self.w(line)

@@ -96,7 +96,7 @@ class SourceWriter(ProgramText):
             self.w(f"{name} = {value!r}")
         self.w("")
         self.w("")
-        self.functions(source_text(MALFORMED_HELPERS))
+        self.copy_functions(source_text(MALFORMED_HELPERS))
         names = [s.name for s in self.parsed_sources]
         self.w(f"PARSED_SOURCES = {names!r}")
         self.w("")
