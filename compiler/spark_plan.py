@@ -33,8 +33,12 @@ from enum import StrEnum
 from flowc.program import Program
 from flowc.stream_graph import StreamEdge, StreamGraph, StreamNode
 from flowc.transformations import TransformationTree
+from flowc.vocabulary import STATEFUL_OPERATORS as STATEFUL_OPERATORS  # for plan_diff
+from flowc.vocabulary import NodeKind, Operator, Partitioner
 
-STATEFUL_OPERATORS = frozenset({"keyed_aggregate", "aggregate", "window", "deduplicate", "join"})
+#: PARTITION BY's partitioner (Flink's CustomPartitionerWrapper prints CUSTOM); the
+#: vocabulary's Partitioner lacks it.
+CUSTOM_PARTITIONER = "CUSTOM"
 DEFAULT_CHECKPOINT_ROOT = ".flowc-checkpoints"
 
 
@@ -207,7 +211,7 @@ def build_spark_plan(program: Program, tree: TransformationTree, graph: StreamGr
         query_exchanges = []
         for node in nodes:
             for edge in node.in_edges:
-                if edge.partitioner == "FORWARD":
+                if edge.partitioner == Partitioner.FORWARD:
                     continue
                 exchange = _exchange(edge, graph, partitions)
                 exchanges[(edge.source_id, edge.target_id)] = exchange
@@ -219,7 +223,7 @@ def build_spark_plan(program: Program, tree: TransformationTree, graph: StreamGr
                 name=insert.sink,
                 sink=sink.name,
                 connector=sink.connector,
-                reads=tuple(sorted(n.name for n in nodes if n.kind == "source")),
+                reads=tuple(sorted(n.name for n in nodes if n.kind == NodeKind.SOURCE)),
                 output_mode=sink.mode,
                 trigger=_trigger(settings.checkpoint_interval_ms, batch),
                 checkpoint=(job_segment, segment),
@@ -322,7 +326,7 @@ def _exchange(edge: StreamEdge, graph: StreamGraph, partitions: int) -> SparkExc
         )
 
     key_list = ", ".join(keys)
-    if strategy == "HASH" and consumer.operator in STATEFUL_OPERATORS:
+    if strategy == Partitioner.HASH and consumer.operator in STATEFUL_OPERATORS:
         if not keys:
             return make(
                 ExchangeKind.STATEFUL,
@@ -333,7 +337,7 @@ def _exchange(edge: StreamEdge, graph: StreamGraph, partitions: int) -> SparkExc
                 "a global aggregate gathers every row in one partition, as Flink's windowAll "
                 "sends every row to its single subtask",
             )
-        operation = "join" if consumer.operator == "join" else "groupBy"
+        operation = "join" if consumer.operator == Operator.JOIN else "groupBy"
         return make(
             ExchangeKind.STATEFUL,
             partitions,
@@ -343,7 +347,7 @@ def _exchange(edge: StreamEdge, graph: StreamGraph, partitions: int) -> SparkExc
             f"the stateful {consumer.name}'s own exchange: rows with equal keys meet in one "
             "state partition, as key groups do in Flink",
         )
-    if strategy == "HASH":
+    if strategy == Partitioner.HASH:
         return make(
             ExchangeKind.HASH,
             partitions,
@@ -353,7 +357,7 @@ def _exchange(edge: StreamEdge, graph: StreamGraph, partitions: int) -> SparkExc
             "KEY BY before a stateless step: hash-partition on the key so the rows of one key "
             "stay together up to the stateful step",
         )
-    if strategy == "REBALANCE":
+    if strategy == Partitioner.REBALANCE:
         return make(
             ExchangeKind.ROUND_ROBIN,
             p,
@@ -362,7 +366,7 @@ def _exchange(edge: StreamEdge, graph: StreamGraph, partitions: int) -> SparkExc
             True,
             f"round-robin over the consumer's {p} partitions, as Flink's REBALANCE",
         )
-    if strategy == "RESCALE":
+    if strategy == Partitioner.RESCALE:
         if p <= producer.parallelism:
             return make(
                 ExchangeKind.COALESCE,
@@ -380,7 +384,7 @@ def _exchange(edge: StreamEdge, graph: StreamGraph, partitions: int) -> SparkExc
             True,
             "widening RESCALE: Spark cannot split partitions without a shuffle",
         )
-    if strategy == "GLOBAL":
+    if strategy == Partitioner.GLOBAL:
         return make(
             ExchangeKind.SINGLE,
             1,
@@ -389,7 +393,7 @@ def _exchange(edge: StreamEdge, graph: StreamGraph, partitions: int) -> SparkExc
             True,
             "every row to one consumer, as Flink's GLOBAL sends all to subtask 0",
         )
-    if strategy == "SHUFFLE":
+    if strategy == Partitioner.SHUFFLE:
         return make(
             ExchangeKind.RANDOM,
             p,
@@ -398,7 +402,7 @@ def _exchange(edge: StreamEdge, graph: StreamGraph, partitions: int) -> SparkExc
             True,
             "random partitioning, as Flink's SHUFFLE",
         )
-    if strategy == "BROADCAST":
+    if strategy == Partitioner.BROADCAST:
         return make(
             ExchangeKind.BROADCAST,
             p,
@@ -407,7 +411,7 @@ def _exchange(edge: StreamEdge, graph: StreamGraph, partitions: int) -> SparkExc
             True,
             f"every row copied to each of the {p} consumer partitions, as Flink's BROADCAST",
         )
-    if strategy == "CUSTOM":
+    if strategy == CUSTOM_PARTITIONER:
         return make(
             ExchangeKind.CUSTOM,
             p,

@@ -7,8 +7,14 @@ never meets a program it cannot write.
 
 from __future__ import annotations
 
+import threading
+from functools import cache
+
 from sqlglot import exp
+from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import SqlglotError
+from sqlglot.generator import Generator
+from sqlglot.tokens import Tokenizer
 
 from flowc import ast
 from flowc.program import SourceDef
@@ -107,3 +113,28 @@ def select_columns(
     ]
     after = list(zip(items[star + 1 :], names[star + width :], strict=True))
     return [*before, *passed, *after]
+
+
+#: This thread's Spark generator and tokenizer: both keep the state of what they work on,
+#: so threads compiling at once never share them.
+_tools = threading.local()
+
+
+def spark_generator() -> Generator:
+    generator: Generator | None = getattr(_tools, "generator", None)
+    if generator is None:
+        generator = _tools.generator = _spark().generator()
+    return generator
+
+
+def spark_tokenizer() -> Tokenizer:
+    tokenizer: Tokenizer | None = getattr(_tools, "tokenizer", None)
+    if tokenizer is None:
+        spark = _spark()
+        tokenizer = _tools.tokenizer = spark.tokenizer_class(dialect=spark)
+    return tokenizer
+
+
+@cache
+def _spark() -> Dialect:
+    return Dialect.get_or_raise("spark")

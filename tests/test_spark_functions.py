@@ -23,8 +23,9 @@ import flowc
 from flowc import spark_functions
 from flowc.ast import SqlExpr
 from flowc.diagnostics import Reporter
-from flowc.functions import check_functions, spark_can_cast
+from flowc.functions import check_functions
 from flowc.spans import Span
+from flowc.spark_casts import spark_can_cast
 
 REGENERATE = "python -m flowc.runtime.function_list"
 

@@ -1,0 +1,255 @@
+"""The generated program's streams: each step of a view or INSERT as DataFrame calls, with
+the exchange the Spark plan chose on every edge into an operator."""
+
+from __future__ import annotations
+
+from flowc import ast
+from flowc.codegen_base import ProgramText
+from flowc.program import (
+    FromSideOutput,
+    FromSource,
+    FromSourceErrors,
+    FromView,
+    Origin,
+    Step,
+    Stream,
+)
+from flowc.spark_plan import ExchangeKind
+from flowc.spark_sql import UnsupportedOnSpark, interval_text, quote_name, select_columns, sql_of
+from flowc.vocabulary import AGGREGATE_STEPS, PARTITION_STEPS, JoinKind, StepKind, WindowKind
+
+#: The join type Spark's ``DataFrame.join`` takes for each kind of JOIN.
+_SPARK_JOIN_TYPES = {
+    JoinKind.INNER: "inner",
+    JoinKind.LEFT: "left_outer",
+    JoinKind.RIGHT: "right_outer",
+    JoinKind.FULL: "full_outer",
+}
+
+
+class StepWriter(ProgramText):
+    """Writes streams and their steps."""
+
+    def origin(self, stream: Stream) -> str:
+        origin = stream.origin
+        if isinstance(origin, FromSource | FromView):
+            return self.names[f"stream:{origin.name}"]
+        if isinstance(origin, FromSourceErrors):
+            return self.names[f"errors:{origin.source}"]
+        return self.names[f"side:{origin.view}.{origin.output}"]
+
+    def origin_parts(self, stream: Stream) -> list[tuple[str, int]]:
+        """The origin's DataFrame(s), each with the StreamNode that produces its rows: a view
+        that ends in UNION ALL has one part per input, each with its own exchange."""
+        origin = stream.origin
+        if isinstance(origin, FromSource | FromSourceErrors):
+            node = self.spark_plan.source_nodes[_relation(origin)]
+            return [(self.origin(stream), node)]
+        if isinstance(origin, FromView):
+            return list(self.tails[origin.name])
+        return list(self.tails[f"{origin.view}.{origin.output}"])
+
+    def stream(
+        self, stream: Stream, variable: str, view_name: str | None, sink_node: int | None
+    ) -> None:
+        """Emit a stream's steps. Before each operator, every part of the input gets the
+        exchange the Spark plan decided for its edge; nothing is decided here."""
+        parts = self.origin_parts(stream)
+        first, node = parts[0]
+        self.w(f"{variable} = {first}", 1)
+        if not isinstance(stream.origin, FromSideOutput):
+            self.w(f"{variable} = {variable}.alias({_relation(stream.origin)!r})", 1)
+        parts[0] = (variable, node)
+        # A view may end with a partition step: it applies on the reader's first edge.
+        origin = stream.origin
+        pending = self.view_partitions.get(origin.name) if isinstance(origin, FromView) else None
+        for step in stream.steps:
+            if step.kind in PARTITION_STEPS:
+                pending = step
+                continue
+            if step.kind == StepKind.UNION:
+                for other in step.inputs:
+                    parts += self.origin_parts(other)
+                continue
+            node = self.spark_plan.step_nodes[id(step)]
+            self.gather(variable, parts, node, pending)
+            pending = None
+            self.step(step, variable, view_name)
+            parts = [(variable, node)]
+            if step.kind == StepKind.ROUTE and view_name is not None:
+                for branch in step.node.branches:  # type: ignore[union-attr]
+                    side = self.names[f"side:{view_name}.{branch.name.value}"]
+                    self.tails[f"{view_name}.{branch.name.value}"] = [(side, node)]
+        if sink_node is not None:
+            self.gather(variable, parts, sink_node, pending)
+        elif view_name is not None:
+            self.tails[view_name] = parts
+            self.view_partitions[view_name] = pending
+
+    def gather(
+        self, df: str, parts: list[tuple[str, int]], consumer: int, pending: Step | None
+    ) -> None:
+        """``df`` = the parts, each through the exchange on its edge into ``consumer``."""
+        exchanged = [self.exchanged(part, node, consumer, pending) for part, node in parts]
+        if exchanged[0] != df:
+            self.w(f"{df} = {exchanged[0]}", 1)
+        for other in exchanged[1:]:
+            self.w(f"{df} = {df}.unionByName({other})", 1)
+
+    def combined(self, parts: list[tuple[str, int]], consumer: int, pending: Step | None) -> str:
+        """The parts, each exchanged on its edge into ``consumer``, as one DataFrame."""
+        exchanged = [self.exchanged(part, node, consumer, pending) for part, node in parts]
+        return "".join([exchanged[0], *(f".unionByName({other})" for other in exchanged[1:])])
+
+    def exchanged(self, df: str, producer: int, consumer: int, pending: Step | None) -> str:
+        """``df`` through the Spark plan's exchange on the edge producer → consumer."""
+        exchange = self.spark_plan.exchange(producer, consumer)
+        if exchange is None:
+            return df
+        kind, p = exchange.kind, exchange.partitions
+        if kind in (ExchangeKind.NONE, ExchangeKind.STATEFUL):
+            return df
+        if kind is ExchangeKind.HASH:
+            keys = ", ".join(f"F.expr({quote_name(k)!r})" for k in exchange.keys)
+            return f"{df}.repartition({p}, {keys})"
+        if kind is ExchangeKind.CUSTOM:
+            assert pending is not None and isinstance(pending.node, ast.PartitionBy)
+            return f"{df}.repartition({p}, F.expr({sql_of(pending.node.expr)!r}))"
+        if kind is ExchangeKind.ROUND_ROBIN:
+            return f"{df}.repartition({p})"
+        if kind is ExchangeKind.COALESCE:
+            return f"{df}.coalesce({p})"
+        if kind is ExchangeKind.SINGLE:
+            return f"{df}.repartition(1)"
+        if kind is ExchangeKind.RANDOM:
+            return f"{df}.repartition({p}, F.rand())"
+        assert kind is ExchangeKind.BROADCAST
+        return (
+            f"{df}.crossJoin(spark.range({p}).withColumnRenamed('id', '__flowc_subtask'))"
+            f".repartition({p}, '__flowc_subtask').drop('__flowc_subtask')"
+        )
+
+    def step(self, step: Step, df: str, view_name: str | None) -> None:
+        w = self.w
+        node = step.node
+        kind = step.kind
+        if kind == StepKind.WHERE:
+            assert isinstance(node, ast.Where)
+            w(f"{df} = {df}.where(F.expr({sql_of(node.condition)!r}))", 1)
+        elif kind in (StepKind.SELECT, StepKind.EXTEND):
+            assert isinstance(node, ast.Select | ast.Extend)
+            names = [c.name for c in step.schema]
+            if kind == StepKind.SELECT:
+                items = [
+                    f"F.col({quote_name(name)!r})"
+                    if item is None
+                    else f"F.expr({sql_of(item.expr)!r}).alias({name!r})"
+                    for item, name in select_columns(node.items, names)
+                ]
+                w(f"{df} = {df}.select({', '.join(items)})", 1)
+            else:
+                added = names[len(names) - len(node.items) :]
+                pairs = ", ".join(
+                    f"{name!r}: F.expr({sql_of(item.expr)!r})"
+                    for item, name in zip(node.items, added, strict=True)
+                )
+                w(f"{df} = {df}.withColumns({{{pairs}}})", 1)
+        elif kind == StepKind.DROP:
+            assert isinstance(node, ast.Drop)
+            w(f"{df} = {df}.drop({', '.join(repr(c.value) for c in node.columns)})", 1)
+        elif kind == StepKind.RENAME:
+            assert isinstance(node, ast.Rename)
+            pairs = ", ".join(f"{i.old.value!r}: {i.new.value!r}" for i in node.items)
+            w(f"{df} = {df}.withColumnsRenamed({{{pairs}}})", 1)
+        elif kind == StepKind.EXPLODE:
+            assert isinstance(node, ast.Explode) and node.alias is not None
+            w(
+                f"{df} = {df}.withColumn({node.alias.value!r}, "
+                f"F.explode(F.expr({sql_of(node.expr)!r})))",
+                1,
+            )
+        elif kind in AGGREGATE_STEPS:
+            self.aggregate(step, df)
+        elif kind == StepKind.DEDUPLICATE:
+            assert isinstance(node, ast.Deduplicate)
+            columns = ", ".join(repr(k) for k in step.keys)
+            if node.within is not None:  # E0708: Spark's WithinWatermark ignores the interval
+                raise UnsupportedOnSpark("DEDUPLICATE ... WITHIN (E0708)")
+            w(f"{df} = {df}.dropDuplicates([{columns}])", 1)
+        elif kind == StepKind.JOIN:
+            self.join(step, df)
+        elif kind == StepKind.ROUTE:
+            self.route(step, df, view_name)
+        else:
+            raise UnsupportedOnSpark(f"step {kind}")
+
+    def aggregate(self, step: Step, df: str) -> None:
+        w = self.w
+        node = step.node
+        assert isinstance(node, ast.Aggregate)
+        groups = [f"F.col({quote_name(k)!r})" for k in step.keys]
+        if step.window is not None:
+            window = step.window
+            time_column = quote_name(window.args[0].tree.name)
+            if window.kind == WindowKind.SESSION:
+                groups.append(
+                    f"F.session_window(F.col({time_column!r}), "
+                    f"{interval_text(window.args[1])!r}).alias('__flowc_window')"
+                )
+            else:
+                args = ", ".join(repr(interval_text(a)) for a in window.args[1:])
+                groups.append(f"F.window(F.col({time_column!r}), {args}).alias('__flowc_window')")
+        names = [c.name for c in step.schema][len(step.keys) + (2 if step.window else 0) :]
+        aggregates = ", ".join(
+            f"F.expr({sql_of(item.expr)!r}).alias({name!r})"
+            for item, name in zip(node.items, names, strict=True)
+        )
+        w(f"{df} = {df}.groupBy({', '.join(groups)}).agg({aggregates})", 1)
+        if step.window is not None:
+            keys = "".join(f"{k!r}, " for k in step.keys)
+            values = ", ".join(repr(n) for n in names)
+            w(
+                f"{df} = {df}.select({keys}F.col('__flowc_window.start').alias('window_start'), "
+                f"F.col('__flowc_window.end').alias('window_end'), {values})",
+                1,
+            )
+
+    def join(self, step: Step, df: str) -> None:
+        node = step.node
+        assert isinstance(node, ast.Join) and node.condition is not None
+        (right,) = step.inputs
+        other = self.combined(self.origin_parts(right), self.spark_plan.step_nodes[id(step)], None)
+        alias = _relation(right.origin)
+        self.w(
+            f"{df} = {df}.join({other}.alias({alias!r}), F.expr({sql_of(node.condition)!r}), "
+            f"{_SPARK_JOIN_TYPES[JoinKind(node.kind)]!r})",
+            1,
+        )
+
+    def route(self, step: Step, df: str, view_name: str | None) -> None:
+        """Rows go to the first branch whose condition holds; the rest stay on the main output."""
+        w = self.w
+        node = step.node
+        assert isinstance(node, ast.Route)
+        taken: list[str] = []
+        source = self.var("routed")
+        w(f"{source} = {df}", 1)
+        for branch in node.branches:
+            condition = f"coalesce(({sql_of(branch.condition)}), false)"
+            guard = " AND ".join([*(f"NOT {t}" for t in taken), condition])
+            variable = self.var(f"side_{branch.name.value}")
+            w(f"{variable} = {source}.where(F.expr({guard!r}))", 1)
+            if view_name is not None:
+                self.names[f"side:{view_name}.{branch.name.value}"] = variable
+            taken.append(condition)
+        rest = " AND ".join(f"NOT {t}" for t in taken)
+        w(f"{df} = {source}.where(F.expr({rest!r}))", 1)
+
+
+def _relation(origin: Origin) -> str:
+    """The name a stream's columns are qualified with (its source or view)."""
+    if isinstance(origin, FromSource | FromView):
+        return origin.name
+    if isinstance(origin, FromSourceErrors):
+        return origin.source
+    return origin.view
