@@ -36,9 +36,6 @@ from flowc.transformations import TransformationTree
 from flowc.vocabulary import STATEFUL_OPERATORS as STATEFUL_OPERATORS  # for plan_diff
 from flowc.vocabulary import NodeKind, Operator, Partitioner
 
-#: PARTITION BY's partitioner (Flink's CustomPartitionerWrapper prints CUSTOM); the
-#: vocabulary's Partitioner lacks it.
-CUSTOM_PARTITIONER = "CUSTOM"
 DEFAULT_CHECKPOINT_ROOT = ".flowc-checkpoints"
 
 
@@ -411,7 +408,7 @@ def _exchange(edge: StreamEdge, graph: StreamGraph, partitions: int) -> SparkExc
             True,
             f"every row copied to each of the {p} consumer partitions, as Flink's BROADCAST",
         )
-    if strategy == CUSTOM_PARTITIONER:
+    if strategy == Partitioner.CUSTOM:
         return make(
             ExchangeKind.CUSTOM,
             p,
