@@ -18,10 +18,13 @@ from flowc.diagnostics import CompileError, Reporter
 from flowc.flink.keygroups import compute_default_max_parallelism
 from flowc.flink.murmur import murmur3_x64_128
 from flowc.limits import MAX_CHAINED_OPERATORS
-from flowc.outputs import document, dot_string, mermaid_label
+from flowc.outputs import document
 from flowc.program import Settings
+from flowc.render import Diagram, Edge, Node, Shape
 from flowc.spans import Span
 from flowc.stream_graph import StreamEdge, StreamGraph, StreamNode
+from flowc.transformations import PartitionerName
+from flowc.vocabulary import Partitioner
 
 #: CheckpointCoordinatorConfiguration's DISABLED_CHECKPOINT_INTERVAL (Long.MAX_VALUE).
 DISABLED_CHECKPOINT_INTERVAL = 2**63 - 1
@@ -55,7 +58,7 @@ class IntermediateDataSet:
     producer: str
     source_node: int
     result_partition_type: str
-    partitioner: str
+    partitioner: PartitionerName
     consumers: list[JobEdge] = field(default_factory=list)
 
 
@@ -63,7 +66,7 @@ class IntermediateDataSet:
 class JobEdge:
     source: IntermediateDataSet
     target: str
-    ship_strategy: str
+    ship_strategy: PartitionerName
     distribution: str
     stream_edge: StreamEdge
 
@@ -201,32 +204,29 @@ class JobGraph:
                 )
         return "\n".join(lines) + "\n"
 
-    def to_dot(self) -> str:
-        lines = [f"digraph {dot_string(self.name)} {{", "  rankdir=LR;", "  node [shape=box];"]
+    def diagram(self) -> Diagram:
+        """A box per vertex (``v0``, ``v1``, ... in ``vertices`` order) with its parallelism,
+        each edge labelled with its ship strategy and distribution."""
         names = {vid: f"v{i}" for i, vid in enumerate(self.vertices)}
-        for vertex in self.vertices.values():
-            label = f"{vertex.name}\np={vertex.parallelism}"
-            lines.append(f"  {names[vertex.id]} [label={dot_string(label)}];")
-        for edge in self.edges():
-            label = f"{edge.ship_strategy} {edge.distribution}"
-            lines.append(
-                f"  {names[edge.producer]} -> {names[edge.target]} [label={dot_string(label)}];"
+        nodes = tuple(
+            Node(names[vertex.id], f"{vertex.name}\np={vertex.parallelism}")
+            for vertex in self.vertices.values()
+        )
+        edges = tuple(
+            Edge(
+                names[edge.producer],
+                names[edge.target],
+                f"{edge.ship_strategy} {edge.distribution}",
             )
-        lines.append("}")
-        return "\n".join(lines) + "\n"
+            for edge in self.edges()
+        )
+        return Diagram(self.name, nodes, edges, default_shape=Shape.BOX)
+
+    def to_dot(self) -> str:
+        return self.diagram().to_dot()
 
     def to_mermaid(self) -> str:
-        lines = ["flowchart LR"]
-        names = {vid: f"v{i}" for i, vid in enumerate(self.vertices)}
-        for vertex in self.vertices.values():
-            label = mermaid_label(f"{vertex.name}\np={vertex.parallelism}")
-            lines.append(f"  {names[vertex.id]}[{label}]")
-        for edge in self.edges():
-            lines.append(
-                f"  {names[edge.producer]} -->|{edge.ship_strategy} {edge.distribution}| "
-                f"{names[edge.target]}"
-            )
-        return "\n".join(lines) + "\n"
+        return self.diagram().to_mermaid()
 
     def topological(self) -> list[JobVertex]:
         """JobGraph.getVerticesSortedTopologicallyFromSources."""
@@ -517,7 +517,7 @@ class _JobGraphGenerator:
             operators=operators,
             description=self.description(head),
             parallelism_configured=any(n.parallelism_configured for n in nodes),
-            keyed=any(e.partitioner == "HASH" for e in head_node.in_edges),
+            keyed=any(e.partitioner == Partitioner.HASH for e in head_node.in_edges),
             span=span,
         )
         self.job.vertices[vertex_id] = vertex

@@ -1,4 +1,5 @@
-"""Shared pieces of every ``--emit`` output: the versioned JSON envelope and DOT/Mermaid quoting."""
+"""Shared pieces of every ``--emit`` output: the versioned JSON envelope (DOT and Mermaid are
+:mod:`flowc.render`'s)."""
 
 from __future__ import annotations
 
@@ -40,29 +41,3 @@ def paused_gc() -> Iterator[None]:
     finally:
         if collecting:
             gc.enable()
-
-
-def dot_string(text: str) -> str:
-    """A DOT double-quoted string: backslashes, quotes and newlines escaped."""
-    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-    return f'"{escaped}"'
-
-
-_MERMAID_ESCAPES = {
-    "#": "#35;",
-    '"': "#quot;",
-    "<": "#lt;",
-    ">": "#gt;",
-    "&": "#amp;",
-    "[": "#91;",
-    "]": "#93;",
-    "|": "#124;",
-    "`": "#96;",
-}
-
-
-def mermaid_label(text: str) -> str:
-    """A quoted Mermaid label: special characters as Mermaid's ``#name;`` entity codes, so
-    no name can end the label or the node; line breaks become ``<br/>``."""
-    lines = ["".join(_MERMAID_ESCAPES.get(ch, ch) for ch in line) for line in text.split("\n")]
-    return '"' + "<br/>".join(lines) + '"'

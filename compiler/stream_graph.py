@@ -14,13 +14,21 @@ from typing import Any
 from flowc.diagnostics import Reporter
 from flowc.flink.hashing import hash_stream_nodes, to_hex
 from flowc.limits import MAX_STREAM_EDGES, MAX_STREAM_NODES
-from flowc.outputs import document, dot_string, mermaid_label
+from flowc.outputs import document
 from flowc.program import Settings
+from flowc.render import Diagram, Edge, Node, Shape
 from flowc.spans import Span
-from flowc.transformations import Transformation, TransformationTree
+from flowc.transformations import PartitionerName, Transformation, TransformationTree
+from flowc.vocabulary import (
+    POINTWISE_PARTITIONERS,
+    ChainingStrategy,
+    NodeKind,
+    Operator,
+    Partitioner,
+    TransformationKind,
+)
 
 DEFAULT_SLOT_SHARING_GROUP = "default"
-POINTWISE_PARTITIONERS = frozenset({"FORWARD", "RESCALE"})
 
 
 @dataclass(slots=True, eq=False)
@@ -28,7 +36,7 @@ class StreamEdge:
     source_id: int
     target_id: int
     type_number: int
-    partitioner: str
+    partitioner: PartitionerName
     exchange_mode: str
     output_tag: str | None
     unique_id: int
@@ -56,12 +64,12 @@ class StreamEdge:
 class StreamNode:
     id: int
     name: str
-    operator: str
-    kind: str  # source, operator or sink
+    operator: Operator
+    kind: NodeKind
     parallelism: int
     max_parallelism: int | None
     slot_sharing_group: str
-    chaining_strategy: str
+    chaining_strategy: ChainingStrategy
     uid: str | None
     keys: tuple[str, ...]
     span: Span
@@ -107,13 +115,13 @@ class StreamGraph:
             return False
         if up.slot_sharing_group != down.slot_sharing_group:
             return False
-        if up.chaining_strategy == "NEVER":
+        if up.chaining_strategy is ChainingStrategy.NEVER:
             return False
-        if down.chaining_strategy != "ALWAYS":
+        if down.chaining_strategy is not ChainingStrategy.ALWAYS:
             return False
         if up.parallelism != down.parallelism:
             return False
-        if edge.partitioner != "FORWARD" or edge.exchange_mode == "BATCH":
+        if edge.partitioner != Partitioner.FORWARD or edge.exchange_mode == "BATCH":
             return False
         return not any(
             other is not edge and other.type_number == edge.type_number for other in down.in_edges
@@ -148,13 +156,7 @@ class StreamGraph:
         out = []
         for node_id in order:
             node = self.nodes[node_id]
-            pact = (
-                "Data Source"
-                if node.kind == "source"
-                else "Data Sink"
-                if node.kind == "sink"
-                else "Operator"
-            )
+            pact = _PACTS[node.kind]
             data: dict[str, Any] = {
                 "id": node.id,
                 "type": node.name,
@@ -162,7 +164,7 @@ class StreamGraph:
                 "contents": node.name,
                 "parallelism": node.parallelism,
             }
-            if node.kind != "source":
+            if node.kind is not NodeKind.SOURCE:
                 data["predecessors"] = [
                     {"id": e.source_id, "ship_strategy": e.partitioner, "side": "second"}
                     for e in node.in_edges
@@ -179,7 +181,7 @@ class StreamGraph:
                     "span": node.span.to_json(),
                 }
             )
-            if node.kind != "source":
+            if node.kind is not NodeKind.SOURCE:
                 for edge, predecessor in zip(node.in_edges, data["predecessors"], strict=True):
                     predecessor["type_number"] = edge.type_number
                     predecessor["exchange_mode"] = edge.exchange_mode
@@ -218,26 +220,26 @@ class StreamGraph:
                 )
         return "\n".join(lines) + "\n"
 
+    def diagram(self) -> Diagram:
+        """A box per node with its parallelism, each edge labelled with its partitioner."""
+        nodes = tuple(
+            Node(f"n{node.id}", f"{node.name}\np={node.parallelism}")
+            for node in self.nodes.values()
+        )
+        edges = tuple(
+            Edge(f"n{edge.source_id}", f"n{edge.target_id}", edge.partitioner)
+            for edge in self.edges()
+        )
+        return Diagram(self.job_name, nodes, edges, default_shape=Shape.BOX)
+
     def to_dot(self) -> str:
-        lines = [f"digraph {dot_string(self.job_name)} {{", "  rankdir=LR;", "  node [shape=box];"]
-        for node in self.nodes.values():
-            label = f"{node.name}\np={node.parallelism}"
-            lines.append(f"  n{node.id} [label={dot_string(label)}];")
-        for edge in self.edges():
-            lines.append(
-                f"  n{edge.source_id} -> n{edge.target_id} [label={dot_string(edge.partitioner)}];"
-            )
-        lines.append("}")
-        return "\n".join(lines) + "\n"
+        return self.diagram().to_dot()
 
     def to_mermaid(self) -> str:
-        lines = ["flowchart LR"]
-        for node in self.nodes.values():
-            label = mermaid_label(f"{node.name}\np={node.parallelism}")
-            lines.append(f"  n{node.id}[{label}]")
-        for edge in self.edges():
-            lines.append(f"  n{edge.source_id} -->|{edge.partitioner}| n{edge.target_id}")
-        return "\n".join(lines) + "\n"
+        return self.diagram().to_mermaid()
+
+
+_PACTS = {NodeKind.SOURCE: "Data Source", NodeKind.SINK: "Data Sink", NodeKind.OPERATOR: "Operator"}
 
 
 def _count(n: int, noun: str) -> str:
@@ -249,7 +251,7 @@ def _count(n: int, noun: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class _VirtualPartition:
-    partitioner: str
+    partitioner: PartitionerName
     keys: tuple[str, ...]
     span: Span
 
@@ -262,6 +264,9 @@ _BOUND_HELP = {
     _VIRTUAL: "a partition step after a UNION ALL is one virtual node per input edge "
     "(docs/limits.md lists flowc's bounds)",
 }
+
+
+_NODE_KINDS = {TransformationKind.SOURCE: NodeKind.SOURCE, TransformationKind.SINK: NodeKind.SINK}
 
 
 def build_stream_graph(tree: TransformationTree, reporter: Reporter) -> StreamGraph:
@@ -300,7 +305,7 @@ class _Generator:
     def generate(self) -> StreamGraph:
         if self.settings.execution_mode == "batch":
             for t in self.tree.transformations.values():
-                if t.kind == "source" and not t.bounded:
+                if t.kind is TransformationKind.SOURCE and not t.bounded:
                     self.reporter.error(
                         "E0312",
                         "Detected an UNBOUNDED source with the 'execution.runtime-mode' set to "
@@ -358,7 +363,7 @@ class _Generator:
         are its inputs', in order (expanded on each use, not kept: a chain of unions would
         otherwise keep lists of quadratic total length)."""
         t = self.tree[ident]
-        if t.kind != "union":
+        if t.kind is not TransformationKind.UNION:
             return self.done[ident]
         out: list[int] = []
         stack = [iter(t.inputs)]
@@ -366,7 +371,7 @@ class _Generator:
             following = next(stack[-1], None)
             if following is None:
                 stack.pop()
-            elif self.tree[following].kind == "union":
+            elif self.tree[following].kind is TransformationKind.UNION:
                 stack.append(iter(self.tree[following].inputs))
             else:
                 out.extend(self.done[following])
@@ -374,7 +379,7 @@ class _Generator:
 
     def transform_one(self, t: Transformation) -> list[int]:
         """One transformation whose inputs are transformed: its ids."""
-        if t.kind == "source":
+        if t.kind is TransformationKind.SOURCE:
             if len(self.graph.nodes) == MAX_STREAM_NODES:
                 raise self.past_bound(t, "operators", MAX_STREAM_NODES)
             self.add_node(
@@ -385,10 +390,10 @@ class _Generator:
             )
             self.graph.sources.append(t.id)
             return [t.id]
-        virtual = t.kind in ("partition", "side_output")
+        virtual = t.kind in (TransformationKind.PARTITION, TransformationKind.SIDE_OUTPUT)
         if virtual and self.next_virtual_id + self.width(t.inputs[0]) > self.virtual_bound:
             raise self.past_bound(t, _VIRTUAL, MAX_STREAM_EDGES)
-        if t.kind == "partition":
+        if t.kind is TransformationKind.PARTITION:
             assert t.partitioner is not None
             partition = _VirtualPartition(t.partitioner, t.keys, t.span)
             ids = []
@@ -396,14 +401,14 @@ class _Generator:
                 node, _, tag = self.resolve(input_id)
                 ids.append(self.new_virtual_id(node, partition, tag))
             return ids
-        if t.kind == "side_output":
+        if t.kind is TransformationKind.SIDE_OUTPUT:
             assert t.output_tag is not None
             ids = []
             for input_id in self.ids(t.inputs[0]):
                 node, partition_or_none, _ = self.resolve(input_id)
                 ids.append(self.new_virtual_id(node, partition_or_none, t.output_tag))
             return ids
-        if t.kind == "union":
+        if t.kind is TransformationKind.UNION:
             self.widths[t.id] = sum(self.width(i) for i in t.inputs)
             return []  # see ids
         if len(self.graph.nodes) == MAX_STREAM_NODES:
@@ -414,13 +419,13 @@ class _Generator:
         inputs = [self.ids(i) for i in t.inputs]
         flat = [i for group in inputs for i in group]
         self.add_node(t, self.slot_sharing_group(t.slot_sharing_group, flat))
-        if t.kind == "sink":
+        if t.kind is TransformationKind.SINK:
             self.graph.sinks.append(t.id)
         for index, group in enumerate(inputs):
-            type_number = 0 if t.kind != "two_input" else index + 1
+            type_number = index + 1 if t.kind is TransformationKind.TWO_INPUT else 0
             for input_id in group:
                 self.add_edge(input_id, t.id, type_number)
-        return [] if t.kind == "sink" else [t.id]
+        return [] if t.kind is TransformationKind.SINK else [t.id]
 
     def new_virtual_id(
         self, node: int, partition: _VirtualPartition | None, tag: str | None
@@ -454,12 +459,12 @@ class _Generator:
         max_parallelism = t.max_parallelism
         if max_parallelism is None and self.settings.max_parallelism is not None:
             max_parallelism = self.settings.max_parallelism
-        kind = {"source": "source", "sink": "sink"}.get(t.kind, "operator")
+        assert isinstance(t.operator, Operator)
         self.graph.nodes[t.id] = StreamNode(
             id=t.id,
             name=t.name,
             operator=t.operator,
-            kind=kind,
+            kind=_NODE_KINDS.get(t.kind, NodeKind.OPERATOR),
             parallelism=t.parallelism,
             max_parallelism=max_parallelism,
             slot_sharing_group=group,
@@ -474,13 +479,18 @@ class _Generator:
         """addEdgeInternal: resolve virtual ids; the partitioner nearest the consumer wins."""
         up, partitioner, tag = self.resolve(up)
         upstream, downstream = self.graph.nodes[up], self.graph.nodes[down]
+        name: PartitionerName
         if partitioner is None:
-            name = "FORWARD" if upstream.parallelism == downstream.parallelism else "REBALANCE"
+            name = (
+                Partitioner.FORWARD
+                if upstream.parallelism == downstream.parallelism
+                else Partitioner.REBALANCE
+            )
             keys: tuple[str, ...] = ()
             span = downstream.span
         else:
             name, keys, span = partitioner.partitioner, partitioner.keys, partitioner.span
-        if name == "FORWARD" and upstream.parallelism != downstream.parallelism:
+        if name == Partitioner.FORWARD and upstream.parallelism != downstream.parallelism:
             self.reporter.error(
                 "E0310",
                 "Forward partitioning does not allow change of parallelism. Upstream operation: "
