@@ -41,3 +41,22 @@ def paused_gc() -> Iterator[None]:
     finally:
         if collecting:
             gc.enable()
+
+
+def count_of(n: int, one: str, many: str | None = None) -> str:
+    """``1 edge``, ``2 edges``: ``many`` where the plural is not ``one`` + s."""
+    return f"{n} {one if n == 1 else many if many is not None else one + 's'}"
+
+
+#: Where a text refers to a vertex (each edge into another), a name longer than this is
+#: shortened; the vertex's own heading has the whole name. A wide chain's name grows with
+#: the chain, and its vertex is referred to once per edge: in full, 4,000 views of one
+#: source read by 400 INSERTs made 240 MB of JobGraph text.
+REFERENCE_NAME_CHARS = 200
+
+
+def reference_name(name: str) -> str:
+    """``name``, or its first characters and its length when it is long."""
+    if len(name) <= REFERENCE_NAME_CHARS:
+        return name
+    return f"{name[: REFERENCE_NAME_CHARS - 40]}... ({len(name):,} characters)"

@@ -23,8 +23,8 @@ from flowc.flink.keygroups import (
     pointwise_producers_in_run,
     pointwise_runs,
 )
-from flowc.job_graph import JobEdge, JobGraph, JobVertex, reference_name
-from flowc.outputs import document, paused_gc
+from flowc.job_graph import JobEdge, JobGraph, JobVertex
+from flowc.outputs import document, paused_gc, reference_name
 from flowc.spark_plan import SparkPlan
 
 #: A vertex of at most this many subtasks is shown one line per subtask in text output;

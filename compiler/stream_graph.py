@@ -14,7 +14,7 @@ from typing import Any
 from flowc.diagnostics import Reporter
 from flowc.flink.hashing import hash_stream_nodes, to_hex
 from flowc.limits import MAX_STREAM_EDGES, MAX_STREAM_NODES
-from flowc.outputs import document
+from flowc.outputs import count_of, document
 from flowc.program import Settings
 from flowc.render import Diagram, Edge, Node, Shape
 from flowc.spans import Span
@@ -198,7 +198,7 @@ class StreamGraph:
     def to_text(self) -> str:
         lines = [
             f"StreamGraph of job '{self.job_name}' ({self.settings.execution_mode}, "
-            f"{_count(len(self.nodes), 'node')}, {_count(len(self.edges()), 'edge')})"
+            f"{count_of(len(self.nodes), 'node')}, {count_of(len(self.edges()), 'edge')})"
         ]
         for node in self.nodes.values():
             max_p = f", maxP {node.max_parallelism}" if node.max_parallelism is not None else ""
@@ -240,10 +240,6 @@ class StreamGraph:
 
 
 _PACTS = {NodeKind.SOURCE: "Data Source", NodeKind.SINK: "Data Sink", NodeKind.OPERATOR: "Operator"}
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 # ---------------------------------------------------------------- the generator
