@@ -347,8 +347,8 @@ class _JobGraphGenerator:
     def __init__(self, graph: StreamGraph) -> None:
         self.graph = graph
         self.built: set[int] = set()
-        #: Each node's chained outputs' targets, in order.
-        self.chained: dict[int, list[int]] = {}
+        #: Each node's chainable output edges, in order.
+        self.chained: dict[int, list[StreamEdge]] = {}
         self.transitive_out: dict[int, list[StreamEdge]] = {}
         self.vertex_of_node: dict[int, str] = {}
         #: The BLOCKING dataset a new edge reuses, by what makes it reusable (see connect).
@@ -399,7 +399,7 @@ class _JobGraphGenerator:
                 stack.append(_ChainFrame(edge.target_id, edge.target_id))
                 continue
             stack.pop()
-            self.chained[frame.current] = [e.target_id for e in frame.chainable]
+            self.chained[frame.current] = frame.chainable
             if frame.current == frame.head:
                 self.transitive_out[frame.head] = frame.transitive
                 self.create_vertex(self.graph.nodes[frame.current])
@@ -418,11 +418,8 @@ class _JobGraphGenerator:
             if depth > MAX_CHAINED_OPERATORS:
                 raise _ChainTooLong(self.graph.nodes[current])
             order.append(current)
-            stack.extend((target, depth + 1) for target in reversed(self.chained[current]))
+            stack.extend((e.target_id, depth + 1) for e in reversed(self.chained[current]))
         return order
-
-    def node_name(self, node: int) -> str:
-        return self.graph.nodes[node].name
 
     def create_vertex(self, head_node: StreamNode) -> None:
         head = head_node.id
@@ -446,13 +443,13 @@ class _JobGraphGenerator:
                 span = span.cover(n.span)
         vertex = JobVertex(
             id=vertex_id,
-            name=chained_name(head, self.node_name, self.chained),
+            name=chained_name(head, self.graph.nodes, self.chained),
             head=head,
             parallelism=head_node.parallelism,
             max_parallelism=head_node.max_parallelism,
             slot_sharing_group=head_node.slot_sharing_group,
             operators=operators,
-            description=tree_description(head, self.node_name, self.chained),
+            description=tree_description(head, self.graph.nodes, self.chained),
             parallelism_configured=any(n.parallelism_configured for n in nodes),
             keyed=any(e.partitioner == Partitioner.HASH for e in head_node.in_edges),
             span=span,

@@ -8,6 +8,7 @@ Flink's chainability test (``is_chainable``) and operator ids (StreamGraphHasher
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +30,13 @@ from flowc.vocabulary import (
 )
 
 DEFAULT_SLOT_SHARING_GROUP = "default"
+
+#: The strategies whose operator chains to its outputs (all but NEVER).
+_CHAINS_TO_OUTPUTS = frozenset({ChainingStrategy.ALWAYS, ChainingStrategy.HEAD})
+#: The strategies whose operator chains to its input (HEAD starts a chain).
+_CHAINS_TO_INPUT = frozenset({ChainingStrategy.ALWAYS})
+#: The partitioners whose edges may be chained.
+_CHAINED_PARTITIONERS = frozenset({Partitioner.FORWARD})
 
 
 @dataclass(slots=True, eq=False)
@@ -115,13 +123,13 @@ class StreamGraph:
             return False
         if up.slot_sharing_group != down.slot_sharing_group:
             return False
-        if up.chaining_strategy is ChainingStrategy.NEVER:
+        if up.chaining_strategy not in _CHAINS_TO_OUTPUTS:
             return False
-        if down.chaining_strategy is not ChainingStrategy.ALWAYS:
+        if down.chaining_strategy not in _CHAINS_TO_INPUT:
             return False
         if up.parallelism != down.parallelism:
             return False
-        if edge.partitioner != Partitioner.FORWARD or edge.exchange_mode == "BATCH":
+        if edge.partitioner not in _CHAINED_PARTITIONERS or edge.exchange_mode == "BATCH":
             return False
         return not any(
             other is not edge and other.type_number == edge.type_number for other in down.in_edges
@@ -262,7 +270,12 @@ _BOUND_HELP = {
 }
 
 
-_NODE_KINDS = {TransformationKind.SOURCE: NodeKind.SOURCE, TransformationKind.SINK: NodeKind.SINK}
+_NODE_KINDS = {
+    TransformationKind.SOURCE: NodeKind.SOURCE,
+    TransformationKind.ONE_INPUT: NodeKind.OPERATOR,
+    TransformationKind.TWO_INPUT: NodeKind.OPERATOR,
+    TransformationKind.SINK: NodeKind.SINK,
+}
 
 
 def build_stream_graph(tree: TransformationTree, reporter: Reporter) -> StreamGraph:
@@ -286,7 +299,7 @@ class _Generator:
         self.graph = StreamGraph(job_name=tree.job_name, settings=tree.settings)
         #: The ids each transformation's output stands for; unions' are not kept (see ids).
         self.done: dict[int, list[int]] = {}
-        #: How many ids a union's output stands for.
+        #: How many ids a union's output stands for (each union's, and only unions').
         self.widths: dict[int, int] = {}
         #: Each virtual id: the StreamNode it resolves to, the partitioner nearest the
         #: consumer, and the side-output tag nearest the consumer.
@@ -358,16 +371,15 @@ class _Generator:
         """The StreamGraph ids (real or virtual) a transformed output stands for; a union's
         are its inputs', in order (expanded on each use, not kept: a chain of unions would
         otherwise keep lists of quadratic total length)."""
-        t = self.tree[ident]
-        if t.kind is not TransformationKind.UNION:
+        if ident not in self.widths:
             return self.done[ident]
         out: list[int] = []
-        stack = [iter(t.inputs)]
+        stack = [iter(self.tree[ident].inputs)]
         while stack:
             following = next(stack[-1], None)
             if following is None:
                 stack.pop()
-            elif self.tree[following].kind is TransformationKind.UNION:
+            elif following in self.widths:
                 stack.append(iter(self.tree[following].inputs))
             else:
                 out.extend(self.done[following])
@@ -375,38 +387,62 @@ class _Generator:
 
     def transform_one(self, t: Transformation) -> list[int]:
         """One transformation whose inputs are transformed: its ids."""
-        if t.kind is TransformationKind.SOURCE:
-            if len(self.graph.nodes) == MAX_STREAM_NODES:
-                raise self.past_bound(t, "operators", MAX_STREAM_NODES)
-            self.add_node(
-                t,
-                DEFAULT_SLOT_SHARING_GROUP
-                if t.slot_sharing_group is None
-                else t.slot_sharing_group,
-            )
-            self.graph.sources.append(t.id)
-            return [t.id]
-        virtual = t.kind in (TransformationKind.PARTITION, TransformationKind.SIDE_OUTPUT)
-        if virtual and self.next_virtual_id + self.width(t.inputs[0]) > self.virtual_bound:
+        return _TRANSFORMS[t.kind](self, t)
+
+    def transform_source(self, t: Transformation) -> list[int]:
+        if len(self.graph.nodes) == MAX_STREAM_NODES:
+            raise self.past_bound(t, "operators", MAX_STREAM_NODES)
+        self.add_node(
+            t,
+            DEFAULT_SLOT_SHARING_GROUP if t.slot_sharing_group is None else t.slot_sharing_group,
+        )
+        self.graph.sources.append(t.id)
+        return [t.id]
+
+    def transform_partition(self, t: Transformation) -> list[int]:
+        assert t.partitioner is not None
+        self.check_virtual_bound(t)
+        partition = _VirtualPartition(t.partitioner, t.keys, t.span)
+        ids = []
+        for input_id in self.ids(t.inputs[0]):
+            node, _, tag = self.resolve(input_id)
+            ids.append(self.new_virtual_id(node, partition, tag))
+        return ids
+
+    def transform_side_output(self, t: Transformation) -> list[int]:
+        assert t.output_tag is not None
+        self.check_virtual_bound(t)
+        ids = []
+        for input_id in self.ids(t.inputs[0]):
+            node, partition_or_none, _ = self.resolve(input_id)
+            ids.append(self.new_virtual_id(node, partition_or_none, t.output_tag))
+        return ids
+
+    def transform_union(self, t: Transformation) -> list[int]:
+        self.widths[t.id] = sum(self.width(i) for i in t.inputs)
+        return []  # see ids
+
+    def transform_one_input(self, t: Transformation) -> list[int]:
+        self.add_operator(t, numbered=False)
+        return [t.id]
+
+    def transform_two_input(self, t: Transformation) -> list[int]:
+        self.add_operator(t, numbered=True)
+        return [t.id]
+
+    def transform_sink(self, t: Transformation) -> list[int]:
+        self.add_operator(t, numbered=False)
+        self.graph.sinks.append(t.id)
+        return []
+
+    def check_virtual_bound(self, t: Transformation) -> None:
+        """A partition or side output adds one virtual id per id its input stands for."""
+        if self.next_virtual_id + self.width(t.inputs[0]) > self.virtual_bound:
             raise self.past_bound(t, _VIRTUAL, MAX_STREAM_EDGES)
-        if t.kind is TransformationKind.PARTITION:
-            assert t.partitioner is not None
-            partition = _VirtualPartition(t.partitioner, t.keys, t.span)
-            ids = []
-            for input_id in self.ids(t.inputs[0]):
-                node, _, tag = self.resolve(input_id)
-                ids.append(self.new_virtual_id(node, partition, tag))
-            return ids
-        if t.kind is TransformationKind.SIDE_OUTPUT:
-            assert t.output_tag is not None
-            ids = []
-            for input_id in self.ids(t.inputs[0]):
-                node, partition_or_none, _ = self.resolve(input_id)
-                ids.append(self.new_virtual_id(node, partition_or_none, t.output_tag))
-            return ids
-        if t.kind is TransformationKind.UNION:
-            self.widths[t.id] = sum(self.width(i) for i in t.inputs)
-            return []  # see ids
+
+    def add_operator(self, t: Transformation, numbered: bool) -> None:
+        """A node for ``t`` and an edge from each id its inputs stand for; ``numbered``: each
+        input's edges carry its position (a two-input operator's type number 1 or 2), else 0."""
         if len(self.graph.nodes) == MAX_STREAM_NODES:
             raise self.past_bound(t, "operators", MAX_STREAM_NODES)
         self.edges += sum(self.width(i) for i in t.inputs)
@@ -415,13 +451,10 @@ class _Generator:
         inputs = [self.ids(i) for i in t.inputs]
         flat = [i for group in inputs for i in group]
         self.add_node(t, self.slot_sharing_group(t.slot_sharing_group, flat))
-        if t.kind is TransformationKind.SINK:
-            self.graph.sinks.append(t.id)
         for index, group in enumerate(inputs):
-            type_number = index + 1 if t.kind is TransformationKind.TWO_INPUT else 0
+            type_number = index + 1 if numbered else 0
             for input_id in group:
                 self.add_edge(input_id, t.id, type_number)
-        return [] if t.kind is TransformationKind.SINK else [t.id]
 
     def new_virtual_id(
         self, node: int, partition: _VirtualPartition | None, tag: str | None
@@ -460,7 +493,7 @@ class _Generator:
             id=t.id,
             name=t.name,
             operator=t.operator,
-            kind=_NODE_KINDS.get(t.kind, NodeKind.OPERATOR),
+            kind=_NODE_KINDS[t.kind],
             parallelism=t.parallelism,
             max_parallelism=max_parallelism,
             slot_sharing_group=group,
@@ -486,7 +519,7 @@ class _Generator:
             span = downstream.span
         else:
             name, keys, span = partitioner.partitioner, partitioner.keys, partitioner.span
-        if name == Partitioner.FORWARD and upstream.parallelism != downstream.parallelism:
+        if upstream.parallelism != downstream.parallelism and name == Partitioner.FORWARD:
             self.reporter.error(
                 "E0310",
                 "Forward partitioning does not allow change of parallelism. Upstream operation: "
@@ -512,3 +545,15 @@ class _Generator:
         )
         upstream.out_edges.append(edge)
         downstream.in_edges.append(edge)
+
+
+#: Each kind of transformation's step of the generator.
+_TRANSFORMS: dict[TransformationKind, Callable[[_Generator, Transformation], list[int]]] = {
+    TransformationKind.SOURCE: _Generator.transform_source,
+    TransformationKind.PARTITION: _Generator.transform_partition,
+    TransformationKind.SIDE_OUTPUT: _Generator.transform_side_output,
+    TransformationKind.UNION: _Generator.transform_union,
+    TransformationKind.ONE_INPUT: _Generator.transform_one_input,
+    TransformationKind.TWO_INPUT: _Generator.transform_two_input,
+    TransformationKind.SINK: _Generator.transform_sink,
+}

@@ -12,6 +12,7 @@ through inputs only).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
@@ -52,7 +53,7 @@ PartitionerName = Partitioner | Literal["CUSTOM"]
 
 #: The operator each one-input step runs (joins, unions and partition steps have their own
 #: transformations; a global aggregate runs ``aggregate``).
-_ONE_INPUT_OPERATORS = {
+_ONE_INPUT_OPERATORS: dict[str, Operator] = {
     StepKind.WHERE: Operator.FILTER,
     StepKind.SELECT: Operator.MAP,
     StepKind.EXTEND: Operator.MAP,
@@ -364,65 +365,76 @@ class _Builder:
         return current
 
     def step(self, step: Step, current: int) -> int:
+        """The transformations running ``step`` on ``current``: the last one's id."""
+        return _STEPS.get(step.kind, _Builder.one_input_step)(self, step, current)
+
+    def partition_step(self, step: Step, current: int) -> int:
+        assert step.partition is not None
+        return self.virtual(
+            TransformationKind.PARTITION,
+            current,
+            step.span,
+            partitioner=_partitioner(step.partition),
+            keys=step.keys,
+        )
+
+    def union_step(self, step: Step, current: int) -> int:
+        others = tuple(self.origin(s) for s in step.inputs)
+        return self.virtual(TransformationKind.UNION, current, step.span, inputs=(current, *others))
+
+    def join_step(self, step: Step, current: int) -> int:
+        (right,) = step.inputs
+        assert right.keys is not None
+        left_in = self.hash_partition(current, step.span, step.keys)
+        right_in = self.hash_partition(self.origin(right), step.span, right.keys)
+        return self.physical(
+            TransformationKind.TWO_INPUT,
+            step_name(step),
+            Operator.JOIN,
+            (left_in, right_in),
+            step.hints,
+            step.span,
+            keys=step.keys,
+        )
+
+    def aggregate_step(self, step: Step, current: int) -> int:
+        if step.keys:
+            return self.one_input_step(step, current)
+        # Flink's windowAll / global aggregation: a HASH exchange on a constant key
+        # into one non-parallel operator (parallelism 1, max parallelism 1).
         hints = step.hints
-        span = step.span
-        if step.kind in PARTITION_STEPS:
-            assert step.partition is not None
-            return self.virtual(
-                TransformationKind.PARTITION,
-                current,
-                span,
-                partitioner=_partitioner(step.partition),
-                keys=step.keys,
+        if hints.parallelism not in (None, 1):
+            self.reporter.error(
+                "E0311",
+                f"a global {step_name(step)} runs with parallelism 1, not {hints.parallelism}",
+                hints.spans["parallelism"],
+                help="KEY BY a column first to aggregate in parallel",
             )
-        if step.kind == StepKind.UNION:
-            others = tuple(self.origin(s) for s in step.inputs)
-            return self.virtual(TransformationKind.UNION, current, span, inputs=(current, *others))
-        if step.kind == StepKind.JOIN:
-            (right,) = step.inputs
-            assert right.keys is not None
-            left_in = self.hash_partition(current, span, step.keys)
-            right_in = self.hash_partition(self.origin(right), span, right.keys)
-            return self.physical(
-                TransformationKind.TWO_INPUT,
-                step_name(step),
-                Operator.JOIN,
-                (left_in, right_in),
-                hints,
-                span,
-                keys=step.keys,
-            )
-        if step.kind in AGGREGATE_STEPS and not step.keys:
-            # Flink's windowAll / global aggregation: a HASH exchange on a constant key
-            # into one non-parallel operator (parallelism 1, max parallelism 1).
-            if hints.parallelism not in (None, 1):
-                self.reporter.error(
-                    "E0311",
-                    f"a global {step_name(step)} runs with parallelism 1, not {hints.parallelism}",
-                    hints.spans["parallelism"],
-                    help="KEY BY a column first to aggregate in parallel",
-                )
-            return self.physical(
-                TransformationKind.ONE_INPUT,
-                step_name(step),
-                Operator.WINDOW if step.kind == StepKind.WINDOW_AGGREGATE else Operator.AGGREGATE,
-                (self.hash_partition(current, span),),
-                hints,
-                span,
-                parallelism=1,
-                max_parallelism=1,
-            )
-        if step.kind == StepKind.DEDUPLICATE and self._needs_key_partition(step, current):
-            current = self.hash_partition(current, span, step.keys)
-        keyed = step.kind in AGGREGATE_STEPS or step.kind == StepKind.DEDUPLICATE
         return self.physical(
             TransformationKind.ONE_INPUT,
             step_name(step),
-            _ONE_INPUT_OPERATORS[StepKind(step.kind)],
-            (current,),
+            Operator.WINDOW if step.kind == StepKind.WINDOW_AGGREGATE else Operator.AGGREGATE,
+            (self.hash_partition(current, step.span),),
             hints,
-            span,
-            step.keys if keyed else (),
+            step.span,
+            parallelism=1,
+            max_parallelism=1,
+        )
+
+    def deduplicate_step(self, step: Step, current: int) -> int:
+        if self._needs_key_partition(step, current):
+            current = self.hash_partition(current, step.span, step.keys)
+        return self.one_input_step(step, current)
+
+    def one_input_step(self, step: Step, current: int) -> int:
+        return self.physical(
+            TransformationKind.ONE_INPUT,
+            step_name(step),
+            _ONE_INPUT_OPERATORS[step.kind],
+            (current,),
+            step.hints,
+            step.span,
+            step.keys if step.kind in _KEYED_STEPS else (),
         )
 
     def _needs_key_partition(self, step: Step, current: int) -> bool:
@@ -434,6 +446,20 @@ class _Builder:
 def _partitioner(name: str) -> PartitionerName:
     """A partition step's partitioner, by the name :class:`~flowc.program.Step` gives it."""
     return CUSTOM_PARTITIONER if name == CUSTOM_PARTITIONER else Partitioner(name)
+
+
+#: How each step is built that is not one plain one-input transformation (any other is).
+_STEPS: dict[str, Callable[[_Builder, Step, int], int]] = {
+    **{kind: _Builder.partition_step for kind in PARTITION_STEPS},
+    StepKind.UNION: _Builder.union_step,
+    StepKind.JOIN: _Builder.join_step,
+    StepKind.AGGREGATE: _Builder.aggregate_step,
+    StepKind.WINDOW_AGGREGATE: _Builder.aggregate_step,
+    StepKind.DEDUPLICATE: _Builder.deduplicate_step,
+}
+
+#: The one-input steps whose operator is keyed (by the keys in force).
+_KEYED_STEPS = AGGREGATE_STEPS | {StepKind.DEDUPLICATE}
 
 
 def _bounded(source: SourceDef) -> bool:

@@ -1,21 +1,31 @@
 """How Flink names and describes a chain of operators (a JobVertex).
 
 StreamingJobGraphGenerator's createChainedName and its TREE vertex description, and
-JsonPlanGenerator's escaping of that description. The chain is abstract here: operator
-ids, each one's name, and the operators chained to each output (``chained``, in order),
+JsonPlanGenerator's escaping of that description. The chain is abstract here: nodes by
+id, each with a ``name``, and each node's chained output edges (``chained``, in order),
 so the rules stay independent of flowc's own graph classes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from html.entities import codepoint2name
+from typing import Protocol
 
-__all__ = ["chained_name", "escape_description", "tree_description"]
+from .hashing import StreamEdgeLike
+
+__all__ = ["NamedNode", "chained_name", "escape_description", "tree_description"]
+
+
+class NamedNode(Protocol):
+    """What the rules need from a node: its name."""
+
+    @property
+    def name(self) -> str: ...
 
 
 def chained_name(
-    head: int, name: Callable[[int], str], chained: Mapping[int, Sequence[int]]
+    head: int, nodes: Mapping[int, NamedNode], chained: Mapping[int, Sequence[StreamEdgeLike]]
 ) -> str:
     """``A -> B`` for one chained output, ``A -> (B, C)`` for several (createChainedName),
     nested along the chain.
@@ -30,38 +40,38 @@ def chained_name(
         if isinstance(item, str):
             pieces.append(item)
             continue
-        pieces.append(name(item))
+        pieces.append(nodes[item].name)
         outputs = chained[item]
         if len(outputs) == 1:
-            stack.append(outputs[0])
+            stack.append(outputs[0].target_id)
             stack.append(" -> ")
         elif outputs:
             todo: list[int | str] = [" -> ("]
-            for index, target in enumerate(outputs):
+            for index, edge in enumerate(outputs):
                 if index:
                     todo.append(", ")
-                todo.append(target)
+                todo.append(edge.target_id)
             todo.append(")")
             stack.extend(reversed(todo))
     return "".join(pieces)
 
 
 def tree_description(
-    head: int, name: Callable[[int], str], chained: Mapping[int, Sequence[int]]
+    head: int, nodes: Mapping[int, NamedNode], chained: Mapping[int, Sequence[StreamEdgeLike]]
 ) -> str:
     """Flink's TREE vertex description: ``:- `` / ``+- `` per chained output, each level
     indented three more characters (so a chain of n operators one after another describes
     in about 3n²/2 characters: flowc bounds how many chain so)."""
-    lines = [name(head)]
+    lines = [nodes[head].name]
     stack: list[tuple[int, str, bool]] = []  # (operator, its prefix, last of its siblings)
     below, prefix = chained[head], ""
     while True:
         for index in range(len(below) - 1, -1, -1):  # pre-order: the first child next
-            stack.append((below[index], prefix, index == len(below) - 1))
+            stack.append((below[index].target_id, prefix, index == len(below) - 1))
         if not stack:
             break
         node, outer, last = stack.pop()
-        lines.append(outer + ("+- " if last else ":- ") + name(node))
+        lines.append(outer + ("+- " if last else ":- ") + nodes[node].name)
         below, prefix = chained[node], outer + ("   " if last else ":  ")
     return "\n".join(lines) + "\n"
 
