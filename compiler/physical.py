@@ -26,6 +26,7 @@ from flowc.flink.keygroups import (
 from flowc.job_graph import JobEdge, JobGraph, JobVertex
 from flowc.outputs import document, paused_gc, reference_name
 from flowc.spark_plan import SparkPlan
+from flowc.stream_graph import DEFAULT_SLOT_SHARING_GROUP
 
 #: A vertex of at most this many subtasks is shown one line per subtask in text output;
 #: a larger one as runs (JSON always has runs).
@@ -361,7 +362,7 @@ def build_physical_plan(job: JobGraph, spark: SparkPlan | None = None) -> Physic
     groups: dict[str, str] = {}
     for vertex in ordered:
         group = vertex.slot_sharing_group
-        if not job.stream_graph.streaming and group == "default":
+        if not job.stream_graph.streaming and group == DEFAULT_SLOT_SHARING_GROUP:
             group = f"default (region {region_of[vertex.id]})"
         groups[vertex.id] = group
     slots, slots_per_group = _assign_slots(job, ordered, groups)

@@ -247,6 +247,7 @@ class StreamGraph:
         return self.diagram().to_mermaid()
 
 
+#: Flink's JSON plan names each kind of node by its PACT.
 _PACTS = {NodeKind.SOURCE: "Data Source", NodeKind.SINK: "Data Sink", NodeKind.OPERATOR: "Operator"}
 
 
@@ -270,6 +271,7 @@ _BOUND_HELP = {
 }
 
 
+#: The StreamNode kind of each physical transformation.
 _NODE_KINDS = {
     TransformationKind.SOURCE: NodeKind.SOURCE,
     TransformationKind.ONE_INPUT: NodeKind.OPERATOR,
