@@ -1,7 +1,8 @@
 """DOT and Mermaid, written once for every graph stage.
 
-A stage describes its graph as :class:`Node`\\ s and :class:`Edge`\\ s; :class:`Diagram`
-writes it in either language, so quoting and layout are the same for all stages.
+Each stage (Transformation tree, StreamGraph, JobGraph) describes its graph as a
+:class:`Diagram` of nodes and edges, which writes it in either language: quoting and
+layout are the same for all stages.
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ from enum import Enum
 
 
 class Shape(Enum):
-    """How a node is drawn: a box (an operator) or a rounded node (a virtual one)."""
+    """How a node is drawn: a box (an operator) or a rounded node (a virtual one). The
+    value is DOT's shape; Mermaid draws a rounded node as a stadium."""
 
     BOX = "box"
     ROUNDED = "ellipse"
@@ -19,6 +21,8 @@ class Shape(Enum):
 
 @dataclass(frozen=True, slots=True)
 class Node:
+    """``id`` names the node in the diagram's text; ``label`` is shown, quoted."""
+
     id: str
     label: str
     shape: Shape = Shape.BOX
@@ -26,6 +30,8 @@ class Node:
 
 @dataclass(frozen=True, slots=True)
 class Edge:
+    """From node id ``source`` to node id ``target``, with an optional one-line label."""
+
     source: str
     target: str
     label: str | None = None
