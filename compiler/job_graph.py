@@ -239,34 +239,34 @@ class JobGraph:
                 raise ValueError("The job graph is cyclic.")
             current = ordered[position]
             position += 1
-            self._add_without_new_predecessors(current, ordered, remaining, waiting)
+            _add_without_new_predecessors(current, ordered, remaining, waiting)
         return ordered
 
-    def _add_without_new_predecessors(
-        self,
-        start: JobVertex,
-        ordered: list[JobVertex],
-        remaining: dict[str, JobVertex],
-        waiting: dict[str, int],
-    ) -> None:
-        """addNodesThatHaveNoNewPredecessors: depth-first, descending into a consumer as soon
-        as it is added (with an explicit stack, so long pipelines need no deep recursion).
 
-        ``waiting`` counts each vertex's inputs whose producer is still ``remaining``: Flink
-        scans the consumer's inputs for each edge, which is quadratic in parallel edges.
-        """
-        stack = [_consumers(start)]
-        while stack:
-            edge = next(stack[-1], None)
-            if edge is None:
-                stack.pop()
-                continue
-            target = remaining.get(edge.target)
-            if target is None or waiting[target.id]:
-                continue
-            ordered.append(target)
-            _order(target, remaining, waiting)
-            stack.append(_consumers(target))
+def _add_without_new_predecessors(
+    start: JobVertex,
+    ordered: list[JobVertex],
+    remaining: dict[str, JobVertex],
+    waiting: dict[str, int],
+) -> None:
+    """addNodesThatHaveNoNewPredecessors: depth-first, descending into a consumer as soon
+    as it is added (with an explicit stack, so long pipelines need no deep recursion).
+
+    ``waiting`` counts each vertex's inputs whose producer is still ``remaining``: Flink
+    scans the consumer's inputs for each edge, which is quadratic in parallel edges.
+    """
+    stack = [_consumers(start)]
+    while stack:
+        edge = next(stack[-1], None)
+        if edge is None:
+            stack.pop()
+            continue
+        target = remaining.get(edge.target)
+        if target is None or waiting[target.id]:
+            continue
+        ordered.append(target)
+        _order(target, remaining, waiting)
+        stack.append(_consumers(target))
 
 
 def _consumers(vertex: JobVertex) -> Iterator[JobEdge]:

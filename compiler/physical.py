@@ -357,7 +357,7 @@ def _shares(items: int, owners: int) -> str:
 
 def build_physical_plan(job: JobGraph, spark: SparkPlan | None = None) -> PhysicalPlan:
     ordered = job.topological()
-    regions = _pipelined_regions(job, ordered)
+    regions = _pipelined_regions(ordered)
     region_of = {vid: index for index, region in enumerate(regions) for vid in region}
     groups: dict[str, str] = {}
     for vertex in ordered:
@@ -409,7 +409,7 @@ def build_physical_plan(job: JobGraph, spark: SparkPlan | None = None) -> Physic
     )
 
 
-def _pipelined_regions(job: JobGraph, ordered: list[JobVertex]) -> list[list[str]]:
+def _pipelined_regions(ordered: list[JobVertex]) -> list[list[str]]:
     """Union vertices joined by PIPELINED(_BOUNDED) results; regions in topological order."""
     parent = {v.id: v.id for v in ordered}
 
