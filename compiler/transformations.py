@@ -49,6 +49,7 @@ from flowc.vocabulary import (
 #: PARTITION BY's partitioner (Flink's CustomPartitionerWrapper), which
 #: :class:`~flowc.vocabulary.Partitioner` does not list yet.
 CUSTOM_PARTITIONER: Final = "CUSTOM"
+#: What partitions a partition transformation's (and so an edge's) records.
 PartitionerName = Partitioner | Literal["CUSTOM"]
 
 #: The operator each one-input step runs (joins, unions and partition steps have their own
