@@ -11,17 +11,20 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from html.entities import codepoint2name
 from typing import Any
 
 from flowc.diagnostics import CompileError, Reporter
+from flowc.flink.chains import chained_name, escape_description, tree_description
 from flowc.flink.keygroups import compute_default_max_parallelism
 from flowc.flink.murmur import murmur3_x64_128
 from flowc.limits import MAX_CHAINED_OPERATORS
-from flowc.outputs import document, dot_string, mermaid_label
+from flowc.outputs import count_of, document, reference_name
 from flowc.program import Settings
+from flowc.render import Diagram, Edge, Node, Shape
 from flowc.spans import Span
 from flowc.stream_graph import StreamEdge, StreamGraph, StreamNode
+from flowc.transformations import PartitionerName
+from flowc.vocabulary import Partitioner
 
 #: CheckpointCoordinatorConfiguration's DISABLED_CHECKPOINT_INTERVAL (Long.MAX_VALUE).
 DISABLED_CHECKPOINT_INTERVAL = 2**63 - 1
@@ -49,13 +52,12 @@ class ChainedOperator:
 
 @dataclass(slots=True, eq=False)
 class IntermediateDataSet:
-    """A result of one producing operator (``source_node``) of vertex ``producer``."""
+    """A result of vertex ``producer``, read by ``consumers``."""
 
     id: str
     producer: str
-    source_node: int
     result_partition_type: str
-    partitioner: str
+    partitioner: PartitionerName
     consumers: list[JobEdge] = field(default_factory=list)
 
 
@@ -63,7 +65,7 @@ class IntermediateDataSet:
 class JobEdge:
     source: IntermediateDataSet
     target: str
-    ship_strategy: str
+    ship_strategy: PartitionerName
     distribution: str
     stream_edge: StreamEdge
 
@@ -92,7 +94,7 @@ class JobVertex:
     inputs: list[JobEdge] = field(default_factory=list)
     produced: list[IntermediateDataSet] = field(default_factory=list)
 
-    def to_json(self, index: dict[str, JobVertex]) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
             "id": self.id,
             "name": self.name,
@@ -101,7 +103,7 @@ class JobVertex:
             "slot_sharing_group": self.slot_sharing_group,
             "operator": "",
             "operator_strategy": "",
-            "description": _escape_description(self.description),
+            "description": escape_description(self.description),
             "operators": [op.to_json() for op in self.operators],
         }
         if self.inputs:
@@ -146,7 +148,6 @@ class JobGraph:
     job_id: str
     name: str
     job_type: str
-    settings: Settings
     stream_graph: StreamGraph
     checkpoints: CheckpointSettings
     vertices: dict[str, JobVertex] = field(default_factory=dict)
@@ -160,15 +161,15 @@ class JobGraph:
             "name": self.name,
             "type": self.job_type,
             "checkpoints": self.checkpoints.to_json(),
-            "nodes": [v.to_json(self.vertices) for v in self.vertices.values()],
+            "nodes": [v.to_json() for v in self.vertices.values()],
         }
         return document("jobgraph", body)
 
     def to_text(self) -> str:
         lines = [
             f"JobGraph of job '{self.name}' ({self.job_type}, "
-            f"{_count(len(self.vertices), 'vertex', 'vertices')}, "
-            f"{_count(len(self.edges()), 'edge', 'edges')})",
+            f"{count_of(len(self.vertices), 'vertex', 'vertices')}, "
+            f"{count_of(len(self.edges()), 'edge')})",
             "checkpoints: "
             + (
                 f"every {self.checkpoints.interval_ms} ms, {self.checkpoints.mode}"
@@ -201,32 +202,29 @@ class JobGraph:
                 )
         return "\n".join(lines) + "\n"
 
-    def to_dot(self) -> str:
-        lines = [f"digraph {dot_string(self.name)} {{", "  rankdir=LR;", "  node [shape=box];"]
+    def diagram(self) -> Diagram:
+        """A box per vertex (``v0``, ``v1``, ... in ``vertices`` order) with its parallelism,
+        each edge labelled with its ship strategy and distribution."""
         names = {vid: f"v{i}" for i, vid in enumerate(self.vertices)}
-        for vertex in self.vertices.values():
-            label = f"{vertex.name}\np={vertex.parallelism}"
-            lines.append(f"  {names[vertex.id]} [label={dot_string(label)}];")
-        for edge in self.edges():
-            label = f"{edge.ship_strategy} {edge.distribution}"
-            lines.append(
-                f"  {names[edge.producer]} -> {names[edge.target]} [label={dot_string(label)}];"
+        nodes = tuple(
+            Node(names[vertex.id], f"{vertex.name}\np={vertex.parallelism}")
+            for vertex in self.vertices.values()
+        )
+        edges = tuple(
+            Edge(
+                names[edge.producer],
+                names[edge.target],
+                f"{edge.ship_strategy} {edge.distribution}",
             )
-        lines.append("}")
-        return "\n".join(lines) + "\n"
+            for edge in self.edges()
+        )
+        return Diagram(self.name, nodes, edges, default_shape=Shape.BOX)
+
+    def to_dot(self) -> str:
+        return self.diagram().to_dot()
 
     def to_mermaid(self) -> str:
-        lines = ["flowchart LR"]
-        names = {vid: f"v{i}" for i, vid in enumerate(self.vertices)}
-        for vertex in self.vertices.values():
-            label = mermaid_label(f"{vertex.name}\np={vertex.parallelism}")
-            lines.append(f"  {names[vertex.id]}[{label}]")
-        for edge in self.edges():
-            lines.append(
-                f"  {names[edge.producer]} -->|{edge.ship_strategy} {edge.distribution}| "
-                f"{names[edge.target]}"
-            )
-        return "\n".join(lines) + "\n"
+        return self.diagram().to_mermaid()
 
     def topological(self) -> list[JobVertex]:
         """JobGraph.getVerticesSortedTopologicallyFromSources."""
@@ -241,34 +239,34 @@ class JobGraph:
                 raise ValueError("The job graph is cyclic.")
             current = ordered[position]
             position += 1
-            self._add_without_new_predecessors(current, ordered, remaining, waiting)
+            _add_without_new_predecessors(current, ordered, remaining, waiting)
         return ordered
 
-    def _add_without_new_predecessors(
-        self,
-        start: JobVertex,
-        ordered: list[JobVertex],
-        remaining: dict[str, JobVertex],
-        waiting: dict[str, int],
-    ) -> None:
-        """addNodesThatHaveNoNewPredecessors: depth-first, descending into a consumer as soon
-        as it is added (with an explicit stack, so long pipelines need no deep recursion).
 
-        ``waiting`` counts each vertex's inputs whose producer is still ``remaining``: Flink
-        scans the consumer's inputs for each edge, which is quadratic in parallel edges.
-        """
-        stack = [_consumers(start)]
-        while stack:
-            edge = next(stack[-1], None)
-            if edge is None:
-                stack.pop()
-                continue
-            target = remaining.get(edge.target)
-            if target is None or waiting[target.id]:
-                continue
-            ordered.append(target)
-            _order(target, remaining, waiting)
-            stack.append(_consumers(target))
+def _add_without_new_predecessors(
+    start: JobVertex,
+    ordered: list[JobVertex],
+    remaining: dict[str, JobVertex],
+    waiting: dict[str, int],
+) -> None:
+    """addNodesThatHaveNoNewPredecessors: depth-first, descending into a consumer as soon
+    as it is added (with an explicit stack, so long pipelines need no deep recursion).
+
+    ``waiting`` counts each vertex's inputs whose producer is still ``remaining``: Flink
+    scans the consumer's inputs for each edge, which is quadratic in parallel edges.
+    """
+    stack = [_consumers(start)]
+    while stack:
+        edge = next(stack[-1], None)
+        if edge is None:
+            stack.pop()
+            continue
+        target = remaining.get(edge.target)
+        if target is None or waiting[target.id]:
+            continue
+        ordered.append(target)
+        _order(target, remaining, waiting)
+        stack.append(_consumers(target))
 
 
 def _consumers(vertex: JobVertex) -> Iterator[JobEdge]:
@@ -280,24 +278,6 @@ def _order(vertex: JobVertex, remaining: dict[str, JobVertex], waiting: dict[str
     del remaining[vertex.id]
     for edge in _consumers(vertex):
         waiting[edge.target] -= 1
-
-
-#: Where a text refers to a vertex (each edge into another), a name longer than this is
-#: shortened; the vertex's own heading has the whole name. A wide chain's name grows with
-#: the chain, and its vertex is referred to once per edge: in full, 4,000 views of one
-#: source read by 400 INSERTs made 240 MB of JobGraph text.
-REFERENCE_NAME_CHARS = 200
-
-
-def reference_name(name: str) -> str:
-    """``name``, or its first characters and its length when it is long."""
-    if len(name) <= REFERENCE_NAME_CHARS:
-        return name
-    return f"{name[: REFERENCE_NAME_CHARS - 40]}... ({len(name):,} characters)"
-
-
-def _count(n: int, one: str, many: str) -> str:
-    return f"{n} {one if n == 1 else many}"
 
 
 def build_job_graph(graph: StreamGraph, reporter: Reporter | None = None) -> JobGraph:
@@ -357,23 +337,27 @@ class _ChainFrame:
         self.transitive: list[StreamEdge] = []
 
 
+#: What makes a BLOCKING dataset reusable by another edge (see _JobGraphGenerator.connect):
+#: producer vertex, source node, partitioner, the consumer's parallelism and max
+#: parallelism, output tag, keys.
+_ReuseKey = tuple[str, int, PartitionerName, int, int | None, str | None, tuple[str, ...]]
+
+
 class _JobGraphGenerator:
     def __init__(self, graph: StreamGraph) -> None:
         self.graph = graph
-        self.settings = graph.settings
-        self.heads: dict[int, int] = {}  # chain entry node → its head (itself)
         self.built: set[int] = set()
-        self.chainable_outputs: dict[int, list[StreamEdge]] = {}
+        #: Each node's chainable output edges, in order.
+        self.chained: dict[int, list[StreamEdge]] = {}
         self.transitive_out: dict[int, list[StreamEdge]] = {}
         self.vertex_of_node: dict[int, str] = {}
         #: The BLOCKING dataset a new edge reuses, by what makes it reusable (see connect).
-        self.blocking: dict[tuple[Any, ...], IntermediateDataSet] = {}
+        self.blocking: dict[_ReuseKey, IntermediateDataSet] = {}
         streaming = graph.streaming
         self.job = JobGraph(
             job_id=_job_id(graph),
             name=graph.job_name,
             job_type="STREAMING" if streaming else "BATCH",
-            settings=graph.settings,
             stream_graph=graph,
             checkpoints=_checkpoint_settings(graph.settings),
         )
@@ -415,41 +399,12 @@ class _JobGraphGenerator:
                 stack.append(_ChainFrame(edge.target_id, edge.target_id))
                 continue
             stack.pop()
-            self.chainable_outputs[frame.current] = frame.chainable
+            self.chained[frame.current] = frame.chainable
             if frame.current == frame.head:
                 self.transitive_out[frame.head] = frame.transitive
                 self.create_vertex(self.graph.nodes[frame.current])
             if frame.caller is not None:
                 frame.caller.extend(frame.transitive)
-
-    def chained_name(self, head: int) -> str:
-        """``A -> B`` for one chained output, ``A -> (B, C)`` for several (createChainedName),
-        nested along the chain.
-
-        Computed for chain heads only: Flink's per-node names grow quadratically on long
-        chains. Written piece by piece (no deep recursion, no quadratic copying).
-        """
-        pieces: list[str] = []
-        stack: list[int | str] = [head]
-        while stack:
-            item = stack.pop()
-            if isinstance(item, str):
-                pieces.append(item)
-                continue
-            pieces.append(self.graph.nodes[item].name)
-            outputs = self.chainable_outputs[item]
-            if len(outputs) == 1:
-                stack.append(outputs[0].target_id)
-                stack.append(" -> ")
-            elif outputs:
-                todo: list[int | str] = [" -> ("]
-                for index, edge in enumerate(outputs):
-                    if index:
-                        todo.append(", ")
-                    todo.append(edge.target_id)
-                todo.append(")")
-                stack.extend(reversed(todo))
-        return "".join(pieces)
 
     def chain_members(self, head: int) -> list[int]:
         """The chain's operators, head first, then depth-first along chained outputs.
@@ -463,29 +418,8 @@ class _JobGraphGenerator:
             if depth > MAX_CHAINED_OPERATORS:
                 raise _ChainTooLong(self.graph.nodes[current])
             order.append(current)
-            stack.extend(
-                (e.target_id, depth + 1) for e in reversed(self.chainable_outputs[current])
-            )
+            stack.extend((e.target_id, depth + 1) for e in reversed(self.chained[current]))
         return order
-
-    def description(self, head: int) -> str:
-        """Flink's TREE vertex description: ``:- `` / ``+- `` per chained output, each level
-        indented three more characters (so a chain of n operators one after another describes
-        in about 3n²/2 characters: flowc chains at most MAX_CHAINED_OPERATORS so)."""
-        nodes = self.graph.nodes
-        outputs = self.chainable_outputs
-        lines = [nodes[head].name]
-        stack: list[tuple[int, str, bool]] = []  # (operator, its prefix, last of its siblings)
-        below, prefix = outputs[head], ""
-        while True:
-            for index in range(len(below) - 1, -1, -1):  # pre-order: the first child next
-                stack.append((below[index].target_id, prefix, index == len(below) - 1))
-            if not stack:
-                break
-            node_id, outer, last = stack.pop()
-            lines.append(outer + ("+- " if last else ":- ") + nodes[node_id].name)
-            below, prefix = outputs[node_id], outer + ("   " if last else ":  ")
-        return "\n".join(lines) + "\n"
 
     def create_vertex(self, head_node: StreamNode) -> None:
         head = head_node.id
@@ -509,15 +443,15 @@ class _JobGraphGenerator:
                 span = span.cover(n.span)
         vertex = JobVertex(
             id=vertex_id,
-            name=self.chained_name(head),
+            name=chained_name(head, self.graph.nodes, self.chained),
             head=head,
             parallelism=head_node.parallelism,
             max_parallelism=head_node.max_parallelism,
             slot_sharing_group=head_node.slot_sharing_group,
             operators=operators,
-            description=self.description(head),
+            description=tree_description(head, self.graph.nodes, self.chained),
             parallelism_configured=any(n.parallelism_configured for n in nodes),
-            keyed=any(e.partitioner == "HASH" for e in head_node.in_edges),
+            keyed=any(e.partitioner == Partitioner.HASH for e in head_node.in_edges),
             span=span,
         )
         self.job.vertices[vertex_id] = vertex
@@ -555,7 +489,6 @@ class _JobGraphGenerator:
             dataset = IntermediateDataSet(
                 id=_dataset_id(producer_id, len(producer.produced)),
                 producer=producer_id,
-                source_node=edge.source_id,
                 result_partition_type=partition_type,
                 partitioner=edge.partitioner,
             )
@@ -571,16 +504,6 @@ class _JobGraphGenerator:
         )
         dataset.consumers.append(job_edge)
         consumer.inputs.append(job_edge)
-
-
-def _escape_description(text: str) -> str:
-    """JsonPlanGenerator: commons-lang3 escapeHtml4 (the HTML 4 named entities, so not the
-    apostrophe), then newlines as <br/> and backslashes as &#92;."""
-    escaped = text.translate(_HTML4_ENTITIES)
-    return escaped.replace("\n", "<br/>").replace("\\", "&#92;")
-
-
-_HTML4_ENTITIES = {code: f"&{name};" for code, name in codepoint2name.items()}
 
 
 def _checkpoint_settings(settings: Settings) -> CheckpointSettings:

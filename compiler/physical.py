@@ -23,9 +23,10 @@ from flowc.flink.keygroups import (
     pointwise_producers_in_run,
     pointwise_runs,
 )
-from flowc.job_graph import JobEdge, JobGraph, JobVertex, reference_name
-from flowc.outputs import document, paused_gc
+from flowc.job_graph import JobEdge, JobGraph, JobVertex
+from flowc.outputs import document, paused_gc, reference_name
 from flowc.spark_plan import SparkPlan
+from flowc.stream_graph import DEFAULT_SLOT_SHARING_GROUP
 
 #: A vertex of at most this many subtasks is shown one line per subtask in text output;
 #: a larger one as runs (JSON always has runs).
@@ -356,12 +357,12 @@ def _shares(items: int, owners: int) -> str:
 
 def build_physical_plan(job: JobGraph, spark: SparkPlan | None = None) -> PhysicalPlan:
     ordered = job.topological()
-    regions = _pipelined_regions(job, ordered)
+    regions = _pipelined_regions(ordered)
     region_of = {vid: index for index, region in enumerate(regions) for vid in region}
     groups: dict[str, str] = {}
     for vertex in ordered:
         group = vertex.slot_sharing_group
-        if not job.stream_graph.streaming and group == "default":
+        if not job.stream_graph.streaming and group == DEFAULT_SLOT_SHARING_GROUP:
             group = f"default (region {region_of[vertex.id]})"
         groups[vertex.id] = group
     slots, slots_per_group = _assign_slots(job, ordered, groups)
@@ -408,7 +409,7 @@ def build_physical_plan(job: JobGraph, spark: SparkPlan | None = None) -> Physic
     )
 
 
-def _pipelined_regions(job: JobGraph, ordered: list[JobVertex]) -> list[list[str]]:
+def _pipelined_regions(ordered: list[JobVertex]) -> list[list[str]]:
     """Union vertices joined by PIPELINED(_BOUNDED) results; regions in topological order."""
     parent = {v.id: v.id for v in ordered}
 

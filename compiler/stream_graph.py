@@ -8,19 +8,35 @@ Flink's chainability test (``is_chainable``) and operator ids (StreamGraphHasher
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from flowc.diagnostics import Reporter
 from flowc.flink.hashing import hash_stream_nodes, to_hex
 from flowc.limits import MAX_STREAM_EDGES, MAX_STREAM_NODES
-from flowc.outputs import document, dot_string, mermaid_label
+from flowc.outputs import count_of, document
 from flowc.program import Settings
+from flowc.render import Diagram, Edge, Node, Shape
 from flowc.spans import Span
-from flowc.transformations import Transformation, TransformationTree
+from flowc.transformations import PartitionerName, Transformation, TransformationTree
+from flowc.vocabulary import (
+    POINTWISE_PARTITIONERS,
+    ChainingStrategy,
+    NodeKind,
+    Operator,
+    Partitioner,
+    TransformationKind,
+)
 
 DEFAULT_SLOT_SHARING_GROUP = "default"
-POINTWISE_PARTITIONERS = frozenset({"FORWARD", "RESCALE"})
+
+#: The strategies whose operator chains to its outputs (all but NEVER).
+_CHAINS_TO_OUTPUTS = frozenset({ChainingStrategy.ALWAYS, ChainingStrategy.HEAD})
+#: The strategies whose operator chains to its input (HEAD starts a chain).
+_CHAINS_TO_INPUT = frozenset({ChainingStrategy.ALWAYS})
+#: The partitioners whose edges may be chained.
+_CHAINED_PARTITIONERS = frozenset({Partitioner.FORWARD})
 
 
 @dataclass(slots=True, eq=False)
@@ -28,7 +44,7 @@ class StreamEdge:
     source_id: int
     target_id: int
     type_number: int
-    partitioner: str
+    partitioner: PartitionerName
     exchange_mode: str
     output_tag: str | None
     unique_id: int
@@ -56,12 +72,12 @@ class StreamEdge:
 class StreamNode:
     id: int
     name: str
-    operator: str
-    kind: str  # source, operator or sink
+    operator: Operator
+    kind: NodeKind
     parallelism: int
     max_parallelism: int | None
     slot_sharing_group: str
-    chaining_strategy: str
+    chaining_strategy: ChainingStrategy
     uid: str | None
     keys: tuple[str, ...]
     span: Span
@@ -107,13 +123,13 @@ class StreamGraph:
             return False
         if up.slot_sharing_group != down.slot_sharing_group:
             return False
-        if up.chaining_strategy == "NEVER":
+        if up.chaining_strategy not in _CHAINS_TO_OUTPUTS:
             return False
-        if down.chaining_strategy != "ALWAYS":
+        if down.chaining_strategy not in _CHAINS_TO_INPUT:
             return False
         if up.parallelism != down.parallelism:
             return False
-        if edge.partitioner != "FORWARD" or edge.exchange_mode == "BATCH":
+        if edge.partitioner not in _CHAINED_PARTITIONERS or edge.exchange_mode == "BATCH":
             return False
         return not any(
             other is not edge and other.type_number == edge.type_number for other in down.in_edges
@@ -148,13 +164,7 @@ class StreamGraph:
         out = []
         for node_id in order:
             node = self.nodes[node_id]
-            pact = (
-                "Data Source"
-                if node.kind == "source"
-                else "Data Sink"
-                if node.kind == "sink"
-                else "Operator"
-            )
+            pact = _PACTS[node.kind]
             data: dict[str, Any] = {
                 "id": node.id,
                 "type": node.name,
@@ -162,7 +172,7 @@ class StreamGraph:
                 "contents": node.name,
                 "parallelism": node.parallelism,
             }
-            if node.kind != "source":
+            if node.kind is not NodeKind.SOURCE:
                 data["predecessors"] = [
                     {"id": e.source_id, "ship_strategy": e.partitioner, "side": "second"}
                     for e in node.in_edges
@@ -179,7 +189,7 @@ class StreamGraph:
                     "span": node.span.to_json(),
                 }
             )
-            if node.kind != "source":
+            if node.kind is not NodeKind.SOURCE:
                 for edge, predecessor in zip(node.in_edges, data["predecessors"], strict=True):
                     predecessor["type_number"] = edge.type_number
                     predecessor["exchange_mode"] = edge.exchange_mode
@@ -196,7 +206,7 @@ class StreamGraph:
     def to_text(self) -> str:
         lines = [
             f"StreamGraph of job '{self.job_name}' ({self.settings.execution_mode}, "
-            f"{_count(len(self.nodes), 'node')}, {_count(len(self.edges()), 'edge')})"
+            f"{count_of(len(self.nodes), 'node')}, {count_of(len(self.edges()), 'edge')})"
         ]
         for node in self.nodes.values():
             max_p = f", maxP {node.max_parallelism}" if node.max_parallelism is not None else ""
@@ -218,30 +228,27 @@ class StreamGraph:
                 )
         return "\n".join(lines) + "\n"
 
+    def diagram(self) -> Diagram:
+        """A box per node with its parallelism, each edge labelled with its partitioner."""
+        nodes = tuple(
+            Node(f"n{node.id}", f"{node.name}\np={node.parallelism}")
+            for node in self.nodes.values()
+        )
+        edges = tuple(
+            Edge(f"n{edge.source_id}", f"n{edge.target_id}", edge.partitioner)
+            for edge in self.edges()
+        )
+        return Diagram(self.job_name, nodes, edges, default_shape=Shape.BOX)
+
     def to_dot(self) -> str:
-        lines = [f"digraph {dot_string(self.job_name)} {{", "  rankdir=LR;", "  node [shape=box];"]
-        for node in self.nodes.values():
-            label = f"{node.name}\np={node.parallelism}"
-            lines.append(f"  n{node.id} [label={dot_string(label)}];")
-        for edge in self.edges():
-            lines.append(
-                f"  n{edge.source_id} -> n{edge.target_id} [label={dot_string(edge.partitioner)}];"
-            )
-        lines.append("}")
-        return "\n".join(lines) + "\n"
+        return self.diagram().to_dot()
 
     def to_mermaid(self) -> str:
-        lines = ["flowchart LR"]
-        for node in self.nodes.values():
-            label = mermaid_label(f"{node.name}\np={node.parallelism}")
-            lines.append(f"  n{node.id}[{label}]")
-        for edge in self.edges():
-            lines.append(f"  n{edge.source_id} -->|{edge.partitioner}| n{edge.target_id}")
-        return "\n".join(lines) + "\n"
+        return self.diagram().to_mermaid()
 
 
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}{'' if n == 1 else 's'}"
+#: Flink's JSON plan names each kind of node by its PACT.
+_PACTS = {NodeKind.SOURCE: "Data Source", NodeKind.SINK: "Data Sink", NodeKind.OPERATOR: "Operator"}
 
 
 # ---------------------------------------------------------------- the generator
@@ -249,7 +256,7 @@ def _count(n: int, noun: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class _VirtualPartition:
-    partitioner: str
+    partitioner: PartitionerName
     keys: tuple[str, ...]
     span: Span
 
@@ -261,6 +268,15 @@ _BOUND_HELP = {
     "doubles its input doubles the edges again (docs/limits.md lists flowc's bounds)",
     _VIRTUAL: "a partition step after a UNION ALL is one virtual node per input edge "
     "(docs/limits.md lists flowc's bounds)",
+}
+
+
+#: The StreamNode kind of each physical transformation.
+_NODE_KINDS = {
+    TransformationKind.SOURCE: NodeKind.SOURCE,
+    TransformationKind.ONE_INPUT: NodeKind.OPERATOR,
+    TransformationKind.TWO_INPUT: NodeKind.OPERATOR,
+    TransformationKind.SINK: NodeKind.SINK,
 }
 
 
@@ -285,7 +301,7 @@ class _Generator:
         self.graph = StreamGraph(job_name=tree.job_name, settings=tree.settings)
         #: The ids each transformation's output stands for; unions' are not kept (see ids).
         self.done: dict[int, list[int]] = {}
-        #: How many ids a union's output stands for.
+        #: How many ids a union's output stands for (each union's, and only unions').
         self.widths: dict[int, int] = {}
         #: Each virtual id: the StreamNode it resolves to, the partitioner nearest the
         #: consumer, and the side-output tag nearest the consumer.
@@ -300,7 +316,7 @@ class _Generator:
     def generate(self) -> StreamGraph:
         if self.settings.execution_mode == "batch":
             for t in self.tree.transformations.values():
-                if t.kind == "source" and not t.bounded:
+                if t.kind is TransformationKind.SOURCE and not t.bounded:
                     self.reporter.error(
                         "E0312",
                         "Detected an UNBOUNDED source with the 'execution.runtime-mode' set to "
@@ -357,16 +373,15 @@ class _Generator:
         """The StreamGraph ids (real or virtual) a transformed output stands for; a union's
         are its inputs', in order (expanded on each use, not kept: a chain of unions would
         otherwise keep lists of quadratic total length)."""
-        t = self.tree[ident]
-        if t.kind != "union":
+        if ident not in self.widths:
             return self.done[ident]
         out: list[int] = []
-        stack = [iter(t.inputs)]
+        stack = [iter(self.tree[ident].inputs)]
         while stack:
             following = next(stack[-1], None)
             if following is None:
                 stack.pop()
-            elif self.tree[following].kind == "union":
+            elif following in self.widths:
                 stack.append(iter(self.tree[following].inputs))
             else:
                 out.extend(self.done[following])
@@ -374,38 +389,62 @@ class _Generator:
 
     def transform_one(self, t: Transformation) -> list[int]:
         """One transformation whose inputs are transformed: its ids."""
-        if t.kind == "source":
-            if len(self.graph.nodes) == MAX_STREAM_NODES:
-                raise self.past_bound(t, "operators", MAX_STREAM_NODES)
-            self.add_node(
-                t,
-                DEFAULT_SLOT_SHARING_GROUP
-                if t.slot_sharing_group is None
-                else t.slot_sharing_group,
-            )
-            self.graph.sources.append(t.id)
-            return [t.id]
-        virtual = t.kind in ("partition", "side_output")
-        if virtual and self.next_virtual_id + self.width(t.inputs[0]) > self.virtual_bound:
+        return _TRANSFORMS[t.kind](self, t)
+
+    def transform_source(self, t: Transformation) -> list[int]:
+        if len(self.graph.nodes) == MAX_STREAM_NODES:
+            raise self.past_bound(t, "operators", MAX_STREAM_NODES)
+        self.add_node(
+            t,
+            DEFAULT_SLOT_SHARING_GROUP if t.slot_sharing_group is None else t.slot_sharing_group,
+        )
+        self.graph.sources.append(t.id)
+        return [t.id]
+
+    def transform_partition(self, t: Transformation) -> list[int]:
+        assert t.partitioner is not None
+        self.check_virtual_bound(t)
+        partition = _VirtualPartition(t.partitioner, t.keys, t.span)
+        ids = []
+        for input_id in self.ids(t.inputs[0]):
+            node, _, tag = self.resolve(input_id)
+            ids.append(self.new_virtual_id(node, partition, tag))
+        return ids
+
+    def transform_side_output(self, t: Transformation) -> list[int]:
+        assert t.output_tag is not None
+        self.check_virtual_bound(t)
+        ids = []
+        for input_id in self.ids(t.inputs[0]):
+            node, partition_or_none, _ = self.resolve(input_id)
+            ids.append(self.new_virtual_id(node, partition_or_none, t.output_tag))
+        return ids
+
+    def transform_union(self, t: Transformation) -> list[int]:
+        self.widths[t.id] = sum(self.width(i) for i in t.inputs)
+        return []  # see ids
+
+    def transform_one_input(self, t: Transformation) -> list[int]:
+        self.add_operator(t, numbered=False)
+        return [t.id]
+
+    def transform_two_input(self, t: Transformation) -> list[int]:
+        self.add_operator(t, numbered=True)
+        return [t.id]
+
+    def transform_sink(self, t: Transformation) -> list[int]:
+        self.add_operator(t, numbered=False)
+        self.graph.sinks.append(t.id)
+        return []
+
+    def check_virtual_bound(self, t: Transformation) -> None:
+        """A partition or side output adds one virtual id per id its input stands for."""
+        if self.next_virtual_id + self.width(t.inputs[0]) > self.virtual_bound:
             raise self.past_bound(t, _VIRTUAL, MAX_STREAM_EDGES)
-        if t.kind == "partition":
-            assert t.partitioner is not None
-            partition = _VirtualPartition(t.partitioner, t.keys, t.span)
-            ids = []
-            for input_id in self.ids(t.inputs[0]):
-                node, _, tag = self.resolve(input_id)
-                ids.append(self.new_virtual_id(node, partition, tag))
-            return ids
-        if t.kind == "side_output":
-            assert t.output_tag is not None
-            ids = []
-            for input_id in self.ids(t.inputs[0]):
-                node, partition_or_none, _ = self.resolve(input_id)
-                ids.append(self.new_virtual_id(node, partition_or_none, t.output_tag))
-            return ids
-        if t.kind == "union":
-            self.widths[t.id] = sum(self.width(i) for i in t.inputs)
-            return []  # see ids
+
+    def add_operator(self, t: Transformation, numbered: bool) -> None:
+        """A node for ``t`` and an edge from each id its inputs stand for; ``numbered``: each
+        input's edges carry its position (a two-input operator's type number 1 or 2), else 0."""
         if len(self.graph.nodes) == MAX_STREAM_NODES:
             raise self.past_bound(t, "operators", MAX_STREAM_NODES)
         self.edges += sum(self.width(i) for i in t.inputs)
@@ -414,13 +453,10 @@ class _Generator:
         inputs = [self.ids(i) for i in t.inputs]
         flat = [i for group in inputs for i in group]
         self.add_node(t, self.slot_sharing_group(t.slot_sharing_group, flat))
-        if t.kind == "sink":
-            self.graph.sinks.append(t.id)
         for index, group in enumerate(inputs):
-            type_number = 0 if t.kind != "two_input" else index + 1
+            type_number = index + 1 if numbered else 0
             for input_id in group:
                 self.add_edge(input_id, t.id, type_number)
-        return [] if t.kind == "sink" else [t.id]
 
     def new_virtual_id(
         self, node: int, partition: _VirtualPartition | None, tag: str | None
@@ -454,12 +490,12 @@ class _Generator:
         max_parallelism = t.max_parallelism
         if max_parallelism is None and self.settings.max_parallelism is not None:
             max_parallelism = self.settings.max_parallelism
-        kind = {"source": "source", "sink": "sink"}.get(t.kind, "operator")
+        assert isinstance(t.operator, Operator)
         self.graph.nodes[t.id] = StreamNode(
             id=t.id,
             name=t.name,
             operator=t.operator,
-            kind=kind,
+            kind=_NODE_KINDS[t.kind],
             parallelism=t.parallelism,
             max_parallelism=max_parallelism,
             slot_sharing_group=group,
@@ -474,13 +510,18 @@ class _Generator:
         """addEdgeInternal: resolve virtual ids; the partitioner nearest the consumer wins."""
         up, partitioner, tag = self.resolve(up)
         upstream, downstream = self.graph.nodes[up], self.graph.nodes[down]
+        name: PartitionerName
         if partitioner is None:
-            name = "FORWARD" if upstream.parallelism == downstream.parallelism else "REBALANCE"
+            name = (
+                Partitioner.FORWARD
+                if upstream.parallelism == downstream.parallelism
+                else Partitioner.REBALANCE
+            )
             keys: tuple[str, ...] = ()
             span = downstream.span
         else:
             name, keys, span = partitioner.partitioner, partitioner.keys, partitioner.span
-        if name == "FORWARD" and upstream.parallelism != downstream.parallelism:
+        if upstream.parallelism != downstream.parallelism and name == Partitioner.FORWARD:
             self.reporter.error(
                 "E0310",
                 "Forward partitioning does not allow change of parallelism. Upstream operation: "
@@ -506,3 +547,15 @@ class _Generator:
         )
         upstream.out_edges.append(edge)
         downstream.in_edges.append(edge)
+
+
+#: Each kind of transformation's step of the generator.
+_TRANSFORMS: dict[TransformationKind, Callable[[_Generator, Transformation], list[int]]] = {
+    TransformationKind.SOURCE: _Generator.transform_source,
+    TransformationKind.PARTITION: _Generator.transform_partition,
+    TransformationKind.SIDE_OUTPUT: _Generator.transform_side_output,
+    TransformationKind.UNION: _Generator.transform_union,
+    TransformationKind.ONE_INPUT: _Generator.transform_one_input,
+    TransformationKind.TWO_INPUT: _Generator.transform_two_input,
+    TransformationKind.SINK: _Generator.transform_sink,
+}

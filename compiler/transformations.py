@@ -12,12 +12,14 @@ through inputs only).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Final, Literal
 
 from flowc.catalog import ERRORS_OUTPUT
 from flowc.diagnostics import Reporter
 from flowc.names import sink_name, source_name, step_name
-from flowc.outputs import document, dot_string, mermaid_label
+from flowc.outputs import document
 from flowc.program import (
     FromSource,
     FromSourceErrors,
@@ -29,36 +31,62 @@ from flowc.program import (
     Step,
     Stream,
 )
+from flowc.render import Diagram, Edge, Node, Shape
 from flowc.spans import Span
+from flowc.vocabulary import (
+    AGGREGATE_STEPS,
+    CHAINING_HINTS,
+    PARTITION_STEPS,
+    PHYSICAL_TRANSFORMATIONS,
+    VIRTUAL_TRANSFORMATIONS,
+    ChainingStrategy,
+    Operator,
+    Partitioner,
+    StepKind,
+    TransformationKind,
+)
 
-CHAINING = {"always": "ALWAYS", "new_chain": "HEAD", "never": "NEVER"}
+#: PARTITION BY's partitioner (Flink's CustomPartitionerWrapper), which
+#: :class:`~flowc.vocabulary.Partitioner` does not list yet.
+CUSTOM_PARTITIONER: Final = "CUSTOM"
+#: What partitions a partition transformation's (and so an edge's) records.
+PartitionerName = Partitioner | Literal["CUSTOM"]
 
-#: Transformation kinds that become no StreamNode of their own.
-VIRTUAL_KINDS = frozenset({"partition", "side_output", "union"})
+#: The operator each one-input step runs (joins, unions and partition steps have their own
+#: transformations; a global aggregate runs ``aggregate``).
+_ONE_INPUT_OPERATORS: dict[str, Operator] = {
+    StepKind.WHERE: Operator.FILTER,
+    StepKind.SELECT: Operator.MAP,
+    StepKind.EXTEND: Operator.MAP,
+    StepKind.DROP: Operator.MAP,
+    StepKind.RENAME: Operator.MAP,
+    StepKind.EXPLODE: Operator.FLAT_MAP,
+    StepKind.AGGREGATE: Operator.KEYED_AGGREGATE,
+    StepKind.WINDOW_AGGREGATE: Operator.WINDOW,
+    StepKind.DEDUPLICATE: Operator.DEDUPLICATE,
+    StepKind.ROUTE: Operator.PROCESS,
+}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Transformation:
-    """``kind``: source, one_input, two_input, partition, side_output, union or sink.
-
-    ``operator`` names the step (filter, map, keyed_aggregate, window, ...);
-    ``partitioner`` is set on partition transformations (FORWARD, REBALANCE, RESCALE,
-    SHUFFLE, BROADCAST, GLOBAL, HASH, CUSTOM), ``output_tag`` on side-output selections,
-    ``keys`` on HASH/CUSTOM partitions and keyed operators.
+    """``operator`` names the step a physical transformation runs; a virtual one's is its
+    kind. ``partitioner`` is set on partition transformations, ``output_tag`` on
+    side-output selections, ``keys`` on HASH/CUSTOM partitions and keyed operators.
     """
 
     id: int
-    kind: str
+    kind: TransformationKind
     name: str
-    operator: str
+    operator: Operator | TransformationKind
     inputs: tuple[int, ...]
     parallelism: int
     max_parallelism: int | None
     uid: str | None
     slot_sharing_group: str | None
-    chaining_strategy: str
+    chaining_strategy: ChainingStrategy
     span: Span
-    partitioner: str | None = None
+    partitioner: PartitionerName | None = None
     output_tag: str | None = None
     keys: tuple[str, ...] = ()
     parallelism_configured: bool = False
@@ -122,7 +150,7 @@ class TransformationTree:
                 extra.append(t.partitioner + (f"({', '.join(t.keys)})" if t.keys else ""))
             if t.output_tag:
                 extra.append(f"side output '{t.output_tag}'")
-            if t.kind not in VIRTUAL_KINDS:
+            if t.kind not in VIRTUAL_TRANSFORMATIONS:
                 extra.append(f"p={t.parallelism}")
                 if t.max_parallelism is not None:
                     extra.append(f"maxP={t.max_parallelism}")
@@ -130,7 +158,7 @@ class TransformationTree:
                     extra.append(f"uid={json.dumps(t.uid)}")
                 if t.slot_sharing_group is not None:
                     extra.append(f"group={json.dumps(t.slot_sharing_group)}")
-                if t.chaining_strategy != "ALWAYS":
+                if t.chaining_strategy is not ChainingStrategy.ALWAYS:
                     extra.append(t.chaining_strategy)
             detail = f" [{', '.join(extra)}]" if extra else ""
             lines.append(
@@ -138,33 +166,27 @@ class TransformationTree:
             )
         return "\n".join(lines) + "\n"
 
-    def _label(self, t: Transformation) -> str:
-        if t.kind in VIRTUAL_KINDS:
-            return f"{t.id}: {t.name}"
-        return f"{t.id}: {t.name}\np={t.parallelism}"
+    def diagram(self) -> Diagram:
+        """Virtual transformations drawn rounded and without a parallelism; every node
+        states its shape (there is no default)."""
+        nodes = tuple(
+            Node(f"t{t.id}", f"{t.id}: {t.name}", Shape.ROUNDED)
+            if t.kind in VIRTUAL_TRANSFORMATIONS
+            else Node(f"t{t.id}", f"{t.id}: {t.name}\np={t.parallelism}")
+            for t in self.transformations.values()
+        )
+        edges = tuple(
+            Edge(f"t{input_id}", f"t{t.id}")
+            for t in self.transformations.values()
+            for input_id in t.inputs
+        )
+        return Diagram(self.job_name, nodes, edges)
 
     def to_dot(self) -> str:
-        lines = [f"digraph {dot_string(self.job_name)} {{", "  rankdir=LR;"]
-        for t in self.transformations.values():
-            shape = "ellipse" if t.kind in VIRTUAL_KINDS else "box"
-            lines.append(f"  t{t.id} [shape={shape}, label={dot_string(self._label(t))}];")
-        for t in self.transformations.values():
-            for input_id in t.inputs:
-                lines.append(f"  t{input_id} -> t{t.id};")
-        lines.append("}")
-        return "\n".join(lines) + "\n"
+        return self.diagram().to_dot()
 
     def to_mermaid(self) -> str:
-        lines = ["flowchart LR"]
-        for t in self.transformations.values():
-            label = mermaid_label(self._label(t))
-            lines.append(
-                f"  t{t.id}([{label}])" if t.kind in VIRTUAL_KINDS else f"  t{t.id}[{label}]"
-            )
-        for t in self.transformations.values():
-            for input_id in t.inputs:
-                lines.append(f"  t{input_id} --> t{t.id}")
-        return "\n".join(lines) + "\n"
+        return self.diagram().to_mermaid()
 
 
 def build_transformations(program: Program, reporter: Reporter) -> TransformationTree:
@@ -179,83 +201,103 @@ class _Builder:
         self.tree = TransformationTree(
             job_name=program.settings.job_name, settings=program.settings
         )
-        self.next_id = 1
-        self.sources: dict[str, int] = {}
         self.view_ends: dict[str, int] = {}
         self.view_steps: dict[str, list[int]] = {}
 
-    def add(self, **fields: object) -> int:
-        ident = self.next_id
-        self.next_id += 1
-        transformation = Transformation(id=ident, **fields)  # type: ignore[arg-type]
+    def add(self, transformation: Transformation) -> int:
+        """Record ``transformation``, whose id is :attr:`next_id`."""
+        ident = transformation.id
+        assert ident == self.next_id
         self.tree.transformations[ident] = transformation
-        if transformation.kind in ("one_input", "two_input", "sink"):
+        if transformation.kind in PHYSICAL_TRANSFORMATIONS:
             self.tree.env_order.append(ident)
         return ident
+
+    @property
+    def next_id(self) -> int:
+        """Ids count from 1 in creation order, with no gaps."""
+        return len(self.tree.transformations) + 1
 
     def parallelism(self, hints: Hints) -> int:
         return hints.parallelism if hints.parallelism is not None else self.settings.parallelism
 
     def physical(
         self,
-        kind: str,
+        kind: TransformationKind,
         name: str,
-        operator: str,
+        operator: Operator,
         inputs: tuple[int, ...],
         hints: Hints,
         span: Span,
         keys: tuple[str, ...] = (),
         parallelism: int | None = None,
         max_parallelism: int | None = None,
+        bounded: bool = False,
     ) -> int:
         return self.add(
-            kind=kind,
-            name=name,
-            operator=operator,
-            inputs=inputs,
-            parallelism=parallelism if parallelism is not None else self.parallelism(hints),
-            max_parallelism=max_parallelism
-            if max_parallelism is not None
-            else hints.max_parallelism,
-            uid=hints.uid,
-            slot_sharing_group=hints.slot_sharing_group,
-            chaining_strategy=CHAINING[hints.chaining],
-            span=span,
-            keys=keys,
-            parallelism_configured=hints.parallelism is not None or parallelism is not None,
+            Transformation(
+                id=self.next_id,
+                kind=kind,
+                name=name,
+                operator=operator,
+                inputs=inputs,
+                parallelism=parallelism if parallelism is not None else self.parallelism(hints),
+                max_parallelism=max_parallelism
+                if max_parallelism is not None
+                else hints.max_parallelism,
+                uid=hints.uid,
+                slot_sharing_group=hints.slot_sharing_group,
+                chaining_strategy=CHAINING_HINTS[hints.chaining],
+                span=span,
+                keys=keys,
+                parallelism_configured=hints.parallelism is not None or parallelism is not None,
+                bounded=bounded,
+            )
         )
 
     def virtual(
         self,
-        kind: str,
+        kind: TransformationKind,
         input_id: int,
         span: Span,
-        partitioner: str | None = None,
+        partitioner: PartitionerName | None = None,
         output_tag: str | None = None,
         keys: tuple[str, ...] = (),
         inputs: tuple[int, ...] | None = None,
     ) -> int:
         upstream = self.tree[input_id]
-        names = {
-            "partition": (partitioner or "").capitalize() if partitioner else "Partition",
-            "side_output": f"SideOutput({output_tag})",
-            "union": "Union",
-        }
+        if kind is TransformationKind.PARTITION:
+            name = partitioner.capitalize() if partitioner else "Partition"
+        elif kind is TransformationKind.SIDE_OUTPUT:
+            name = f"SideOutput({output_tag})"
+        else:
+            name = "Union"
         return self.add(
-            kind=kind,
-            name=names[kind],
-            operator=kind,
-            inputs=inputs if inputs is not None else (input_id,),
-            parallelism=upstream.parallelism,
-            max_parallelism=upstream.max_parallelism,
-            uid=None,
-            slot_sharing_group=None,
-            chaining_strategy="ALWAYS",
-            span=span,
-            partitioner=partitioner,
-            output_tag=output_tag,
-            keys=keys,
+            Transformation(
+                id=self.next_id,
+                kind=kind,
+                name=name,
+                operator=kind,
+                inputs=inputs if inputs is not None else (input_id,),
+                parallelism=upstream.parallelism,
+                max_parallelism=upstream.max_parallelism,
+                uid=None,
+                slot_sharing_group=None,
+                chaining_strategy=ChainingStrategy.ALWAYS,
+                span=span,
+                partitioner=partitioner,
+                output_tag=output_tag,
+                keys=keys,
+            )
         )
+
+    def hash_partition(self, input_id: int, span: Span, keys: tuple[str, ...] = ()) -> int:
+        return self.virtual(
+            TransformationKind.PARTITION, input_id, span, partitioner=Partitioner.HASH, keys=keys
+        )
+
+    def side_output(self, input_id: int, span: Span, output_tag: str) -> int:
+        return self.virtual(TransformationKind.SIDE_OUTPUT, input_id, span, output_tag=output_tag)
 
     # ------------------------------------------------------------ driver
 
@@ -266,25 +308,19 @@ class _Builder:
         order += [(v.span, "view", v.name) for v in self.program.views]
         order += [(i.span, "insert", str(n)) for n, i in enumerate(self.program.inserts)]
         order.sort(key=lambda item: (item[0].line, item[0].column))
-        for _, kind, name in order:
-            if kind == "source":
+        for _, statement, name in order:
+            if statement == "source":
                 source = self.program.source(name)
-                self.sources[name] = self.add(
-                    kind="source",
-                    name=source_name(source),
-                    operator="source",
-                    inputs=(),
-                    parallelism=self.parallelism(source.hints),
-                    max_parallelism=source.hints.max_parallelism,
-                    uid=source.hints.uid,
-                    slot_sharing_group=source.hints.slot_sharing_group,
-                    chaining_strategy=CHAINING[source.hints.chaining],
-                    span=source.span,
-                    parallelism_configured=source.hints.parallelism is not None,
+                self.tree.source_nodes[name] = self.physical(
+                    TransformationKind.SOURCE,
+                    source_name(source),
+                    Operator.SOURCE,
+                    (),
+                    source.hints,
+                    source.span,
                     bounded=_bounded(source),
                 )
-                self.tree.source_nodes[name] = self.sources[name]
-            elif kind == "view":
+            elif statement == "view":
                 view = self.program.view(name)
                 ids: list[int] = []
                 self.view_ends[name] = self.stream(view.stream, ids)
@@ -293,7 +329,14 @@ class _Builder:
                 insert = self.program.inserts[int(name)]
                 end = self.stream(insert.stream, [])
                 sink = self.program.sink(insert.sink)
-                self.physical("sink", sink_name(sink), "sink", (end,), sink.hints, insert.span)
+                self.physical(
+                    TransformationKind.SINK,
+                    sink_name(sink),
+                    Operator.SINK,
+                    (end,),
+                    sink.hints,
+                    insert.span,
+                )
         return self.tree
 
     # ------------------------------------------------------------ streams and steps
@@ -301,16 +344,16 @@ class _Builder:
     def origin(self, stream: Stream) -> int:
         origin = stream.origin
         if isinstance(origin, FromSource):
-            return self.sources[origin.name]
+            return self.tree.source_nodes[origin.name]
         if isinstance(origin, FromView):
             return self.view_ends[origin.name]
         if isinstance(origin, FromSourceErrors):
-            source = self.sources[origin.source]
-            return self.virtual("side_output", source, origin.span, output_tag=ERRORS_OUTPUT)
+            source = self.tree.source_nodes[origin.source]
+            return self.side_output(source, origin.span, ERRORS_OUTPUT)
         view = self.program.view(origin.view)
         output = next(o for o in view.side_outputs if o.name == origin.output)
         route = self.view_steps[origin.view][output.step_index]
-        return self.virtual("side_output", route, origin.span, output_tag=origin.output)
+        return self.side_output(route, origin.span, origin.output)
 
     def stream(self, stream: Stream, ids: list[int]) -> int:
         """Add the stream's steps; ``ids[i]`` is the transformation ending step ``i``."""
@@ -318,80 +361,106 @@ class _Builder:
         for step in stream.steps:
             current = self.step(step, current)
             ids.append(current)
-            if self.tree[current].kind not in VIRTUAL_KINDS:
+            if self.tree[current].kind not in VIRTUAL_TRANSFORMATIONS:
                 self.tree.step_nodes[id(step)] = current
         return current
 
     def step(self, step: Step, current: int) -> int:
+        """The transformations running ``step`` on ``current``: the last one's id."""
+        return _STEPS.get(step.kind, _Builder.one_input_step)(self, step, current)
+
+    def partition_step(self, step: Step, current: int) -> int:
+        assert step.partition is not None
+        return self.virtual(
+            TransformationKind.PARTITION,
+            current,
+            step.span,
+            partitioner=_partitioner(step.partition),
+            keys=step.keys,
+        )
+
+    def union_step(self, step: Step, current: int) -> int:
+        others = tuple(self.origin(s) for s in step.inputs)
+        return self.virtual(TransformationKind.UNION, current, step.span, inputs=(current, *others))
+
+    def join_step(self, step: Step, current: int) -> int:
+        (right,) = step.inputs
+        assert right.keys is not None
+        left_in = self.hash_partition(current, step.span, step.keys)
+        right_in = self.hash_partition(self.origin(right), step.span, right.keys)
+        return self.physical(
+            TransformationKind.TWO_INPUT,
+            step_name(step),
+            Operator.JOIN,
+            (left_in, right_in),
+            step.hints,
+            step.span,
+            keys=step.keys,
+        )
+
+    def aggregate_step(self, step: Step, current: int) -> int:
+        if step.keys:
+            return self.one_input_step(step, current)
+        # Flink's windowAll / global aggregation: a HASH exchange on a constant key
+        # into one non-parallel operator (parallelism 1, max parallelism 1).
         hints = step.hints
-        span = step.span
-        if step.kind in ("key_by", "partition", "partition_by"):
-            assert step.partition is not None
-            return self.virtual(
-                "partition", current, span, partitioner=step.partition, keys=step.keys
+        if hints.parallelism not in (None, 1):
+            self.reporter.error(
+                "E0311",
+                f"a global {step_name(step)} runs with parallelism 1, not {hints.parallelism}",
+                hints.spans["parallelism"],
+                help="KEY BY a column first to aggregate in parallel",
             )
-        if step.kind == "union":
-            others = tuple(self.origin(s) for s in step.inputs)
-            return self.virtual("union", current, span, inputs=(current, *others))
-        if step.kind == "join":
-            (right,) = step.inputs
-            assert right.keys is not None
-            left_in = self.virtual("partition", current, span, partitioner="HASH", keys=step.keys)
-            right_in = self.virtual(
-                "partition", self.origin(right), span, partitioner="HASH", keys=right.keys
-            )
-            return self.physical(
-                "two_input",
-                step_name(step),
-                "join",
-                (left_in, right_in),
-                hints,
-                span,
-                keys=step.keys,
-            )
-        if step.kind in ("aggregate", "window_aggregate") and not step.keys:
-            # Flink's windowAll / global aggregation: a HASH exchange on a constant key
-            # into one non-parallel operator (parallelism 1, max parallelism 1).
-            if hints.parallelism not in (None, 1):
-                self.reporter.error(
-                    "E0311",
-                    f"a global {step_name(step)} runs with parallelism 1, not {hints.parallelism}",
-                    hints.spans["parallelism"],
-                    help="KEY BY a column first to aggregate in parallel",
-                )
-            partition = self.virtual("partition", current, span, partitioner="HASH")
-            operator = "window" if step.kind == "window_aggregate" else "aggregate"
-            return self.physical(
-                "one_input",
-                step_name(step),
-                operator,
-                (partition,),
-                hints,
-                span,
-                parallelism=1,
-                max_parallelism=1,
-            )
-        if step.kind == "deduplicate" and self._needs_key_partition(step, current):
-            current = self.virtual("partition", current, span, partitioner="HASH", keys=step.keys)
-        operator = {
-            "where": "filter",
-            "select": "map",
-            "extend": "map",
-            "drop": "map",
-            "rename": "map",
-            "explode": "flat_map",
-            "aggregate": "keyed_aggregate",
-            "window_aggregate": "window",
-            "deduplicate": "deduplicate",
-            "route": "process",
-        }[step.kind]
-        keys = step.keys if step.kind in ("aggregate", "window_aggregate", "deduplicate") else ()
-        return self.physical("one_input", step_name(step), operator, (current,), hints, span, keys)
+        return self.physical(
+            TransformationKind.ONE_INPUT,
+            step_name(step),
+            Operator.WINDOW if step.kind == StepKind.WINDOW_AGGREGATE else Operator.AGGREGATE,
+            (self.hash_partition(current, step.span),),
+            hints,
+            step.span,
+            parallelism=1,
+            max_parallelism=1,
+        )
+
+    def deduplicate_step(self, step: Step, current: int) -> int:
+        if self._needs_key_partition(step, current):
+            current = self.hash_partition(current, step.span, step.keys)
+        return self.one_input_step(step, current)
+
+    def one_input_step(self, step: Step, current: int) -> int:
+        return self.physical(
+            TransformationKind.ONE_INPUT,
+            step_name(step),
+            _ONE_INPUT_OPERATORS[step.kind],
+            (current,),
+            step.hints,
+            step.span,
+            step.keys if step.kind in _KEYED_STEPS else (),
+        )
 
     def _needs_key_partition(self, step: Step, current: int) -> bool:
         """DEDUPLICATE reuses a KEY BY on the same columns just before it, else adds its own."""
         upstream = self.tree[current]
-        return not (upstream.partitioner == "HASH" and upstream.keys == step.keys)
+        return not (upstream.partitioner == Partitioner.HASH and upstream.keys == step.keys)
+
+
+def _partitioner(name: str) -> PartitionerName:
+    """A partition step's partitioner, by the name :class:`~flowc.program.Step` gives it."""
+    return CUSTOM_PARTITIONER if name == CUSTOM_PARTITIONER else Partitioner(name)
+
+
+#: How each step is built that is not one plain one-input transformation (any other is).
+_STEPS: dict[str, Callable[[_Builder, Step, int], int]] = {
+    **{kind: _Builder.partition_step for kind in PARTITION_STEPS},
+    StepKind.UNION: _Builder.union_step,
+    StepKind.JOIN: _Builder.join_step,
+    StepKind.AGGREGATE: _Builder.aggregate_step,
+    StepKind.WINDOW_AGGREGATE: _Builder.aggregate_step,
+    StepKind.DEDUPLICATE: _Builder.deduplicate_step,
+}
+
+#: The one-input steps whose operator is keyed (by the keys in force).
+_KEYED_STEPS = AGGREGATE_STEPS | {StepKind.DEDUPLICATE}
 
 
 def _bounded(source: SourceDef) -> bool:
