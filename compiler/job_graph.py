@@ -23,7 +23,6 @@ from flowc.program import Settings
 from flowc.render import Diagram, Edge, Node, Shape
 from flowc.spans import Span
 from flowc.stream_graph import StreamEdge, StreamGraph, StreamNode
-from flowc.transformations import PartitionerName
 from flowc.vocabulary import Partitioner
 
 #: CheckpointCoordinatorConfiguration's DISABLED_CHECKPOINT_INTERVAL (Long.MAX_VALUE).
@@ -57,7 +56,7 @@ class IntermediateDataSet:
     id: str
     producer: str
     result_partition_type: str
-    partitioner: PartitionerName
+    partitioner: Partitioner
     consumers: list[JobEdge] = field(default_factory=list)
 
 
@@ -65,7 +64,7 @@ class IntermediateDataSet:
 class JobEdge:
     source: IntermediateDataSet
     target: str
-    ship_strategy: PartitionerName
+    ship_strategy: Partitioner
     distribution: str
     stream_edge: StreamEdge
 
@@ -340,7 +339,7 @@ class _ChainFrame:
 #: What makes a BLOCKING dataset reusable by another edge (see _JobGraphGenerator.connect):
 #: producer vertex, source node, partitioner, the consumer's parallelism and max
 #: parallelism, output tag, keys.
-_ReuseKey = tuple[str, int, PartitionerName, int, int | None, str | None, tuple[str, ...]]
+_ReuseKey = tuple[str, int, Partitioner, int, int | None, str | None, tuple[str, ...]]
 
 
 class _JobGraphGenerator:

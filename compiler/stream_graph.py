@@ -19,7 +19,7 @@ from flowc.outputs import count_of, document
 from flowc.program import Settings
 from flowc.render import Diagram, Edge, Node, Shape
 from flowc.spans import Span
-from flowc.transformations import PartitionerName, Transformation, TransformationTree
+from flowc.transformations import Transformation, TransformationTree
 from flowc.vocabulary import (
     POINTWISE_PARTITIONERS,
     ChainingStrategy,
@@ -44,7 +44,7 @@ class StreamEdge:
     source_id: int
     target_id: int
     type_number: int
-    partitioner: PartitionerName
+    partitioner: Partitioner
     exchange_mode: str
     output_tag: str | None
     unique_id: int
@@ -256,7 +256,7 @@ _PACTS = {NodeKind.SOURCE: "Data Source", NodeKind.SINK: "Data Sink", NodeKind.O
 
 @dataclass(frozen=True, slots=True)
 class _VirtualPartition:
-    partitioner: PartitionerName
+    partitioner: Partitioner
     keys: tuple[str, ...]
     span: Span
 
@@ -510,7 +510,7 @@ class _Generator:
         """addEdgeInternal: resolve virtual ids; the partitioner nearest the consumer wins."""
         up, partitioner, tag = self.resolve(up)
         upstream, downstream = self.graph.nodes[up], self.graph.nodes[down]
-        name: PartitionerName
+        name: Partitioner
         if partitioner is None:
             name = (
                 Partitioner.FORWARD

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Final, Literal
 
 from flowc.catalog import ERRORS_OUTPUT
 from flowc.diagnostics import Reporter
@@ -45,12 +44,6 @@ from flowc.vocabulary import (
     StepKind,
     TransformationKind,
 )
-
-#: PARTITION BY's partitioner (Flink's CustomPartitionerWrapper), which
-#: :class:`~flowc.vocabulary.Partitioner` does not list yet.
-CUSTOM_PARTITIONER: Final = "CUSTOM"
-#: What partitions a partition transformation's (and so an edge's) records.
-PartitionerName = Partitioner | Literal["CUSTOM"]
 
 #: The operator each one-input step runs (joins, unions and partition steps have their own
 #: transformations; a global aggregate runs ``aggregate``).
@@ -86,7 +79,7 @@ class Transformation:
     slot_sharing_group: str | None
     chaining_strategy: ChainingStrategy
     span: Span
-    partitioner: PartitionerName | None = None
+    partitioner: Partitioner | None = None
     output_tag: str | None = None
     keys: tuple[str, ...] = ()
     parallelism_configured: bool = False
@@ -260,7 +253,7 @@ class _Builder:
         kind: TransformationKind,
         input_id: int,
         span: Span,
-        partitioner: PartitionerName | None = None,
+        partitioner: Partitioner | None = None,
         output_tag: str | None = None,
         keys: tuple[str, ...] = (),
         inputs: tuple[int, ...] | None = None,
@@ -444,9 +437,9 @@ class _Builder:
         return not (upstream.partitioner == Partitioner.HASH and upstream.keys == step.keys)
 
 
-def _partitioner(name: str) -> PartitionerName:
+def _partitioner(name: str) -> Partitioner:
     """A partition step's partitioner, by the name :class:`~flowc.program.Step` gives it."""
-    return CUSTOM_PARTITIONER if name == CUSTOM_PARTITIONER else Partitioner(name)
+    return Partitioner(name)
 
 
 #: How each step is built that is not one plain one-input transformation (any other is).
