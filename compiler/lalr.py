@@ -8,7 +8,7 @@ are shipped precomputed in ``grammar/tables.py``, keyed by the grammar's SHA-256
 are rebuilt from Lark until ``python -m flowc.lalr`` writes the file again.
 
 :class:`Driver` runs the tables and hands each rule's children, with the offsets of its
-first and last token, to the AST builder (:mod:`flowc.parser`) as it reduces. It parses
+first and last token, to the AST builder (:mod:`flowc.ast_builder`) as it reduces. It parses
 exactly what Lark parses; on anything else (a syntax error) it raises :class:`NoFastPath`
 and the caller lets Lark parse the statement again, to report the error Lark's way.
 """
