@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
 def run(args: argparse.Namespace) -> int:
     from flowc.job import compile
-    from flowc.trust import COMMAND_LINE, command_line_text
+    from flowc.overrides import COMMAND_LINE, command_line_text
 
     text = read_source(args.file)
     overrides = _overrides(args)
