@@ -19,9 +19,9 @@ import stat
 import sys
 import tempfile
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from flowc import __version__
 from flowc.cli_output import (
@@ -37,6 +37,9 @@ from flowc.cli_output import (
 )
 from flowc.limits import MAX_SOURCE_CHARS
 
+if TYPE_CHECKING:
+    from flowc.job import CompiledJob
+
 __all__ = [
     "EXIT_ERRORS",
     "EXIT_INTERNAL",
@@ -47,6 +50,7 @@ __all__ = [
     "NotRunnable",
     "OutputError",
     "UsageError",
+    "compile_source",
     "main",
     "read_source",
 ]
@@ -253,6 +257,28 @@ def read_source(path: str) -> str:
             f"{path}:{line}:{column}: not valid UTF-8 (byte 0x{data[error.start]:02x}); "
             "save the file as UTF-8"
         ) from None
+
+
+def compile_source(
+    args: argparse.Namespace,
+    text: str,
+    path: str,
+    *,
+    for_spark: bool = True,
+    overrides: Mapping[str, str] | None = None,
+) -> CompiledJob:
+    """:func:`flowc.compile` of one file's text, as trusted as the command's ``--untrusted``
+    and ``--base-dir`` say; raises CompileError as it does."""
+    from flowc.job import compile
+
+    return compile(
+        text,
+        filename=path,
+        for_spark=for_spark,
+        overrides=overrides,
+        trusted=not args.untrusted,
+        base_dir=args.base_dir,
+    )
 
 
 def _write_crash_report(argv: Sequence[str]) -> str:

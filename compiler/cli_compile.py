@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from flowc.cli import STAGE_FORMATS, read_source
+from flowc.cli import STAGE_FORMATS, compile_source, read_source
 from flowc.cli_output import (
     EXIT_ERRORS,
     EXIT_OK,
@@ -28,7 +28,6 @@ if TYPE_CHECKING:
 
 
 def check(args: argparse.Namespace) -> int:
-    from flowc.job import compile
 
     all_diagnostics: list[Diagnostic] = []
     sources: dict[str, str] = {}
@@ -43,13 +42,7 @@ def check(args: argparse.Namespace) -> int:
             continue
         sources[path] = text
         try:
-            job = compile(
-                text,
-                filename=path,
-                for_spark=True,
-                trusted=not args.untrusted,
-                base_dir=args.base_dir,
-            )
+            job = compile_source(args, text, path)
         except CompileError as error:
             all_diagnostics.extend(error.diagnostics)
             failed = True
@@ -62,18 +55,11 @@ def check(args: argparse.Namespace) -> int:
 
 
 def compile_file(args: argparse.Namespace) -> int:
-    from flowc.job import compile
 
     text = read_source(args.file)
     for_spark = args.emit in ("pyspark", "all")
     try:
-        job = compile(
-            text,
-            filename=args.file,
-            for_spark=for_spark,
-            trusted=not args.untrusted,
-            base_dir=args.base_dir,
-        )
+        job = compile_source(args, text, args.file, for_spark=for_spark)
     except CompileError as error:
         print_diagnostics(error.diagnostics, {args.file: text}, "text", args.color)
         return EXIT_ERRORS

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from flowc.cli import read_source
+from flowc.cli import compile_source, read_source
 from flowc.cli_output import (
     EXIT_ERRORS,
     EXIT_OK,
@@ -31,7 +31,6 @@ if TYPE_CHECKING:
 def diff(args: argparse.Namespace) -> int:
     """``flowc diff OLD NEW``: whether NEW can go on from OLD's state, and how its plans
     changed (docs/state.md, "flowc diff"). Never imports pyspark."""
-    from flowc.job import compile
     from flowc.plan_diff import DiffReport, diff_plans
     from flowc.state_compat import compare, describe_state
 
@@ -49,15 +48,7 @@ def diff(args: argparse.Namespace) -> int:
     errors: list[Diagnostic] = []
     for path in (args.old, args.new):
         try:
-            jobs.append(
-                compile(
-                    sources[path],
-                    filename=path,
-                    for_spark=True,
-                    trusted=not args.untrusted,
-                    base_dir=args.base_dir,
-                )
-            )
+            jobs.append(compile_source(args, sources[path], path))
         except CompileError as error:
             errors.extend(error.diagnostics)
     if errors:
@@ -88,7 +79,6 @@ def diff_against(args: argparse.Namespace, old: CompiledJob, new: CompiledJob) -
     The job's folder is ``DIR/<job name>``. A job named after its file (no SET job.name)
     is one job in two files, so when ``DIR/<new name>`` is not there, ``DIR/<old name>``
     is checked, with NEW compiled under that name."""
-    from flowc.job import compile
     from flowc.plan_diff import CheckpointCheck
     from flowc.runtime.state_guard import guard_state
     from flowc.spark_plan import checkpoint_segment
@@ -125,14 +115,7 @@ def diff_against(args: argparse.Namespace, old: CompiledJob, new: CompiledJob) -
             )
             return CheckpointCheck(root, old_folder, (renamed,), "the job was renamed")
         try:
-            job = compile(
-                new.source,
-                filename=new.file,
-                for_spark=True,
-                overrides={"job.name": old_name},
-                trusted=not args.untrusted,
-                base_dir=args.base_dir,
-            )
+            job = compile_source(args, new.source, new.file, overrides={"job.name": old_name})
         except CompileError as error:
             return CheckpointCheck(root, old_folder, error.diagnostics, "not checked")
         folder = old_folder

@@ -12,7 +12,7 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from flowc.cli import read_source
+from flowc.cli import compile_source, read_source
 from flowc.cli_output import (
     EXIT_ERRORS,
     EXIT_OK,
@@ -33,7 +33,6 @@ if TYPE_CHECKING:
 
 
 def run(args: argparse.Namespace) -> int:
-    from flowc.job import compile
     from flowc.overrides import COMMAND_LINE, command_line_text
 
     text = read_source(args.file)
@@ -41,14 +40,7 @@ def run(args: argparse.Namespace) -> int:
     # Diagnostics about an override are on the command line, shown as its --set KEY=VALUE.
     sources = {args.file: text, COMMAND_LINE: command_line_text(overrides)}
     try:
-        job = compile(
-            text,
-            filename=args.file,
-            for_spark=True,
-            overrides=overrides,
-            trusted=not args.untrusted,
-            base_dir=args.base_dir,
-        )
+        job = compile_source(args, text, args.file, overrides=overrides)
     except CompileError as error:
         print_diagnostics(error.diagnostics, sources, "text", args.color)
         return EXIT_ERRORS

@@ -57,21 +57,22 @@ class Chunk:
     last_token_end: int
 
 
-#: Strings and quoted names are written as "unrolled loops" here and in _RUNS:
+#: What both scanners below match the same way: line breaks, comments, strings, quoted
+#: names and ``;``. Strings and quoted names are written as "unrolled loops":
 #: ``'(?:[^'\\]|\\.|'')*'`` matches the same, but Python's regex engine keeps a
 #: backtracking record per character of it, over 100 MB for a literal of 1 MB.
-_SCAN = re.compile(
-    r"""
-      (?P<ws>[ \t\r\f\v]+)
+_SHARED = r"""
     | (?P<nl>\n)
     | (?P<comment>--[^\n]*)
     | (?P<block>/\*.*?\*/)
     | (?P<str>'[^'\\]*(?:(?:\\.|'')[^'\\]*)*'|"[^"\\]*(?:(?:\\.|"")[^"\\]*)*")
     | (?P<qname>`[^`]*(?:``[^`]*)*`)
     | (?P<semi>;)
-    | (?P<word>[A-Za-z_][A-Za-z0-9_]*)
-    | (?P<other>.)
-    """,
+"""
+
+#: The file token by token (spaces, words, other characters one by one).
+_SCAN = re.compile(
+    r"(?P<ws>[ \t\r\f\v]+)" + _SHARED + r"| (?P<word>[A-Za-z_][A-Za-z0-9_]*) | (?P<other>.)",
     re.S | re.X,
 )
 
@@ -80,19 +81,8 @@ _STATEMENT_STARTS = frozenset({"create", "insert", "set"})
 
 #: What _SCAN finds, with runs of words, spaces and other characters (but no line break,
 #: ``;``, quote or comment start) as one match: splitting looks at a run's first token only.
-_RUNS = re.compile(
-    r"""
-      (?P<run>[^\n;'"`/\-]+)
-    | (?P<nl>\n)
-    | (?P<comment>--[^\n]*)
-    | (?P<block>/\*.*?\*/)
-    | (?P<str>'[^'\\]*(?:(?:\\.|'')[^'\\]*)*'|"[^"\\]*(?:(?:\\.|"")[^"\\]*)*")
-    | (?P<qname>`[^`]*(?:``[^`]*)*`)
-    | (?P<semi>;)
-    | (?P<other>.)
-    """,
-    re.S | re.X,
-)
+_RUNS = re.compile(r"""(?P<run>[^\n;'"`/\-]+)""" + _SHARED + r"| (?P<other>.)", re.S | re.X)
+
 _SPACES = " \t\r\f\v"
 WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
