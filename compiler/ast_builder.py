@@ -19,6 +19,7 @@ from flowc.source_text import LineIndex
 from flowc.spans import Span
 from flowc.sql_parsing import LONG_EXPRESSION, count_tokens, parse_sql, sql_keywords
 from flowc.syntax_errors import first_line, report_sqlglot_error
+from flowc.vocabulary import JoinKind
 
 if TYPE_CHECKING:
     import lark
@@ -478,7 +479,7 @@ class AstBuilder:
         condition = self._plain(condition)
         if _on is not None and condition is None:
             return None
-        kind = str(kind_token).upper() if kind_token is not None else "INNER"
+        kind = str(kind_token).upper() if kind_token is not None else JoinKind.INNER.value
         first = kind_token if kind_token is not None else join_token
         return ast.Join(
             kind=kind, right=right, condition=condition, **self._step(meta, first, options)

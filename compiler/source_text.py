@@ -39,9 +39,6 @@ class LineIndex:
         end_line, end_column = self.position(end)
         return Span(self.file, line, column, end_line, end_column)
 
-    def end_of_file(self) -> Span:
-        return self.span(len(self.text), len(self.text))
-
 
 # ---------------------------------------------------------------- statement splitting
 
