@@ -26,15 +26,19 @@ Spark. An **untrusted** one (``TrustPolicy(trusted=False)``, ``flowc ... --untru
 program text. Its diagnostics point at the command line (file :data:`COMMAND_LINE`,
 line N for the N-th override, shown as ``--set KEY=VALUE``) and their messages start with
 ``--set KEY=VALUE:``. docs/security.md is the user-facing account of all this.
+
+The lists are :mod:`flowc.trust_lists`'s, the path checks :mod:`flowc.trust_paths`'s and
+the reading of ``--set`` :mod:`flowc.overrides`'s; this module holds the policy and the
+checks of a parsed program against it.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, fields, is_dataclass, replace
-from pathlib import PurePath, PurePosixPath
+from collections.abc import Sequence
+from dataclasses import dataclass, fields, is_dataclass
+from pathlib import PurePath
 from typing import Any
 
 from sqlglot import exp
@@ -42,13 +46,40 @@ from sqlglot.errors import TokenError
 
 from flowc import ast, catalog
 from flowc.diagnostics import Reporter
-from flowc.flink.keygroups import UPPER_BOUND_MAX_PARALLELISM
+from flowc.overrides import (
+    COMMAND_LINE,
+    Override,
+    command_line_text,
+    label_command_line,
+    read_overrides,
+    shown,
+)
 from flowc.spans import Span
 from flowc.spark_sql import GENERATOR_ERRORS
 from flowc.sqltypes import node_span, sub_span
+from flowc.trust_lists import (
+    COMPRESSION_CODECS,
+    DENIED_FUNCTIONS,
+    FILE_OPTION_ARGUMENTS,
+    KAFKA_OPTIONS,
+    KAFKA_VALUE,
+    SPARK_SETTINGS,
+)
+from flowc.trust_paths import path_problem
 
-#: The file name of diagnostics about ``--set`` overrides.
-COMMAND_LINE = "<command line>"
+__all__ = [
+    "COMMAND_LINE",
+    "DENIED_FUNCTIONS",
+    "SPARK_SETTINGS",
+    "Override",
+    "TrustPolicy",
+    "check_program",
+    "command_line_text",
+    "label_command_line",
+    "path_allowed",
+    "path_problem",
+    "read_overrides",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,224 +100,6 @@ class TrustPolicy:
         else:
             folder = str(PurePath(file).parent) if file != "<string>" else "."
         return os.path.realpath(folder)
-
-
-# ---------------------------------------------------------------- allow-lists
-
-
-def _whole(low: int, high: int | None = None) -> Callable[[str], bool]:
-    def check(text: str) -> bool:
-        if re.fullmatch(r"\d{1,18}", text) is None:
-            return False
-        return low <= int(text) and (high is None or int(text) <= high)
-
-    return check
-
-
-def _matches(pattern: str) -> Callable[[str], bool]:
-    compiled = re.compile(pattern, re.IGNORECASE)
-    return lambda text: compiled.fullmatch(text) is not None
-
-
-_BOOLEAN = ("true or false", _matches(r"true|false"))
-_BYTES = ("a size such as 10485760, 64m or 128mb", _matches(r"-1|\d+(b|k|kb|m|mb|g|gb)?"))
-
-#: The ``spark.*`` settings an untrusted program may make: tuning of SQL and streaming
-#: that names no class, path, host or JVM option. Each maps to (what it takes, check).
-SPARK_SETTINGS: dict[str, tuple[str, Callable[[str], bool]]] = {
-    "spark.sql.shuffle.partitions": (
-        f"a whole number 1..{UPPER_BOUND_MAX_PARALLELISM}",
-        _whole(1, UPPER_BOUND_MAX_PARALLELISM),
-    ),
-    "spark.default.parallelism": (
-        f"a whole number 1..{UPPER_BOUND_MAX_PARALLELISM}",
-        _whole(1, UPPER_BOUND_MAX_PARALLELISM),
-    ),
-    "spark.sql.session.timeZone": (
-        "a time-zone id such as UTC, Europe/Paris or +02:00",
-        _matches(r"[A-Za-z][A-Za-z0-9_+\-]{0,40}(/[A-Za-z0-9_+\-]{1,40}){0,2}|[+-]\d{2}:\d{2}"),
-    ),
-    "spark.sql.ansi.enabled": _BOOLEAN,
-    "spark.sql.adaptive.enabled": _BOOLEAN,
-    "spark.sql.caseSensitive": _BOOLEAN,
-    "spark.sql.autoBroadcastJoinThreshold": _BYTES,
-    "spark.sql.files.maxPartitionBytes": _BYTES,
-    "spark.sql.files.maxRecordsPerFile": ("a whole number", _whole(0)),
-    "spark.sql.jsonGenerator.ignoreNullFields": _BOOLEAN,
-    "spark.sql.streaming.noDataMicroBatches.enabled": _BOOLEAN,
-    "spark.sql.streaming.minBatchesToRetain": ("a whole number >= 1", _whole(1)),
-    "spark.sql.streaming.multipleWatermarkPolicy": ("min or max", _matches(r"min|max")),
-    "spark.sql.legacy.timeParserPolicy": (
-        "EXCEPTION, CORRECTED or LEGACY",
-        _matches(r"exception|corrected|legacy"),
-    ),
-    "spark.sql.mapKeyDedupPolicy": ("EXCEPTION or LAST_WIN", _matches(r"exception|last_win")),
-    "spark.sql.timestampType": (
-        "TIMESTAMP_LTZ or TIMESTAMP_NTZ",
-        _matches(r"timestamp_ltz|timestamp_ntz"),
-    ),
-}
-
-_JVM = "it calls any static Java method by name, so it reaches all the JVM can"
-_AVRO = "its options can load an Avro schema from a file or URL (avroSchemaUrl)"
-_PROTOBUF = "it reads the Protobuf descriptor file its argument names"
-_USER = "it tells which account the Spark process runs as"
-
-#: Spark functions an untrusted program may not call (lower case), and why.
-DENIED_FUNCTIONS: dict[str, str] = {
-    "reflect": _JVM,
-    "java_method": _JVM,
-    "try_reflect": _JVM,
-    "from_protobuf": _PROTOBUF,
-    "to_protobuf": _PROTOBUF,
-    "from_avro": _AVRO,
-    "schema_of_avro": _AVRO,
-    "current_user": _USER,
-    "user": _USER,
-    "session_user": _USER,
-    "python_worker_logs": "it reads the logs of Spark's Python worker processes",
-    "identifier": "it makes a name from a string at run time, past flowc's checks",
-}
-
-#: Functions whose options argument (at this index, from 0) can name a file or URL.
-FILE_OPTION_ARGUMENTS: dict[str, int] = {"from_xml": 2, "schema_of_xml": 1}
-
-#: ``kafka.*`` options (handed to the Kafka client as written) an untrusted program may
-#: give: none names a class, a file or credentials.
-KAFKA_OPTIONS = frozenset(
-    {
-        "kafka.client.id",
-        "kafka.request.timeout.ms",
-        "kafka.session.timeout.ms",
-        "kafka.max.poll.records",
-        "kafka.fetch.max.bytes",
-        "kafka.max.partition.fetch.bytes",
-        "kafka.linger.ms",
-        "kafka.batch.size",
-        "kafka.acks",
-        "kafka.compression.type",
-    }
-)
-_KAFKA_VALUE = re.compile(r"[A-Za-z0-9_.\-]{1,100}")
-
-#: File compression codecs by short name (Spark and Hadoop also take a codec's class name).
-COMPRESSION_CODECS = frozenset(
-    {"none", "uncompressed", "bzip2", "deflate", "gzip", "lz4", "lz4_raw", "lzo", "snappy",
-     "zstd", "brotli", "zlib"}
-)  # fmt: skip
-
-#: URI schemes a file path may have in untrusted mode: none, only plain relative paths.
-URI_SCHEMES: frozenset[str] = frozenset()
-
-#: Entries of a source's or sink's folder looked at for symbolic links leading out.
-SYMLINK_SCAN_LIMIT = 10_000
-
-# ---------------------------------------------------------------- --set overrides
-
-
-@dataclass(frozen=True, slots=True)
-class Override:
-    """One ``--set KEY=VALUE``: its value as if written in the program, on the command line."""
-
-    key: str
-    value: ast.Value
-    key_span: Span
-    span: Span
-
-    @property
-    def is_setting(self) -> bool:
-        return is_setting(self.key)
-
-    def option(self, key: str | None = None) -> ast.Option:
-        """The override as a ``key = value`` option (``key`` without the ``name.`` prefix)."""
-        return ast.Option(
-            key=key or self.key, key_span=self.key_span, value=self.value, span=self.span
-        )
-
-
-def is_setting(key: str) -> bool:
-    """Whether ``--set KEY=...`` sets a setting (else an option ``source_or_sink.option``)."""
-    return key in catalog.SETTINGS or key.startswith(catalog.SETTING_PREFIXES) or "." not in key
-
-
-def _shown(text: str) -> str:
-    """Text as one printable line: other characters as escapes."""
-    return "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in text)
-
-
-def command_line_lines(overrides: Mapping[str, str]) -> list[str]:
-    """``--set KEY=VALUE``, one line per override: the "source" of :data:`COMMAND_LINE`."""
-    return [f"--set {_shown(key)}={_shown(value)}" for key, value in overrides.items()]
-
-
-def command_line_text(overrides: Mapping[str, str]) -> str:
-    """What diagnostics on :data:`COMMAND_LINE` quote (give it to ``render_text``)."""
-    return "\n".join(command_line_lines(overrides))
-
-
-_NUMBER = re.compile(r"[+-]?\d+(\.\d+)?")
-_QUOTED = re.compile(r"'(?:[^'\\]|\\.|'')*'|\"(?:[^\"\\]|\\.|\"\")*\"", re.DOTALL)
-
-
-def _value(text: str, span: Span) -> ast.Value | str:
-    """``--set`` text as a value: a number, true/false, one quoted string, or else the
-    text itself as a string. A problem is returned as its description."""
-    if any(not c.isprintable() for c in text):
-        return "a value cannot hold line breaks or other control characters"
-    if _NUMBER.fullmatch(text):
-        return ast.Value(kind="number", text=text, span=span)
-    if text.lower() in ("true", "false"):
-        return ast.Value(kind="word", text=text, span=span)
-    if text[:1] in ("'", '"'):
-        if not _QUOTED.fullmatch(text):
-            return (
-                "a value that starts with a quote must be one quoted string, with nothing after it"
-            )
-        return ast.Value(kind="string", text=text, span=span)
-    quoted = "'" + text.replace("\\", "\\\\").replace("'", "''") + "'"
-    return ast.Value(kind="string", text=quoted, span=span)
-
-
-def read_overrides(overrides: Mapping[str, str], reporter: Reporter) -> list[Override]:
-    """Each ``--set KEY=VALUE`` as an :class:`Override`; a malformed value is E0302 (a
-    setting) or E0405 (an option) and left out."""
-    out: list[Override] = []
-    lines = command_line_lines(overrides)
-    for number, ((key, text), line) in enumerate(zip(overrides.items(), lines, strict=True), 1):
-        key_end = len("--set ") + len(_shown(key)) + 1
-        key_span = Span(COMMAND_LINE, number, len("--set ") + 1, number, key_end)
-        value_span = Span(COMMAND_LINE, number, key_end + 1, number, len(line) + 1)
-        value = _value(text, value_span)
-        if isinstance(value, str):
-            what = "setting" if is_setting(key) else "option"
-            reporter.error(
-                "E0302" if is_setting(key) else "E0405",
-                f"invalid value for {what} '{key}': {value}",
-                value_span,
-                help="--set takes one value for one key: a number, true or false, a word, "
-                "or one 'quoted string'",
-            )
-            continue
-        whole = Span(COMMAND_LINE, number, 1, number, len(line) + 1)
-        out.append(Override(key=key, value=value, key_span=key_span, span=whole))
-    return out
-
-
-def label_command_line(reporter: Reporter, start: int, overrides: Mapping[str, str]) -> None:
-    """Begin the messages of diagnostics on the command line (from index ``start`` on) with
-    the ``--set KEY=VALUE`` they are about."""
-    lines = command_line_lines(overrides)
-    for index in range(start, len(reporter.diagnostics)):
-        diagnostic = reporter.diagnostics[index]
-        line = diagnostic.span.line
-        if diagnostic.span.file != COMMAND_LINE or not 1 <= line <= len(lines):
-            continue
-        if not diagnostic.message.startswith(lines[line - 1]):
-            message = f"{lines[line - 1]}: {diagnostic.message}"
-            reporter.diagnostics[index] = replace(diagnostic, message=message)
-
-
-# ---------------------------------------------------------------- the check
 
 
 def check_program(
@@ -436,7 +249,7 @@ def _check_functions(part: ast.SqlExpr | ast.SqlQuery, reporter: Reporter) -> No
             if name not in DENIED_FUNCTIONS:  # else reported as denied, just below
                 reporter.error(
                     "E0952",
-                    f"qualified function name '{_shown(node.sql('spark'))[:60]}' is not "
+                    f"qualified function name '{shown(node.sql('spark'))[:60]}' is not "
                     "allowed in an untrusted program",
                     _name_span(expr, name, calls.get(name, 0)),
                     help="call Spark's built-in functions by their plain name",
@@ -529,10 +342,10 @@ def _check_connectors(
                         option.key_span,
                         help="untrusted programs may give " + ", ".join(sorted(KAFKA_OPTIONS)),
                     )
-                elif not _KAFKA_VALUE.fullmatch(value):
+                elif not KAFKA_VALUE.fullmatch(value):
                     reporter.error(
                         "E0955",
-                        f"value {_shown(option.value.text)} of option '{key}' is not allowed in "
+                        f"value {shown(option.value.text)} of option '{key}' is not allowed in "
                         "an untrusted program",
                         option.value.span,
                         help="give a plain value: letters, digits, '.', '_' and '-'",
@@ -549,10 +362,6 @@ def _check_connectors(
                     )
 
 
-_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*):")
-_GLOB_ESCAPES = ("{", "}", "\\")
-
-
 def _check_path(option: ast.Option, role: str, name: str, base: str, reporter: Reporter) -> None:
     path = str(option.value.python)
     found = path_problem(path, base)
@@ -561,37 +370,11 @@ def _check_path(option: ast.Option, role: str, name: str, base: str, reporter: R
     code, problem = found
     reporter.error(
         code,
-        f"the path '{_shown(path)}' of {role} '{name}' {problem}",
+        f"the path '{shown(path)}' of {role} '{name}' {problem}",
         option.value.span,
         help="write a path relative to the base directory (the .flow file's folder, or "
         "--base-dir), that stays inside it",
     )
-
-
-def path_problem(path: str, base: str) -> tuple[str, str] | None:
-    """Why an untrusted program may not use ``path`` under ``base`` (resolved): the code
-    (E0953 or E0954) and the reason, or None when it may."""
-    scheme = _SCHEME.match(path)
-    if scheme and scheme.group(1).lower() not in URI_SCHEMES:
-        return "E0954", f"has the URI scheme '{scheme.group(1)}:' (only plain relative paths)"
-    if os.path.isabs(path) or path.startswith("\\"):
-        return "E0953", "is absolute"
-    if any(c in path for c in _GLOB_ESCAPES):
-        return (
-            "E0953",
-            "uses '{', '}' or '\\' (glob alternatives and escapes can name other folders)",
-        )
-    if any(not c.isprintable() for c in path):
-        return "E0953", "holds control characters"
-    target = os.path.realpath(os.path.join(base, path))
-    if not _inside(target, base):
-        if ".." in PurePosixPath(path).parts:
-            return "E0953", "climbs out of the base directory"
-        return "E0953", "leads out of the base directory through a symbolic link"
-    link = _link_out(_static_prefix(target, base), base)
-    if link is not None:
-        return "E0953", f"holds a symbolic link that leads out of the base directory ({link})"
-    return None
 
 
 def path_allowed(policy: TrustPolicy, file: str, path: str) -> bool:
@@ -601,38 +384,6 @@ def path_allowed(policy: TrustPolicy, file: str, path: str) -> bool:
     untrusted program cannot learn about files outside its base directory.
     """
     return policy.trusted or path_problem(path, policy.base(file)) is None
-
-
-def _inside(path: str, base: str) -> bool:
-    return path == base or path.startswith(base.rstrip(os.sep) + os.sep)
-
-
-def _static_prefix(target: str, base: str) -> str:
-    """The folder part of ``target`` before any glob wildcard (``*``, ``?``, ``[``)."""
-    parts = PurePath(target).parts
-    kept: list[str] = []
-    for part in parts:
-        if any(c in part for c in "*?["):
-            break
-        kept.append(part)
-    return str(PurePath(*kept)) if kept else base
-
-
-def _link_out(folder: str, base: str) -> str | None:
-    """The first symbolic link under ``folder`` (or ``folder`` itself) leading out of
-    ``base``, relative to ``base``; looks at :data:`SYMLINK_SCAN_LIMIT` entries at most."""
-    if not os.path.isdir(folder):
-        return None
-    seen = 0
-    for root, dirs, files in os.walk(folder, followlinks=False):
-        for entry in (*dirs, *files):
-            seen += 1
-            if seen > SYMLINK_SCAN_LIMIT:
-                return None
-            full = os.path.join(root, entry)
-            if os.path.islink(full) and not _inside(os.path.realpath(full), base):
-                return os.path.relpath(full, base)
-    return None
 
 
 # -- walking the syntax tree

@@ -40,7 +40,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import flowc
-from flowc.cli import STAGE_FORMATS, NotRunnable, _render_stage, main
+from flowc.cli import STAGE_FORMATS, NotRunnable, main
+from flowc.cli_compile import render_stage as _render_stage
 from flowc.diagnostics import Severity, render_json, render_text
 
 T = TypeVar("T")

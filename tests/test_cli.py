@@ -67,6 +67,33 @@ def test_empty_file_is_a_diagnostic(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert "E0501" in capsys.readouterr().err
 
 
+def test_set_value_is_reported_on_the_command_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A bad ``--set`` value is placed on the command line, never at a line of the file
+    (issue #12: it was once reported at line 6 of a 4-line file)."""
+    four_lines = (
+        "SET parallelism = 2;\n"
+        "CREATE SOURCE s (k BIGINT) WITH (connector = 'datagen');\n"
+        "CREATE SINK o WITH (connector = 'console');\n"
+        "INSERT INTO o FROM s |> WHERE k > 0;\n"
+    )
+    path = _write(tmp_path, four_lines)
+    assert cli.main(["run", path, "--set", "job.name=j", "--set", "parallelism=-3"]) == 1
+    err = capsys.readouterr().err
+    assert err == (
+        "error[E0302]: --set parallelism=-3: invalid value for setting 'parallelism': must be "
+        "between 1 and 32768, found -3\n"
+        " --> <command line>:2:19\n"
+        "  |\n"
+        "2 | --set parallelism=-3\n"
+        "  |                   ^^\n"
+        "  = help: 'parallelism' takes a whole number 1..32768\n"
+        "\n"
+        "1 error\n"
+    )
+
+
 def test_bad_arguments_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main([]) == 2
     assert cli.main(["check"]) == 2

@@ -21,7 +21,7 @@ from fuzzing import EXAMPLES, generate_program, mutate_tokens, seeded
 from sqlglot import exp
 
 import flowc
-from flowc import lalr, parser, sqltypes
+from flowc import lalr, parser, sql_parsing, sqltypes
 from flowc.diagnostics import Diagnostic, Reporter, Severity, _render_rich, render_text
 from flowc.grammar.tables import TABLES
 from flowc.spans import Span
@@ -113,7 +113,7 @@ def test_copy_tree_copies_as_sqlglot_does() -> None:
         "x IN (1, 2, 3) AND NOT y IS NULL",
     ]
     for text in texts:
-        tree = parser._parse_sql_uncached(text, "spark")
+        tree = sql_parsing.parse_sql_uncached(text, "spark")
         tree.find(exp.Column).type = "BIGINT"  # typed trees copy their types
         ours, theirs = parser.copy_tree(tree), tree.copy()
         assert ours == theirs

@@ -1,0 +1,72 @@
+"""Whether an untrusted program's ``files`` path stays in its base directory: no URI
+scheme, not absolute, no glob alternative or escape, no ``..`` or symbolic link leading
+out (E0953, E0954)."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import PurePath, PurePosixPath
+
+from flowc.trust_lists import SYMLINK_SCAN_LIMIT, URI_SCHEMES
+
+_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*):")
+_GLOB_ESCAPES = ("{", "}", "\\")
+
+
+def path_problem(path: str, base: str) -> tuple[str, str] | None:
+    """Why an untrusted program may not use ``path`` under ``base`` (resolved): the code
+    (E0953 or E0954) and the reason, or None when it may."""
+    scheme = _SCHEME.match(path)
+    if scheme and scheme.group(1).lower() not in URI_SCHEMES:
+        return "E0954", f"has the URI scheme '{scheme.group(1)}:' (only plain relative paths)"
+    if os.path.isabs(path) or path.startswith("\\"):
+        return "E0953", "is absolute"
+    if any(c in path for c in _GLOB_ESCAPES):
+        return (
+            "E0953",
+            "uses '{', '}' or '\\' (glob alternatives and escapes can name other folders)",
+        )
+    if any(not c.isprintable() for c in path):
+        return "E0953", "holds control characters"
+    target = os.path.realpath(os.path.join(base, path))
+    if not _inside(target, base):
+        if ".." in PurePosixPath(path).parts:
+            return "E0953", "climbs out of the base directory"
+        return "E0953", "leads out of the base directory through a symbolic link"
+    link = _link_out(_static_prefix(target, base), base)
+    if link is not None:
+        return "E0953", f"holds a symbolic link that leads out of the base directory ({link})"
+    return None
+
+
+def _inside(path: str, base: str) -> bool:
+    return path == base or path.startswith(base.rstrip(os.sep) + os.sep)
+
+
+def _static_prefix(target: str, base: str) -> str:
+    """The folder part of ``target`` before any glob wildcard (``*``, ``?``, ``[``)."""
+    parts = PurePath(target).parts
+    kept: list[str] = []
+    for part in parts:
+        if any(c in part for c in "*?["):
+            break
+        kept.append(part)
+    return str(PurePath(*kept)) if kept else base
+
+
+def _link_out(folder: str, base: str) -> str | None:
+    """The first symbolic link under ``folder`` (or ``folder`` itself) leading out of
+    ``base``, relative to ``base``; looks at :data:`SYMLINK_SCAN_LIMIT` entries at most."""
+    if not os.path.isdir(folder):
+        return None
+    seen = 0
+    for root, dirs, files in os.walk(folder, followlinks=False):
+        for entry in (*dirs, *files):
+            seen += 1
+            if seen > SYMLINK_SCAN_LIMIT:
+                return None
+            full = os.path.join(root, entry)
+            if os.path.islink(full) and not _inside(os.path.realpath(full), base):
+                return os.path.relpath(full, base)
+    return None
