@@ -5,6 +5,7 @@ StreamGraph's exchanges and operator ids, and the Spark plan.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable
+from pathlib import PurePath
 from typing import TYPE_CHECKING
 
 from flowc.diff.changes import (
@@ -64,8 +65,6 @@ def diff_plans(old: CompiledJob, new: CompiledJob) -> PlanDiff:
 def _renamed(old: CompiledJob, new: CompiledJob) -> bool:
     """A changed job name, unless both are the files' own names (the default): diffing
     ``old.flow`` with ``new.flow`` is one job in two versions, not a rename."""
-    from pathlib import PurePath
-
     old_name, new_name = old.job_graph.name, new.job_graph.name
     if old_name == new_name:
         return False

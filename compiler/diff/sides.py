@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from flowc.diff.changes import ChainRef, OperatorRef
 from flowc.stream_graph import StreamGraph, StreamNode
-from flowc.vocabulary import STATEFUL_OPERATORS
+from flowc.vocabulary import STATEFUL_OPERATORS, NodeKind
 
 if TYPE_CHECKING:
     from flowc.job import CompiledJob
@@ -88,7 +88,7 @@ class Side:
             self._sources = self._reach(
                 self._forward_order(),
                 lambda n: [e.source_id for e in n.in_edges],
-                lambda n: n.kind == "source",
+                lambda n: n.kind == NodeKind.SOURCE,
             )
         return self._sources
 
@@ -98,7 +98,7 @@ class Side:
             self._sinks = self._reach(
                 list(reversed(self._forward_order())),
                 lambda n: [e.target_id for e in n.out_edges],
-                lambda n: n.kind == "sink",
+                lambda n: n.kind == NodeKind.SINK,
             )
         return self._sinks
 

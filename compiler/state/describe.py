@@ -22,6 +22,7 @@ from flowc.program import (
     view_of,
 )
 from flowc.spans import Span
+from flowc.spark_sql import UnsupportedOnSpark, select_columns, watermark_delay
 from flowc.state.lineage import (
     Env,
     aggregate_state,
@@ -45,12 +46,14 @@ from flowc.state.manifest import (
     SourceRead,
     StateColumn,
     StatefulOperator,
+    StateKind,
     StateManifest,
     WatermarkState,
     WindowState,
     optional_str,
 )
 from flowc.stream_graph import StreamNode
+from flowc.vocabulary import AGGREGATE_STEPS, NodeKind, Partitioner, StepKind, WindowKind
 
 if TYPE_CHECKING:
     from flowc.job import CompiledJob
@@ -62,6 +65,10 @@ if TYPE_CHECKING:
 def describe_state(job: CompiledJob) -> StateManifest:
     """The state every query of ``job`` keeps, operator by operator in Spark's order."""
     return _Describer(job).manifest()
+
+
+#: The state kind of the stateful steps that have one kind only.
+_STATE_KINDS = {StepKind.DEDUPLICATE: StateKind.DEDUPLICATE, StepKind.JOIN: StateKind.JOIN}
 
 
 @dataclass(slots=True)
@@ -149,7 +156,7 @@ class _Describer:
             node = self.plan.step_nodes.get(id(step))
             if node is not None and node in self.plan.stateful:
                 info = _StepInfo(step, env, schema)
-                if step.kind == "join":
+                if step.kind == StepKind.JOIN:
                     (right,) = step.inputs
                     right_env, right_schema = self._origin_env(right)
                     info.right_env, info.right_schema = right_env, right_schema
@@ -164,10 +171,8 @@ class _Describer:
         kind = step.kind
         node = step.node
         names = [c.name for c in step.schema]
-        if kind == "select":
+        if kind == StepKind.SELECT:
             assert isinstance(node, ast.Select)
-            from flowc.spark_sql import UnsupportedOnSpark, select_columns
-
             try:
                 items = select_columns(node.items, names)
             except UnsupportedOnSpark:  # several stars: each column by its name
@@ -184,7 +189,7 @@ class _Describer:
                     )
                 )
             return out
-        if kind == "extend":
+        if kind == StepKind.EXTEND:
             assert isinstance(node, ast.Extend)
             added = names[len(names) - len(node.items) :]
             return [
@@ -194,19 +199,19 @@ class _Describer:
                     for item, name in zip(node.items, added, strict=True)
                 ),
             ]
-        if kind == "drop":
+        if kind == StepKind.DROP:
             assert isinstance(node, ast.Drop)
             dropped = {c.value for c in node.columns}
             return [entry for entry in env if entry[1] not in dropped]
-        if kind == "rename":
+        if kind == StepKind.RENAME:
             assert isinstance(node, ast.Rename)
             renamed = {i.old.value: i.new.value for i in node.items}
             return [(q, renamed.get(n, n), lineage) for q, n, lineage in env]
-        if kind == "explode":
+        if kind == StepKind.EXPLODE:
             assert isinstance(node, ast.Explode)
             alias = node.alias.value if node.alias is not None else names[-1]
             return [*env, (None, alias, f"explode({expression_lineage(node.expr, env)})")]
-        if kind in ("aggregate", "window_aggregate"):
+        if kind in AGGREGATE_STEPS:
             assert isinstance(node, ast.Aggregate)
             keys = [(None, k, lookup(env, None, k)) for k in step.keys]
             by = ", ".join(lineage for _, _, lineage in keys)
@@ -223,11 +228,11 @@ class _Describer:
             for item, name in zip(node.items, values, strict=True):
                 out.append((None, name, bounded(f"{expression_lineage(item.expr, env)} BY ({by})")))
             return out
-        if kind == "join":
+        if kind == StepKind.JOIN:
             (right,) = step.inputs
             right_env, _ = self._origin_env(right)
             return [*env, *right_env]
-        if kind == "union":
+        if kind == StepKind.UNION:
             others = [self._origin_env(s)[0] for s in step.inputs]
             out = []
             for index, (_, name, lineage) in enumerate(env):
@@ -331,15 +336,19 @@ class _Describer:
         window = None
         within = None
         join = None
-        kind = {"deduplicate": "deduplicate", "join": "join"}.get(step.kind, "")
-        if step.kind in ("aggregate", "window_aggregate"):
+        kind: str = _STATE_KINDS.get(step.kind, "")
+        if step.kind in AGGREGATE_STEPS:
             node_ast = step.node
             assert isinstance(node_ast, ast.Aggregate)
             if step.window is not None:
                 window = self._window(step.window, env)
-                kind = "session_window" if window.kind == "SESSION" else "window_aggregate"
+                kind = (
+                    StateKind.SESSION_WINDOW
+                    if window.kind == WindowKind.SESSION
+                    else StateKind.WINDOW_AGGREGATE
+                )
             else:
-                kind = "keyed_aggregate" if step.keys else "global_aggregate"
+                kind = StateKind.KEYED_AGGREGATE if step.keys else StateKind.GLOBAL_AGGREGATE
             width = len(step.keys) + (2 if step.window is not None else 0)
             aggregates = tuple(
                 aggregate_state(item, column, env)
@@ -349,11 +358,11 @@ class _Describer:
                 StateColumn(c.name, c.type, lookup(env, None, c.name))
                 for c in step.schema[: len(step.keys)]
             )
-        elif step.kind == "deduplicate":
+        elif step.kind == StepKind.DEDUPLICATE:
             node_ast = step.node
             assert isinstance(node_ast, ast.Deduplicate)
             within = None if node_ast.within is None else one_line(node_ast.within.text)
-        elif step.kind == "join":
+        elif step.kind == StepKind.JOIN:
             join = self._join(info)
         max_set = node.max_parallelism is not None
         max_parallelism = (
@@ -370,7 +379,7 @@ class _Describer:
             vertex_id=self.vertex_of.get(node_id),
             node_id=node_id,
             keys=keys,
-            keys_location=self._keys_location(node) if step.kind != "deduplicate" else None,
+            keys_location=self._keys_location(node) if step.kind != StepKind.DEDUPLICATE else None,
             aggregates=aggregates,
             window=window,
             within=within,
@@ -385,7 +394,7 @@ class _Describer:
     def _keys_location(self, node: StreamNode) -> Location | None:
         """The KEY BY that gives an AGGREGATE its keys (its HASH edge's span)."""
         for edge in node.in_edges:
-            if edge.partitioner == "HASH" and edge.keys and edge.span != node.span:
+            if edge.partitioner == Partitioner.HASH and edge.keys and edge.span != node.span:
                 return self._location(edge.span)
         return None
 
@@ -445,9 +454,9 @@ class _Describer:
 
     def _watermarks(self, node_id: int) -> tuple[WatermarkState, ...]:
         """The watermarks of the sources upstream of the operator."""
-        from flowc.spark_sql import UnsupportedOnSpark, watermark_delay
-
-        sources = [i for i in self._upstream(node_id) if self.graph.nodes[i].kind == "source"]
+        sources = [
+            i for i in self._upstream(node_id) if self.graph.nodes[i].kind == NodeKind.SOURCE
+        ]
         by_node = {v: k for k, v in self.plan.source_nodes.items()}
         out = []
         for ident in sorted(sources):

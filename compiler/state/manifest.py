@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 from flowc.spans import Span
@@ -19,6 +20,18 @@ MANIFEST_FORMAT = "flowc-state-manifest"
 
 
 # ---------------------------------------------------------------- the manifest
+
+
+class StateKind(StrEnum):
+    """What a stateful operator keeps (``StatefulOperator.kind``): finer than its
+    operator, since a session window's or a global aggregate's state is its own kind."""
+
+    KEYED_AGGREGATE = "keyed_aggregate"
+    GLOBAL_AGGREGATE = "global_aggregate"
+    WINDOW_AGGREGATE = "window_aggregate"
+    SESSION_WINDOW = "session_window"
+    DEDUPLICATE = "deduplicate"
+    JOIN = "join"
 
 
 @dataclass(frozen=True, slots=True)

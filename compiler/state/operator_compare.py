@@ -17,6 +17,7 @@ from flowc.state.manifest import (
     QueryState,
     StateColumn,
     StatefulOperator,
+    StateKind,
 )
 
 
@@ -99,8 +100,8 @@ def _compare_keys(
     incompatible: Any,
     note: Any,
 ) -> None:
-    what = "deduplicated columns" if old.kind == "deduplicate" else "keys"
-    if old.kind == "join":
+    what = "deduplicated columns" if old.kind == StateKind.DEDUPLICATE else "keys"
+    if old.kind == StateKind.JOIN:
         return  # the join's keys are compared with the join
     problem = _columns_problem(old.keys, new.keys, lineage, what)
     if problem is not None:
