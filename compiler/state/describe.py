@@ -50,7 +50,6 @@ from flowc.state.manifest import (
     StateManifest,
     WatermarkState,
     WindowState,
-    optional_str,
 )
 from flowc.stream_graph import StreamNode
 from flowc.vocabulary import AGGREGATE_STEPS, NodeKind, Partitioner, StepKind, WindowKind
@@ -68,7 +67,10 @@ def describe_state(job: CompiledJob) -> StateManifest:
 
 
 #: The state kind of the stateful steps that have one kind only.
-_STATE_KINDS = {StepKind.DEDUPLICATE: StateKind.DEDUPLICATE, StepKind.JOIN: StateKind.JOIN}
+_STATE_KINDS: dict[str, StateKind] = {
+    StepKind.DEDUPLICATE: StateKind.DEDUPLICATE,
+    StepKind.JOIN: StateKind.JOIN,
+}
 
 
 @dataclass(slots=True)
@@ -283,7 +285,7 @@ class _Describer:
                     source.name,
                     source.connector,
                     None if where is None else str(where),
-                    optional_str(options.get("format")),
+                    _optional(options.get("format")),
                 )
             )
         operators = [
@@ -297,7 +299,7 @@ class _Describer:
                 sink_def.name,
                 sink_def.connector,
                 None if where is None else str(where),
-                optional_str(sink_options.get("format")),
+                _optional(sink_options.get("format")),
                 sink_def.mode,
                 self._location(sink_def.span),
             ),
@@ -492,3 +494,7 @@ class _Describer:
                 parts.append(lines[span.end_line - 1][: span.end_column - 1])
             text = "\n".join(parts)
         return one_line(without_comments(text))
+
+
+def _optional(value: object) -> str | None:
+    return None if value is None else str(value)

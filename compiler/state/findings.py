@@ -4,7 +4,7 @@ operator, per query and per job results, with their JSON forms.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -14,7 +14,6 @@ from flowc.state.manifest import (
     Location,
     QueryState,
     StatefulOperator,
-    optional_str,
 )
 
 COMPARISON_FORMAT = "flowc-state-comparison"
@@ -85,17 +84,6 @@ class Finding:
             "old": None if self.old is None else self.old.to_json(),
             "new": None if self.new is None else self.new.to_json(),
         }
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Finding:
-        return cls(
-            Verdict(data["verdict"]),
-            str(data["aspect"]),
-            str(data["message"]),
-            optional_str(data.get("help")),
-            None if data.get("old") is None else Location.from_json(data["old"]),
-            None if data.get("new") is None else Location.from_json(data["new"]),
-        )
 
 
 @dataclass(frozen=True, slots=True)
