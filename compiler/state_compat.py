@@ -8,55 +8,17 @@ use.
 
 from flowc.state.compare import compare
 from flowc.state.describe import describe_state
-from flowc.state.findings import (
-    COMPARISON_FORMAT,
-    INCOMPATIBLE_CODE,
-    RESCALED_CODE,
-    Finding,
-    OperatorComparison,
-    QueryComparison,
-    StateComparison,
-    Verdict,
-    ways_out,
-)
-from flowc.state.manifest import (
-    MANIFEST_FORMAT,
-    MANIFEST_VERSION,
-    AggregateState,
-    JoinState,
-    Location,
-    QueryState,
-    SinkWrite,
-    SourceRead,
-    StateColumn,
-    StatefulOperator,
-    StateManifest,
-    WatermarkState,
-    WindowState,
-)
+from flowc.state.findings import INCOMPATIBLE_CODE, Finding, StateComparison, Verdict, ways_out
+from flowc.state.manifest import QueryState, StatefulOperator, StateManifest
 
 __all__ = [
-    "COMPARISON_FORMAT",
     "INCOMPATIBLE_CODE",
-    "MANIFEST_FORMAT",
-    "MANIFEST_VERSION",
-    "RESCALED_CODE",
-    "AggregateState",
     "Finding",
-    "JoinState",
-    "Location",
-    "OperatorComparison",
-    "QueryComparison",
     "QueryState",
-    "SinkWrite",
-    "SourceRead",
-    "StateColumn",
     "StateComparison",
     "StateManifest",
     "StatefulOperator",
     "Verdict",
-    "WatermarkState",
-    "WindowState",
     "compare",
     "describe_state",
     "ways_out",

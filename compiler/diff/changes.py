@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from flowc.json_records import record_json
 from flowc.spans import Span
 
 
@@ -278,13 +279,7 @@ class SparkChange:
     message: str
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind.value,
-            "query": self.query,
-            "old": self.old,
-            "new": self.new,
-            "message": self.message,
-        }
+        return record_json(self)
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Protocol
 
 from flowc.flink.keygroups import compute_operator_index_for_key_group
 from flowc.state.findings import Finding, OperatorComparison, Verdict, ways_out
@@ -90,15 +90,26 @@ def _kind_name(kind: str) -> str:
     return kind.replace("_", " ")
 
 
-_T = TypeVar("_T")
+#: The old lineage text with renamed sources' names replaced by the new ones.
+_Lineage = Callable[[str], str]
+#: Records an incompatible finding: (aspect, message).
+_Incompatible = Callable[[str, str], None]
+
+
+class _Note(Protocol):
+    """Records a finding that keeps the state (compatible or rescaled)."""
+
+    def __call__(
+        self, verdict: Verdict, aspect: str, message: str, help: str | None = None
+    ) -> None: ...
 
 
 def _compare_keys(
     old: StatefulOperator,
     new: StatefulOperator,
-    lineage: Any,
-    incompatible: Any,
-    note: Any,
+    lineage: _Lineage,
+    incompatible: _Incompatible,
+    note: _Note,
 ) -> None:
     what = "deduplicated columns" if old.kind == StateKind.DEDUPLICATE else "keys"
     if old.kind == StateKind.JOIN:
@@ -115,7 +126,7 @@ def _compare_keys(
 
 
 def _columns_problem(
-    old: Sequence[StateColumn], new: Sequence[StateColumn], lineage: Any, what: str
+    old: Sequence[StateColumn], new: Sequence[StateColumn], lineage: _Lineage, what: str
 ) -> str | None:
     """Why state keyed on ``old`` cannot be read as keyed on ``new``, or None."""
     old_shown, new_shown = _shown_columns(old), _shown_columns(new)
@@ -144,9 +155,9 @@ def _columns_problem(
 def _compare_values(
     old: StatefulOperator,
     new: StatefulOperator,
-    lineage: Any,
-    incompatible: Any,
-    note: Any,
+    lineage: _Lineage,
+    incompatible: _Incompatible,
+    note: _Note,
 ) -> None:
     if old.aggregates or new.aggregates:
         a, b = old.aggregates, new.aggregates
@@ -211,7 +222,9 @@ def _compare_values(
         _compare_join(old.join, new.join, new.name, lineage, incompatible)
 
 
-def _compare_join(a: JoinState, b: JoinState, name: str, lineage: Any, incompatible: Any) -> None:
+def _compare_join(
+    a: JoinState, b: JoinState, name: str, lineage: _Lineage, incompatible: _Incompatible
+) -> None:
     if a.type != b.type:
         incompatible(
             "join",
@@ -250,7 +263,7 @@ def _compare_join(a: JoinState, b: JoinState, name: str, lineage: Any, incompati
 
 
 def _compare_identity(
-    old: StatefulOperator, new: StatefulOperator, incompatible: Any, note: Any
+    old: StatefulOperator, new: StatefulOperator, incompatible: _Incompatible, note: _Note
 ) -> None:
     if old.uid is not None and new.uid != old.uid:
         now = f"'{new.uid}'" if new.uid is not None else "gone"
@@ -283,7 +296,7 @@ def _compare_scale(
     new_query: QueryState,
     old: StatefulOperator,
     new: StatefulOperator,
-    note: Any,
+    note: _Note,
 ) -> None:
     partitions = old_query.state_partitions
     restart = f"flowc run --reset-state {new_query.name}"
