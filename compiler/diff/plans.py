@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable
 from pathlib import PurePath
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from flowc.diff.changes import (
     ChangeKind,
@@ -30,6 +30,8 @@ from flowc.stream_graph import StreamEdge, StreamNode
 if TYPE_CHECKING:
     from flowc.job import CompiledJob
     from flowc.job_graph import JobVertex
+
+_Item = TypeVar("_Item")
 
 
 def diff_plans(old: CompiledJob, new: CompiledJob) -> PlanDiff:
@@ -197,18 +199,25 @@ def _id_change(old: OperatorRef, new: OperatorRef) -> OperatorIdChange | None:
     return OperatorIdChange(old, new, reason)
 
 
+def _by_occurrence(
+    items: Iterable[_Item], key: Callable[[_Item], tuple[Hashable, Hashable]]
+) -> dict[tuple[Hashable, Hashable, int], _Item]:
+    """Items by their key and, among items of one key, their occurrence (0, 1, ...)."""
+    seen: dict[tuple[Hashable, Hashable], int] = {}
+    out: dict[tuple[Hashable, Hashable, int], _Item] = {}
+    for item in items:
+        found = key(item)
+        count = seen.get(found, 0)
+        seen[found] = count + 1
+        out[(*found, count)] = item
+    return out
+
+
 def _inputs(
     node: StreamNode, producer: Callable[[int], Hashable]
-) -> dict[tuple[int, Hashable, int], StreamEdge]:
+) -> dict[tuple[Hashable, Hashable, int], StreamEdge]:
     """A node's inputs by (input side, producer's match, occurrence)."""
-    seen: dict[tuple[int, Hashable], int] = {}
-    out: dict[tuple[int, Hashable, int], StreamEdge] = {}
-    for edge in node.in_edges:
-        key = (edge.type_number, producer(edge.source_id))
-        count = seen.get(key, 0)
-        seen[key] = count + 1
-        out[(*key, count)] = edge
-    return out
+    return _by_occurrence(node.in_edges, lambda e: (e.type_number, producer(e.source_id)))
 
 
 def _exchange_changes(old: Side, new: Side, pairs: dict[int, int]) -> tuple[ExchangeChange, ...]:
@@ -227,7 +236,7 @@ def _exchange_changes(old: Side, new: Side, pairs: dict[int, int]) -> tuple[Exch
         left_new = [key for key in new_inputs if key not in old_inputs]
         matched = [(old_inputs[k], new_inputs[k]) for k in new_inputs if k in old_inputs]
         # Inputs whose producer changed (a step inserted before the consumer): by side.
-        by_side: dict[int, list[tuple[int, Hashable, int]]] = {}
+        by_side: dict[Hashable, list[tuple[Hashable, Hashable, int]]] = {}
         for key in left_old:
             by_side.setdefault(key[0], []).append(key)
         unmatched_new: list[StreamEdge] = []
@@ -322,20 +331,11 @@ def _spark_changes(old: Side, new: Side, pairs: dict[int, int]) -> tuple[SparkCh
 def _query_exchange_changes(
     old: SparkQuery, new: SparkQuery, pairs: dict[int, int]
 ) -> Iterable[SparkChange]:
-    def key_of(
-        exchanges: Iterable[SparkExchange], map_id: Callable[[int], Hashable]
-    ) -> dict[tuple[Hashable, Hashable, int], SparkExchange]:
-        seen: dict[tuple[Hashable, Hashable], int] = {}
-        out: dict[tuple[Hashable, Hashable, int], SparkExchange] = {}
-        for exchange in exchanges:
-            key = (map_id(exchange.consumer_id), map_id(exchange.producer_id))
-            count = seen.get(key, 0)
-            seen[key] = count + 1
-            out[(*key, count)] = exchange
-        return out
+    def old_id(i: int) -> Hashable:
+        return pairs.get(i, ("old", i))
 
-    was = key_of(old.exchanges, lambda i: pairs.get(i, ("old", i)))
-    now = key_of(new.exchanges, lambda i: i)
+    was = _by_occurrence(old.exchanges, lambda e: (old_id(e.consumer_id), old_id(e.producer_id)))
+    now = _by_occurrence(new.exchanges, lambda e: (e.consumer_id, e.producer_id))
     # An exchange whose producer changed (a step inserted before it) matches by consumer.
     left_old: dict[Hashable, list[SparkExchange]] = {}
     for key, exchange in was.items():
