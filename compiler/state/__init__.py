@@ -30,8 +30,16 @@ sources' columns it stands for, so that ``SELECT k2 AS k |> KEY BY k`` is not ta
   window, deduplicated columns or join changed, an operator removed, added or moved,
   a uid changed or removed; and, per query, sources or a file sink's folder changed.
 
-Both are plain data: ``to_json()`` / ``from_json()`` round-trip, and the JSON is stable
-(no time, no machine-dependent value). ``flowc run`` writes a query's manifest beside its
-checkpoint and compares before the next run starts (:mod:`flowc.runtime.state_guard`);
-``flowc diff`` compares two files. The JSON forms are documented in ``docs/state.md``.
+Both are plain data with a stable JSON form (no time, no machine-dependent value); a
+manifest's ``to_json()`` / ``from_json()`` round-trip. ``flowc run`` writes a query's
+manifest beside its checkpoint and compares before the next run starts
+(:mod:`flowc.runtime.state_guard`); ``flowc diff`` compares two files. The JSON forms are
+documented in ``docs/state.md``.
+
+The modules, top-down: :mod:`~flowc.state.manifest` (the records),
+:mod:`~flowc.state.lineage` and :mod:`~flowc.state.describe` (describe_state),
+:mod:`~flowc.state.findings` (what a comparison says), :mod:`~flowc.state.compare`
+(queries and the alignment of their operators) and :mod:`~flowc.state.operator_compare`
+(one operator, aspect by aspect). :mod:`flowc.state_compat` re-exports the names other
+code uses.
 """
