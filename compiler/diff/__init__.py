@@ -21,4 +21,9 @@ those left, by name and what they read and feed (and the step's source text), on
 after another: each tier is a dictionary lookup, so matching is linear in the graphs, and
 every list comes out in a fixed order (the new plan's topological order, then the old's
 for what was removed).
+
+The modules, top-down: :mod:`~flowc.diff.changes` (the records and :class:`PlanDiff`),
+:mod:`~flowc.diff.sides` (a job indexed, and the matching of operators),
+:mod:`~flowc.diff.plans` (``diff_plans``) and :mod:`~flowc.diff.report` (what ``flowc
+diff`` prints). :mod:`flowc.plan_diff` re-exports the names other code uses.
 """
