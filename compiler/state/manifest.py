@@ -158,12 +158,6 @@ class StatefulOperator(JsonRecord):
         location = data.pop("location")
         return {**data, "key_groups": self.key_groups, "location": location}
 
-    @property
-    def identity(self) -> str:
-        """How a message names it: its kind and uid or name, and its line."""
-        label = f"uid '{self.uid}'" if self.uid is not None else self.name
-        return f"{label} (line {self.location.line})"
-
 
 @dataclass(frozen=True, slots=True)
 class SourceRead(JsonRecord):
