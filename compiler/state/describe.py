@@ -1,0 +1,500 @@
+"""describe_state: a compiled job's state manifest, built from its program and plans."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from sqlglot import exp
+
+from flowc import __version__, ast
+from flowc.flink.keygroups import compute_default_max_parallelism
+from flowc.program import (
+    ERRORS_SCHEMA,
+    FromSideOutput,
+    FromSource,
+    FromSourceErrors,
+    FromView,
+    Program,
+    Schema,
+    Step,
+    Stream,
+    view_of,
+)
+from flowc.spans import Span
+from flowc.spark_sql import UnsupportedOnSpark, select_columns, watermark_delay
+from flowc.state.lineage import (
+    Env,
+    aggregate_state,
+    bounded,
+    expression_lineage,
+    interval_or_text,
+    lookup,
+    one_line,
+    requalified,
+    sql_text,
+    state_column,
+    without_comments,
+)
+from flowc.state.manifest import (
+    MANIFEST_VERSION,
+    AggregateState,
+    JoinState,
+    Location,
+    QueryState,
+    SinkWrite,
+    SourceRead,
+    StateColumn,
+    StatefulOperator,
+    StateKind,
+    StateManifest,
+    WatermarkState,
+    WindowState,
+)
+from flowc.stream_graph import StreamNode
+from flowc.vocabulary import AGGREGATE_STEPS, NodeKind, Partitioner, StepKind, WindowKind
+
+if TYPE_CHECKING:
+    from flowc.job import CompiledJob
+
+
+# ---------------------------------------------------------------- describe_state
+
+
+def describe_state(job: CompiledJob) -> StateManifest:
+    """The state every query of ``job`` keeps, operator by operator in Spark's order."""
+    return _Describer(job).manifest()
+
+
+#: The state kind of the stateful steps that have one kind only.
+_STATE_KINDS: dict[str, StateKind] = {
+    StepKind.DEDUPLICATE: StateKind.DEDUPLICATE,
+    StepKind.JOIN: StateKind.JOIN,
+}
+
+
+@dataclass(slots=True)
+class _StepInfo:
+    step: Step
+    #: The columns reaching the step, each with its lineage.
+    env: Env
+    schema: Schema
+    #: The right side's columns of a JOIN.
+    right_env: Env = field(default_factory=list)
+    right_schema: Schema = ()
+
+
+class _Describer:
+    def __init__(self, job: CompiledJob) -> None:
+        self.job = job
+        self.program: Program = job.program
+        self.plan = job.spark_plan
+        self.graph = job.stream_graph
+        self.lines = job.source.split("\n")
+        #: Each view's env after each of its steps (index -1: its origin's).
+        self.view_envs: dict[str, list[Env]] = {}
+        #: Every stateful step by StreamGraph node id.
+        self.stateful: dict[int, _StepInfo] = {}
+        self.vertex_of: dict[int, str] = {}
+        for vertex in job.job_graph.vertices.values():
+            for operator in vertex.operators:
+                self.vertex_of[operator.node_id] = vertex.id
+
+    def manifest(self) -> StateManifest:
+        for view in self.program.views:
+            if view.name not in self.view_envs:
+                self._view(view.name)
+        queries = []
+        for insert, sink_node in zip(self.program.inserts, self.plan.sink_nodes, strict=True):
+            steps: list[str] = []
+            self._texts(insert.stream, steps, set())
+            self._steps(insert.stream, self._origin_env(insert.stream)[0])
+            queries.append(self._query(insert.sink, sink_node, insert.span, tuple(steps)))
+        return StateManifest(
+            version=MANIFEST_VERSION,
+            job=self.program.settings.job_name,
+            file=self.job.file,
+            flowc_version=__version__,
+            engine=self.plan.engine,
+            queries=tuple(queries),
+        )
+
+    # ------------------------------------------------------------ lineage
+
+    def _origin_env(self, stream: Stream) -> tuple[Env, Schema]:
+        origin = stream.origin
+        if isinstance(origin, FromSource):
+            schema = self.program.source(origin.name).schema
+            return [(origin.name, c.name, f"{origin.name}.{c.name}") for c in schema], schema
+        if isinstance(origin, FromSourceErrors):
+            return [
+                (origin.source, c.name, f"{origin.source}.errors.{c.name}") for c in ERRORS_SCHEMA
+            ], ERRORS_SCHEMA
+        if isinstance(origin, FromView):
+            envs = self._view(origin.name)
+            view = self.program.view(origin.name)
+            return requalified(envs[-1], origin.name), view.stream.schema
+        assert isinstance(origin, FromSideOutput)
+        envs = self._view(origin.view)
+        view = self.program.view(origin.view)
+        output = next(o for o in view.side_outputs if o.name == origin.output)
+        return requalified(envs[output.step_index + 1], origin.view), output.schema
+
+    def _view(self, name: str) -> list[Env]:
+        found = self.view_envs.get(name)
+        if found is not None:
+            return found
+        view = self.program.view(name)
+        env, _ = self._origin_env(view.stream)
+        envs = [env]
+        self.view_envs[name] = envs  # a view cannot read itself (E0105)
+        self._steps(view.stream, env, envs)
+        return envs
+
+    def _steps(self, stream: Stream, env: Env, envs: list[Env] | None = None) -> Env:
+        """Run the lineage through a stream's steps; note every stateful step."""
+        _, schema = self._origin_env(stream)
+        for step in stream.steps:
+            node = self.plan.step_nodes.get(id(step))
+            if node is not None and node in self.plan.stateful:
+                info = _StepInfo(step, env, schema)
+                if step.kind == StepKind.JOIN:
+                    (right,) = step.inputs
+                    right_env, right_schema = self._origin_env(right)
+                    info.right_env, info.right_schema = right_env, right_schema
+                self.stateful[node] = info
+            env = self._step(step, env)
+            schema = step.schema
+            if envs is not None:
+                envs.append(env)
+        return env
+
+    def _step(self, step: Step, env: Env) -> Env:
+        kind = step.kind
+        node = step.node
+        names = [c.name for c in step.schema]
+        if kind == StepKind.SELECT:
+            assert isinstance(node, ast.Select)
+            try:
+                items = select_columns(node.items, names)
+            except UnsupportedOnSpark:  # several stars: each column by its name
+                items = [(None, name) for name in names]
+            out: Env = []
+            for item, name in items:
+                out.append(
+                    (
+                        None,
+                        name,
+                        lookup(env, None, name)
+                        if item is None
+                        else expression_lineage(item.expr, env),
+                    )
+                )
+            return out
+        if kind == StepKind.EXTEND:
+            assert isinstance(node, ast.Extend)
+            added = names[len(names) - len(node.items) :]
+            return [
+                *env,
+                *(
+                    (None, name, expression_lineage(item.expr, env))
+                    for item, name in zip(node.items, added, strict=True)
+                ),
+            ]
+        if kind == StepKind.DROP:
+            assert isinstance(node, ast.Drop)
+            dropped = {c.value for c in node.columns}
+            return [entry for entry in env if entry[1] not in dropped]
+        if kind == StepKind.RENAME:
+            assert isinstance(node, ast.Rename)
+            renamed = {i.old.value: i.new.value for i in node.items}
+            return [(q, renamed.get(n, n), lineage) for q, n, lineage in env]
+        if kind == StepKind.EXPLODE:
+            assert isinstance(node, ast.Explode)
+            alias = node.alias.value if node.alias is not None else names[-1]
+            return [*env, (None, alias, f"explode({expression_lineage(node.expr, env)})")]
+        if kind in AGGREGATE_STEPS:
+            assert isinstance(node, ast.Aggregate)
+            keys = [(None, k, lookup(env, None, k)) for k in step.keys]
+            by = ", ".join(lineage for _, _, lineage in keys)
+            out = list(keys)
+            if step.window is not None:
+                window = self._window(step.window, env)
+                text = f"{window.kind}({window.time.lineage}, {window.size}"
+                text += f", {window.slide})" if window.slide else ")"
+                out += [
+                    (None, "window_start", f"{text}.start"),
+                    (None, "window_end", f"{text}.end"),
+                ]
+            values = names[len(out) :]
+            for item, name in zip(node.items, values, strict=True):
+                out.append((None, name, bounded(f"{expression_lineage(item.expr, env)} BY ({by})")))
+            return out
+        if kind == StepKind.JOIN:
+            (right,) = step.inputs
+            right_env, _ = self._origin_env(right)
+            return [*env, *right_env]
+        if kind == StepKind.UNION:
+            others = [self._origin_env(s)[0] for s in step.inputs]
+            out = []
+            for index, (_, name, lineage) in enumerate(env):
+                found = [lineage] + [o[index][2] for o in others if index < len(o)]
+                unique = list(dict.fromkeys(found))
+                out.append(
+                    (None, name, unique[0] if len(unique) == 1 else f"union({', '.join(unique)})")
+                )
+            return out
+        return env  # where, key_by, partitions, deduplicate, route: same columns
+
+    def _window(self, window: ast.Window, env: Env) -> WindowState:
+        time_name = window.args[0].tree.name
+        sizes = [interval_or_text(a) for a in window.args[1:]]
+        return WindowState(
+            kind=window.kind,
+            time=StateColumn(time_name, "TIMESTAMP", lookup(env, None, time_name)),
+            size=sizes[0],
+            slide=sizes[1] if len(sizes) > 1 else None,
+        )
+
+    def _texts(self, stream: Stream, steps: list[str], seen: set[str]) -> None:
+        """The steps a query runs as written, in pipeline order (views it reads first)."""
+        streams = [stream, *(other for step in stream.steps for other in step.inputs)]
+        for each in streams:
+            view = view_of(each.origin)
+            if view is not None and view not in seen:
+                seen.add(view)
+                self._texts(self.program.view(view).stream, steps, seen)
+        steps.extend(self._text(step.span) for step in stream.steps)
+
+    # ------------------------------------------------------------ the query
+
+    def _query(self, name: str, sink_node: int, span: Span, steps: tuple[str, ...]) -> QueryState:
+        query = self.plan.query(name)
+        sink_def = self.program.sink(query.sink)
+        sink_options = dict(sink_def.options)
+        sources = []
+        upstream = self._upstream(sink_node)
+        for source_name, source_node in self.plan.source_nodes.items():
+            if source_node not in upstream:
+                continue
+            source = self.program.source(source_name)
+            options = dict(source.options)
+            where = options.get("path", options.get("topic"))
+            sources.append(
+                SourceRead(
+                    source.name,
+                    source.connector,
+                    None if where is None else str(where),
+                    _optional(options.get("format")),
+                )
+            )
+        operators = [
+            self._operator(index, node) for index, node in enumerate(self._spark_order(sink_node))
+        ]
+        where = sink_options.get("path", sink_options.get("topic"))
+        return QueryState(
+            name=name,
+            checkpoint=query.checkpoint,
+            sink=SinkWrite(
+                sink_def.name,
+                sink_def.connector,
+                None if where is None else str(where),
+                _optional(sink_options.get("format")),
+                sink_def.mode,
+                self._location(sink_def.span),
+            ),
+            sources=tuple(sorted(sources, key=lambda s: s.name)),
+            output_mode=query.output_mode,
+            shuffle_partitions=self.plan.shuffle_partitions,
+            state_partitions=self.plan.shuffle_partitions,
+            operators=tuple(operators),
+            steps=steps,
+            location=self._location(span),
+        )
+
+    def _spark_order(self, sink_node: int) -> list[int]:
+        """The query's stateful nodes as Spark numbers them: pre-order from the sink (the
+        physical plan is walked top-down), a join's left input before its right; a node
+        read twice (a view in a UNION ALL with itself) is two operators in Spark."""
+        order: list[int] = []
+        stack = [sink_node]
+        nodes = self.graph.nodes
+        while stack:
+            ident = stack.pop()
+            if ident in self.plan.stateful:
+                order.append(ident)
+            edges = sorted(nodes[ident].in_edges, key=lambda e: e.type_number)
+            stack.extend(e.source_id for e in reversed(edges))
+        return order
+
+    def _operator(self, index: int, node_id: int) -> StatefulOperator:
+        node = self.graph.nodes[node_id]
+        info = self.stateful.get(node_id)
+        assert info is not None, f"stateful node {node_id} has no step"
+        step = info.step
+        env = info.env
+        keys = tuple(state_column(k, info.schema, env) for k in step.keys)
+        aggregates: tuple[AggregateState, ...] = ()
+        window = None
+        within = None
+        join = None
+        kind: str = _STATE_KINDS.get(step.kind, "")
+        if step.kind in AGGREGATE_STEPS:
+            node_ast = step.node
+            assert isinstance(node_ast, ast.Aggregate)
+            if step.window is not None:
+                window = self._window(step.window, env)
+                kind = (
+                    StateKind.SESSION_WINDOW
+                    if window.kind == WindowKind.SESSION
+                    else StateKind.WINDOW_AGGREGATE
+                )
+            else:
+                kind = StateKind.KEYED_AGGREGATE if step.keys else StateKind.GLOBAL_AGGREGATE
+            width = len(step.keys) + (2 if step.window is not None else 0)
+            aggregates = tuple(
+                aggregate_state(item, column, env)
+                for item, column in zip(node_ast.items, step.schema[width:], strict=True)
+            )
+            keys = tuple(
+                StateColumn(c.name, c.type, lookup(env, None, c.name))
+                for c in step.schema[: len(step.keys)]
+            )
+        elif step.kind == StepKind.DEDUPLICATE:
+            node_ast = step.node
+            assert isinstance(node_ast, ast.Deduplicate)
+            within = None if node_ast.within is None else one_line(node_ast.within.text)
+        elif step.kind == StepKind.JOIN:
+            join = self._join(info)
+        max_set = node.max_parallelism is not None
+        max_parallelism = (
+            node.max_parallelism
+            if node.max_parallelism is not None
+            else compute_default_max_parallelism(node.parallelism)
+        )
+        return StatefulOperator(
+            index=index,
+            name=node.name,
+            kind=kind,
+            uid=node.uid,
+            operator_id=self.graph.operator_id(node_id),
+            vertex_id=self.vertex_of.get(node_id),
+            node_id=node_id,
+            keys=keys,
+            keys_location=self._keys_location(node) if step.kind != StepKind.DEDUPLICATE else None,
+            aggregates=aggregates,
+            window=window,
+            within=within,
+            join=join,
+            watermarks=self._watermarks(node_id),
+            parallelism=node.parallelism,
+            max_parallelism=max_parallelism,
+            max_parallelism_set=max_set,
+            location=self._location(step.span),
+        )
+
+    def _keys_location(self, node: StreamNode) -> Location | None:
+        """The KEY BY that gives an AGGREGATE its keys (its HASH edge's span)."""
+        for edge in node.in_edges:
+            if edge.partitioner == Partitioner.HASH and edge.keys and edge.span != node.span:
+                return self._location(edge.span)
+        return None
+
+    def _join(self, info: _StepInfo) -> JoinState:
+        step = info.step
+        node = step.node
+        assert isinstance(node, ast.Join) and node.condition is not None
+        (right,) = step.inputs
+        assert right.keys is not None
+        left_keys = tuple(state_column(k, info.schema, info.env) for k in step.keys)
+        right_keys = tuple(state_column(k, info.right_schema, info.right_env) for k in right.keys)
+        terms = (
+            list(node.condition.tree.flatten())
+            if isinstance(node.condition.tree, exp.And)
+            else [node.condition.tree]
+        )
+        equalities = {(a.name, b.name) for a, b in zip(left_keys, right_keys, strict=True)}
+        rest = []
+        for term in terms:
+            if (
+                isinstance(term, exp.EQ)
+                and isinstance(term.left, exp.Column)
+                and isinstance(term.right, exp.Column)
+            ):
+                pair = (term.left.name, term.right.name)
+                if pair in equalities or pair[::-1] in equalities:
+                    continue
+            rest.append(sql_text(term))
+        return JoinState(
+            type=node.kind,
+            right=node.right.text,
+            left_keys=left_keys,
+            right_keys=right_keys,
+            condition=sql_text(node.condition.tree),
+            bound=" AND ".join(rest) or None,
+            left_row=tuple(
+                StateColumn(c.name, c.type, lineage)
+                for c, (_, _, lineage) in zip(info.schema, info.env, strict=False)
+            ),
+            right_row=tuple(
+                StateColumn(c.name, c.type, lineage)
+                for c, (_, _, lineage) in zip(info.right_schema, info.right_env, strict=False)
+            ),
+        )
+
+    def _upstream(self, node_id: int) -> set[int]:
+        """The node and every node it reads from."""
+        seen: set[int] = set()
+        stack = [node_id]
+        while stack:
+            ident = stack.pop()
+            if ident in seen:
+                continue
+            seen.add(ident)
+            stack.extend(e.source_id for e in self.graph.nodes[ident].in_edges)
+        return seen
+
+    def _watermarks(self, node_id: int) -> tuple[WatermarkState, ...]:
+        """The watermarks of the sources upstream of the operator."""
+        sources = [
+            i for i in self._upstream(node_id) if self.graph.nodes[i].kind == NodeKind.SOURCE
+        ]
+        by_node = {v: k for k, v in self.plan.source_nodes.items()}
+        out = []
+        for ident in sorted(sources):
+            name = by_node.get(ident)
+            if name is None:
+                continue
+            source = self.program.source(name)
+            if source.watermark is None:
+                continue
+            try:
+                column, delay = watermark_delay(source)
+            except UnsupportedOnSpark:
+                column, delay = source.watermark.column, one_line(source.watermark.expr.text)
+            out.append(WatermarkState(source.name, column, delay))
+        return tuple(out)
+
+    def _location(self, span: Span) -> Location:
+        return Location(
+            span.file, span.line, span.column, span.end_line, span.end_column, self._text(span)
+        )
+
+    def _text(self, span: Span) -> str:
+        """The source text of a span, on one line."""
+        lines = self.lines
+        if not 1 <= span.line <= len(lines):
+            return ""
+        if span.end_line == span.line:
+            text = lines[span.line - 1][span.column - 1 : span.end_column - 1]
+        else:
+            parts = [lines[span.line - 1][span.column - 1 :]]
+            parts += lines[span.line : span.end_line - 1]
+            if span.end_line <= len(lines):
+                parts.append(lines[span.end_line - 1][: span.end_column - 1])
+            text = "\n".join(parts)
+        return one_line(without_comments(text))
+
+
+def _optional(value: object) -> str | None:
+    return None if value is None else str(value)
