@@ -76,8 +76,8 @@ class StepWriter(ProgramText):
             pending = None
             self.step(step, variable, view_name)
             parts = [(variable, node)]
-            if step.kind == StepKind.ROUTE and view_name is not None:
-                for branch in step.node.branches:  # type: ignore[union-attr]
+            if isinstance(step.node, ast.Route) and view_name is not None:
+                for branch in step.node.branches:
                     side = self.names[f"side:{view_name}.{branch.name.value}"]
                     self.tails[f"{view_name}.{branch.name.value}"] = [(side, node)]
         if sink_node is not None:

@@ -253,7 +253,9 @@ class Driver:
                         break
                 else:
                     raise NoFastPath
-                kind: str = match.lastgroup  # type: ignore[assignment]
+                group = match.lastgroup
+                assert group is not None  # every segment's alternatives are named groups
+                kind = group
                 end = match.end()
                 if kind in lexer.ignore:
                     pos = end
@@ -263,7 +265,9 @@ class Driver:
                 if keyword is not None:
                     found = keyword.fullmatch(lexeme)
                     if found is not None:
-                        kind = found.lastgroup  # type: ignore[assignment]
+                        group = found.lastgroup
+                        assert group is not None
+                        kind = group
                 token = new_str(Token, lexeme)
                 token.type = kind
                 token.start_pos = pos

@@ -16,7 +16,7 @@ window_end)``. Flink SQL's group windows (``GROUP BY TUMBLE(...)``) are E0602.
 from __future__ import annotations
 
 import itertools
-from typing import Any
+from typing import Any, TypedDict
 
 from sqlglot import exp
 from sqlglot.errors import TokenError
@@ -50,6 +50,15 @@ _UNSUPPORTED: dict[str, tuple[str, TokenType | None]] = {
 _WINDOW_FUNCTIONS = frozenset({"window", "session_window"})
 _FIELDS = frozenset({"start", "end"})
 _STRUCT = "named_struct('start', window_start, 'end', window_end)"
+
+
+class StepFields(TypedDict):
+    """What every lowered step shares (:class:`~flowc.ast.StepBase`): the query's span."""
+
+    keyword_span: Span
+    hints: tuple[ast.Option, ...]
+    hints_span: Span | None
+    span: Span
 
 
 class _Unsupported(Exception):
@@ -203,7 +212,7 @@ class _Lowering:
     def name(self, value: str, span: Span | None = None) -> ast.Name:
         return ast.Name(value=value, quoted=False, span=span or self.span)
 
-    def step_fields(self) -> dict[str, object]:
+    def step_fields(self) -> StepFields:
         return {"keyword_span": self.span, "hints": (), "hints_span": None, "span": self.span}
 
     def relation(self, table: exp.Expr) -> ast.Relation:
@@ -238,7 +247,8 @@ class _Lowering:
             )
         left = tree.left
         right = tree.right
-        first = self.select(left) if isinstance(left, exp.Select) else self.union(left)  # type: ignore[arg-type]
+        assert isinstance(left, exp.Select | exp.Union)  # the grammar admits no other left side
+        first = self.select(left) if isinstance(left, exp.Select) else self.union(left)
         if not (
             isinstance(right, exp.Select)
             and len(right.expressions) == 1
@@ -251,7 +261,7 @@ class _Lowering:
                 self.span_of(right, TokenType.SELECT),
                 help="define each side as a view, then UNION ALL the views",
             )
-        step = ast.UnionAll(others=(self.relation(right.args["from_"].this),), **self.step_fields())  # type: ignore[arg-type]
+        step = ast.UnionAll(others=(self.relation(right.args["from_"].this),), **self.step_fields())
         return ast.PipeQuery(source=first.source, steps=(*first.steps, step), span=self.span)
 
     def select(self, tree: exp.Select) -> ast.PipeQuery:
@@ -283,21 +293,21 @@ class _Lowering:
                     kind=kind,
                     right=self.relation(join.this),
                     condition=self.expr(on) if on is not None else None,
-                    **fields,  # type: ignore[arg-type]
+                    **fields,
                 )
             )
         where = tree.args.get("where")
         if where is not None:
-            steps.append(ast.Where(condition=self.expr(where.this), **fields))  # type: ignore[arg-type]
+            steps.append(ast.Where(condition=self.expr(where.this), **fields))
         items = list(tree.expressions)
         group = tree.args.get("group")
         has_aggregates = any(has_aggregate(item) for item in items)
         if group is not None or has_aggregates:
             steps.extend(self.aggregate(tree, items, group))
         elif not (len(items) == 1 and isinstance(items[0], exp.Star)):
-            steps.append(ast.Select(items=tuple(self.item(i) for i in items), **fields))  # type: ignore[arg-type]
+            steps.append(ast.Select(items=tuple(self.item(i) for i in items), **fields))
         if tree.args.get("distinct"):
-            steps.append(ast.Deduplicate(columns=(), within=None, **fields))  # type: ignore[arg-type]
+            steps.append(ast.Deduplicate(columns=(), within=None, **fields))
         return ast.PipeQuery(source=source, steps=tuple(steps), span=self.span)
 
     def flink_windows(self, tree: exp.Select) -> None:
@@ -362,7 +372,7 @@ class _Lowering:
                 )
         steps: list[ast.Step] = []
         if keys:
-            steps.append(ast.KeyBy(keys=tuple(self.expr(k) for k in keys), **fields))  # type: ignore[arg-type]
+            steps.append(ast.KeyBy(keys=tuple(self.expr(k) for k in keys), **fields))
         window_sql = window.sql("spark") if window is not None else None
         names: set[str] = set()
         if window is not None:
@@ -371,7 +381,7 @@ class _Lowering:
                 kind = "SESSION"
             else:
                 kind = "HOP" if len(args) == 3 else "TUMBLE"
-            steps.append(ast.Window(kind=kind, args=tuple(args), **fields))  # type: ignore[arg-type]
+            steps.append(ast.Window(kind=kind, args=tuple(args), **fields))
             names = {window.name.lower()} | {
                 alias for alias, node in aliases.items() if node.sql("spark") == window_sql
             }
@@ -427,7 +437,7 @@ class _Lowering:
                 self.span_of(group, TokenType.GROUP_BY) if group is not None else self.span,
                 help="use DISTINCT",
             )
-        steps.append(ast.Aggregate(items=tuple(aggregates), **fields))  # type: ignore[arg-type]
+        steps.append(ast.Aggregate(items=tuple(aggregates), **fields))
         having = tree.args.get("having")
         if having is not None:
             condition = self.window_refs(having.this, names, window_sql)
@@ -435,8 +445,8 @@ class _Lowering:
                 for node in [n for n in condition.walk() if is_aggregate(n)]:
                     if node.sql("spark") == agg.expr.tree.sql("spark") and agg.alias is not None:
                         node.replace(exp.column(agg.alias.value))
-            steps.append(ast.Where(condition=self.expr(having.this, condition), **fields))  # type: ignore[arg-type]
-        steps.append(ast.Select(items=tuple(projection), **fields))  # type: ignore[arg-type]
+            steps.append(ast.Where(condition=self.expr(having.this, condition), **fields))
+        steps.append(ast.Select(items=tuple(projection), **fields))
         return steps
 
     @staticmethod
