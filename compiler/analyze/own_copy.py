@@ -19,6 +19,25 @@ from flowc.spans import Span
 
 #: Nodes that hold no SQL: their fields are not looked at.
 _LEAVES = (Span, ast.Name, ast.Value, ast.Option, ast.TypeRef, ast.Relation, ast.ColumnDef)
+#: Field types (as annotated in flowc.ast) that hold no SQL; any other field is looked
+#: into, so SQL in a new kind of node is copied too.
+_SQL_FREE = frozenset(
+    {
+        "str",
+        "bool",
+        "Span",
+        "Span | None",
+        "Name",
+        "Name | None",
+        "tuple[Name, ...]",
+        "Relation",
+        "tuple[Relation, ...]",
+        "Option",
+        "tuple[Option, ...]",
+        "tuple[ColumnDef, ...]",
+        "tuple[ColumnDef, ...] | None",
+    }
+)
 
 
 def with_own_sql(tree: ast.Program) -> ast.Program:
@@ -27,13 +46,21 @@ def with_own_sql(tree: ast.Program) -> ast.Program:
 
 
 def _copy(node: object) -> object:
+    if type(node) is tuple:
+        items = []
+        changed = False
+        for item in node:
+            new = _copy(item)
+            changed = changed or new is not item
+            items.append(new)
+        return tuple(items) if changed else node
     if isinstance(node, exp.Expr):
         return copy_tree(node)
-    if type(node) is tuple:
-        items = tuple(_copy(item) for item in node)
-        return node if all(a is b for a, b in zip(items, node, strict=True)) else items
+    names = _FIELDS.get(type(node))
+    if names is None:
+        names = _sql_fields(type(node))
     changes = {}
-    for name in _sql_fields(type(node)):
+    for name in names:
         old = getattr(node, name)
         new = _copy(old)
         if new is not old:
@@ -46,11 +73,9 @@ _FIELDS: dict[type, tuple[str, ...]] = {}
 
 def _sql_fields(cls: type) -> tuple[str, ...]:
     """The fields of an AST class that may hold SQL (none for other classes)."""
-    known = _FIELDS.get(cls)
-    if known is None:
-        if not is_dataclass(cls) or issubclass(cls, _LEAVES):
-            known = ()
-        else:
-            known = tuple(f.name for f in fields(cls))
-        _FIELDS[cls] = known
+    if not is_dataclass(cls) or issubclass(cls, _LEAVES):
+        known: tuple[str, ...] = ()
+    else:
+        known = tuple(f.name for f in fields(cls) if str(f.type) not in _SQL_FREE)
+    _FIELDS[cls] = known
     return known
