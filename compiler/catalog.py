@@ -121,10 +121,6 @@ def _duration() -> ValueKind:
     return ValueKind("a duration (10s, 500ms, 1min)", parse)
 
 
-def _any() -> ValueKind:
-    return ValueKind("a value", lambda value: value.python)
-
-
 def _quoted(choices: tuple[str, ...]) -> str:
     return ", ".join(f"'{c}'" for c in choices)
 
@@ -286,8 +282,7 @@ CONNECTORS: dict[str, Connector] = {
     )
 }
 
-#: Options every source and sink takes besides its connector's own.
-COMMON_OPTIONS: dict[str, ValueKind] = {"connector": _string()}
+#: Options every sink takes besides its connector's own.
 SINK_OPTIONS: dict[str, ValueKind] = {"mode": _choice(*SINK_MODES)}
 
 DATAGEN_FIELD_OPTIONS: dict[str, ValueKind] = {
