@@ -20,6 +20,7 @@ from flowc.sqltypes import TIMESTAMP, UNKNOWN, Scope, TypeSyntaxError, normalize
 
 
 def check_source(ctx: Context, node: ast.CreateSource) -> None:
+    """Columns, connector and options, what the connector can produce, and the watermark."""
     name = node.name.value
     ctx.defined.add(name)
     schema = _columns(ctx, node.columns, name)
@@ -56,6 +57,7 @@ def check_source(ctx: Context, node: ast.CreateSource) -> None:
 
 
 def check_sink(ctx: Context, node: ast.CreateSink) -> None:
+    """Columns (optional for a sink), connector and options, and the output mode."""
     name = node.name.value
     ctx.defined.add(name)
     schema = _columns(ctx, node.columns, None) if node.columns is not None else None
@@ -84,9 +86,6 @@ def check_sink(ctx: Context, node: ast.CreateSink) -> None:
         hints=hints,
         span=node.span,
     )
-
-
-# ------------------------------------------------------------ views and inserts
 
 
 def _connector_options(

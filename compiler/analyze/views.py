@@ -14,6 +14,7 @@ from flowc.sqltypes import types_match
 
 
 def check_view(ctx: Context, node: ast.CreateView) -> None:
+    """A second definition of the name is checked too, but reads as no view (``view=None``)."""
     name = node.name.value
     ctx.defined.add(name)
     side_outputs: list[SideOutput] = []
@@ -27,6 +28,7 @@ def check_view(ctx: Context, node: ast.CreateView) -> None:
 
 
 def check_insert(ctx: Context, node: ast.Insert, order: int) -> None:
+    """``order`` is the statement's position: the sink must be defined above it."""
     sink_name = node.sink.value
     definition = ctx.definitions.get(sink_name)
     side_outputs: list[SideOutput] = []
