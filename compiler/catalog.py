@@ -15,13 +15,14 @@ from flowc.ast import Value
 from flowc.flink.keygroups import UPPER_BOUND_MAX_PARALLELISM
 
 
-class ValueError_(Exception):
+class OptionValueError(Exception):
     """A value that does not fit its key; the message says what was expected."""
 
 
 @dataclass(frozen=True, slots=True)
 class ValueKind:
-    """How to read and check a value: ``parse`` returns the Python value or raises ValueError_."""
+    """How to read and check a value: ``parse`` returns the Python value or raises
+    :class:`OptionValueError`."""
 
     description: str
     parse: Callable[[Value], object]
@@ -31,10 +32,10 @@ def _integer(low: int, high: int | None = None) -> ValueKind:
     def parse(value: Value) -> object:
         number = value.python
         if value.kind != "number" or not isinstance(number, int) or isinstance(number, bool):
-            raise ValueError_(f"expected a whole number, found {value.text}")
+            raise OptionValueError(f"expected a whole number, found {value.text}")
         if number < low or (high is not None and number > high):
             bounds = f"between {low} and {high}" if high is not None else f"at least {low}"
-            raise ValueError_(f"must be {bounds}, found {number}")
+            raise OptionValueError(f"must be {bounds}, found {number}")
         return number
 
     desc = f"a whole number {low}..{high}" if high is not None else f"a whole number >= {low}"
@@ -45,11 +46,11 @@ def _number(positive: bool = False) -> ValueKind:
     def parse(value: Value) -> object:
         number = value.python
         if value.kind != "number" or not isinstance(number, int | float):
-            raise ValueError_(f"expected a number, found {value.text}")
+            raise OptionValueError(f"expected a number, found {value.text}")
         if not math.isfinite(number):
-            raise ValueError_(f"must be a finite number, found {value.text}")
+            raise OptionValueError(f"must be a finite number, found {value.text}")
         if positive and number <= 0:
-            raise ValueError_(f"must be greater than 0, found {value.text}")
+            raise OptionValueError(f"must be greater than 0, found {value.text}")
         return number
 
     return ValueKind("a positive number" if positive else "a number", parse)
@@ -58,10 +59,10 @@ def _number(positive: bool = False) -> ValueKind:
 def _string(non_empty: bool = True) -> ValueKind:
     def parse(value: Value) -> object:
         if value.kind != "string":
-            raise ValueError_(f"expected a quoted string, found {value.text}")
+            raise OptionValueError(f"expected a quoted string, found {value.text}")
         text = str(value.python)
         if non_empty and not text:
-            raise ValueError_("must not be empty")
+            raise OptionValueError("must not be empty")
         return text
 
     return ValueKind("a quoted string", parse)
@@ -70,10 +71,10 @@ def _string(non_empty: bool = True) -> ValueKind:
 def _choice(*choices: str) -> ValueKind:
     def parse(value: Value) -> object:
         if value.kind == "number":
-            raise ValueError_(f"expected one of {_quoted(choices)}, found {value.text}")
+            raise OptionValueError(f"expected one of {_quoted(choices)}, found {value.text}")
         text = str(value.python).lower()
         if text not in choices:
-            raise ValueError_(f"expected one of {_quoted(choices)}, found '{value.python}'")
+            raise OptionValueError(f"expected one of {_quoted(choices)}, found '{value.python}'")
         return text
 
     return ValueKind("one of " + _quoted(choices), parse)
@@ -83,7 +84,7 @@ def _boolean() -> ValueKind:
     def parse(value: Value) -> object:
         text = str(value.python).lower()
         if value.kind == "number" or text not in ("true", "false"):
-            raise ValueError_(f"expected true or false, found {value.text}")
+            raise OptionValueError(f"expected true or false, found {value.text}")
         return text == "true"
 
     return ValueKind("true or false", parse)
@@ -112,14 +113,12 @@ def _duration() -> ValueKind:
     def parse(value: Value) -> object:
         ms = parse_duration_ms(str(value.python))
         if ms is None:
-            raise ValueError_(f"expected a duration such as 10s, 500ms or 1min, found {value.text}")
+            raise OptionValueError(
+                f"expected a duration such as 10s, 500ms or 1min, found {value.text}"
+            )
         return ms
 
     return ValueKind("a duration (10s, 500ms, 1min)", parse)
-
-
-def _any() -> ValueKind:
-    return ValueKind("a value", lambda value: value.python)
 
 
 def _quoted(choices: tuple[str, ...]) -> str:
@@ -134,7 +133,7 @@ def _dialect() -> ValueKind:
         try:
             Dialect.get_or_raise(name)
         except ValueError as error:
-            raise ValueError_(f"unknown SQL dialect '{value.python}'") from error
+            raise OptionValueError(f"unknown SQL dialect '{value.python}'") from error
         return name
 
     return ValueKind("a sqlglot dialect name", parse)
@@ -283,8 +282,7 @@ CONNECTORS: dict[str, Connector] = {
     )
 }
 
-#: Options every source and sink takes besides its connector's own.
-COMMON_OPTIONS: dict[str, ValueKind] = {"connector": _string()}
+#: Options every sink takes besides its connector's own.
 SINK_OPTIONS: dict[str, ValueKind] = {"mode": _choice(*SINK_MODES)}
 
 DATAGEN_FIELD_OPTIONS: dict[str, ValueKind] = {

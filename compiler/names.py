@@ -6,17 +6,19 @@ Defaults follow Flink's own (``Filter``, ``Map``, ``Flat Map``, ``Keyed Aggregat
 
 from __future__ import annotations
 
+from flowc import ast
 from flowc.program import SinkDef, SourceDef, Step
+from flowc.vocabulary import JoinKind, StepKind
 
 _DEFAULTS = {
-    "where": "Filter",
-    "select": "Map",
-    "extend": "Map",
-    "drop": "Map",
-    "rename": "Map",
-    "explode": "Flat Map",
-    "deduplicate": "Deduplicate",
-    "route": "Route",
+    StepKind.WHERE: "Filter",
+    StepKind.SELECT: "Map",
+    StepKind.EXTEND: "Map",
+    StepKind.DROP: "Map",
+    StepKind.RENAME: "Map",
+    StepKind.EXPLODE: "Flat Map",
+    StepKind.DEDUPLICATE: "Deduplicate",
+    StepKind.ROUTE: "Route",
 }
 
 
@@ -25,15 +27,15 @@ def step_name(step: Step) -> str:
         return step.hints.name
     if step.kind in _DEFAULTS:
         return _DEFAULTS[step.kind]
-    if step.kind == "aggregate":
+    if step.kind == StepKind.AGGREGATE:
         return "Keyed Aggregate" if step.keys else "Aggregate"
-    if step.kind == "window_aggregate" and step.window is not None:
+    if step.kind == StepKind.WINDOW_AGGREGATE and step.window is not None:
         args = ", ".join(" ".join(a.text.split()) for a in step.window.args)
         return f"Window({step.window.kind}({args}))"
-    if step.kind == "join":
-        kind = getattr(step.node, "kind", "INNER")
-        return "Join" if kind == "INNER" else f"{kind.capitalize()} Outer Join"
-    return step.kind
+    if step.kind == StepKind.JOIN and isinstance(step.node, ast.Join):
+        kind = step.node.kind
+        return "Join" if kind == JoinKind.INNER else f"{kind.capitalize()} Outer Join"
+    return str(step.kind)
 
 
 def source_name(source: SourceDef) -> str:

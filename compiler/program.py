@@ -13,6 +13,7 @@ from typing import TypeAlias
 from flowc import ast
 from flowc.catalog import ERRORS_COLUMNS, PARSED_FILE_FORMATS
 from flowc.spans import Span
+from flowc.vocabulary import StepKind
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,16 +145,13 @@ def view_of(origin: Origin) -> str | None:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Step:
-    """One checked step. ``kind`` names the operation:
-
-    where, select, extend, drop, rename, explode, key_by, partition, partition_by,
-    window_aggregate, aggregate, deduplicate, join, union, route.
+    """One checked step; ``kind`` names the operation (:class:`~flowc.vocabulary.StepKind`).
     ``node`` is the AST step (for WINDOW + AGGREGATE, the AGGREGATE; ``window`` holds the
     WINDOW). ``inputs`` are the other streams of a JOIN or UNION ALL. ``keys`` are the
     key expressions in force (KEY BY, a JOIN side, DEDUPLICATE columns).
     """
 
-    kind: str
+    kind: StepKind
     node: ast.Step
     schema: Schema
     hints: Hints

@@ -300,7 +300,17 @@ def _resolve_and_type(expr: SqlExpr, scope: Scope, reporter: Reporter) -> str | 
         return type_text(expr.tree)
     try:
         with deep_recursion():
-            _annotate(expr.tree)
+            try:
+                _annotate(expr.tree)
+            except (AttributeError, IndexError, KeyError, TypeError, ValueError):
+                # sqlglot's typing rules assume well-formed calls: ceil() has no argument
+                reporter.error(
+                    "E0003",
+                    "invalid SQL: cannot work out the type of this expression",
+                    expr.span,
+                    help="check the arguments of its functions",
+                )
+                return None
             _fill_unknown_types(expr.tree)
     except RecursionError:
         reporter.error(
@@ -308,15 +318,6 @@ def _resolve_and_type(expr: SqlExpr, scope: Scope, reporter: Reporter) -> str | 
             "expression is too deeply nested or too long to compile",
             expr.span,
             help="split it into several steps",
-        )
-        return None
-    except (AttributeError, IndexError, KeyError, TypeError, ValueError):
-        # sqlglot's typing rules assume well-formed calls: ceil() has no argument to type
-        reporter.error(
-            "E0003",
-            "invalid SQL: cannot work out the type of this expression",
-            expr.span,
-            help="check the arguments of its functions",
         )
         return None
     return type_text(expr.tree)

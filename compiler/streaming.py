@@ -3,11 +3,16 @@
 Each INSERT runs as one streaming query; Spark refuses some combinations of stateful
 operators, watermarks and output modes only when the query starts. flowc reports them
 at the step that causes them, with what to change, before Spark is ever started.
+
+The rules are :data:`RULES`, one function each, run for every INSERT in order; what they
+need to know about event time (which columns carry a watermark where) is behind
+:class:`Lineage`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
 from sqlglot import exp
 
@@ -24,27 +29,210 @@ from flowc.program import (
     Stream,
 )
 from flowc.spans import Span
-
-STATEFUL = frozenset({"aggregate", "window_aggregate", "deduplicate", "join"})
+from flowc.vocabulary import AGGREGATE_STEPS, STATEFUL_STEPS, JoinKind, StepKind, WindowKind
 
 
 def check_streaming(program: Program, reporter: Reporter) -> Program:
-    checker = _Checker(program, reporter)
+    lineage = Lineage(program)
+    once = _OncePerPlace(reporter)
     for insert in program.inserts:
-        checker.check_insert(insert)
+        query = _query(program, lineage, insert)
+        for rule in RULES:
+            rule(query, lineage, once)
     return program
 
 
-class _Checker:
-    def __init__(self, program: Program, reporter: Reporter) -> None:
+@dataclass(frozen=True, slots=True)
+class Query:
+    """One INSERT's streaming query: ``steps`` is its lineage (:meth:`Lineage.steps`),
+    ``where`` how messages name it."""
+
+    insert: InsertDef
+    mode: str
+    where: str
+    steps: tuple[Step, ...]
+    stateful: tuple[Step, ...]
+
+
+def _query(program: Program, lineage: Lineage, insert: InsertDef) -> Query:
+    mode = program.sink(insert.sink).mode
+    steps = tuple(lineage.steps(insert.stream))
+    return Query(
+        insert=insert,
+        mode=mode,
+        where=f"INSERT INTO {insert.sink} (mode '{mode}')",
+        steps=steps,
+        stateful=tuple(s for s in steps if s.kind in STATEFUL_STEPS),
+    )
+
+
+# ---------------------------------------------------------------- the rules
+
+
+def check_complete_mode(query: Query, lineage: Lineage, reporter: _OncePerPlace) -> None:
+    """E0701: complete mode rewrites the whole result, so there must be one to rewrite."""
+    if query.mode == "complete" and not _aggregations(query):
+        reporter.error(
+            "E0701",
+            f"{query.where}: complete mode needs an aggregation",
+            query.insert.span,
+            help="complete mode rewrites the whole result each batch; use mode = 'append' "
+            "or 'update', or AGGREGATE the stream",
+        )
+
+
+def check_stateful_operators(query: Query, lineage: Lineage, reporter: _OncePerPlace) -> None:
+    """E0702: outside append mode Spark runs one stateful operator per query."""
+    if len(query.stateful) > 1 and query.mode != "append":
+        second = query.stateful[1]
+        reporter.error(
+            "E0702",
+            f"{query.where}: Spark runs several stateful operators in one query only in "
+            "append mode",
+            _keyword(second),
+            help="write this query with mode = 'append' (windowed aggregates over "
+            "watermarked columns), or split it into two jobs",
+        )
+
+
+def check_session_windows(query: Query, lineage: Lineage, reporter: _OncePerPlace) -> None:
+    """E0703: Spark has no session windows in update mode."""
+    if query.mode != "update":
+        return
+    for step in _aggregations(query):
+        window = step.window
+        if window is not None and window.kind == WindowKind.SESSION:
+            reporter.error(
+                "E0703",
+                f"{query.where}: Spark does not support session windows in update mode",
+                window.keyword_span,
+                help="write with mode = 'append' (with a watermark) or 'complete'",
+            )
+
+
+def check_appended_aggregations(query: Query, lineage: Lineage, reporter: _OncePerPlace) -> None:
+    """E0704, E0705: append mode emits an aggregate once it is final, which only a window
+    over a watermarked column ever is."""
+    if query.mode != "append":
+        return
+    for step in _aggregations(query):
+        window = step.window
+        if window is None:
+            reporter.error(
+                "E0704",
+                f"{query.where}: an AGGREGATE without WINDOW never finishes a result, so it "
+                "cannot be appended",
+                _keyword(step),
+                help="give the sink mode = 'update' or 'complete', or aggregate per WINDOW "
+                "over a column with a WATERMARK",
+            )
+            continue
+        time_column = window.args[0].tree
+        columns = lineage.columns_before(query.insert, step)
+        if isinstance(time_column, exp.Column) and time_column.name not in columns:
+            reporter.error(
+                "E0705",
+                f"{query.where}: a window is appended only once the watermark passes its end, "
+                f"and '{time_column.name}' has no WATERMARK",
+                window.args[0].span,
+                help=f"declare WATERMARK FOR {time_column.name} AS {time_column.name} - "
+                "INTERVAL 5 SECONDS in the source, or write with mode = 'update'",
+            )
+
+
+def check_outer_joins(query: Query, lineage: Lineage, reporter: _OncePerPlace) -> None:
+    """E0706: an outer stream-stream join needs watermarks on both sides and a time bound."""
+    for step in query.stateful:
+        node = step.node
+        if step.kind != StepKind.JOIN or not isinstance(node, ast.Join):
+            continue
+        if node.kind == JoinKind.INNER:
+            continue
+        left = lineage.columns_before(query.insert, step)
+        right = lineage.watermarked(step.inputs[0])
+        condition = node.condition
+        bounded = condition is not None and _has_time_bound(condition.tree, left | right)
+        if left and right and bounded:
+            continue
+        missing = []
+        if not left or not right:
+            missing.append("a WATERMARK on both sides")
+        if not bounded:
+            missing.append("a time bound in ON (e.g. b.ts BETWEEN a.ts AND a.ts + INTERVAL 1 HOUR)")
+        reporter.error(
+            "E0706",
+            f"a {node.kind} OUTER stream-stream JOIN needs {' and '.join(missing)}",
+            node.keyword_span,
+            help="Spark can emit the unmatched rows of an outer join only once the "
+            "watermark rules out later matches",
+        )
+
+
+def check_deduplicate_within(query: Query, lineage: Lineage, reporter: _OncePerPlace) -> None:
+    """E0707, E0708: DEDUPLICATE ... WITHIN, which Spark cannot run as written."""
+    for step in query.stateful:
+        node = step.node
+        if step.kind != StepKind.DEDUPLICATE or not isinstance(node, ast.Deduplicate):
+            continue
+        if node.within is None:
+            continue
+        watermarked = lineage.columns_before(query.insert, step)
+        if not watermarked:
+            reporter.error(
+                "E0707",
+                "DEDUPLICATE ... WITHIN needs a WATERMARK on the stream",
+                node.within.span,
+                help="declare a WATERMARK in the source, or drop WITHIN to keep every key forever",
+            )
+            continue
+        # WITHIN means: a repeat less than the interval (by event time) from the kept row of
+        # its key is dropped, a later one is kept. Spark's only bounded deduplication,
+        # dropDuplicatesWithinWatermark, keeps a key until the watermark passes the first
+        # row's time plus the watermark *delay*, and drops every repeat in between: in the
+        # same micro-batch at any distance, later ones for as long as the watermark lags. No
+        # interval and delay make that the interval's rule, so every WITHIN is refused here
+        # (docs/language.md, "DEDUPLICATE WITHIN on Spark").
+        reporter.error(
+            "E0708",
+            f"Spark cannot honour WITHIN {' '.join(node.within.text.split())}: "
+            "dropDuplicatesWithinWatermark drops repeats until the watermark passes the first "
+            "row's time plus the watermark delay, whatever the interval",
+            node.within.span,
+            help=_exact_deduplicate(node, watermarked),
+        )
+
+
+Rule = Callable[[Query, "Lineage", "_OncePerPlace"], None]
+
+#: Spark's rules, checked in this order for each INSERT.
+RULES: tuple[Rule, ...] = (
+    check_complete_mode,
+    check_stateful_operators,
+    check_session_windows,
+    check_appended_aggregations,
+    check_outer_joins,
+    check_deduplicate_within,
+)
+
+
+def _aggregations(query: Query) -> list[Step]:
+    return [s for s in query.stateful if s.kind in AGGREGATE_STEPS]
+
+
+# ---------------------------------------------------------------- event time
+
+
+class Lineage:
+    """What the rules ask about a program's streams, memoized across its queries: the steps
+    a query runs (:meth:`steps`) and which columns carry a watermark where
+    (:meth:`watermarked`, :meth:`columns_before`)."""
+
+    def __init__(self, program: Program) -> None:
         self.program = program
-        self.reporter = _OncePerPlace(reporter)
         #: watermarked() by (id(stream), upto): views are read by many streams.
         self._watermarks: dict[tuple[int, int | None], frozenset[str]] = {}
         #: Per INSERT (by id of its stream): where each step of its lineage stands.
         self._places: dict[int, dict[int, tuple[Stream, int]]] = {}
-
-    # ------------------------------------------------------------ watermarks
 
     def watermarked(self, stream: Stream, upto: int | None = None) -> frozenset[str]:
         """Columns that carry an event-time watermark after the stream's steps.
@@ -93,9 +281,9 @@ class _Checker:
         read = self._origin_stream(stream)
         inputs: list[tuple[Stream, int | None]] = [read] if read is not None else []
         for step in stream.steps[:upto]:
-            if step.kind == "join":
+            if step.kind == StepKind.JOIN:
                 inputs.append((step.inputs[0], None))
-            elif step.kind == "union":
+            elif step.kind == StepKind.UNION:
                 inputs.extend((other, None) for other in step.inputs)
         return inputs
 
@@ -131,19 +319,17 @@ class _Checker:
         if isinstance(node, ast.Rename):
             renamed = {i.old.value: i.new.value for i in node.items}
             return frozenset(renamed.get(c, c) for c in columns)
-        if step.kind in ("aggregate", "window_aggregate"):
+        if step.kind in AGGREGATE_STEPS:
             return frozenset()
-        if step.kind == "join":
+        if step.kind == StepKind.JOIN:
             return columns | self.watermarked(step.inputs[0])
-        if step.kind == "union":
+        if step.kind == StepKind.UNION:
             for other in step.inputs:
                 columns &= self.watermarked(other)
             return columns
         return columns
 
-    # ------------------------------------------------------------ one query
-
-    def lineage(self, stream: Stream, upto: int | None = None) -> list[Step]:
+    def steps(self, stream: Stream, upto: int | None = None) -> list[Step]:
         """Every step the query runs: upstream views' first, then the stream's own.
 
         A step the query runs more than once (a view read twice: a self-join, a UNION ALL
@@ -183,39 +369,7 @@ class _Checker:
                 twice.append(step)
         return twice
 
-    def check_insert(self, insert: InsertDef) -> None:
-        sink = self.program.sink(insert.sink)
-        mode = sink.mode
-        steps = self.lineage(insert.stream)
-        stateful = [s for s in steps if s.kind in STATEFUL]
-        aggregations = [s for s in stateful if s.kind in ("aggregate", "window_aggregate")]
-        where = f"INSERT INTO {insert.sink} (mode '{mode}')"
-        if mode == "complete" and not aggregations:
-            self.reporter.error(
-                "E0701",
-                f"{where}: complete mode needs an aggregation",
-                insert.span,
-                help="complete mode rewrites the whole result each batch; use mode = 'append' "
-                "or 'update', or AGGREGATE the stream",
-            )
-        if len(stateful) > 1 and mode != "append":
-            second = stateful[1]
-            self.reporter.error(
-                "E0702",
-                f"{where}: Spark runs several stateful operators in one query only in append mode",
-                _keyword(second),
-                help="write this query with mode = 'append' (windowed aggregates over "
-                "watermarked columns), or split it into two jobs",
-            )
-        for step in aggregations:
-            self.check_aggregation(step, insert, mode, where)
-        for step in stateful:
-            if step.kind == "join":
-                self.check_join(step, insert)
-            elif step.kind == "deduplicate":
-                self.check_deduplicate(step, insert)
-
-    def _columns_before(self, insert: InsertDef, target: Step) -> frozenset[str]:
+    def columns_before(self, insert: InsertDef, target: Step) -> frozenset[str]:
         """Watermarked columns at the input of ``target`` (found in the query's lineage)."""
         places = self._places.get(id(insert.stream))
         if places is None:
@@ -225,94 +379,6 @@ class _Checker:
             return frozenset()
         stream, index = found
         return self.watermarked(stream, upto=index)
-
-    def check_aggregation(self, step: Step, insert: InsertDef, mode: str, where: str) -> None:
-        window = step.window
-        if window is not None and window.kind == "SESSION" and mode == "update":
-            self.reporter.error(
-                "E0703",
-                f"{where}: Spark does not support session windows in update mode",
-                window.keyword_span,
-                help="write with mode = 'append' (with a watermark) or 'complete'",
-            )
-        if mode != "append":
-            return
-        if window is None:
-            self.reporter.error(
-                "E0704",
-                f"{where}: an AGGREGATE without WINDOW never finishes a result, so it cannot "
-                "be appended",
-                _keyword(step),
-                help="give the sink mode = 'update' or 'complete', or aggregate per WINDOW over "
-                "a column with a WATERMARK",
-            )
-            return
-        time_column = window.args[0].tree
-        columns = self._columns_before(insert, step)
-        if isinstance(time_column, exp.Column) and time_column.name not in columns:
-            self.reporter.error(
-                "E0705",
-                f"{where}: a window is appended only once the watermark passes its end, and "
-                f"'{time_column.name}' has no WATERMARK",
-                window.args[0].span,
-                help=f"declare WATERMARK FOR {time_column.name} AS {time_column.name} - "
-                "INTERVAL 5 SECONDS in the source, or write with mode = 'update'",
-            )
-
-    def check_join(self, step: Step, insert: InsertDef) -> None:
-        node = step.node
-        assert isinstance(node, ast.Join)
-        if node.kind == "INNER":
-            return
-        left = self._columns_before(insert, step)
-        right = self.watermarked(step.inputs[0])
-        condition = node.condition
-        bounded = condition is not None and _has_time_bound(condition.tree, left | right)
-        if not left or not right or not bounded:
-            missing = []
-            if not left or not right:
-                missing.append("a WATERMARK on both sides")
-            if not bounded:
-                missing.append(
-                    "a time bound in ON (e.g. b.ts BETWEEN a.ts AND a.ts + INTERVAL 1 HOUR)"
-                )
-            self.reporter.error(
-                "E0706",
-                f"a {node.kind} OUTER stream-stream JOIN needs {' and '.join(missing)}",
-                node.keyword_span,
-                help="Spark can emit the unmatched rows of an outer join only once the "
-                "watermark rules out later matches",
-            )
-
-    def check_deduplicate(self, step: Step, insert: InsertDef) -> None:
-        node = step.node
-        assert isinstance(node, ast.Deduplicate)
-        if node.within is None:
-            return
-        watermarked = self._columns_before(insert, step)
-        if not watermarked:
-            self.reporter.error(
-                "E0707",
-                "DEDUPLICATE ... WITHIN needs a WATERMARK on the stream",
-                node.within.span,
-                help="declare a WATERMARK in the source, or drop WITHIN to keep every key forever",
-            )
-            return
-        # WITHIN means: a repeat less than the interval (by event time) from the kept row of
-        # its key is dropped, a later one is kept. Spark's only bounded deduplication,
-        # dropDuplicatesWithinWatermark, keeps a key until the watermark passes the first
-        # row's time plus the watermark *delay*, and drops every repeat in between: in the
-        # same micro-batch at any distance, later ones for as long as the watermark lags. No
-        # interval and delay make that the interval's rule, so every WITHIN is refused here
-        # (docs/language.md, "DEDUPLICATE WITHIN on Spark").
-        self.reporter.error(
-            "E0708",
-            f"Spark cannot honour WITHIN {' '.join(node.within.text.split())}: "
-            "dropDuplicatesWithinWatermark drops repeats until the watermark passes the first "
-            "row's time plus the watermark delay, whatever the interval",
-            node.within.span,
-            help=_exact_deduplicate(node, watermarked),
-        )
 
 
 class _OncePerPlace:

@@ -104,9 +104,7 @@ INSERT INTO good FROM `odd 'src'` |> SELECT user;
 """
 
 
-def test_default_fails_naming_the_file_and_its_first_bad_line(
-    spark: Any, tmp_path: Path
-) -> None:
+def test_default_fails_naming_the_file_and_its_first_bad_line(spark: Any, tmp_path: Path) -> None:
     lines = [json.dumps(GOOD[0]), json.dumps(GOOD[1]), BAD_TIME, json.dumps(GOOD[2]), BAD_TYPE]
     write_lines(tmp_path / "in dir" / "a b.json", lines)
     report = run(tmp_path, FAIL)
@@ -127,8 +125,16 @@ def test_flowc_run_exits_1_with_the_error_and_no_traceback(tmp_path: Path) -> No
     write_lines(tmp_path / "in dir" / "a b.json", [json.dumps(GOOD[0]), NOT_JSON])
     (tmp_path / "job.flow").write_text(FAIL, encoding="utf-8")
     result = subprocess.run(
-        [sys.executable, "-m", "flowc", "run", "job.flow", "--available-now", "--master",
-         "local[1]"],
+        [
+            sys.executable,
+            "-m",
+            "flowc",
+            "run",
+            "job.flow",
+            "--available-now",
+            "--master",
+            "local[1]",
+        ],
         cwd=tmp_path,
         capture_output=True,
         text=True,

@@ -225,12 +225,15 @@ def _codes_in_the_compiler() -> set[str]:
     """Codes reported by the modules the compile pipeline imports (from flowc.passes on)."""
     package = Path(flowc.__file__).resolve().parent
     pending, modules = ["passes"], set()
+    sources: dict[str, Path] = {}
     while pending:
         module = pending.pop()
-        source = package / (module.replace(".", "/") + ".py")
+        path = package / module.replace(".", "/")
+        source = path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
         if module in modules or not source.exists():
             continue
         modules.add(module)
+        sources[module] = source
         tree = pyast.parse(source.read_text(encoding="utf-8"))
         for node in pyast.walk(tree):
             if isinstance(node, pyast.ImportFrom) and node.module:
@@ -243,8 +246,8 @@ def _codes_in_the_compiler() -> set[str]:
                     a.name.removeprefix("flowc.") for a in node.names if a.name.startswith("flowc.")
                 )
     codes: set[str] = set()
-    for module in modules:
-        text = (package / (module.replace(".", "/") + ".py")).read_text(encoding="utf-8")
+    for source in sources.values():
+        text = source.read_text(encoding="utf-8")
         codes.update(re.findall(r"[\"']([EW]\d{4})[\"']", text))
     return codes
 

@@ -1,0 +1,401 @@
+"""Sources and sinks: connectors and their options, declared columns, datagen's field
+options and watermarks.
+
+A source or sink that passes its checks lands in ``ctx.sources`` / ``ctx.sinks``; one
+that does not is still marked defined, so later references to it say no more.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from flowc import ast, catalog, trust
+from flowc.analyze.context import Context
+from flowc.analyze.settings import read_hints
+from flowc.diagnostics import did_you_mean, one_of
+from flowc.habits import check_source_path
+from flowc.program import Column, Hints, Schema, SinkDef, SourceDef, Watermark
+from flowc.spans import Span
+from flowc.sqltypes import TIMESTAMP, UNKNOWN, Scope, TypeSyntaxError, normalize_type
+
+
+def check_source(ctx: Context, node: ast.CreateSource) -> None:
+    """Columns, connector and options, what the connector can produce, and the watermark."""
+    name = node.name.value
+    ctx.defined.add(name)
+    schema = _columns(ctx, node.columns, name)
+    connector, options, hints = _connector_options(
+        ctx, "source", node.name, node.options, node.span
+    )
+    if schema is not None and not schema:
+        ctx.reporter.error(
+            "E0407",
+            f"source '{name}' declares no columns",
+            node.name.span,
+            help="declare the columns the source produces: CREATE SOURCE s (col TYPE, ...)",
+        )
+        schema = None
+    if schema is not None and connector is not None:
+        _check_source_columns(ctx, node, connector.name, schema, options)
+    if connector is not None and connector.name == "files" and "path" in options:
+        path, path_option = options["path"]
+        # Untrusted: never look at a path outside the sandbox (E0953 says why).
+        if trust.path_allowed(ctx.policy, ctx.file, str(path)):
+            check_source_path(ctx.file, name, path_option, path, ctx.reporter)
+    watermark = _watermark(ctx, node, schema) if schema is not None else None
+    if schema is None or connector is None or ctx.definitions[name].node is not node:
+        return
+    ctx.sources[name] = SourceDef(
+        name=name,
+        schema=schema,
+        watermark=watermark,
+        connector=connector.name,
+        options=tuple(sorted((k, v) for k, (v, _) in options.items())),
+        hints=hints,
+        span=node.span,
+    )
+
+
+def check_sink(ctx: Context, node: ast.CreateSink) -> None:
+    """Columns (optional for a sink), connector and options, and the output mode."""
+    name = node.name.value
+    ctx.defined.add(name)
+    schema = _columns(ctx, node.columns, None) if node.columns is not None else None
+    connector, options, hints = _connector_options(ctx, "sink", node.name, node.options, node.span)
+    if connector is None or ctx.definitions[name].node is not node:
+        return
+    if node.columns is not None and schema is None:
+        return
+    mode = str(options.pop("mode", ("append", None))[0])
+    if mode not in connector.sink_modes:
+        mode_option = next(o for o in node.options if o.key == "mode")
+        ctx.reporter.error(
+            "E0410",
+            f"the {connector.name} sink does not support mode '{mode}'",
+            mode_option.value.span,
+            help=f"{connector.name} sinks support {one_of(connector.sink_modes)}"
+            + (" (file sinks are append-only)" if connector.name == "files" else ""),
+        )
+        return
+    ctx.sinks[name] = SinkDef(
+        name=name,
+        schema=schema,
+        connector=connector.name,
+        mode=mode,
+        options=tuple(sorted((k, v) for k, (v, _) in options.items())),
+        hints=hints,
+        span=node.span,
+    )
+
+
+def _connector_options(
+    ctx: Context, role: str, name: ast.Name, options: Sequence[ast.Option], span: Span
+) -> tuple[catalog.Connector | None, dict[str, tuple[object, ast.Option]], Hints]:
+    """Split a source's or sink's WITH (...) into connector, its options, and hints."""
+    options = _overridden(ctx, name, options)
+    hint_options = [o for o in options if o.key in catalog.HINTS]
+    hints = read_hints(hint_options, ctx.reporter)
+    by_key: dict[str, ast.Option] = {}
+    for option in options:
+        if option.key in catalog.HINTS:
+            continue
+        if option.key in by_key:
+            ctx.reporter.error(
+                "E0403",
+                f"option '{option.key}' is given twice",
+                option.key_span,
+                help=f"first given at {by_key[option.key].key_span}",
+            )
+            continue
+        by_key[option.key] = option
+    connector_option = by_key.pop("connector", None)
+    if connector_option is None:
+        ctx.reporter.error(
+            "E0401",
+            f"{role} '{name.value}' has no connector",
+            name.span,
+            help=f"add WITH (connector = '...'); connectors: {one_of(_role_connectors(role))}",
+        )
+        return None, {}, hints
+    connector_name = str(connector_option.value.python)
+    connector = catalog.CONNECTORS.get(connector_name)
+    if connector_option.value.kind != "string":
+        ctx.reporter.error(
+            "E0402",
+            "the connector name must be a quoted string",
+            connector_option.value.span,
+            help=f"write connector = '{connector_name}'",
+        )
+        return None, {}, hints
+    if connector is None:
+        ctx.reporter.error(
+            "E0402",
+            f"unknown connector '{connector_name}'",
+            connector_option.value.span,
+            help=did_you_mean(connector_name, catalog.CONNECTORS)
+            or f"{role} connectors: {one_of(_role_connectors(role))}",
+        )
+        return None, {}, hints
+    if role not in connector.roles:
+        ctx.reporter.error(
+            "E0404",
+            f"connector '{connector_name}' cannot be used as a {role}",
+            connector_option.value.span,
+            help=f"{role} connectors: {one_of(_role_connectors(role))}",
+        )
+        return None, {}, hints
+    accepted: dict[str, tuple[object, ast.Option]] = {}
+    extra = catalog.SINK_OPTIONS if role == "sink" else {}
+    for key, option in by_key.items():
+        kind = connector.options.get(key) or extra.get(key)
+        if role == "sink" and key in catalog.SOURCE_ONLY_OPTIONS:
+            ctx.reporter.error(
+                "E0403",
+                f"option '{key}' applies to sources, not sinks",
+                option.key_span,
+                help=f"remove {key} = ... from the sink's WITH (...) list",
+            )
+            continue
+        if kind is None and not connector.accepts(key):
+            known = sorted([*connector.options, *extra, *catalog.HINTS])
+            ctx.reporter.error(
+                "E0403",
+                f"unknown option '{key}' for connector '{connector_name}'",
+                option.key_span,
+                help=did_you_mean(key, known) or "known options: " + ", ".join(known),
+            )
+            continue
+        if kind is None:
+            accepted[key] = (option.value.python, option)
+            continue
+        try:
+            accepted[key] = (kind.parse(option.value), option)
+        except catalog.OptionValueError as error:
+            ctx.reporter.error(
+                "E0405",
+                f"invalid value for option '{key}': {error}",
+                option.value.span,
+                help=f"'{key}' takes {kind.description}",
+            )
+    for required in connector.required.get(role, ()):
+        if required not in by_key:
+            ctx.reporter.error(
+                "E0406",
+                f"connector '{connector_name}' needs the option '{required}'",
+                span,
+                help=f"add {required} = ... to the WITH (...) list",
+            )
+    return connector, accepted, hints
+
+
+def _overridden(ctx: Context, name: ast.Name, options: Sequence[ast.Option]) -> list[ast.Option]:
+    """The WITH (...) list with ``--set name.option=value`` applied (checked as written)."""
+    result = list(options)
+    prefix = name.value + "."
+    for override in ctx.overrides:
+        if override.is_setting or not override.key.startswith(prefix):
+            continue
+        ctx.applied_overrides.add(override.key)
+        key = override.key[len(prefix) :]
+        result = [o for o in result if o.key != key]
+        result.append(override.option(key))
+    return result
+
+
+def _role_connectors(role: str) -> list[str]:
+    return [c.name for c in catalog.CONNECTORS.values() if role in c.roles]
+
+
+# ------------------------------------------------------------ sources and sinks
+
+
+def _columns(
+    ctx: Context, columns: Iterable[ast.ColumnDef], qualifier: str | None
+) -> Schema | None:
+    schema: list[Column] = []
+    seen: dict[str, Span] = {}
+    ok = True
+    for column in columns:
+        name = column.name.value
+        if name in seen:
+            ctx.reporter.error(
+                "E0203",
+                f"column '{name}' is declared twice",
+                column.name.span,
+                help=f"first declared at {seen[name]}",
+            )
+            ok = False
+            continue
+        seen[name] = column.name.span
+        try:
+            type_text = normalize_type(column.type.text)
+        except TypeSyntaxError:
+            ctx.reporter.error(
+                "E0204",
+                f"unknown type '{column.type.text}'",
+                column.type.span,
+                help="use a Spark SQL type: STRING, INT, BIGINT, DOUBLE, BOOLEAN, "
+                "TIMESTAMP, DATE, DECIMAL(p, s), ARRAY<T>, MAP<K, V>, STRUCT<...>",
+            )
+            ok = False
+            continue
+        schema.append(Column(name, type_text, qualifier))
+    return tuple(schema) if ok else None
+
+
+def _check_source_columns(
+    ctx: Context,
+    node: ast.CreateSource,
+    connector: str,
+    schema: Schema,
+    options: dict[str, tuple[object, ast.Option]],
+) -> None:
+    """A connector that cannot produce the declared columns is a compile error."""
+    columns = {c.name.value: c for c in node.columns}
+
+    def bad(column: Column, why: str, help: str) -> None:
+        ctx.reporter.error("E0408", why, columns[column.name].span, help=help)
+
+    if connector == "rate":
+        for column in schema:
+            allowed = catalog.RATE_COLUMNS.get(column.name)
+            if allowed is None or column.type not in allowed:
+                bad(
+                    column,
+                    f"the rate connector cannot produce column '{column.name} {column.type}'",
+                    "it produces timestamp TIMESTAMP and value BIGINT",
+                )
+    elif connector == "kafka" and options.get("format", ("raw", None))[0] == "raw":
+        for column in schema:
+            allowed = catalog.KAFKA_COLUMNS.get(column.name)
+            if allowed is None or column.type not in allowed:
+                bad(
+                    column,
+                    f"the kafka connector cannot produce column '{column.name} {column.type}'",
+                    "Kafka records have key, value (BINARY or STRING), topic, partition, "
+                    "offset, timestamp and timestamp_type; or set format = 'json' to read "
+                    "the columns from the value",
+                )
+    if connector == "files" and "on_error" in options:
+        ctx.on_error_spans[node.name.value] = options["on_error"][1].value.span
+        fmt = options.get("format", (None, None))[0]
+        if fmt is not None and fmt not in catalog.PARSED_FILE_FORMATS:
+            ctx.reporter.error(
+                "E0403",
+                f"option 'on_error' does not apply to {fmt} files",
+                options["on_error"][1].key_span,
+                help="on_error applies to json and csv sources, whose records can be "
+                "malformed; remove it",
+            )
+    if connector == "files" and options.get("format", (None, None))[0] == "text":
+        if len(schema) != 1 or schema[0].type != "STRING":
+            ctx.reporter.error(
+                "E0408",
+                "a text file source produces exactly one STRING column (the line)",
+                node.name.span,
+                help="declare one column, e.g. (line STRING)",
+            )
+    elif connector == "socket":
+        with_ts = options.get("include_timestamp", (False, None))[0]
+        strings = [c for c in schema if c.type == "STRING"]
+        others = [c for c in schema if c.type != "STRING"]
+        ok_ts = all(c.name == "timestamp" and c.type == TIMESTAMP for c in others)
+        if len(strings) != 1 or not ok_ts or (others and not with_ts):
+            ctx.reporter.error(
+                "E0408",
+                "a socket source produces one STRING column (the line), and a "
+                "timestamp TIMESTAMP column with include_timestamp = true",
+                node.name.span,
+            )
+    elif connector == "datagen":
+        _check_datagen(ctx, node, schema, options)
+
+
+def _check_datagen(
+    ctx: Context,
+    node: ast.CreateSource,
+    schema: Schema,
+    options: dict[str, tuple[object, ast.Option]],
+) -> None:
+    names = {c.name: c for c in schema}
+    spans = {c.name.value: c.span for c in node.columns}
+    for column in schema:
+        if column.type.startswith(("ARRAY", "MAP", "STRUCT", "BINARY")):
+            ctx.reporter.error(
+                "E0408",
+                f"datagen cannot generate column '{column.name} {column.type}'",
+                spans[column.name],
+                help="datagen generates numbers, strings, booleans, decimals, dates and timestamps",
+            )
+    for key, (_value, option) in options.items():
+        if not key.startswith("fields."):
+            continue
+        parts = key.split(".")
+        if len(parts) != 3 or parts[1] not in names:
+            ctx.reporter.error(
+                "E0403",
+                f"'{key}' does not name a column of this source",
+                option.key_span,
+                help=did_you_mean(parts[1] if len(parts) > 1 else key, names)
+                or "use fields.<column>.min|max|length|kind",
+            )
+            continue
+        kind = catalog.DATAGEN_FIELD_OPTIONS.get(parts[2])
+        if kind is None:
+            ctx.reporter.error(
+                "E0403",
+                f"unknown datagen field option '{parts[2]}'",
+                option.key_span,
+                help=did_you_mean(parts[2], catalog.DATAGEN_FIELD_OPTIONS)
+                or "field options: " + ", ".join(catalog.DATAGEN_FIELD_OPTIONS),
+            )
+            continue
+        try:
+            kind.parse(option.value)
+        except catalog.OptionValueError as error:
+            ctx.reporter.error(
+                "E0405", f"invalid value for option '{key}': {error}", option.value.span
+            )
+
+
+def _watermark(ctx: Context, node: ast.CreateSource, schema: Schema) -> Watermark | None:
+    if not node.watermarks:
+        return None
+    for extra in node.watermarks[1:]:
+        ctx.reporter.error(
+            "E0409",
+            "a source has at most one WATERMARK",
+            extra.span,
+            help=f"the first is at {node.watermarks[0].span}",
+        )
+    definition = node.watermarks[0]
+    column = definition.column.value
+    declared = {c.name: c for c in schema}
+    if column not in declared:
+        ctx.reporter.error(
+            "E0201",
+            f"unknown column '{column}' in WATERMARK",
+            definition.column.span,
+            help=did_you_mean(column, declared),
+        )
+        return None
+    if declared[column].type != TIMESTAMP:
+        ctx.reporter.error(
+            "E0205",
+            f"WATERMARK column '{column}' is {declared[column].type}, not TIMESTAMP",
+            definition.column.span,
+            help="event time must be a TIMESTAMP column; CAST it in the source's producer",
+        )
+        return None
+    expr_type = ctx.checks.type(definition.expr, Scope(schema), ctx.reporter)
+    if expr_type is None:
+        return None
+    if expr_type not in (TIMESTAMP, UNKNOWN):
+        ctx.reporter.error(
+            "E0205",
+            f"WATERMARK expression is {expr_type}, not TIMESTAMP",
+            definition.expr.span,
+            help=f"for example: WATERMARK FOR {column} AS {column} - INTERVAL 5 SECONDS",
+        )
+        return None
+    return Watermark(column=column, expr=definition.expr, span=definition.span)

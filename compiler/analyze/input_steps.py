@@ -1,0 +1,145 @@
+"""Checkers of the steps that read another stream: JOIN (an equi-join, whose sides are
+hash-partitioned on the equal columns) and UNION ALL (inputs of the same columns).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from sqlglot import exp
+
+from flowc import ast
+from flowc.analyze.context import Context
+from flowc.analyze.references import resolve_relation
+from flowc.analyze.settings import step_hints
+from flowc.analyze.step_common import StepInput, check_boolean, schema_text
+from flowc.program import Schema, Step, Stream
+from flowc.sqltypes import Scope, types_match
+from flowc.vocabulary import StepKind
+
+
+def check_join(ctx: Context, node: ast.Join, step: StepInput) -> Step | None:
+    hints = step_hints(node, ctx.reporter)
+    schema = step.schema
+    resolved = resolve_relation(ctx, node.right, step.view)
+    if resolved is None:
+        return None
+    origin, right_schema = resolved
+    if node.condition is None:
+        ctx.reporter.error(
+            "E0219",
+            "JOIN needs a condition",
+            node.right.span,
+            help=f"add ON, e.g. JOIN {node.right.text} ON a.id = {node.right.name.value}.id",
+        )
+        return None
+    left_names = {c.qualifier for c in schema}
+    right_name = node.right.name.value
+    if right_name in left_names:
+        ctx.reporter.error(
+            "E0220",
+            f"both sides of the JOIN are called '{right_name}'",
+            node.right.span,
+            help="join a view defined over it instead, so each side has its own name",
+        )
+        return None
+    combined = (*schema, *right_schema)
+    if not check_boolean(ctx, node.condition, Scope(combined), "JOIN"):
+        return None
+    left_keys, right_keys = _equi_keys(node.condition.tree, schema, right_schema)
+    if not left_keys:
+        ctx.reporter.error(
+            "E0221",
+            "JOIN needs an equality between the two sides",
+            node.condition.span,
+            help=f"for example ON left_col = {right_name}.col; both sides are "
+            "hash-partitioned on it",
+        )
+        return None
+    right_stream = Stream(
+        origin=origin, steps=(), schema=right_schema, keys=right_keys, span=node.right.span
+    )
+    return Step(
+        kind=StepKind.JOIN,
+        node=node,
+        schema=combined,
+        hints=hints,
+        span=node.span,
+        inputs=(right_stream,),
+        keys=left_keys,
+    )
+
+
+def check_union(ctx: Context, node: ast.UnionAll, step: StepInput) -> Step | None:
+    hints = step_hints(node, ctx.reporter)
+    schema = step.schema
+    others: list[Stream] = []
+    ok = True
+    for relation in node.others:
+        resolved = resolve_relation(ctx, relation, step.view)
+        if resolved is None:
+            ok = False
+            continue
+        origin, other_schema = resolved
+        same = len(other_schema) == len(schema) and all(
+            a.name == b.name and types_match(a.type, b.type)
+            for a, b in zip(schema, other_schema, strict=True)
+        )
+        if not same:
+            ctx.reporter.error(
+                "E0222",
+                f"UNION ALL needs the same columns on every input; '{relation.text}' differs",
+                relation.span,
+                help=f"stream: ({schema_text(schema)}); {relation.text}: "
+                f"({schema_text(other_schema)})",
+            )
+            ok = False
+            continue
+        others.append(
+            Stream(origin=origin, steps=(), schema=other_schema, keys=None, span=relation.span)
+        )
+    if not ok:
+        return None
+    out = tuple(replace(c, qualifier=None) for c in schema)
+    return Step(
+        kind=StepKind.UNION,
+        node=node,
+        schema=out,
+        hints=hints,
+        span=node.span,
+        inputs=tuple(others),
+    )
+
+
+def _equi_keys(
+    condition: exp.Expr, left: Schema, right: Schema
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Column pairs ``left = right`` among the condition's AND-ed terms."""
+    left_keys: list[str] = []
+    right_keys: list[str] = []
+    terms = list(condition.flatten()) if isinstance(condition, exp.And) else [condition]
+    for term in terms:
+        if not isinstance(term, exp.EQ):
+            continue
+        a, b = term.left, term.right
+        if not (isinstance(a, exp.Column) and isinstance(b, exp.Column)):
+            continue
+        side_a, side_b = _side(a, left, right), _side(b, left, right)
+        if side_a == "left" and side_b == "right":
+            left_keys.append(a.name)
+            right_keys.append(b.name)
+        elif side_a == "right" and side_b == "left":
+            left_keys.append(b.name)
+            right_keys.append(a.name)
+    return tuple(left_keys), tuple(right_keys)
+
+
+def _side(column: exp.Column, left: Schema, right: Schema) -> str | None:
+    qualifier = column.table or None
+    in_left = any(c.name == column.name and qualifier in (None, c.qualifier) for c in left)
+    in_right = any(c.name == column.name and qualifier in (None, c.qualifier) for c in right)
+    if in_left and not in_right:
+        return "left"
+    if in_right and not in_left:
+        return "right"
+    return None

@@ -1,0 +1,160 @@
+"""Whole-program checks, run in order once every statement is checked (cf. sqlglot's
+optimizer ``RULES``): each is one function of the context and the checked program.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from flowc import catalog
+from flowc.analyze.context import Context
+from flowc.analyze.step_common import keyword
+from flowc.flink.keygroups import compute_default_max_parallelism
+from flowc.program import Hints, Program, Step, Stream
+from flowc.spans import Span
+from flowc.vocabulary import PARTITION_STEPS, STATEFUL_STEPS
+
+ProgramCheck = Callable[[Context, Program], None]
+
+
+def check_has_insert(ctx: Context, program: Program) -> None:
+    """A program without INSERT INTO does nothing (reported only if nothing else was)."""
+    if program.inserts or ctx.reporter.has_errors:
+        return
+    statements = ctx.statements
+    span = statements[-1].span if statements else Span(ctx.file, 1, 1, 1, 1)
+    ctx.reporter.error(
+        "E0501",
+        "the program has no INSERT INTO, so the job does nothing",
+        span,
+        help="write results to a sink: INSERT INTO <sink> FROM <view or source> ...;",
+    )
+
+
+def check_error_outputs_read(ctx: Context, program: Program) -> None:
+    """Malformed records routed to ``source.errors`` must be read: flowc drops none."""
+    for source in program.sources:
+        if source.on_error == "route" and source.name not in ctx.read_errors:
+            ctx.reporter.error(
+                "E0412",
+                f"source '{source.name}' routes malformed records to "
+                f"{source.name}.{catalog.ERRORS_OUTPUT}, but nothing reads them",
+                ctx.on_error_spans.get(source.name, source.span),
+                help=f"write them somewhere (INSERT INTO <sink> FROM {source.name}."
+                f"{catalog.ERRORS_OUTPUT}), or remove on_error to fail on the first "
+                "malformed record; flowc never drops records silently",
+            )
+
+
+def check_hints(ctx: Context, program: Program) -> None:
+    """Each uid once; a hinted parallelism within its max_parallelism."""
+    uids: dict[str, Span] = {}
+    settings = program.settings
+    for hints, where in _all_hints(program):
+        if hints.uid is not None:
+            span = hints.spans["uid"]
+            if hints.uid in uids:
+                ctx.reporter.error(
+                    "E0307",
+                    f"uid '{hints.uid}' is used twice",
+                    span,
+                    help=f"uids must be unique; first used at {uids[hints.uid]}",
+                )
+            else:
+                uids[hints.uid] = span
+        parallelism = hints.parallelism or settings.parallelism
+        max_parallelism = hints.max_parallelism or settings.max_parallelism
+        hinted = hints.parallelism is not None or hints.max_parallelism is not None
+        if hinted and max_parallelism is not None and parallelism > max_parallelism:
+            span = (
+                hints.spans.get("parallelism")
+                or hints.spans.get("max_parallelism")
+                or settings.spans.get("parallelism")
+                or where
+            )
+            ctx.reporter.error(
+                "E0305",
+                f"parallelism {parallelism} is larger than max_parallelism {max_parallelism}",
+                span,
+                help="Maximum parallelism must not be smaller than parallelism: "
+                "raise max_parallelism or lower parallelism",
+            )
+
+
+def check_stateful_max_parallelism(ctx: Context, program: Program) -> None:
+    """W0001: a stateful step's key groups are fixed by its first run's max_parallelism."""
+    settings = program.settings
+    if settings.max_parallelism is not None:
+        return
+    for step in _all_steps(program):
+        if step.kind in STATEFUL_STEPS and step.hints.max_parallelism is None:
+            parallelism = step.hints.parallelism or settings.parallelism
+            key_groups = compute_default_max_parallelism(parallelism)
+            keyword_span = step.window.keyword_span if step.window else step.node.keyword_span
+            ctx.reporter.warning(
+                "W0001",
+                f"stateful {keyword(step.window or step.node)} without max_parallelism: "
+                f"its state is split into {key_groups} key groups on the first run, "
+                "fixed for the life of its checkpoints",
+                keyword_span,
+                help="SET max_parallelism = <n>; (or a max_parallelism hint), as Flink "
+                "advises for every stateful job",
+            )
+
+
+def check_unused(ctx: Context, program: Program) -> None:
+    """W0004 for a source, view or sink that passed its checks and is never read."""
+    checked = {*ctx.sources, *ctx.views, *ctx.sinks}
+    for name, definition in ctx.definitions.items():
+        if name not in ctx.used and name in checked:
+            ctx.reporter.warning(
+                "W0004",
+                f"{definition.kind} '{name}' is never used",
+                definition.node.name.span,
+            )
+
+
+def check_overrides_applied(ctx: Context, program: Program) -> None:
+    """E0411 for ``--set name.option=...`` where no source or sink is called ``name``."""
+    for override in ctx.overrides:
+        if override.is_setting or override.key in ctx.applied_overrides:
+            continue
+        ctx.reporter.error(
+            "E0411",
+            f"there is no source or sink '{override.key.split('.')[0]}'",
+            override.key_span,
+            help="write --set <source or sink>.<option>=<value>, or --set <setting>=<value>",
+        )
+
+
+CHECKS: tuple[ProgramCheck, ...] = (
+    check_has_insert,
+    check_error_outputs_read,
+    check_hints,
+    check_stateful_max_parallelism,
+    check_unused,
+    check_overrides_applied,
+)
+
+
+def _all_steps(program: Program) -> Iterable[Step]:
+    def walk(stream: Stream) -> Iterable[Step]:
+        for step in stream.steps:
+            yield step
+            for other in step.inputs:
+                yield from walk(other)
+
+    for view in program.views:
+        yield from walk(view.stream)
+    for insert in program.inserts:
+        yield from walk(insert.stream)
+
+
+def _all_hints(program: Program) -> Iterable[tuple[Hints, Span]]:
+    for source in program.sources:
+        yield source.hints, source.span
+    for step in _all_steps(program):
+        if step.kind not in PARTITION_STEPS:
+            yield step.hints, step.span
+    for sink in program.sinks:
+        yield sink.hints, sink.span

@@ -1,0 +1,127 @@
+"""A query, step by step: the table of step checkers (one per AST step class) and the
+loop that runs them, carrying the schema and the keys in force from step to step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar, cast
+
+from flowc import ast
+from flowc.analyze.context import Context
+from flowc.analyze.grouping_steps import check_aggregate, check_deduplicate, check_window
+from flowc.analyze.input_steps import check_join, check_union
+from flowc.analyze.references import query_references, resolve_relation
+from flowc.analyze.row_steps import (
+    check_drop,
+    check_explode,
+    check_key_by,
+    check_partition,
+    check_partition_by,
+    check_rename,
+    check_route,
+    check_select,
+    check_where,
+)
+from flowc.analyze.step_common import StepChecker, StepInput
+from flowc.lower_sql import check_flink_windows, lower_sql_query
+from flowc.program import SideOutput, Step, Stream
+from flowc.vocabulary import AGGREGATE_STEPS, PARTITION_STEPS, StepKind
+
+_Node = TypeVar("_Node", bound=ast.StepBase)
+
+
+def _entry(
+    step_class: type[_Node], checker: Callable[[Context, _Node, StepInput], Step | None]
+) -> tuple[type[ast.StepBase], StepChecker]:
+    """A table row. The cast is safe: the table is looked up by ``type(node)``, so a checker
+    only ever gets nodes of its own class."""
+    return step_class, cast(StepChecker, checker)
+
+
+STEP_CHECKERS: dict[type[ast.StepBase], StepChecker] = dict(
+    [
+        _entry(ast.Where, check_where),
+        _entry(ast.Select, check_select),
+        _entry(ast.Extend, check_select),
+        _entry(ast.Drop, check_drop),
+        _entry(ast.Rename, check_rename),
+        _entry(ast.Explode, check_explode),
+        _entry(ast.KeyBy, check_key_by),
+        _entry(ast.Partition, check_partition),
+        _entry(ast.PartitionBy, check_partition_by),
+        _entry(ast.Window, check_window),
+        _entry(ast.Aggregate, check_aggregate),
+        _entry(ast.Deduplicate, check_deduplicate),
+        _entry(ast.Join, check_join),
+        _entry(ast.UnionAll, check_union),
+        _entry(ast.Route, check_route),
+    ]
+)
+
+
+def check_query(
+    ctx: Context, query: ast.Query, side_outputs: list[SideOutput], view: str | None
+) -> Stream | None:
+    """The checked stream, or None; ``side_outputs`` receives the query's ROUTE outputs."""
+    if isinstance(query, ast.SqlQuery):
+        lowered = (
+            lower_sql_query(query, ctx.reporter)
+            if check_flink_windows(query, ctx.reporter)  # Flink's TUMBLE(...): E0602
+            and ctx.checks.sql_query(query, ctx.reporter)  # unknown functions first
+            else None
+        )
+        if lowered is None:
+            ctx.used.update(query_references(query))
+            return None
+        query = lowered
+    resolved = resolve_relation(ctx, query.source, view)
+    if resolved is None:
+        return None
+    origin, schema = resolved
+    steps: list[Step] = []
+    keys: tuple[str, ...] | None = None
+    ast_steps = list(query.steps)
+    ok = True
+    i = 0
+    while i < len(ast_steps):
+        node = ast_steps[i]
+        following = ast_steps[i + 1] if i + 1 < len(ast_steps) else None
+        if isinstance(node, ast.Window) and not isinstance(following, ast.Aggregate):
+            ctx.reporter.error(
+                "E0208",
+                "WINDOW must be followed by AGGREGATE",
+                node.keyword_span,
+                help="add |> AGGREGATE count(*) AS n (or other aggregates) after it",
+            )
+            return None
+        step = StepInput(schema, keys, side_outputs, len(steps), view, following)
+        result = STEP_CHECKERS[type(node)](ctx, node, step)
+        i += 2 if isinstance(node, ast.Window) else 1  # a WINDOW's AGGREGATE is checked with it
+        if result is None:
+            ok = False
+            continue
+        steps.append(result)
+        schema = result.schema
+        keys = _keys_after(result, keys)
+    if not ok:
+        return None
+    return Stream(origin=origin, steps=tuple(steps), schema=schema, keys=keys, span=query.span)
+
+
+def _keys_after(step: Step, keys: tuple[str, ...] | None) -> tuple[str, ...] | None:
+    """Keys stay in force through row-wise steps that keep the key columns."""
+    if step.kind in _KEYING_STEPS:
+        return step.keys
+    if step.kind in _UNKEYING_STEPS:
+        return None
+    if keys is None:
+        return None
+    names = {c.name for c in step.schema}
+    return keys if all(k in names for k in keys) else None
+
+
+#: Steps whose output is keyed by the step's own keys.
+_KEYING_STEPS = frozenset({StepKind.KEY_BY, StepKind.JOIN, StepKind.DEDUPLICATE})
+#: Steps after which no keys are in force.
+_UNKEYING_STEPS = (PARTITION_STEPS | AGGREGATE_STEPS | {StepKind.UNION}) - _KEYING_STEPS

@@ -1,0 +1,168 @@
+"""Settings (``SET``, ``--set``) and hints (``/*+ ... */``, hint options in WITH (...)).
+
+Both are read before anything else needs them, so they take the reporter, not the
+analysis context: the settings decide how expressions are checked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from pathlib import PurePath
+
+from flowc import ast, catalog, trust
+from flowc.diagnostics import Reporter, did_you_mean
+from flowc.program import Hints, Settings
+from flowc.spans import Span
+
+
+def read_settings(
+    tree: ast.Program, overrides: Sequence[trust.Override], reporter: Reporter
+) -> Settings:
+    """The program's settings, with ``--set`` overrides applied last (the last word)."""
+    values: dict[str, object] = {}
+    spans: dict[str, Span] = {}
+    spark: dict[str, str] = {}
+    options = [s.option for s in tree.statements if isinstance(s, ast.SetStmt)]
+    options += [o.option() for o in overrides if o.is_setting]
+    for option in options:
+        key = option.key
+        if key in spans and option.span.file != trust.COMMAND_LINE:
+            reporter.warning(
+                "W0003",
+                f"'{key}' is set again; the earlier value is overridden",
+                option.key_span,
+                help=f"first set at {spans[key]}",
+            )
+        if key.startswith(catalog.SETTING_PREFIXES):
+            spark[key] = str(option.value.python)
+            spans[key] = option.span
+            continue
+        kind = catalog.SETTINGS.get(key)
+        if kind is None:
+            reporter.error(
+                "E0301",
+                f"unknown setting '{key}'",
+                option.key_span,
+                help=did_you_mean(key, catalog.SETTINGS)
+                or "settings: " + ", ".join(sorted(catalog.SETTINGS)) + ", spark.*",
+            )
+            continue
+        try:
+            values[key] = kind.parse(option.value)
+        except catalog.OptionValueError as error:
+            reporter.error(
+                "E0302",
+                f"invalid value for setting '{key}': {error}",
+                option.value.span,
+                help=f"'{key}' takes {kind.description}",
+            )
+            continue
+        if key == "job.name" and (unprintable := _unprintable(str(values[key]))):
+            del values[key]
+            reporter.error(
+                "E0413",
+                f"job.name contains the control character {unprintable}",
+                option.value.span,
+                help="a job name becomes a folder name, a Python docstring and log lines: "
+                "use printable characters",
+            )
+            continue
+        spans[key] = option.span
+    settings = Settings(
+        parallelism=int(values.get("parallelism", 1)),  # type: ignore[call-overload]
+        max_parallelism=values.get("max_parallelism"),  # type: ignore[arg-type]
+        chaining=bool(values.get("chaining", True)),
+        execution_mode=str(values.get("execution.mode", "streaming")),
+        checkpoint_interval_ms=values.get("checkpoint.interval"),  # type: ignore[arg-type]
+        checkpoint_mode=str(values.get("checkpoint.mode", "exactly_once")),
+        checkpoint_dir=values.get("checkpoint.dir"),  # type: ignore[arg-type]
+        job_name=str(values.get("job.name", PurePath(tree.file).stem or "job")),
+        sql_dialect=str(values.get("sql.dialect", "spark")),
+        spark_conf=tuple(sorted(spark.items())),
+        spans=spans,
+    )
+    interval = settings.checkpoint_interval_ms
+    if interval is not None and interval < 10:
+        reporter.error(
+            "E0302",
+            f"checkpoint interval {interval} ms is below Flink's minimum of 10 ms",
+            spans["checkpoint.interval"],
+            help="use 10ms or more",
+        )
+    if settings.max_parallelism is not None and settings.parallelism > settings.max_parallelism:
+        reporter.error(
+            "E0305",
+            f"parallelism {settings.parallelism} is larger than max_parallelism "
+            f"{settings.max_parallelism}",
+            spans["parallelism"],
+            help="Maximum parallelism must not be smaller than parallelism: "
+            "raise max_parallelism or lower parallelism",
+        )
+    return settings
+
+
+def read_hints(options: Iterable[ast.Option], reporter: Reporter) -> Hints:
+    """Hints from options whose keys are known hints (``catalog.HINTS``)."""
+    values: dict[str, object] = {}
+    spans: dict[str, Span] = {}
+    for option in options:
+        kind = catalog.HINTS[option.key]
+        if option.key in spans:
+            reporter.error(
+                "E0303",
+                f"hint '{option.key}' is given twice",
+                option.key_span,
+                help=f"first given at {spans[option.key]}",
+            )
+            continue
+        try:
+            values[option.key] = kind.parse(option.value)
+        except catalog.OptionValueError as error:
+            reporter.error(
+                "E0304",
+                f"invalid value for hint '{option.key}': {error}",
+                option.value.span,
+                help=f"'{option.key}' takes {kind.description}",
+            )
+            continue
+        spans[option.key] = option.span
+    return Hints(
+        name=values.get("name"),  # type: ignore[arg-type]
+        uid=values.get("uid"),  # type: ignore[arg-type]
+        parallelism=values.get("parallelism"),  # type: ignore[arg-type]
+        max_parallelism=values.get("max_parallelism"),  # type: ignore[arg-type]
+        slot_sharing_group=values.get("slot_sharing_group"),  # type: ignore[arg-type]
+        chaining=str(values.get("chaining", "always")),
+        spans=spans,
+    )
+
+
+def step_hints(step: ast.Step, reporter: Reporter) -> Hints:
+    """A pipe step's ``/*+ ... */`` hints; an unknown hint is E0303."""
+    known = []
+    for option in step.hints:
+        if option.key in catalog.HINTS:
+            known.append(option)
+        else:
+            reporter.error(
+                "E0303",
+                f"unknown hint '{option.key}'",
+                option.key_span,
+                help=did_you_mean(option.key, catalog.HINTS)
+                or "hints: " + ", ".join(catalog.HINTS),
+            )
+    return read_hints(known, reporter)
+
+
+def _unprintable(text: str) -> str | None:
+    """The first NUL or lone surrogate in ``text``, as U+XXXX; None if none.
+
+    A job name reaches Spark (its application name, through py4j, which sends UTF-8: a
+    lone surrogate cannot go) and C strings (a NUL ends them); the job name is refused
+    with E0413 (docs/language.md, "Job names"). Other control characters are written as
+    escapes wherever the name lands (generated docstrings, checkpoint folder names).
+    """
+    for char in text:
+        if char == "\0" or 0xD800 <= ord(char) < 0xE000:
+            return f"U+{ord(char):04X}"
+    return None

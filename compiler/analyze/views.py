@@ -1,0 +1,97 @@
+"""Views and inserts: a view's query becomes a named stream with its side outputs; an
+INSERT's query must write a sink defined above it, with the sink's columns.
+"""
+
+from __future__ import annotations
+
+from flowc import ast
+from flowc.analyze.context import Context
+from flowc.analyze.query import check_query
+from flowc.analyze.step_common import schema_text
+from flowc.diagnostics import did_you_mean
+from flowc.program import Column, InsertDef, SideOutput, SinkDef, Stream, ViewDef
+from flowc.sqltypes import types_match
+
+
+def check_view(ctx: Context, node: ast.CreateView) -> None:
+    """A second definition of the name is checked too, but reads as no view (``view=None``)."""
+    name = node.name.value
+    ctx.defined.add(name)
+    side_outputs: list[SideOutput] = []
+    registered = ctx.definitions[name].node is node
+    stream = check_query(ctx, node.query, side_outputs, view=name if registered else None)
+    if stream is None or not registered:
+        return
+    ctx.views[name] = ViewDef(
+        name=name, stream=stream, side_outputs=tuple(side_outputs), span=node.span
+    )
+
+
+def check_insert(ctx: Context, node: ast.Insert, order: int) -> None:
+    """``order`` is the statement's position: the sink must be defined above it."""
+    sink_name = node.sink.value
+    definition = ctx.definitions.get(sink_name)
+    side_outputs: list[SideOutput] = []
+    stream = check_query(ctx, node.query, side_outputs, view=None)
+    if definition is None or definition.kind != "sink":
+        what = f"a {definition.kind}" if definition else "not defined"
+        sinks = [n for n, d in ctx.definitions.items() if d.kind == "sink"]
+        ctx.reporter.error(
+            "E0103",
+            f"cannot INSERT INTO '{sink_name}': it is {what}",
+            node.sink.span,
+            help=did_you_mean(sink_name, sinks)
+            or ("sinks: " + ", ".join(sinks) if sinks else "declare it with CREATE SINK"),
+        )
+        return
+    if definition.order > order:
+        ctx.reporter.error(
+            "E0104",
+            f"sink '{sink_name}' is used before its definition",
+            node.sink.span,
+            help=f"move CREATE SINK {sink_name} (line {definition.node.span.line}) above this",
+        )
+        return
+    ctx.used.add(sink_name)
+    if stream is None or sink_name not in ctx.sinks:
+        return
+    for output in side_outputs:
+        ctx.reporter.warning(
+            "W0005",
+            f"side output '{output.name}' of a ROUTE in an INSERT can never be read",
+            output.span,
+            help="define the ROUTE in a CREATE VIEW and read it with FROM view.name",
+        )
+    _check_sink_schema(ctx, node, ctx.sinks[sink_name], stream)
+    ctx.inserts.append(InsertDef(sink=sink_name, stream=stream, span=node.span))
+
+
+def _check_sink_schema(ctx: Context, node: ast.Insert, sink: SinkDef, stream: Stream) -> None:
+    names: dict[str, Column] = {}
+    for column in stream.schema:
+        if column.name in names:
+            ctx.reporter.error(
+                "E0206",
+                f"the query writes two columns named '{column.name}'",
+                node.query.span,
+                help="SELECT the columns to write, renaming one of them with AS",
+            )
+            return
+        names[column.name] = column
+    if sink.schema is None:
+        return
+    written = [(c.name, c.type) for c in stream.schema]
+    declared = [(c.name, c.type) for c in sink.schema]
+    same = len(written) == len(declared) and all(
+        w[0] == d[0] and types_match(w[1], d[1]) for w, d in zip(written, declared, strict=True)
+    )
+    if not same:
+        ctx.reporter.error(
+            "E0207",
+            f"the query's columns do not match sink '{sink.name}'",
+            node.query.span,
+            help=f"sink: ({schema_text(sink.schema)}); query: ({schema_text(stream.schema)})",
+        )
+
+
+# ------------------------------------------------------------ relations
