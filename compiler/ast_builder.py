@@ -13,6 +13,7 @@ from sqlglot.errors import ParseError, SqlglotError
 
 from flowc import ast
 from flowc.diagnostics import Reporter
+from flowc.errorcodes import Code
 from flowc.lalr import Bounds, Token
 from flowc.limits import MAX_TOKENS
 from flowc.source_text import LineIndex
@@ -155,23 +156,23 @@ class AstBuilder:
             report_sqlglot_error(self.reporter, error, text, span)
             return None
         except SqlglotError as error:
-            self.reporter.error("E0003", f"invalid SQL: {first_line(str(error))}", span)
+            self.reporter.error(Code.E0003, f"invalid SQL: {first_line(str(error))}", span)
             return None
         except RecursionError:
             self.reporter.error(
-                "E0004",
+                Code.E0004,
                 "expression is too deeply nested or too long to compile",
                 span,
                 help="split it into several steps",
             )
             return None
         except ValueError as error:
-            self.reporter.error("E0003", f"invalid SQL: {first_line(str(error))}", span)
+            self.reporter.error(Code.E0003, f"invalid SQL: {first_line(str(error))}", span)
             return None
         except (AttributeError, IndexError, KeyError, TypeError):
             # sqlglot's function builders assume well-formed calls: map(k) has no value
             self.reporter.error(
-                "E0003",
+                Code.E0003,
                 "invalid SQL: cannot parse this expression",
                 span,
                 help="check the arguments of its functions",
@@ -180,7 +181,7 @@ class AstBuilder:
         self.tokens += tokens
         if isinstance(tree, _STATEMENTS):
             self.reporter.error(
-                "E0003",
+                Code.E0003,
                 "invalid SQL: a statement is not allowed here",
                 span,
                 help="end the previous statement with ';'"
@@ -190,7 +191,7 @@ class AstBuilder:
             return None
         if isinstance(tree, exp.Query) != statement:
             what = "a query" if statement else "an expression"
-            self.reporter.error("E0003", f"invalid SQL: expected {what} here", span)
+            self.reporter.error(Code.E0003, f"invalid SQL: expected {what} here", span)
             return None
         return tree
 
@@ -199,7 +200,7 @@ class AstBuilder:
         if expr is None or not isinstance(expr.tree, exp.Alias):
             return expr
         self.reporter.error(
-            "E0003",
+            Code.E0003,
             f"invalid SQL expression: unexpected '{expr.tree.alias}' after the expression",
             expr.span,
             help="remove it, or join the two parts with an operator",
@@ -339,7 +340,7 @@ class AstBuilder:
                 depth -= 1
         if deepest > MAX_EXPRESSION_DEPTH:
             self.reporter.error(
-                "E0004",
+                Code.E0004,
                 f"expression nests brackets {deepest} deep; at most {MAX_EXPRESSION_DEPTH} "
                 "are allowed",
                 span,

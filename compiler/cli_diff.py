@@ -22,6 +22,7 @@ from flowc.cli_output import (
     write_stdout,
 )
 from flowc.diagnostics import CompileError, Diagnostic, Severity
+from flowc.errorcodes import Code
 
 if TYPE_CHECKING:
     from flowc.job import CompiledJob
@@ -106,7 +107,7 @@ def diff_against(args: argparse.Namespace, old: CompiledJob, new: CompiledJob) -
             )
         if not defaulted:
             renamed = Diagnostic(
-                "E0820",
+                Code.E0820,
                 Severity.ERROR,
                 f"the job is now named '{new_name}', and its checkpoints would go to {folder}: "
                 f"the state of job '{old_name}' in {old_folder} would be left behind",

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from flowc.errorcodes import Code
 from flowc.spans import Span
 
 
@@ -25,7 +26,7 @@ class Severity(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Diagnostic:
-    code: str
+    code: Code
     severity: Severity
     message: str
     span: Span
@@ -63,10 +64,10 @@ class Reporter:
     def __init__(self) -> None:
         self.diagnostics: list[Diagnostic] = []
 
-    def error(self, code: str, message: str, span: Span, help: str | None = None) -> None:
+    def error(self, code: Code, message: str, span: Span, help: str | None = None) -> None:
         self.diagnostics.append(Diagnostic(code, Severity.ERROR, message, span, help))
 
-    def warning(self, code: str, message: str, span: Span, help: str | None = None) -> None:
+    def warning(self, code: Code, message: str, span: Span, help: str | None = None) -> None:
         self.diagnostics.append(Diagnostic(code, Severity.WARNING, message, span, help))
 
     @property

@@ -37,6 +37,7 @@ from sqlglot.tokenizer_core import TokenType
 
 from flowc.ast import SqlExpr, SqlQuery
 from flowc.diagnostics import Reporter, did_you_mean
+from flowc.errorcodes import Code
 from flowc.program import Settings
 from flowc.spans import Span
 from flowc.spark_functions import AGGREGATE_FUNCTIONS, FUNCTIONS, WINDOW_FUNCTIONS
@@ -179,7 +180,7 @@ def check_functions(
             continue
         windowed.add(id(function))
         reporter.error(
-            "E0232",
+            Code.E0232,
             "OVER (...) windows are not supported in streaming queries",
             _over_span(expr, function, positions),
             help="aggregate per key instead (|> KEY BY k |> AGGREGATE ...), or over time "
@@ -206,7 +207,7 @@ def _report_unknown(
     expr: SqlExpr, node: exp.Expr, name: str, reporter: Reporter, positions: Positions
 ) -> None:
     reporter.error(
-        "E0230",
+        Code.E0230,
         f"unknown function '{name}'",
         call_span(expr, node, positions),
         help=_function_hint(node, name),
@@ -217,7 +218,7 @@ def _report_window_function(
     expr: SqlExpr, node: exp.Expr, name: str, reporter: Reporter, positions: Positions
 ) -> None:
     reporter.error(
-        "E0232",
+        Code.E0232,
         f"window function '{name.lower()}' needs OVER (...), which streaming queries "
         "do not support",
         call_span(expr, node, positions),

@@ -25,6 +25,7 @@ from sqlglot import exp
 from sqlglot.tokenizer_core import TokenType
 
 from flowc.diagnostics import Diagnostic, Reporter, Severity
+from flowc.errorcodes import Code
 from flowc.spans import Span
 
 if TYPE_CHECKING:
@@ -267,7 +268,7 @@ def check_source_path(
         return
     where = "" if str(resolved) == path else f" (looked for {resolved})"
     reporter.warning(
-        "W0020",
+        Code.W0020,
         f"source '{source}' reads '{path}', which does not exist{where}",
         option.value.span,
         help="flowc run needs it: create the folder or fix the path (relative paths are "
@@ -293,4 +294,4 @@ def run_blockers(job: CompiledJob | Iterable[Diagnostic]) -> list[Diagnostic]:
 
 
 #: Warning codes :func:`run_blockers` turns into errors.
-RUN_BLOCKING = frozenset({"W0020"})
+RUN_BLOCKING = frozenset({Code.W0020})

@@ -11,6 +11,7 @@ from typing import Generic, TypeVar
 
 from flowc import ast
 from flowc.diagnostics import CompileError, Diagnostic, Reporter
+from flowc.errorcodes import Code
 from flowc.job_graph import JobGraph
 from flowc.limits import MAX_LITERAL_CHARS, MAX_SOURCE_CHARS, SharedSetting
 from flowc.parser import LineIndex, deep_recursion, long_literals
@@ -140,7 +141,7 @@ def _check_input_bounds(text: str, file: str, reporter: Reporter) -> None:
         line = text.count("\n", 0, MAX_SOURCE_CHARS) + 1
         column = MAX_SOURCE_CHARS - text.rfind("\n", 0, MAX_SOURCE_CHARS)
         reporter.error(
-            "E0901",
+            Code.E0901,
             f"the source is {len(text):,} characters long; flowc compiles at most "
             f"{MAX_SOURCE_CHARS:,} (4 MiB)",
             Span(file, line, column, line, column + 1),
@@ -153,7 +154,7 @@ def _check_input_bounds(text: str, file: str, reporter: Reporter) -> None:
     for start, end, quote in long_literals(text, MAX_LITERAL_CHARS):
         what = "quoted name" if quote == "`" else "string literal"
         reporter.error(
-            "E0902",
+            Code.E0902,
             f"this {what} is {end - start - 2:,} characters long; at most "
             f"{MAX_LITERAL_CHARS:,} (1 MiB) are allowed",
             index.span(start, start + 1),

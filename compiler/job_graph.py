@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from flowc.diagnostics import CompileError, Reporter
+from flowc.errorcodes import Code
 from flowc.flink.chains import chained_name, escape_description, tree_description
 from flowc.flink.keygroups import compute_default_max_parallelism
 from flowc.flink.murmur import murmur3_x64_128
@@ -288,7 +289,7 @@ def build_job_graph(graph: StreamGraph, reporter: Reporter | None = None) -> Job
         return generator.generate()
     except _ChainTooLong as chain:
         errors.error(
-            "E0903",
+            Code.E0903,
             "the operators chained one after another in one task would pass flowc's bound "
             f"of {MAX_CHAINED_OPERATORS:,}",
             chain.node.span,

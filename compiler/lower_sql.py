@@ -24,6 +24,7 @@ from sqlglot.tokenizer_core import TokenType
 
 from flowc import ast
 from flowc.diagnostics import Reporter
+from flowc.errorcodes import Code
 from flowc.functions import has_aggregate, is_aggregate
 from flowc.habits import (
     FLINK_GROUP_WINDOWS,
@@ -62,7 +63,9 @@ class StepFields(TypedDict):
 
 
 class _Unsupported(Exception):
-    def __init__(self, what: str, span: Span, help: str | None = None, code: str = "E0601") -> None:
+    def __init__(
+        self, what: str, span: Span, help: str | None = None, code: Code = Code.E0601
+    ) -> None:
         super().__init__(what)
         self.what = what
         self.span = span
@@ -71,7 +74,7 @@ class _Unsupported(Exception):
 
     @property
     def message(self) -> str:
-        if self.code == "E0601":
+        if self.code == Code.E0601:
             return f"not supported in a streaming query: {self.what}"
         return self.what
 
@@ -320,7 +323,7 @@ class _Lowering:
                     f"GROUP BY {key.name.upper()}(...) is Flink SQL's group window, not Spark SQL",
                     self.span_of(key),
                     help=flink_window_help(key),
-                    code="E0602",
+                    code=Code.E0602,
                 )
         for node in tree.walk():
             name = function_name(node)
@@ -330,7 +333,7 @@ class _Lowering:
                     f"{name}(...) is Flink SQL's window property, not Spark SQL",
                     self.span_of(node),
                     help=flink_property_help(name),
-                    code="E0602",
+                    code=Code.E0602,
                 )
 
     def item(self, node: exp.Expr) -> ast.SelectItem:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 
 from flowc import ast, catalog
 from flowc.diagnostics import Reporter
+from flowc.errorcodes import Code
 from flowc.spans import Span
 
 #: The file name of diagnostics about ``--set`` overrides.
@@ -96,7 +97,7 @@ def read_overrides(overrides: Mapping[str, str], reporter: Reporter) -> list[Ove
         if isinstance(value, str):
             what = "setting" if is_setting(key) else "option"
             reporter.error(
-                "E0302" if is_setting(key) else "E0405",
+                Code.E0302 if is_setting(key) else Code.E0405,
                 f"invalid value for {what} '{key}': {value}",
                 value_span,
                 help="--set takes one value for one key: a number, true or false, a word, "

@@ -18,6 +18,7 @@ from functools import cache
 from flowc import ast
 from flowc.ast_builder import MAX_EXPRESSION_DEPTH, AstBuilder
 from flowc.diagnostics import Reporter
+from flowc.errorcodes import Code
 from flowc.lalr import Driver, NoFastPath, lark_parser, tables
 from flowc.limits import MAX_STEPS, MAX_TOKENS
 from flowc.source_text import WORD, Chunk, LineIndex, long_literals, split_statements
@@ -80,7 +81,7 @@ def parse(text: str, file: str, reporter: Reporter) -> ast.Program:
         if not chunk.terminated:
             end = chunk.last_token_end
             reporter.error(
-                "E0002",
+                Code.E0002,
                 "missing ';' after this statement",
                 index.span(end, end),
                 help="end every statement with ';'",
@@ -106,7 +107,7 @@ def _too_large(builder: AstBuilder, chunk: Chunk, index: LineIndex, reporter: Re
         else f"{MAX_TOKENS:,} tokens in SQL expressions and queries"
     )
     reporter.error(
-        "E0903",
+        Code.E0903,
         f"the program would pass flowc's bound of {what}",
         index.span(chunk.start, word.end() if word else chunk.start + 1),
         help="split the job (docs/limits.md lists flowc's bounds)",

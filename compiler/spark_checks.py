@@ -14,6 +14,7 @@ from collections.abc import Iterator
 
 from flowc import ast
 from flowc.diagnostics import Reporter
+from flowc.errorcodes import Code
 from flowc.program import Program, Step, Stream
 from flowc.spark_sql import (
     UnsupportedOnSpark,
@@ -30,7 +31,7 @@ def check_spark(program: Program, reporter: Reporter) -> None:
                 watermark_delay(source)
             except UnsupportedOnSpark as error:
                 reporter.error(
-                    "E0724",
+                    Code.E0724,
                     f"Spark cannot run this watermark: {error}",
                     source.watermark.span,
                     help="write WATERMARK FOR ts AS ts - INTERVAL <delay>",
@@ -39,7 +40,7 @@ def check_spark(program: Program, reporter: Reporter) -> None:
             for column in source.schema:
                 if not datagen_supports(column.type):
                     reporter.error(
-                        "E0725",
+                        Code.E0725,
                         f"the Spark backend's datagen cannot generate '{column.name} "
                         f"{column.type}'",
                         source.span,
@@ -61,7 +62,7 @@ def _check_step(step: Step, reporter: Reporter) -> None:
             sql_of(expr)
         except UnsupportedOnSpark as error:
             reporter.error(
-                "E0720",
+                Code.E0720,
                 f"the Spark backend {error}",
                 expr.span,
                 help="check the number and types of the function's arguments",

@@ -18,6 +18,7 @@ from sqlglot.errors import SqlglotError
 
 from flowc.ast import SqlExpr
 from flowc.diagnostics import Reporter
+from flowc.errorcodes import Code
 from flowc.spans import Span
 from flowc.spark_casts import FRACTIONAL_TYPES, INTEGRAL_TYPES, spark_can_cast
 from flowc.spark_sql import GENERATOR_ERRORS, spark_generator
@@ -60,7 +61,7 @@ def check_literals(expr: SqlExpr, reporter: Reporter, positions: Positions | Non
         else:
             message = f"'{shown}' cannot be cast to {cast.target} to compare with {cast.other}"
         span = literal_span(expr, cast.literal, positions)
-        reporter.error("E0231", message, span, help=_cast_help(cast))
+        reporter.error(Code.E0231, message, span, help=_cast_help(cast))
         ok = False
     return ok
 

@@ -18,6 +18,7 @@ from sqlglot.schema import ensure_schema
 
 from flowc.ast import SqlExpr
 from flowc.diagnostics import Reporter, did_you_mean
+from flowc.errorcodes import Code
 from flowc.limits import BoundedCache
 from flowc.parser import NODE_BYTES, deep_recursion
 from flowc.program import Column, Schema
@@ -305,7 +306,7 @@ def _resolve_and_type(expr: SqlExpr, scope: Scope, reporter: Reporter) -> str | 
             except (AttributeError, IndexError, KeyError, TypeError, ValueError):
                 # sqlglot's typing rules assume well-formed calls: ceil() has no argument
                 reporter.error(
-                    "E0003",
+                    Code.E0003,
                     "invalid SQL: cannot work out the type of this expression",
                     expr.span,
                     help="check the arguments of its functions",
@@ -314,7 +315,7 @@ def _resolve_and_type(expr: SqlExpr, scope: Scope, reporter: Reporter) -> str | 
             _fill_unknown_types(expr.tree)
     except RecursionError:
         reporter.error(
-            "E0004",
+            Code.E0004,
             "expression is too deeply nested or too long to compile",
             expr.span,
             help="split it into several steps",
@@ -364,7 +365,7 @@ def _resolve_column(expr: SqlExpr, column: exp.Column, scope: Scope, reporter: R
     name = column.name
     table = column.table or None
     if column.args.get("db") or column.args.get("catalog"):
-        reporter.error("E0201", f"unknown column '{column.sql()}'", node_span(expr, column))
+        reporter.error(Code.E0201, f"unknown column '{column.sql()}'", node_span(expr, column))
         return False
     if isinstance(column.this, exp.Star):
         return True
@@ -374,7 +375,7 @@ def _resolve_column(expr: SqlExpr, column: exp.Column, scope: Scope, reporter: R
             field_type = _struct_field(struct_columns[0].type, name)
             if field_type is None:
                 reporter.error(
-                    "E0201",
+                    Code.E0201,
                     f"struct column '{table}' has no field '{name}'",
                     node_span(expr, column),
                     help=did_you_mean(name, _struct_fields(struct_columns[0].type)),
@@ -388,7 +389,7 @@ def _resolve_column(expr: SqlExpr, column: exp.Column, scope: Scope, reporter: R
             return True
         known = sorted(scope.qualifiers)
         reporter.error(
-            "E0201",
+            Code.E0201,
             f"unknown relation '{table}' in '{column.sql()}'",
             node_span(expr, column),
             help=(did_you_mean(table, known) or f"columns here come from {', '.join(known)}")
@@ -402,12 +403,14 @@ def _resolve_column(expr: SqlExpr, column: exp.Column, scope: Scope, reporter: R
         hint = did_you_mean(name, candidates)
         if hint is None and candidates:
             hint = "columns here: " + ", ".join(dict.fromkeys(candidates))
-        reporter.error("E0201", f"unknown column '{column.sql()}'", node_span(expr, column), hint)
+        reporter.error(
+            Code.E0201, f"unknown column '{column.sql()}'", node_span(expr, column), hint
+        )
         return False
     if len(matches) > 1:
         sides = ", ".join(f"{c.qualifier}.{c.name}" for c in matches if c.qualifier)
         reporter.error(
-            "E0202",
+            Code.E0202,
             f"column '{name}' is ambiguous",
             node_span(expr, column),
             help=f"qualify it: {sides}" if sides else None,

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from flowc.diagnostics import Reporter
+from flowc.errorcodes import Code
 from flowc.flink.hashing import hash_stream_nodes, to_hex
 from flowc.limits import MAX_STREAM_EDGES, MAX_STREAM_NODES
 from flowc.outputs import count_of, document
@@ -318,7 +319,7 @@ class _Generator:
             for t in self.tree.transformations.values():
                 if t.kind is TransformationKind.SOURCE and not t.bounded:
                     self.reporter.error(
-                        "E0312",
+                        Code.E0312,
                         "Detected an UNBOUNDED source with the 'execution.runtime-mode' set to "
                         "'BATCH'. This combination is not allowed, please set the "
                         "'execution.runtime-mode' to STREAMING or AUTOMATIC",
@@ -336,7 +337,7 @@ class _Generator:
 
     def past_bound(self, t: Transformation, what: str, bound: int) -> _PastBound:
         self.reporter.error(
-            "E0903",
+            Code.E0903,
             f"the job's StreamGraph would pass flowc's bound of {bound:,} {what}",
             t.span,
             help=_BOUND_HELP[what],
@@ -523,7 +524,7 @@ class _Generator:
             name, keys, span = partitioner.partitioner, partitioner.keys, partitioner.span
         if upstream.parallelism != downstream.parallelism and name == Partitioner.FORWARD:
             self.reporter.error(
-                "E0310",
+                Code.E0310,
                 "Forward partitioning does not allow change of parallelism. Upstream operation: "
                 f"{upstream} parallelism: {upstream.parallelism}, downstream operation: "
                 f"{downstream} parallelism: {downstream.parallelism} You must use another "

@@ -18,6 +18,7 @@ from sqlglot import exp
 
 from flowc import ast
 from flowc.diagnostics import Reporter
+from flowc.errorcodes import Code
 from flowc.program import (
     FromSideOutput,
     FromSource,
@@ -73,7 +74,7 @@ def check_complete_mode(query: Query, lineage: Lineage, reporter: _OncePerPlace)
     """E0701: complete mode rewrites the whole result, so there must be one to rewrite."""
     if query.mode == "complete" and not _aggregations(query):
         reporter.error(
-            "E0701",
+            Code.E0701,
             f"{query.where}: complete mode needs an aggregation",
             query.insert.span,
             help="complete mode rewrites the whole result each batch; use mode = 'append' "
@@ -86,7 +87,7 @@ def check_stateful_operators(query: Query, lineage: Lineage, reporter: _OncePerP
     if len(query.stateful) > 1 and query.mode != "append":
         second = query.stateful[1]
         reporter.error(
-            "E0702",
+            Code.E0702,
             f"{query.where}: Spark runs several stateful operators in one query only in "
             "append mode",
             _keyword(second),
@@ -103,7 +104,7 @@ def check_session_windows(query: Query, lineage: Lineage, reporter: _OncePerPlac
         window = step.window
         if window is not None and window.kind == WindowKind.SESSION:
             reporter.error(
-                "E0703",
+                Code.E0703,
                 f"{query.where}: Spark does not support session windows in update mode",
                 window.keyword_span,
                 help="write with mode = 'append' (with a watermark) or 'complete'",
@@ -119,7 +120,7 @@ def check_appended_aggregations(query: Query, lineage: Lineage, reporter: _OnceP
         window = step.window
         if window is None:
             reporter.error(
-                "E0704",
+                Code.E0704,
                 f"{query.where}: an AGGREGATE without WINDOW never finishes a result, so it "
                 "cannot be appended",
                 _keyword(step),
@@ -131,7 +132,7 @@ def check_appended_aggregations(query: Query, lineage: Lineage, reporter: _OnceP
         columns = lineage.columns_before(query.insert, step)
         if isinstance(time_column, exp.Column) and time_column.name not in columns:
             reporter.error(
-                "E0705",
+                Code.E0705,
                 f"{query.where}: a window is appended only once the watermark passes its end, "
                 f"and '{time_column.name}' has no WATERMARK",
                 window.args[0].span,
@@ -160,7 +161,7 @@ def check_outer_joins(query: Query, lineage: Lineage, reporter: _OncePerPlace) -
         if not bounded:
             missing.append("a time bound in ON (e.g. b.ts BETWEEN a.ts AND a.ts + INTERVAL 1 HOUR)")
         reporter.error(
-            "E0706",
+            Code.E0706,
             f"a {node.kind} OUTER stream-stream JOIN needs {' and '.join(missing)}",
             node.keyword_span,
             help="Spark can emit the unmatched rows of an outer join only once the "
@@ -179,7 +180,7 @@ def check_deduplicate_within(query: Query, lineage: Lineage, reporter: _OncePerP
         watermarked = lineage.columns_before(query.insert, step)
         if not watermarked:
             reporter.error(
-                "E0707",
+                Code.E0707,
                 "DEDUPLICATE ... WITHIN needs a WATERMARK on the stream",
                 node.within.span,
                 help="declare a WATERMARK in the source, or drop WITHIN to keep every key forever",
@@ -193,7 +194,7 @@ def check_deduplicate_within(query: Query, lineage: Lineage, reporter: _OncePerP
         # interval and delay make that the interval's rule, so every WITHIN is refused here
         # (docs/language.md, "DEDUPLICATE WITHIN on Spark").
         reporter.error(
-            "E0708",
+            Code.E0708,
             f"Spark cannot honour WITHIN {' '.join(node.within.text.split())}: "
             "dropDuplicatesWithinWatermark drops repeats until the watermark passes the first "
             "row's time plus the watermark delay, whatever the interval",
@@ -386,9 +387,9 @@ class _OncePerPlace:
 
     def __init__(self, reporter: Reporter) -> None:
         self.reporter = reporter
-        self.seen: set[tuple[str, Span]] = set()
+        self.seen: set[tuple[Code, Span]] = set()
 
-    def error(self, code: str, message: str, span: Span, help: str | None = None) -> None:
+    def error(self, code: Code, message: str, span: Span, help: str | None = None) -> None:
         if (code, span) not in self.seen:
             self.seen.add((code, span))
             self.reporter.error(code, message, span, help)

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from sqlglot.errors import ParseError
 
 from flowc.diagnostics import Reporter
+from flowc.errorcodes import Code
 from flowc.habits import FLINK_WINDOW_TVF, create_help, flink_tvf_help, text_span
 from flowc.lalr import Token
 from flowc.source_text import Chunk, LineIndex, open_bracket
@@ -116,7 +117,7 @@ def report_syntax_error(
                 _unterminated_comment(reporter, index, span_start)
                 return
         if token.type == "CHAR":
-            reporter.error("E0001", f"syntax error: unexpected character '{token}'", span)
+            reporter.error(Code.E0001, f"syntax error: unexpected character '{token}'", span)
             return
         expected_set = set(error.expected)
         found = _describe_token(token)
@@ -131,7 +132,7 @@ def report_syntax_error(
                 )
                 line, column = index.position(opener[1])
                 reporter.error(
-                    "E0001",
+                    Code.E0001,
                     f"syntax error: expected {wanted}, found {found}",
                     span,
                     help=f"the '{opener[0]}' at line {line}, column {column} is not closed",
@@ -140,7 +141,7 @@ def report_syntax_error(
         expected, help = _expected_text(expected_set)
         if token.type == "NAME" and {"SOURCE", "SINK"} <= expected_set:
             help = create_help(str(token), index.text[chunk.start : chunk.end]) or help
-        reporter.error("E0001", f"syntax error: expected {expected}, found {found}", span, help)
+        reporter.error(Code.E0001, f"syntax error: expected {expected}, found {found}", span, help)
         return
     if isinstance(error, UnexpectedCharacters):
         start = chunk.start + (error.pos_in_stream or 0)
@@ -149,32 +150,32 @@ def report_syntax_error(
             _unterminated_comment(reporter, index, start)
         elif char in "'\"":
             reporter.error(
-                "E0001",
+                Code.E0001,
                 "syntax error: unterminated string",
                 index.span(start, start + 1),
                 help=f"close the string with {char}",
             )
         elif char == "`":
             reporter.error(
-                "E0001",
+                Code.E0001,
                 "syntax error: unterminated quoted name",
                 index.span(start, start + 1),
                 help="close the name with `",
             )
         else:
             reporter.error(
-                "E0001",
+                Code.E0001,
                 f"syntax error: unexpected character {char!r}",
                 index.span(start, start + 1),
             )
         return
     span = index.span(chunk.end, chunk.end)
-    reporter.error("E0001", "syntax error: unexpected end of input", span)
+    reporter.error(Code.E0001, "syntax error: unexpected end of input", span)
 
 
 def _unterminated_comment(reporter: Reporter, index: LineIndex, start: int) -> None:
     reporter.error(
-        "E0001",
+        Code.E0001,
         "syntax error: unterminated block comment",
         index.span(start, start + 2),
         help="close the comment with */",
@@ -188,7 +189,7 @@ def report_sqlglot_error(reporter: Reporter, error: ParseError, text: str, span:
     if tvf is not None:
         kind = tvf.group(1).upper()
         reporter.error(
-            "E0602",
+            Code.E0602,
             f"Flink's window table function TABLE({kind}(...)) is not Spark SQL",
             text_span(text, span, tvf.start(), tvf.end() - 1),
             help=flink_tvf_help(kind),
@@ -212,7 +213,7 @@ def report_sqlglot_error(reporter: Reporter, error: ParseError, text: str, span:
     message = f"invalid SQL expression: {description}"
     if highlight:
         message += f" near '{highlight}'"
-    reporter.error("E0003", message, where, help=_sqlglot_help(description))
+    reporter.error(Code.E0003, message, where, help=_sqlglot_help(description))
 
 
 def first_line(text: str) -> str:

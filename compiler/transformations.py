@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from flowc.catalog import ERRORS_OUTPUT
 from flowc.diagnostics import Reporter
+from flowc.errorcodes import Code
 from flowc.names import sink_name, source_name, step_name
 from flowc.outputs import document
 from flowc.program import (
@@ -399,7 +400,7 @@ class _Builder:
         hints = step.hints
         if hints.parallelism not in (None, 1):
             self.reporter.error(
-                "E0311",
+                Code.E0311,
                 f"a global {step_name(step)} runs with parallelism 1, not {hints.parallelism}",
                 hints.spans["parallelism"],
                 help="KEY BY a column first to aggregate in parallel",

@@ -46,6 +46,7 @@ from sqlglot.errors import TokenError
 
 from flowc import ast, catalog
 from flowc.diagnostics import Reporter
+from flowc.errorcodes import Code
 from flowc.overrides import (
     COMMAND_LINE,
     Override,
@@ -148,7 +149,7 @@ def _no_queries(expr: ast.SqlExpr, reporter: Reporter) -> bool:
     spans = _query_spans(expr) or [node_span(expr, nodes[0])]
     for span in spans:
         reporter.error(
-            "E0950",
+            Code.E0950,
             "a query inside an expression (a subquery, EXISTS, IN (SELECT ...)) cannot be planned",
             span,
             help="declare what it reads with CREATE SOURCE and JOIN it, or compute the value "
@@ -208,7 +209,7 @@ def _check_settings(tree: ast.Program, overrides: Sequence[Override], reporter: 
         allowed = SPARK_SETTINGS.get(option.key)
         if allowed is None:
             reporter.error(
-                "E0951",
+                Code.E0951,
                 f"setting '{option.key}' is not allowed in an untrusted program",
                 option.key_span,
                 help="an untrusted program may set only these spark.* keys: "
@@ -218,7 +219,7 @@ def _check_settings(tree: ast.Program, overrides: Sequence[Override], reporter: 
         description, check = allowed
         if not check(str(option.value.python)):
             reporter.error(
-                "E0951",
+                Code.E0951,
                 f"value {option.value.text} is not allowed for '{option.key}' in an "
                 "untrusted program",
                 option.value.span,
@@ -239,7 +240,7 @@ def _check_functions(part: ast.SqlExpr | ast.SqlQuery, reporter: Reporter) -> No
     for node in expr.tree.walk():
         if isinstance(node, exp.QueryTransform):
             reporter.error(
-                "E0952",
+                Code.E0952,
                 "TRANSFORM ... USING runs a command: not allowed in an untrusted program",
                 node_span(expr, node),
                 help="compute the value with Spark SQL functions",
@@ -248,7 +249,7 @@ def _check_functions(part: ast.SqlExpr | ast.SqlQuery, reporter: Reporter) -> No
             name = _function_name(node.expression)
             if name not in DENIED_FUNCTIONS:  # else reported as denied, just below
                 reporter.error(
-                    "E0952",
+                    Code.E0952,
                     f"qualified function name '{shown(node.sql('spark'))[:60]}' is not "
                     "allowed in an untrusted program",
                     _name_span(expr, name, calls.get(name, 0)),
@@ -260,14 +261,14 @@ def _check_functions(part: ast.SqlExpr | ast.SqlQuery, reporter: Reporter) -> No
             file_options = FILE_OPTION_ARGUMENTS.get(name)
             if why is not None:
                 reporter.error(
-                    "E0952",
+                    Code.E0952,
                     f"function '{name}' is not allowed in an untrusted program: {why}",
                     _name_span(expr, name, calls.get(name, 0)),
                     help="untrusted programs cannot call " + ", ".join(sorted(DENIED_FUNCTIONS)),
                 )
             elif file_options is not None and len(_arguments(node)) > file_options:
                 reporter.error(
-                    "E0952",
+                    Code.E0952,
                     f"the options of '{name}' are not allowed in an untrusted program: they "
                     "can load a schema from a file or URL (rowValidationXSDPath)",
                     _name_span(expr, name, calls.get(name, 0)),
@@ -336,7 +337,7 @@ def _check_connectors(
                 value = str(option.value.python)
                 if key not in KAFKA_OPTIONS:
                     reporter.error(
-                        "E0955",
+                        Code.E0955,
                         f"option '{key}' goes to the Kafka client as written: not allowed in "
                         "an untrusted program",
                         option.key_span,
@@ -344,7 +345,7 @@ def _check_connectors(
                     )
                 elif not KAFKA_VALUE.fullmatch(value):
                     reporter.error(
-                        "E0955",
+                        Code.E0955,
                         f"value {shown(option.value.text)} of option '{key}' is not allowed in "
                         "an untrusted program",
                         option.value.span,
@@ -354,7 +355,7 @@ def _check_connectors(
                 codec = str(option.value.python).lower()
                 if codec not in COMPRESSION_CODECS:
                     reporter.error(
-                        "E0955",
+                        Code.E0955,
                         f"compression '{option.value.python}' is not a codec's name (a class "
                         "name is not allowed in an untrusted program)",
                         option.value.span,

@@ -8,35 +8,36 @@ import os
 import re
 from pathlib import PurePath, PurePosixPath
 
+from flowc.errorcodes import Code
 from flowc.trust_lists import SYMLINK_SCAN_LIMIT, URI_SCHEMES
 
 _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*):")
 _GLOB_ESCAPES = ("{", "}", "\\")
 
 
-def path_problem(path: str, base: str) -> tuple[str, str] | None:
+def path_problem(path: str, base: str) -> tuple[Code, str] | None:
     """Why an untrusted program may not use ``path`` under ``base`` (resolved): the code
     (E0953 or E0954) and the reason, or None when it may."""
     scheme = _SCHEME.match(path)
     if scheme and scheme.group(1).lower() not in URI_SCHEMES:
-        return "E0954", f"has the URI scheme '{scheme.group(1)}:' (only plain relative paths)"
+        return Code.E0954, f"has the URI scheme '{scheme.group(1)}:' (only plain relative paths)"
     if os.path.isabs(path) or path.startswith("\\"):
-        return "E0953", "is absolute"
+        return Code.E0953, "is absolute"
     if any(c in path for c in _GLOB_ESCAPES):
         return (
-            "E0953",
+            Code.E0953,
             "uses '{', '}' or '\\' (glob alternatives and escapes can name other folders)",
         )
     if any(not c.isprintable() for c in path):
-        return "E0953", "holds control characters"
+        return Code.E0953, "holds control characters"
     target = os.path.realpath(os.path.join(base, path))
     if not _inside(target, base):
         if ".." in PurePosixPath(path).parts:
-            return "E0953", "climbs out of the base directory"
-        return "E0953", "leads out of the base directory through a symbolic link"
+            return Code.E0953, "climbs out of the base directory"
+        return Code.E0953, "leads out of the base directory through a symbolic link"
     link = _link_out(_static_prefix(target, base), base)
     if link is not None:
-        return "E0953", f"holds a symbolic link that leads out of the base directory ({link})"
+        return Code.E0953, f"holds a symbolic link that leads out of the base directory ({link})"
     return None
 
 

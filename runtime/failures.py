@@ -33,15 +33,16 @@ from typing import TextIO
 
 from flowc import ast
 from flowc.diagnostics import Diagnostic, Severity
+from flowc.errorcodes import Code
 from flowc.job import CompiledJob
 from flowc.program import InsertDef, Program, Step, Stream, view_of
 from flowc.spans import Span
 from flowc.spark_plan import DEFAULT_CHECKPOINT_ROOT
 from flowc.spark_sql import UnsupportedOnSpark, sql_of
 
-EXPRESSION_FAILED = "E0802"
-CHECKPOINT_INCOMPATIBLE = "E0803"
-SPARK_FAILED = "E0804"
+EXPRESSION_FAILED = Code.E0802
+CHECKPOINT_INCOMPATIBLE = Code.E0803
+SPARK_FAILED = Code.E0804
 
 LOG_FOLDER = ".flowc-logs"
 #: Log files kept per job in a log folder; older ones are deleted when a run starts.
@@ -332,7 +333,7 @@ def summary(error: BaseException, log: str | None, what: str = "Spark failed") -
     return "\n".join(lines) + "\n"
 
 
-def code_of(error: BaseException) -> str:
+def code_of(error: BaseException) -> Code:
     read = SparkError.of(str(error))
     if read.checkpoint_incompatible:
         return CHECKPOINT_INCOMPATIBLE

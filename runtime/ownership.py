@@ -29,6 +29,7 @@ from urllib.parse import unquote, urlparse
 
 from flowc import ast
 from flowc.diagnostics import CompileError, Diagnostic, Severity
+from flowc.errorcodes import Code
 from flowc.job import CompiledJob
 from flowc.program import SinkDef
 from flowc.spans import Span
@@ -77,7 +78,7 @@ def check_sink_ownership(job: CompiledJob, checkpoint_root: str, base_dir: str) 
         if other != sink.name and streaming:
             diagnostics.append(
                 _error(
-                    "E0815",
+                    Code.E0815,
                     f"sinks '{other}' and '{sink.name}' write to the same folder {_shown(folder)}",
                     span,
                     "Spark's file sink keeps one commit log per folder and skips the batch "
@@ -90,7 +91,7 @@ def check_sink_ownership(job: CompiledJob, checkpoint_root: str, base_dir: str) 
         if problem is not None:
             diagnostics.append(
                 _error(
-                    "E0813",
+                    Code.E0813,
                     f"sink '{sink.name}' cannot write to {_shown(folder)}: {problem}",
                     span,
                     "point the sink's path at a folder you can write, or create it first",
@@ -147,7 +148,7 @@ def _owner_problem(
             )
             restore = f"run with --checkpoint-dir {os.path.dirname(os.path.dirname(recorded))}"
         return _error(
-            "E0810",
+            Code.E0810,
             message,
             settings.spans.get("job.name", span) if renamed else span,
             f"{shown} has a commit log (batches 0 to {logged}) written by job '{old_job}', "
@@ -161,7 +162,7 @@ def _owner_problem(
     if marker:
         where = "is gone" if started is None else f"ends at batch {started}"
         return _error(
-            "E0811",
+            Code.E0811,
             f"the checkpoint of sink '{sink.name}' {where}, but {shown} has a commit log "
             f"up to batch {logged}",
             span,
@@ -170,7 +171,7 @@ def _owner_problem(
             "folder",
         )
     return _error(
-        "E0812",
+        Code.E0812,
         f"sink '{sink.name}' writes to {shown}, which has a commit log (batches 0 to "
         f"{logged}) that no checkpoint of this job wrote",
         span,
@@ -236,7 +237,7 @@ def _write_markers(job: CompiledJob, claims: Iterable[_Claim]) -> list[Diagnosti
             if reason is not None:
                 problems.append(
                     _error(
-                        "E0813",
+                        Code.E0813,
                         f"sink '{claim.sink.name}' cannot write to {_shown(claim.folder)}: "
                         f"{reason}",
                         claim.span,
@@ -256,7 +257,7 @@ def _write_markers(job: CompiledJob, claims: Iterable[_Claim]) -> list[Diagnosti
             at = job.program.settings.spans.get("checkpoint.dir", claim.sink.span)
             problems.append(
                 _error(
-                    "E0814",
+                    Code.E0814,
                     f"the checkpoint of sink '{claim.sink.name}' cannot be written to "
                     f"{_shown(claim.checkpoint)}: {reason}",
                     at,
@@ -325,5 +326,5 @@ def _path_span(job: CompiledJob, sink: SinkDef) -> Span:
     return sink.span
 
 
-def _error(code: str, message: str, span: Span, help: str) -> Diagnostic:
+def _error(code: Code, message: str, span: Span, help: str) -> Diagnostic:
     return Diagnostic(code, Severity.ERROR, message, span, help)

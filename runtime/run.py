@@ -23,6 +23,7 @@ from typing import Any, TextIO
 
 from flowc.codegen import generate_pyspark
 from flowc.diagnostics import Diagnostic
+from flowc.errorcodes import Code
 from flowc.job import CompiledJob
 from flowc.runtime.failures import FailureLog, code_of, explain, spark_errors, summary
 from flowc.runtime.ownership import check_sink_ownership
@@ -52,7 +53,7 @@ class QueryReport:
     #: Spark's failure as a diagnostic at the .flow line it came from (E0802-E0804).
     failure: Diagnostic | None = None
     #: The failure's diagnostic code (E0801-E0804).
-    code: str | None = None
+    code: Code | None = None
     #: What each stateful operator still held when the run stopped (streaming only).
     state: list[HeldState] = field(default_factory=list)
 
@@ -232,7 +233,7 @@ def _failed(
     entry.error = (entry.diagnostic or str(failure)).strip().splitlines()[0]
     path = log.record(f"query '{entry.name}' failed", failure)
     if entry.diagnostic is not None:
-        entry.code = "E0801"
+        entry.code = Code.E0801
         return
     entry.failure = explain(job, entry.name, failure, path)
     entry.code = entry.failure.code if entry.failure is not None else code_of(failure)

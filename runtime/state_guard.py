@@ -41,6 +41,7 @@ from typing import Any, TextIO
 from urllib.parse import unquote, urlparse
 
 from flowc.diagnostics import CompileError, Diagnostic, Severity, render_text
+from flowc.errorcodes import Code
 from flowc.job import CompiledJob
 from flowc.runtime.failures import spark_errors
 from flowc.runtime.ownership import latest_batch
@@ -58,7 +59,7 @@ from flowc.state_compat import (
 
 #: Beside each query's checkpoint: the state manifest of the query that last ran on it.
 STATE_MANIFEST = "_flowc_state.json"
-UNVERIFIED_CODE = "E0822"
+UNVERIFIED_CODE = Code.E0822
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+):")
 
@@ -409,7 +410,7 @@ def _unmanifested(
     if query.frozen is not None and state.operators and query.frozen != planned:
         warnings.append(
             Diagnostic(
-                "E0821",
+                Code.E0821,
                 Severity.WARNING,
                 f"query '{state.name}' plans {planned} shuffle partitions, but its checkpoint "
                 f"froze {query.frozen}: Spark keeps the state in {query.frozen} and ignores "
@@ -501,7 +502,7 @@ def _reset(query: _Query, base_dir: str) -> list[tuple[str, str]]:
             raise CompileError(
                 [
                     Diagnostic(
-                        "E0823",
+                        Code.E0823,
                         Severity.ERROR,
                         f"--reset-state {query.state.name}: cannot move {_shown(folder)} "
                         f"aside: {error.strerror or error}",

@@ -248,7 +248,7 @@ def _codes_in_the_compiler() -> set[str]:
     codes: set[str] = set()
     for source in sources.values():
         text = source.read_text(encoding="utf-8")
-        codes.update(re.findall(r"[\"']([EW]\d{4})[\"']", text))
+        codes.update(re.findall(r"\bCode\.([EW]\d{4})\b", text))
     return codes
 
 

@@ -13,6 +13,7 @@ from flowc import ast, catalog, trust
 from flowc.analyze.context import Context
 from flowc.analyze.settings import read_hints
 from flowc.diagnostics import did_you_mean, one_of
+from flowc.errorcodes import Code
 from flowc.habits import check_source_path
 from flowc.program import Column, Hints, Schema, SinkDef, SourceDef, Watermark
 from flowc.spans import Span
@@ -29,7 +30,7 @@ def check_source(ctx: Context, node: ast.CreateSource) -> None:
     )
     if schema is not None and not schema:
         ctx.reporter.error(
-            "E0407",
+            Code.E0407,
             f"source '{name}' declares no columns",
             node.name.span,
             help="declare the columns the source produces: CREATE SOURCE s (col TYPE, ...)",
@@ -70,7 +71,7 @@ def check_sink(ctx: Context, node: ast.CreateSink) -> None:
     if mode not in connector.sink_modes:
         mode_option = next(o for o in node.options if o.key == "mode")
         ctx.reporter.error(
-            "E0410",
+            Code.E0410,
             f"the {connector.name} sink does not support mode '{mode}'",
             mode_option.value.span,
             help=f"{connector.name} sinks support {one_of(connector.sink_modes)}"
@@ -101,7 +102,7 @@ def _connector_options(
             continue
         if option.key in by_key:
             ctx.reporter.error(
-                "E0403",
+                Code.E0403,
                 f"option '{option.key}' is given twice",
                 option.key_span,
                 help=f"first given at {by_key[option.key].key_span}",
@@ -111,7 +112,7 @@ def _connector_options(
     connector_option = by_key.pop("connector", None)
     if connector_option is None:
         ctx.reporter.error(
-            "E0401",
+            Code.E0401,
             f"{role} '{name.value}' has no connector",
             name.span,
             help=f"add WITH (connector = '...'); connectors: {one_of(_role_connectors(role))}",
@@ -121,7 +122,7 @@ def _connector_options(
     connector = catalog.CONNECTORS.get(connector_name)
     if connector_option.value.kind != "string":
         ctx.reporter.error(
-            "E0402",
+            Code.E0402,
             "the connector name must be a quoted string",
             connector_option.value.span,
             help=f"write connector = '{connector_name}'",
@@ -129,7 +130,7 @@ def _connector_options(
         return None, {}, hints
     if connector is None:
         ctx.reporter.error(
-            "E0402",
+            Code.E0402,
             f"unknown connector '{connector_name}'",
             connector_option.value.span,
             help=did_you_mean(connector_name, catalog.CONNECTORS)
@@ -138,7 +139,7 @@ def _connector_options(
         return None, {}, hints
     if role not in connector.roles:
         ctx.reporter.error(
-            "E0404",
+            Code.E0404,
             f"connector '{connector_name}' cannot be used as a {role}",
             connector_option.value.span,
             help=f"{role} connectors: {one_of(_role_connectors(role))}",
@@ -150,7 +151,7 @@ def _connector_options(
         kind = connector.options.get(key) or extra.get(key)
         if role == "sink" and key in catalog.SOURCE_ONLY_OPTIONS:
             ctx.reporter.error(
-                "E0403",
+                Code.E0403,
                 f"option '{key}' applies to sources, not sinks",
                 option.key_span,
                 help=f"remove {key} = ... from the sink's WITH (...) list",
@@ -159,7 +160,7 @@ def _connector_options(
         if kind is None and not connector.accepts(key):
             known = sorted([*connector.options, *extra, *catalog.HINTS])
             ctx.reporter.error(
-                "E0403",
+                Code.E0403,
                 f"unknown option '{key}' for connector '{connector_name}'",
                 option.key_span,
                 help=did_you_mean(key, known) or "known options: " + ", ".join(known),
@@ -172,7 +173,7 @@ def _connector_options(
             accepted[key] = (kind.parse(option.value), option)
         except catalog.OptionValueError as error:
             ctx.reporter.error(
-                "E0405",
+                Code.E0405,
                 f"invalid value for option '{key}': {error}",
                 option.value.span,
                 help=f"'{key}' takes {kind.description}",
@@ -180,7 +181,7 @@ def _connector_options(
     for required in connector.required.get(role, ()):
         if required not in by_key:
             ctx.reporter.error(
-                "E0406",
+                Code.E0406,
                 f"connector '{connector_name}' needs the option '{required}'",
                 span,
                 help=f"add {required} = ... to the WITH (...) list",
@@ -219,7 +220,7 @@ def _columns(
         name = column.name.value
         if name in seen:
             ctx.reporter.error(
-                "E0203",
+                Code.E0203,
                 f"column '{name}' is declared twice",
                 column.name.span,
                 help=f"first declared at {seen[name]}",
@@ -231,7 +232,7 @@ def _columns(
             type_text = normalize_type(column.type.text)
         except TypeSyntaxError:
             ctx.reporter.error(
-                "E0204",
+                Code.E0204,
                 f"unknown type '{column.type.text}'",
                 column.type.span,
                 help="use a Spark SQL type: STRING, INT, BIGINT, DOUBLE, BOOLEAN, "
@@ -254,7 +255,7 @@ def _check_source_columns(
     columns = {c.name.value: c for c in node.columns}
 
     def bad(column: Column, why: str, help: str) -> None:
-        ctx.reporter.error("E0408", why, columns[column.name].span, help=help)
+        ctx.reporter.error(Code.E0408, why, columns[column.name].span, help=help)
 
     if connector == "rate":
         for column in schema:
@@ -281,7 +282,7 @@ def _check_source_columns(
         fmt = options.get("format", (None, None))[0]
         if fmt is not None and fmt not in catalog.PARSED_FILE_FORMATS:
             ctx.reporter.error(
-                "E0403",
+                Code.E0403,
                 f"option 'on_error' does not apply to {fmt} files",
                 options["on_error"][1].key_span,
                 help="on_error applies to json and csv sources, whose records can be "
@@ -290,7 +291,7 @@ def _check_source_columns(
     if connector == "files" and options.get("format", (None, None))[0] == "text":
         if len(schema) != 1 or schema[0].type != "STRING":
             ctx.reporter.error(
-                "E0408",
+                Code.E0408,
                 "a text file source produces exactly one STRING column (the line)",
                 node.name.span,
                 help="declare one column, e.g. (line STRING)",
@@ -302,7 +303,7 @@ def _check_source_columns(
         ok_ts = all(c.name == "timestamp" and c.type == TIMESTAMP for c in others)
         if len(strings) != 1 or not ok_ts or (others and not with_ts):
             ctx.reporter.error(
-                "E0408",
+                Code.E0408,
                 "a socket source produces one STRING column (the line), and a "
                 "timestamp TIMESTAMP column with include_timestamp = true",
                 node.name.span,
@@ -322,7 +323,7 @@ def _check_datagen(
     for column in schema:
         if column.type.startswith(("ARRAY", "MAP", "STRUCT", "BINARY")):
             ctx.reporter.error(
-                "E0408",
+                Code.E0408,
                 f"datagen cannot generate column '{column.name} {column.type}'",
                 spans[column.name],
                 help="datagen generates numbers, strings, booleans, decimals, dates and timestamps",
@@ -333,7 +334,7 @@ def _check_datagen(
         parts = key.split(".")
         if len(parts) != 3 or parts[1] not in names:
             ctx.reporter.error(
-                "E0403",
+                Code.E0403,
                 f"'{key}' does not name a column of this source",
                 option.key_span,
                 help=did_you_mean(parts[1] if len(parts) > 1 else key, names)
@@ -343,7 +344,7 @@ def _check_datagen(
         kind = catalog.DATAGEN_FIELD_OPTIONS.get(parts[2])
         if kind is None:
             ctx.reporter.error(
-                "E0403",
+                Code.E0403,
                 f"unknown datagen field option '{parts[2]}'",
                 option.key_span,
                 help=did_you_mean(parts[2], catalog.DATAGEN_FIELD_OPTIONS)
@@ -354,7 +355,7 @@ def _check_datagen(
             kind.parse(option.value)
         except catalog.OptionValueError as error:
             ctx.reporter.error(
-                "E0405", f"invalid value for option '{key}': {error}", option.value.span
+                Code.E0405, f"invalid value for option '{key}': {error}", option.value.span
             )
 
 
@@ -363,7 +364,7 @@ def _watermark(ctx: Context, node: ast.CreateSource, schema: Schema) -> Watermar
         return None
     for extra in node.watermarks[1:]:
         ctx.reporter.error(
-            "E0409",
+            Code.E0409,
             "a source has at most one WATERMARK",
             extra.span,
             help=f"the first is at {node.watermarks[0].span}",
@@ -373,7 +374,7 @@ def _watermark(ctx: Context, node: ast.CreateSource, schema: Schema) -> Watermar
     declared = {c.name: c for c in schema}
     if column not in declared:
         ctx.reporter.error(
-            "E0201",
+            Code.E0201,
             f"unknown column '{column}' in WATERMARK",
             definition.column.span,
             help=did_you_mean(column, declared),
@@ -381,7 +382,7 @@ def _watermark(ctx: Context, node: ast.CreateSource, schema: Schema) -> Watermar
         return None
     if declared[column].type != TIMESTAMP:
         ctx.reporter.error(
-            "E0205",
+            Code.E0205,
             f"WATERMARK column '{column}' is {declared[column].type}, not TIMESTAMP",
             definition.column.span,
             help="event time must be a TIMESTAMP column; CAST it in the source's producer",
@@ -392,7 +393,7 @@ def _watermark(ctx: Context, node: ast.CreateSource, schema: Schema) -> Watermar
         return None
     if expr_type not in (TIMESTAMP, UNKNOWN):
         ctx.reporter.error(
-            "E0205",
+            Code.E0205,
             f"WATERMARK expression is {expr_type}, not TIMESTAMP",
             definition.expr.span,
             help=f"for example: WATERMARK FOR {column} AS {column} - INTERVAL 5 SECONDS",

@@ -13,6 +13,7 @@ from flowc import ast
 from flowc.analyze.context import Context
 from flowc.analyze.settings import step_hints
 from flowc.analyze.step_common import StepInput, check_unique, is_interval, item_name
+from flowc.errorcodes import Code
 from flowc.functions import has_aggregate, inside_aggregate
 from flowc.program import Column, Hints, Schema, Step
 from flowc.sqltypes import TIMESTAMP, UNKNOWN, Scope, node_span
@@ -43,7 +44,7 @@ def check_deduplicate(ctx: Context, node: ast.Deduplicate, step: StepInput) -> S
     for column in node.columns:
         if not isinstance(column.tree, exp.Column):
             ctx.reporter.error(
-                "E0218",
+                Code.E0218,
                 "DEDUPLICATE ON takes column names",
                 column.span,
                 help="add the expression as a column with EXTEND first",
@@ -54,7 +55,7 @@ def check_deduplicate(ctx: Context, node: ast.Deduplicate, step: StepInput) -> S
         keys.append(column.tree.name)
     if node.within is not None and not is_interval(node.within.tree):
         ctx.reporter.error(
-            "E0217",
+            Code.E0217,
             f"'{node.within.text}' is not an interval",
             node.within.span,
             help="for example WITHIN INTERVAL 1 HOUR",
@@ -84,7 +85,7 @@ def _aggregate(
         matches = [c for c in schema if c.name == key]
         if len(matches) != 1:
             ctx.reporter.error(
-                "E0215",
+                Code.E0215,
                 f"AGGREGATE outputs its keys as columns, but the key '{key}' is an expression",
                 node.keyword_span,
                 help="name the key first: |> EXTEND <expr> AS k |> KEY BY k",
@@ -130,7 +131,7 @@ def _aggregate_hints(ctx: Context, node: ast.Aggregate, window: ast.Window | Non
     for key, span in window_hints.spans.items():
         if key in hints.spans:
             ctx.reporter.error(
-                "E0303",
+                Code.E0303,
                 f"hint '{key}' is given on both WINDOW and AGGREGATE",
                 span,
                 help="give it once, on AGGREGATE",
@@ -150,7 +151,7 @@ def _aggregated(ctx: Context, expr: ast.SqlExpr, keys: Sequence[str]) -> bool:
     """Every column an AGGREGATE item reads must sit inside an aggregate function."""
     if not has_aggregate(expr.tree):
         ctx.reporter.error(
-            "E0216",
+            Code.E0216,
             f"'{expr.text}' is not an aggregate",
             expr.span,
             help="use an aggregate function such as count(*), sum(x), max(x); "
@@ -160,7 +161,7 @@ def _aggregated(ctx: Context, expr: ast.SqlExpr, keys: Sequence[str]) -> bool:
     for column in expr.tree.find_all(exp.Column):
         if not inside_aggregate(column) and column.name not in keys:
             ctx.reporter.error(
-                "E0216",
+                Code.E0216,
                 f"column '{column.sql()}' is used outside an aggregate function",
                 node_span(expr, column),
                 help="wrap it in an aggregate (max, first, ...) or add it to KEY BY",
@@ -175,7 +176,7 @@ def _check_window_call(ctx: Context, window: ast.Window, schema: Schema) -> bool
     example = _WINDOW_EXAMPLES[WindowKind(window.kind)]
     if len(window.args) != expected:
         ctx.reporter.error(
-            "E0217",
+            Code.E0217,
             f"{window.kind} takes {expected} arguments, found {len(window.args)}",
             window.span,
             help=f"for example {example}",
@@ -184,7 +185,7 @@ def _check_window_call(ctx: Context, window: ast.Window, schema: Schema) -> bool
     time_arg = window.args[0]
     if not isinstance(time_arg.tree, exp.Column):
         ctx.reporter.error(
-            "E0217",
+            Code.E0217,
             f"the first argument of {window.kind} must be a TIMESTAMP column",
             time_arg.span,
             help=f"for example {example}",
@@ -195,7 +196,7 @@ def _check_window_call(ctx: Context, window: ast.Window, schema: Schema) -> bool
         return False
     if type_text not in (TIMESTAMP, UNKNOWN):
         ctx.reporter.error(
-            "E0217",
+            Code.E0217,
             f"window time column '{time_arg.text}' is {type_text}, not TIMESTAMP",
             time_arg.span,
         )
@@ -203,7 +204,7 @@ def _check_window_call(ctx: Context, window: ast.Window, schema: Schema) -> bool
     for arg in window.args[1:]:
         if not is_interval(arg.tree):
             ctx.reporter.error(
-                "E0217",
+                Code.E0217,
                 f"'{arg.text}' is not an interval",
                 arg.span,
                 help="write sizes as INTERVAL 10 SECONDS or '10 seconds'",

@@ -13,6 +13,7 @@ from flowc.analyze.context import Context
 from flowc.analyze.references import resolve_relation
 from flowc.analyze.settings import step_hints
 from flowc.analyze.step_common import StepInput, check_boolean, schema_text
+from flowc.errorcodes import Code
 from flowc.program import Schema, Step, Stream
 from flowc.sqltypes import Scope, types_match
 from flowc.vocabulary import StepKind
@@ -27,7 +28,7 @@ def check_join(ctx: Context, node: ast.Join, step: StepInput) -> Step | None:
     origin, right_schema = resolved
     if node.condition is None:
         ctx.reporter.error(
-            "E0219",
+            Code.E0219,
             "JOIN needs a condition",
             node.right.span,
             help=f"add ON, e.g. JOIN {node.right.text} ON a.id = {node.right.name.value}.id",
@@ -37,7 +38,7 @@ def check_join(ctx: Context, node: ast.Join, step: StepInput) -> Step | None:
     right_name = node.right.name.value
     if right_name in left_names:
         ctx.reporter.error(
-            "E0220",
+            Code.E0220,
             f"both sides of the JOIN are called '{right_name}'",
             node.right.span,
             help="join a view defined over it instead, so each side has its own name",
@@ -49,7 +50,7 @@ def check_join(ctx: Context, node: ast.Join, step: StepInput) -> Step | None:
     left_keys, right_keys = _equi_keys(node.condition.tree, schema, right_schema)
     if not left_keys:
         ctx.reporter.error(
-            "E0221",
+            Code.E0221,
             "JOIN needs an equality between the two sides",
             node.condition.span,
             help=f"for example ON left_col = {right_name}.col; both sides are "
@@ -87,7 +88,7 @@ def check_union(ctx: Context, node: ast.UnionAll, step: StepInput) -> Step | Non
         )
         if not same:
             ctx.reporter.error(
-                "E0222",
+                Code.E0222,
                 f"UNION ALL needs the same columns on every input; '{relation.text}' differs",
                 relation.span,
                 help=f"stream: ({schema_text(schema)}); {relation.text}: "

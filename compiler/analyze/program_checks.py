@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable
 from flowc import catalog
 from flowc.analyze.context import Context
 from flowc.analyze.step_common import keyword
+from flowc.errorcodes import Code
 from flowc.flink.keygroups import compute_default_max_parallelism
 from flowc.program import Hints, Program, Step, Stream
 from flowc.spans import Span
@@ -24,7 +25,7 @@ def check_has_insert(ctx: Context, program: Program) -> None:
     statements = ctx.statements
     span = statements[-1].span if statements else Span(ctx.file, 1, 1, 1, 1)
     ctx.reporter.error(
-        "E0501",
+        Code.E0501,
         "the program has no INSERT INTO, so the job does nothing",
         span,
         help="write results to a sink: INSERT INTO <sink> FROM <view or source> ...;",
@@ -36,7 +37,7 @@ def check_error_outputs_read(ctx: Context, program: Program) -> None:
     for source in program.sources:
         if source.on_error == "route" and source.name not in ctx.read_errors:
             ctx.reporter.error(
-                "E0412",
+                Code.E0412,
                 f"source '{source.name}' routes malformed records to "
                 f"{source.name}.{catalog.ERRORS_OUTPUT}, but nothing reads them",
                 ctx.on_error_spans.get(source.name, source.span),
@@ -55,7 +56,7 @@ def check_hints(ctx: Context, program: Program) -> None:
             span = hints.spans["uid"]
             if hints.uid in uids:
                 ctx.reporter.error(
-                    "E0307",
+                    Code.E0307,
                     f"uid '{hints.uid}' is used twice",
                     span,
                     help=f"uids must be unique; first used at {uids[hints.uid]}",
@@ -73,7 +74,7 @@ def check_hints(ctx: Context, program: Program) -> None:
                 or where
             )
             ctx.reporter.error(
-                "E0305",
+                Code.E0305,
                 f"parallelism {parallelism} is larger than max_parallelism {max_parallelism}",
                 span,
                 help="Maximum parallelism must not be smaller than parallelism: "
@@ -92,7 +93,7 @@ def check_stateful_max_parallelism(ctx: Context, program: Program) -> None:
             key_groups = compute_default_max_parallelism(parallelism)
             keyword_span = step.window.keyword_span if step.window else step.node.keyword_span
             ctx.reporter.warning(
-                "W0001",
+                Code.W0001,
                 f"stateful {keyword(step.window or step.node)} without max_parallelism: "
                 f"its state is split into {key_groups} key groups on the first run, "
                 "fixed for the life of its checkpoints",
@@ -108,7 +109,7 @@ def check_unused(ctx: Context, program: Program) -> None:
     for name, definition in ctx.definitions.items():
         if name not in ctx.used and name in checked:
             ctx.reporter.warning(
-                "W0004",
+                Code.W0004,
                 f"{definition.kind} '{name}' is never used",
                 definition.node.name.span,
             )
@@ -120,7 +121,7 @@ def check_overrides_applied(ctx: Context, program: Program) -> None:
         if override.is_setting or override.key in ctx.applied_overrides:
             continue
         ctx.reporter.error(
-            "E0411",
+            Code.E0411,
             f"there is no source or sink '{override.key.split('.')[0]}'",
             override.key_span,
             help="write --set <source or sink>.<option>=<value>, or --set <setting>=<value>",

@@ -24,6 +24,7 @@ from flowc.analyze.row_steps import (
     check_where,
 )
 from flowc.analyze.step_common import StepChecker, StepInput
+from flowc.errorcodes import Code
 from flowc.lower_sql import check_flink_windows, lower_sql_query
 from flowc.program import SideOutput, Step, Stream
 from flowc.vocabulary import AGGREGATE_STEPS, PARTITION_STEPS, StepKind
@@ -89,7 +90,7 @@ def check_query(
         following = ast_steps[i + 1] if i + 1 < len(ast_steps) else None
         if isinstance(node, ast.Window) and not isinstance(following, ast.Aggregate):
             ctx.reporter.error(
-                "E0208",
+                Code.E0208,
                 "WINDOW must be followed by AGGREGATE",
                 node.keyword_span,
                 help="add |> AGGREGATE count(*) AS n (or other aggregates) after it",

@@ -13,6 +13,7 @@ from sqlglot import exp
 from flowc import ast, catalog
 from flowc.analyze.context import Context, Definition
 from flowc.diagnostics import Reporter, did_you_mean
+from flowc.errorcodes import Code
 from flowc.program import (
     ERRORS_SCHEMA,
     FromSideOutput,
@@ -41,7 +42,7 @@ def declare(statements: Sequence[ast.Statement], reporter: Reporter) -> dict[str
         previous = definitions.get(name)
         if previous is not None:
             reporter.error(
-                "E0102",
+                Code.E0102,
                 f"'{name}' is already defined",
                 statement.name.span,
                 help=f"the {previous.kind} '{name}' is defined at "
@@ -63,7 +64,7 @@ def resolve_relation(
     if definition is None:
         candidates = [n for n, d in ctx.definitions.items() if d.kind != "sink"]
         ctx.reporter.error(
-            "E0101",
+            Code.E0101,
             f"unknown source or view '{name}'",
             relation.name.span,
             help=did_you_mean(name, candidates)
@@ -72,7 +73,7 @@ def resolve_relation(
         return None
     if definition.kind == "sink":
         ctx.reporter.error(
-            "E0103",
+            Code.E0103,
             f"cannot read from '{name}': it is a sink",
             relation.name.span,
             help="read from a source or a view",
@@ -80,7 +81,7 @@ def resolve_relation(
         return None
     if name == view:
         ctx.reporter.error(
-            "E0105",
+            Code.E0105,
             f"view '{name}' reads from itself",
             relation.name.span,
             help="a view cannot be defined in terms of itself",
@@ -90,14 +91,14 @@ def resolve_relation(
         cycle = _cycle(ctx, name, view) if view is not None else None
         if cycle is not None:
             ctx.reporter.error(
-                "E0105",
+                Code.E0105,
                 "views form a cycle: " + " -> ".join(cycle),
                 relation.name.span,
                 help="streams must flow one way; break the cycle",
             )
         else:
             ctx.reporter.error(
-                "E0104",
+                Code.E0104,
                 f"{definition.kind} '{name}' is used before its definition",
                 relation.name.span,
                 help=f"move CREATE {definition.kind.upper()} {name} "
@@ -117,7 +118,7 @@ def resolve_relation(
             errors = FromSourceErrors(source=name, span=relation.span)
             return errors, _qualified(ERRORS_SCHEMA, name)
         ctx.reporter.error(
-            "E0106",
+            Code.E0106,
             f"source '{name}' has no side output '{wanted}'",
             relation.side_output.span,
             help=f"a json or csv file source with on_error = 'route' has the side output "
@@ -138,7 +139,7 @@ def resolve_relation(
             return origin, _qualified(output.schema, name)
     outputs = [o.name for o in view_def.side_outputs]
     ctx.reporter.error(
-        "E0106",
+        Code.E0106,
         f"view '{name}' has no side output '{output_name}'",
         relation.side_output.span,
         help=did_you_mean(output_name, outputs)

@@ -20,6 +20,7 @@ from flowc.analyze.step_common import (
     keyword,
     report_unknown_column,
 )
+from flowc.errorcodes import Code
 from flowc.functions import is_aggregate
 from flowc.program import Column, Hints, SideOutput, Step
 from flowc.sqltypes import UNKNOWN, Scope
@@ -51,7 +52,7 @@ def check_select(ctx: Context, node: ast.Select | ast.Extend, step: StepInput) -
             continue
         if is_aggregate(item.expr.tree):
             ctx.reporter.error(
-                "E0212",
+                Code.E0212,
                 f"aggregate '{item.expr.text}' in {keyword(node)}",
                 item.expr.span,
                 help="aggregates belong in AGGREGATE (after KEY BY for per-key results)",
@@ -65,7 +66,7 @@ def check_select(ctx: Context, node: ast.Select | ast.Extend, step: StepInput) -
             continue
         if isinstance(node, ast.Extend) and any(c.name == name for c in schema):
             ctx.reporter.error(
-                "E0213",
+                Code.E0213,
                 f"EXTEND adds column '{name}', which already exists",
                 (item.alias or item.expr).span,
                 help="choose a new name, or replace it with SELECT",
@@ -99,7 +100,7 @@ def check_drop(ctx: Context, node: ast.Drop, step: StepInput) -> Step | None:
     dropped = {c.value for c in node.columns}
     remaining = tuple(c for c in schema if c.name not in dropped)
     if not remaining:
-        ctx.reporter.error("E0209", "DROP removes every column", node.keyword_span)
+        ctx.reporter.error(Code.E0209, "DROP removes every column", node.keyword_span)
         return None
     return Step(kind=StepKind.DROP, node=node, schema=remaining, hints=hints, span=node.span)
 
@@ -132,7 +133,7 @@ def check_explode(ctx: Context, node: ast.Explode, step: StepInput) -> Step | No
         return None
     if node.alias is None:
         ctx.reporter.error(
-            "E0211",
+            Code.E0211,
             "EXPLODE needs a name for the new column",
             node.expr.span,
             help=f"EXPLODE {node.expr.text} AS item",
@@ -144,7 +145,7 @@ def check_explode(ctx: Context, node: ast.Explode, step: StepInput) -> Step | No
         element = UNKNOWN
     else:
         ctx.reporter.error(
-            "E0214",
+            Code.E0214,
             f"EXPLODE needs an ARRAY, but '{node.expr.text}' is {type_text}",
             node.expr.span,
             help="split a string into an array with split(text, pattern)",
@@ -153,7 +154,7 @@ def check_explode(ctx: Context, node: ast.Explode, step: StepInput) -> Step | No
     name = node.alias.value
     if any(c.name == name for c in schema):
         ctx.reporter.error(
-            "E0213",
+            Code.E0213,
             f"EXPLODE adds column '{name}', which already exists",
             node.alias.span,
             help="choose a new name",
@@ -221,7 +222,7 @@ def check_route(ctx: Context, node: ast.Route, step: StepInput) -> Step | None:
         name = branch.name.value
         if any(o.name == name for o in step.side_outputs):
             ctx.reporter.error(
-                "E0223",
+                Code.E0223,
                 f"side output '{name}' is defined twice",
                 branch.name.span,
                 help="give each ROUTE branch its own name",
@@ -240,7 +241,7 @@ def _partition_hints(ctx: Context, node: ast.KeyBy | ast.Partition | ast.Partiti
     """A partition step takes no hints (E0306): it has no operator of its own."""
     for option in node.hints:
         ctx.reporter.error(
-            "E0306",
+            Code.E0306,
             f"hints are not allowed on a partition step ({keyword(node)}): '{option.key}'",
             option.key_span,
             help="a partition step only chooses the exchange; put the hint on the step after it",

@@ -11,6 +11,7 @@ from pathlib import PurePath
 
 from flowc import ast, catalog, trust
 from flowc.diagnostics import Reporter, did_you_mean
+from flowc.errorcodes import Code
 from flowc.program import Hints, Settings
 from flowc.spans import Span
 
@@ -28,7 +29,7 @@ def read_settings(
         key = option.key
         if key in spans and option.span.file != trust.COMMAND_LINE:
             reporter.warning(
-                "W0003",
+                Code.W0003,
                 f"'{key}' is set again; the earlier value is overridden",
                 option.key_span,
                 help=f"first set at {spans[key]}",
@@ -40,7 +41,7 @@ def read_settings(
         kind = catalog.SETTINGS.get(key)
         if kind is None:
             reporter.error(
-                "E0301",
+                Code.E0301,
                 f"unknown setting '{key}'",
                 option.key_span,
                 help=did_you_mean(key, catalog.SETTINGS)
@@ -51,7 +52,7 @@ def read_settings(
             values[key] = kind.parse(option.value)
         except catalog.OptionValueError as error:
             reporter.error(
-                "E0302",
+                Code.E0302,
                 f"invalid value for setting '{key}': {error}",
                 option.value.span,
                 help=f"'{key}' takes {kind.description}",
@@ -60,7 +61,7 @@ def read_settings(
         if key == "job.name" and (unprintable := _unprintable(str(values[key]))):
             del values[key]
             reporter.error(
-                "E0413",
+                Code.E0413,
                 f"job.name contains the control character {unprintable}",
                 option.value.span,
                 help="a job name becomes a folder name, a Python docstring and log lines: "
@@ -84,14 +85,14 @@ def read_settings(
     interval = settings.checkpoint_interval_ms
     if interval is not None and interval < 10:
         reporter.error(
-            "E0302",
+            Code.E0302,
             f"checkpoint interval {interval} ms is below Flink's minimum of 10 ms",
             spans["checkpoint.interval"],
             help="use 10ms or more",
         )
     if settings.max_parallelism is not None and settings.parallelism > settings.max_parallelism:
         reporter.error(
-            "E0305",
+            Code.E0305,
             f"parallelism {settings.parallelism} is larger than max_parallelism "
             f"{settings.max_parallelism}",
             spans["parallelism"],
@@ -109,7 +110,7 @@ def read_hints(options: Iterable[ast.Option], reporter: Reporter) -> Hints:
         kind = catalog.HINTS[option.key]
         if option.key in spans:
             reporter.error(
-                "E0303",
+                Code.E0303,
                 f"hint '{option.key}' is given twice",
                 option.key_span,
                 help=f"first given at {spans[option.key]}",
@@ -119,7 +120,7 @@ def read_hints(options: Iterable[ast.Option], reporter: Reporter) -> Hints:
             values[option.key] = kind.parse(option.value)
         except catalog.OptionValueError as error:
             reporter.error(
-                "E0304",
+                Code.E0304,
                 f"invalid value for hint '{option.key}': {error}",
                 option.value.span,
                 help=f"'{option.key}' takes {kind.description}",
@@ -145,7 +146,7 @@ def step_hints(step: ast.Step, reporter: Reporter) -> Hints:
             known.append(option)
         else:
             reporter.error(
-                "E0303",
+                Code.E0303,
                 f"unknown hint '{option.key}'",
                 option.key_span,
                 help=did_you_mean(option.key, catalog.HINTS)

@@ -13,6 +13,7 @@ from sqlglot import exp
 from flowc import ast
 from flowc.analyze.context import Context
 from flowc.diagnostics import did_you_mean
+from flowc.errorcodes import Code
 from flowc.program import Column, Schema, SideOutput, Step
 from flowc.spans import Span
 from flowc.sqltypes import BOOLEAN, UNKNOWN, Scope
@@ -43,7 +44,7 @@ def check_boolean(ctx: Context, condition: ast.SqlExpr, scope: Scope, where: str
         return False
     if type_text not in (BOOLEAN, UNKNOWN):
         ctx.reporter.error(
-            "E0210",
+            Code.E0210,
             f"{where} condition must be BOOLEAN, but '{condition.text}' is {type_text}",
             condition.span,
             help="compare it with something, e.g. x > 0 or x IS NOT NULL",
@@ -55,7 +56,7 @@ def check_boolean(ctx: Context, condition: ast.SqlExpr, scope: Scope, where: str
 def report_unknown_column(ctx: Context, name: ast.Name, schema: Schema) -> None:
     names = [c.name for c in schema]
     ctx.reporter.error(
-        "E0201",
+        Code.E0201,
         f"unknown column '{name.value}'",
         name.span,
         help=did_you_mean(name.value, names) or "columns here: " + ", ".join(names),
@@ -72,7 +73,7 @@ def item_name(ctx: Context, item: ast.SelectItem) -> str | None:
     if isinstance(tree, exp.Dot):
         return tree.name
     ctx.reporter.error(
-        "E0211",
+        Code.E0211,
         f"'{item.expr.text}' needs a name",
         item.expr.span,
         help=f"add AS <name>: {item.expr.text} AS my_column",
@@ -86,7 +87,7 @@ def check_unique(ctx: Context, columns: Sequence[Column], span: Span) -> bool:
         key = column.name
         if key in seen:
             ctx.reporter.error(
-                "E0206",
+                Code.E0206,
                 f"column '{column.name}' appears twice in the output",
                 span,
                 help="rename one of them with AS",

@@ -9,6 +9,7 @@ from flowc.analyze.context import Context
 from flowc.analyze.query import check_query
 from flowc.analyze.step_common import schema_text
 from flowc.diagnostics import did_you_mean
+from flowc.errorcodes import Code
 from flowc.program import Column, InsertDef, SideOutput, SinkDef, Stream, ViewDef
 from flowc.sqltypes import types_match
 
@@ -37,7 +38,7 @@ def check_insert(ctx: Context, node: ast.Insert, order: int) -> None:
         what = f"a {definition.kind}" if definition else "not defined"
         sinks = [n for n, d in ctx.definitions.items() if d.kind == "sink"]
         ctx.reporter.error(
-            "E0103",
+            Code.E0103,
             f"cannot INSERT INTO '{sink_name}': it is {what}",
             node.sink.span,
             help=did_you_mean(sink_name, sinks)
@@ -46,7 +47,7 @@ def check_insert(ctx: Context, node: ast.Insert, order: int) -> None:
         return
     if definition.order > order:
         ctx.reporter.error(
-            "E0104",
+            Code.E0104,
             f"sink '{sink_name}' is used before its definition",
             node.sink.span,
             help=f"move CREATE SINK {sink_name} (line {definition.node.span.line}) above this",
@@ -57,7 +58,7 @@ def check_insert(ctx: Context, node: ast.Insert, order: int) -> None:
         return
     for output in side_outputs:
         ctx.reporter.warning(
-            "W0005",
+            Code.W0005,
             f"side output '{output.name}' of a ROUTE in an INSERT can never be read",
             output.span,
             help="define the ROUTE in a CREATE VIEW and read it with FROM view.name",
@@ -71,7 +72,7 @@ def _check_sink_schema(ctx: Context, node: ast.Insert, sink: SinkDef, stream: St
     for column in stream.schema:
         if column.name in names:
             ctx.reporter.error(
-                "E0206",
+                Code.E0206,
                 f"the query writes two columns named '{column.name}'",
                 node.query.span,
                 help="SELECT the columns to write, renaming one of them with AS",
@@ -87,7 +88,7 @@ def _check_sink_schema(ctx: Context, node: ast.Insert, sink: SinkDef, stream: St
     )
     if not same:
         ctx.reporter.error(
-            "E0207",
+            Code.E0207,
             f"the query's columns do not match sink '{sink.name}'",
             node.query.span,
             help=f"sink: ({schema_text(sink.schema)}); query: ({schema_text(stream.schema)})",

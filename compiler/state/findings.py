@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from flowc.errorcodes import Code
 from flowc.state.manifest import (
     MANIFEST_VERSION,
     Location,
@@ -20,8 +21,8 @@ COMPARISON_FORMAT = "flowc-state-comparison"
 
 
 #: Diagnostic codes of the findings (the restart guard adds E0822).
-INCOMPATIBLE_CODE = "E0820"
-RESCALED_CODE = "E0821"
+INCOMPATIBLE_CODE = Code.E0820
+RESCALED_CODE = Code.E0821
 
 #: Lineage text longer than this is cut (with a digest, so it still compares exactly).
 _MAX_LINEAGE = 400
@@ -67,7 +68,7 @@ class Finding:
     new: Location | None
 
     @property
-    def code(self) -> str | None:
+    def code(self) -> Code | None:
         if self.verdict is Verdict.INCOMPATIBLE:
             return INCOMPATIBLE_CODE
         if self.verdict is Verdict.RESCALED:
