@@ -6,7 +6,7 @@ analysis context: the settings decide how expressions are checked.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import PurePath
 
 from flowc import ast, catalog, trust
@@ -69,14 +69,15 @@ def read_settings(
             )
             continue
         spans[key] = option.span
+    parallelism = _int(values, "parallelism")
     settings = Settings(
-        parallelism=int(values.get("parallelism", 1)),  # type: ignore[call-overload]
-        max_parallelism=values.get("max_parallelism"),  # type: ignore[arg-type]
+        parallelism=1 if parallelism is None else parallelism,
+        max_parallelism=_int(values, "max_parallelism"),
         chaining=bool(values.get("chaining", True)),
         execution_mode=str(values.get("execution.mode", "streaming")),
-        checkpoint_interval_ms=values.get("checkpoint.interval"),  # type: ignore[arg-type]
+        checkpoint_interval_ms=_int(values, "checkpoint.interval"),
         checkpoint_mode=str(values.get("checkpoint.mode", "exactly_once")),
-        checkpoint_dir=values.get("checkpoint.dir"),  # type: ignore[arg-type]
+        checkpoint_dir=_str(values, "checkpoint.dir"),
         job_name=str(values.get("job.name", PurePath(tree.file).stem or "job")),
         sql_dialect=str(values.get("sql.dialect", "spark")),
         spark_conf=tuple(sorted(spark.items())),
@@ -128,11 +129,11 @@ def read_hints(options: Iterable[ast.Option], reporter: Reporter) -> Hints:
             continue
         spans[option.key] = option.span
     return Hints(
-        name=values.get("name"),  # type: ignore[arg-type]
-        uid=values.get("uid"),  # type: ignore[arg-type]
-        parallelism=values.get("parallelism"),  # type: ignore[arg-type]
-        max_parallelism=values.get("max_parallelism"),  # type: ignore[arg-type]
-        slot_sharing_group=values.get("slot_sharing_group"),  # type: ignore[arg-type]
+        name=_str(values, "name"),
+        uid=_str(values, "uid"),
+        parallelism=_int(values, "parallelism"),
+        max_parallelism=_int(values, "max_parallelism"),
+        slot_sharing_group=_str(values, "slot_sharing_group"),
         chaining=str(values.get("chaining", "always")),
         spans=spans,
     )
@@ -167,3 +168,17 @@ def _unprintable(text: str) -> str | None:
         if char == "\0" or 0xD800 <= ord(char) < 0xE000:
             return f"U+{ord(char):04X}"
     return None
+
+
+def _int(values: Mapping[str, object], key: str) -> int | None:
+    """A value the catalog parsed as a whole number (its kind says so), or None if unset."""
+    value = values.get(key)
+    assert value is None or (isinstance(value, int) and not isinstance(value, bool)), key
+    return value
+
+
+def _str(values: Mapping[str, object], key: str) -> str | None:
+    """A value the catalog parsed as text, or None if unset."""
+    value = values.get(key)
+    assert value is None or isinstance(value, str), key
+    return value
