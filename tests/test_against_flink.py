@@ -336,3 +336,40 @@ def test_random_topologies_equal_flinks() -> None:
     expected = flink_job_graphs([job for _, job in cases])
     for seed, ((program, job), flink) in enumerate(zip(cases, expected, strict=True)):
         assert flowc_job_graph(program) == flink, f"seed {seed}\n{program}\n{job}"
+
+
+# ---------------------------------------------------------------- default max parallelism
+
+# Where rounding 1.5 * p changes (p + p // 2 lands on a power of two), the 128 floor and the
+# 32768 cap; tests/test_scale.py pins the same points against the formula restated.
+BOUNDARY_PARALLELISMS = (1, 85, 86, 171, 172, 683, 684, 2731, 2732, 21845, 21846, 32768)
+
+
+def test_default_max_parallelism_equals_flinks() -> None:
+    """flowc's physical plan, where no max parallelism is set, against Flink's own
+    KeyGroupRangeAssignment.computeDefaultMaxParallelism called through its Java gateway."""
+    assert FLINK_PYTHON is not None
+    script = (
+        "import json\n"
+        "from pyflink.java_gateway import get_gateway\n"
+        "assign = get_gateway().jvm.org.apache.flink.runtime.state.KeyGroupRangeAssignment\n"
+        f"print(json.dumps([assign.computeDefaultMaxParallelism(p) for p in "
+        f"{list(BOUNDARY_PARALLELISMS)}]))\n"
+    )
+    result = subprocess.run(
+        [FLINK_PYTHON, "-c", script], capture_output=True, text=True, timeout=600, check=False
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    flinks = json.loads(result.stdout.strip().splitlines()[-1])
+    flowcs = []
+    for parallelism in BOUNDARY_PARALLELISMS:
+        program = (
+            f"SET parallelism = {parallelism};\n"
+            "CREATE SOURCE s (k BIGINT) WITH (connector = 'datagen');\n"
+            "CREATE SINK o WITH (connector = 'noop', mode = 'update');\n"
+            "INSERT INTO o FROM s |> KEY BY k |> AGGREGATE count(*) AS n;\n"
+        )
+        plan = flowc.compile(program, "max_parallelism.flow").physical_plan
+        (max_parallelism,) = {v.max_parallelism for v in plan.vertices}
+        flowcs.append(max_parallelism)
+    assert flowcs == flinks
