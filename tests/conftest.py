@@ -1,11 +1,26 @@
-"""Shared pytest configuration for flowc's tests."""
+"""Shared pytest configuration for flowc's tests.
+
+Hypothesis: under CI (the ``CI`` environment variable set and not ``0`` or ``false``, as
+``.ci/run`` and CI runners set it) the ``ci`` profile is loaded. It is derandomized: every
+property test draws the same examples on every run, seeded from the test function itself, so a
+CI failure reproduces on any machine with ``CI=1 pytest <test>`` (no seed to copy from a
+log), and it prints the ``@reproduce_failure`` blob of the failing example as well. Outside
+CI the default profile explores new random examples each run and keeps failures in the
+local example database.
+"""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from hypothesis import settings
+
+settings.register_profile("ci", derandomize=True, print_blob=True)
+if os.environ.get("CI", "").lower() not in ("", "0", "false"):
+    settings.load_profile("ci")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -2,8 +2,9 @@
 
 Set ``FLOWC_FLINK_PYTHON`` to a Python that has ``apache-flink==2.3.0`` (kept in its own
 virtualenv, never a flowc dependency) and Java 17 on the PATH; without it these tests
-are skipped. Each case is a .flow program and the same job written with PyFlink's
-DataStream API; Flink's own StreamGraph and JobGraph come from its Java gateway.
+are skipped, unless ``FLOWC_FLINK_REQUIRED=1`` (as in CI) makes that a failure. Each case
+is a .flow program and the same job written with PyFlink's DataStream API; Flink's own
+StreamGraph and JobGraph come from its Java gateway.
 PyFlink's Python operators are named as flowc names them, and Python operator fusion is
 off, so the graphs are comparable vertex by vertex, ids included. PyFlink inserts a Python
 key-extraction operator before ``key_by``; cases with a KEY BY compare only uid'ed ids.
@@ -22,11 +23,36 @@ import pytest
 
 import flowc
 
-FLINK_PYTHON = os.environ.get("FLOWC_FLINK_PYTHON")
+FLINK_PYTHON = os.environ.get("FLOWC_FLINK_PYTHON") or None
+FLINK_VERSION = "2.3.0"
+# CI sets this: there a missing Flink is a failure, never a silent skip.
+FLINK_REQUIRED = os.environ.get("FLOWC_FLINK_REQUIRED") == "1"
 
 pytestmark = pytest.mark.skipif(
-    not FLINK_PYTHON, reason="set FLOWC_FLINK_PYTHON to a Python with apache-flink==2.3.0"
+    FLINK_PYTHON is None and not FLINK_REQUIRED,
+    reason=f"set FLOWC_FLINK_PYTHON to a Python with apache-flink=={FLINK_VERSION}",
 )
+
+
+@pytest.fixture(scope="module", autouse=True)
+def flink_python() -> str:
+    """The Python that runs PyFlink, checked to hold the Flink these tests compare against."""
+    if FLINK_PYTHON is None:
+        pytest.fail(
+            "FLOWC_FLINK_REQUIRED=1 but FLOWC_FLINK_PYTHON is not set: point it at a Python "
+            f"with apache-flink=={FLINK_VERSION}"
+        )
+    probe = subprocess.run(
+        [FLINK_PYTHON, "-c", "import pyflink.version; print(pyflink.version.__version__)"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert probe.returncode == 0, f"{FLINK_PYTHON} cannot import pyflink: {probe.stderr[-2000:]}"
+    assert probe.stdout.strip() == FLINK_VERSION, f"{FLINK_PYTHON} has Flink {probe.stdout}"
+    return FLINK_PYTHON
+
 
 PRELUDE = """
 import json
@@ -310,3 +336,40 @@ def test_random_topologies_equal_flinks() -> None:
     expected = flink_job_graphs([job for _, job in cases])
     for seed, ((program, job), flink) in enumerate(zip(cases, expected, strict=True)):
         assert flowc_job_graph(program) == flink, f"seed {seed}\n{program}\n{job}"
+
+
+# ---------------------------------------------------------------- default max parallelism
+
+# Where rounding 1.5 * p changes (p + p // 2 lands on a power of two), the 128 floor and the
+# 32768 cap; tests/test_scale.py pins the same points against the formula restated.
+BOUNDARY_PARALLELISMS = (1, 85, 86, 171, 172, 683, 684, 2731, 2732, 21845, 21846, 32768)
+
+
+def test_default_max_parallelism_equals_flinks() -> None:
+    """flowc's physical plan, where no max parallelism is set, against Flink's own
+    KeyGroupRangeAssignment.computeDefaultMaxParallelism called through its Java gateway."""
+    assert FLINK_PYTHON is not None
+    script = (
+        "import json\n"
+        "from pyflink.java_gateway import get_gateway\n"
+        "assign = get_gateway().jvm.org.apache.flink.runtime.state.KeyGroupRangeAssignment\n"
+        f"print(json.dumps([assign.computeDefaultMaxParallelism(p) for p in "
+        f"{list(BOUNDARY_PARALLELISMS)}]))\n"
+    )
+    result = subprocess.run(
+        [FLINK_PYTHON, "-c", script], capture_output=True, text=True, timeout=600, check=False
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    flinks = json.loads(result.stdout.strip().splitlines()[-1])
+    flowcs = []
+    for parallelism in BOUNDARY_PARALLELISMS:
+        program = (
+            f"SET parallelism = {parallelism};\n"
+            "CREATE SOURCE s (k BIGINT) WITH (connector = 'datagen');\n"
+            "CREATE SINK o WITH (connector = 'noop', mode = 'update');\n"
+            "INSERT INTO o FROM s |> KEY BY k |> AGGREGATE count(*) AS n;\n"
+        )
+        plan = flowc.compile(program, "max_parallelism.flow").physical_plan
+        (max_parallelism,) = {v.max_parallelism for v in plan.vertices}
+        flowcs.append(max_parallelism)
+    assert flowcs == flinks

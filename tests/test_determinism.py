@@ -73,10 +73,16 @@ def test_output_is_identical_under_every_hash_seed(monkeypatch: pytest.MonkeyPat
         for seed in SEEDS
     }
     outputs: dict[str, bytes] = {}
-    for seed, process in runs.items():
-        stdout, stderr = process.communicate(timeout=120)
-        assert process.returncode == 0, stderr.decode()
-        outputs[seed] = stdout
+    try:
+        for seed, process in runs.items():
+            stdout, stderr = process.communicate(timeout=120)
+            assert process.returncode == 0, stderr.decode()
+            outputs[seed] = stdout
+    finally:
+        for process in runs.values():
+            if process.poll() is None:
+                process.kill()
+                process.wait(timeout=60)
 
     reference = outputs[SEEDS[0]]
     # Not vacuous: every combination compiled cleanly and printed something.

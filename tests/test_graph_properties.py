@@ -19,6 +19,7 @@ import flowc
 from flowc.flink.keygroups import compute_operator_index_for_key_group
 from flowc.job import CompiledJob
 from flowc.stream_graph import StreamEdge, StreamGraph
+from flowc.vocabulary import ChainingStrategy, Partitioner
 
 PARTITION_STEPS = [
     "REBALANCE",
@@ -211,10 +212,10 @@ def chainable(graph: StreamGraph, edge: StreamEdge, enabled: bool) -> bool:
         len(down.in_edges) == 1
         and enabled
         and up.slot_sharing_group == down.slot_sharing_group
-        and up.chaining_strategy in ("ALWAYS", "HEAD")
-        and down.chaining_strategy == "ALWAYS"
+        and up.chaining_strategy in (ChainingStrategy.ALWAYS, ChainingStrategy.HEAD)
+        and down.chaining_strategy == ChainingStrategy.ALWAYS
         and up.parallelism == down.parallelism
-        and edge.partitioner == "FORWARD"
+        and edge.partitioner == Partitioner.FORWARD
         and edge.exchange_mode != "BATCH"
         and not any(o is not edge and o.type_number == edge.type_number for o in down.in_edges)
     )
@@ -271,7 +272,7 @@ def check_stream_nodes_follow_hints_and_inheritance(program: Program, job: Compi
         for edge in node.in_edges:
             assert edge.target_id == node.id
             assert edge in graph.nodes[edge.source_id].out_edges
-            if edge.partitioner == "FORWARD":
+            if edge.partitioner == Partitioner.FORWARD:
                 assert graph.nodes[edge.source_id].parallelism == node.parallelism
 
 
@@ -349,7 +350,7 @@ def check_job_edges_match_unchained_stream_edges(program: Program, job: Compiled
     for vertex in job.job_graph.vertices.values():
         for edge in vertex.inputs:
             job_edges.append((edge.producer, vertex.id, edge.ship_strategy))
-            pointwise = edge.ship_strategy in ("FORWARD", "RESCALE")
+            pointwise = edge.ship_strategy in (Partitioner.FORWARD, Partitioner.RESCALE)
             assert edge.distribution == ("POINTWISE" if pointwise else "ALL_TO_ALL")
             assert edge.exchange == ("blocking" if program.batch else "pipelined_bounded")
     assert sorted(job_edges) == crossing
@@ -400,7 +401,7 @@ def check_key_groups_partition_the_range(program: Program, job: CompiledJob) -> 
         )
         assert max_p == expected_max
         assert [s.index for s in plan.subtasks] == list(range(p))
-        keyed = any(e.partitioner == "HASH" for e in graph.nodes[vertex.head].in_edges)
+        keyed = any(e.partitioner == Partitioner.HASH for e in graph.nodes[vertex.head].in_edges)
         if not keyed:
             assert all(s.key_groups is None for s in plan.subtasks)
             continue
@@ -472,7 +473,7 @@ def check_slots(program: Program, job: CompiledJob) -> None:
     groups = {v.vertex.id: v.slot_sharing_group for v in plan.vertices}
     for vertex in plan.vertices:
         inputs = vertex.vertex.inputs
-        if len(inputs) != 1 or inputs[0].ship_strategy != "FORWARD":
+        if len(inputs) != 1 or inputs[0].ship_strategy != Partitioner.FORWARD:
             continue
         if groups[inputs[0].producer] != vertex.slot_sharing_group:
             continue

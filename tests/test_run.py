@@ -8,9 +8,17 @@ from __future__ import annotations
 import ast as python_ast
 import io
 import json
+import queue
+import re
+import socket
 import subprocess
 import sys
+import threading
+import time
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -111,6 +119,50 @@ def test_restart_from_checkpoint_processes_each_row_once(spark: Any, tmp_path: P
     written = Counter((r["user"], r["doubled"]) for r in read_json_dir(tmp_path / "out" / "big"))
     expected = Counter((r["user"], r["amount"] * 2) for r in first + second)
     assert written == expected  # nothing lost, nothing twice
+
+
+RESCALE_FILES = """
+CREATE SOURCE pay (user STRING, amount BIGINT)
+  WITH (connector = 'files', path = 'in', format = 'json', parallelism = {up});
+CREATE SINK copy
+  WITH (connector = 'files', path = 'out/copy', format = 'json', parallelism = {down});
+INSERT INTO copy FROM pay |> RESCALE |> SELECT user, amount WITH (parallelism = {down});
+"""
+
+
+@pytest.mark.parametrize(
+    ("up", "down", "shuffles", "operator"),
+    [(2, 2, 0, "Coalesce 2"), (2, 4, 1, "RoundRobinPartitioning(4)"), (4, 2, 0, "Coalesce 2")],
+)
+def test_rescale_runs_the_exchange_decided_for_it(
+    spark: Any, tmp_path: Path, up: int, down: int, shuffles: int, operator: str
+) -> None:
+    """What Spark executes for a RESCALE edge, written here and not taken from the plan: no
+    shuffle unless the consumers outnumber the producers (equal counts merge nothing)."""
+    from flowc.runtime.run import load_program
+
+    rows = [{"user": f"u{i}", "amount": i} for i in range(12)]
+    write_json_lines(tmp_path / "in" / "a.json", rows)
+    program_text = RESCALE_FILES.format(up=up, down=down)
+    report = run(tmp_path, program_text)
+    (query,) = report.queries
+    assert query.error is None, query.error
+    assert (query.exchanges_planned, query.exchanges_executed) == (shuffles, shuffles)
+    assert sorted(r["amount"] for r in read_json_dir(tmp_path / "out" / "copy")) == list(range(12))
+    # The executed plan itself, from a second start of the same program on fresh folders.
+    again = tmp_path / "again"
+    write_json_lines(again / "in" / "a.json", rows)
+    job = flowc.compile(program_text, str(again / "job.flow"), for_spark=True)
+    program = load_program(job)
+    program.__dict__["BASE_DIR"] = str(again)
+    (started,) = program.start_queries(spark, str(again / "checkpoints"), True)
+    try:
+        assert started.awaitTermination(300), "the available-now run did not finish in 300 s"
+        executed = str(started._jsq.streamingQuery().lastExecution().executedPlan().toString())
+    finally:
+        started.stop()
+    assert operator in executed, executed
+    assert count_exchanges(executed) == shuffles, executed
 
 
 def test_tumbling_window_counts(spark: Any, tmp_path: Path) -> None:
@@ -239,9 +291,6 @@ def test_missing_kafka_package_is_a_clear_error(spark: Any, tmp_path: Path) -> N
 
 def test_generated_program_matches_flowc_run(spark: Any, tmp_path: Path) -> None:
     """The --emit pyspark program, run with python in its own JVM, writes what flowc run does."""
-    import subprocess
-    import sys
-
     rows = [{"user": f"u{i % 4}", "amount": i} for i in range(30)]
     for side in ("a", "b"):
         write_json_lines(tmp_path / side / "in" / "x.json", rows)
@@ -271,34 +320,96 @@ def test_generated_program_matches_flowc_run(spark: Any, tmp_path: Path) -> None
     )
 
 
+def free_port() -> int:
+    """A loopback port nothing listens on now (the kernel's pick for port 0)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+# A Spark Connect server as ``--remote local`` starts one in-process, but on the port given:
+# ``local`` would always take Spark's fixed 15002, which a parallel run may hold.
+CONNECT_SERVER = """
+import sys, time
+from pyspark.sql import SparkSession
+
+spark = (
+    SparkSession.builder.master("local[2]")
+    .config("spark.ui.enabled", "false")
+    .config("spark.plugins", "org.apache.spark.sql.connect.SparkConnectPlugin")
+    .config("spark.connect.grpc.binding.address", "127.0.0.1")
+    .config("spark.connect.grpc.binding.port", sys.argv[1])
+    .config("spark.sql.artifact.isolation.enabled", "true")
+    .config("spark.sql.artifact.isolation.alwaysApplyClassloader", "true")
+    .getOrCreate()
+)
+while True:
+    time.sleep(60)
+"""
+
+
+@contextmanager
+def spark_connect_server(log: Path, timeout: float = 300) -> Iterator[str]:
+    """A local Spark Connect server on a free port, once it accepts connections: its URL.
+    Its output goes to ``log`` (a pipe nobody reads could fill and stall it); the server is
+    stopped on leaving, whatever happened."""
+    port = free_port()
+    with log.open("w", encoding="utf-8") as output:
+        server = subprocess.Popen(
+            [sys.executable, "-c", CONNECT_SERVER, str(port)],
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            if server.poll() is not None:
+                pytest.fail(f"the Connect server exited: {log.read_text()[-3000:]}")
+            if time.monotonic() > deadline:
+                pytest.fail(f"the Connect server did not listen on {port} within {timeout} s")
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.5)
+        yield f"sc://127.0.0.1:{port}"
+    finally:
+        server.terminate()  # the JVM exits when its Python driver's pipe closes
+        try:
+            server.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait(timeout=60)
+
+
 def test_run_through_spark_connect(tmp_path: Path) -> None:
     """--remote: the same program through a Spark Connect server (a local one here)."""
-    import subprocess
-    import sys
-
     pytest.importorskip("grpc", reason="Spark Connect needs flowc[connect]")
     rows = [{"user": "u", "amount": i} for i in range(10)]
     write_json_lines(tmp_path / "in" / "x.json", rows)
     (tmp_path / "job.flow").write_text(PAYMENTS, encoding="utf-8")
     report = tmp_path / "report.json"
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "flowc",
-            "run",
-            str(tmp_path / "job.flow"),
-            "--available-now",
-            "--remote",
-            "local",
-            "--report",
-            str(report),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
+    with spark_connect_server(tmp_path / "connect-server.log") as url:
+        result = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "flowc",
+                "run",
+                str(tmp_path / "job.flow"),
+                "--available-now",
+                "--remote",
+                url,
+                "--report",
+                str(report),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
     assert result.returncode == 0, result.stderr[-3000:]
     assert sorted(r["doubled"] for r in read_json_dir(tmp_path / "out" / "big")) == [
         2 * i for i in range(4, 10)
@@ -325,9 +436,19 @@ def write_files(tmp_path: Path, count: int) -> list[dict[str, Any]]:
     return everything
 
 
-def test_stop_mid_stream_then_restart_loses_and_repeats_nothing(spark: Any, tmp_path: Path) -> None:
-    import time
+def wait_for_batch(query: Any, batch: int, timeout: float = 300) -> None:
+    """Until the streaming query has finished micro-batch ``batch`` or a later one; a failure
+    if it stops first or the deadline passes."""
+    deadline = time.monotonic() + timeout
+    while (query.lastProgress or {}).get("batchId", -1) < batch:
+        if not query.isActive:
+            pytest.fail(f"query {query.name} stopped before batch {batch}: {query.exception()}")
+        if time.monotonic() > deadline:
+            pytest.fail(f"query {query.name} did not reach batch {batch} within {timeout} s")
+        time.sleep(0.2)
 
+
+def test_stop_mid_stream_then_restart_loses_and_repeats_nothing(spark: Any, tmp_path: Path) -> None:
     from flowc.runtime.run import load_program
 
     everything = write_files(tmp_path, 6)
@@ -338,10 +459,10 @@ def test_stop_mid_stream_then_restart_loses_and_repeats_nothing(spark: Any, tmp_
     program.__dict__["BASE_DIR"] = str(tmp_path)
     checkpoints = str(tmp_path / ".flowc-checkpoints")
     (query,) = program.start_queries(spark, checkpoints, False)  # one file per micro-batch
-    deadline = time.monotonic() + 120
-    while (query.lastProgress or {}).get("batchId", -1) < 1 and time.monotonic() < deadline:
-        time.sleep(0.2)
-    query.stop()  # mid-stream: some files done, some not
+    try:
+        wait_for_batch(query, 1)
+    finally:
+        query.stop()  # mid-stream: some files done, some not
     done_before = len(read_json_dir(tmp_path / "out" / "copy"))
     assert 0 < done_before < len(everything)
     report = run_job(job, available_now=True, master="local[2]", out=io.StringIO())
@@ -352,32 +473,83 @@ def test_stop_mid_stream_then_restart_loses_and_repeats_nothing(spark: Any, tmp_
     assert written == Counter(json.dumps(r, sort_keys=True) for r in everything)
 
 
-def start_flowc_run(tmp_path: Path, until_batch: int) -> tuple[Any, list[str], list[str]]:
-    """A ``flowc run`` process over 8 input files, once it reports micro-batch ``until_batch``:
-    the process, its command, and the stderr lines read so far."""
-    import subprocess
-    import sys
+#: Input files of the runs that are stopped by a signal: enough that a run stopped a batch
+#: or two after batch 1 still has files it has not read (each micro-batch reads one).
+SIGNALLED_FILES = 12
+BATCH_LINE = re.compile(r"^\[copy\] batch (\d+):")
 
+
+@dataclass(slots=True)
+class FlowcRun:
+    """A ``flowc run`` process and its standard error, read line by line by a thread."""
+
+    process: subprocess.Popen[str]
+    command: list[str]
+    lines: queue.Queue[str | None]
+    read: list[str]
+
+    def error_text(self, timeout: float = 120) -> str:
+        """Everything it wrote to standard error, once it has exited."""
+        self.process.wait(timeout=timeout)
+        while (line := self.lines.get(timeout=timeout)) is not None:
+            self.read.append(line)
+        return "".join(self.read)
+
+
+@contextmanager
+def flowc_run_past_batch(tmp_path: Path, batch: int, timeout: float = 300) -> Iterator[FlowcRun]:
+    """A streaming ``flowc run`` of STREAMING_FILES, once it reports micro-batch ``batch`` or a
+    later one (the progress display can skip batches). A failure if it exits first or the
+    deadline passes; the process is killed on leaving, whatever happened."""
     flow = tmp_path / "job.flow"
     flow.write_text(STREAMING_FILES, encoding="utf-8")
     command = [sys.executable, "-m", "flowc", "run", str(flow), "--master", "local[2]"]
     process = subprocess.Popen(
         command, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True
     )
-    assert process.stderr is not None
-    lines = []
-    for line in process.stderr:
-        lines.append(line)
-        if line.startswith(f"[copy] batch {until_batch}:"):
-            break
-    return process, command, lines
+    lines: queue.Queue[str | None] = queue.Queue()
+
+    def pump() -> None:
+        assert process.stderr is not None
+        for line in process.stderr:
+            lines.put(line)
+        lines.put(None)
+
+    threading.Thread(target=pump, daemon=True).start()
+    run = FlowcRun(process, command, lines, [])
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                pytest.fail(f"no batch {batch} within {timeout} s: {''.join(run.read)[-3000:]}")
+            try:
+                line = lines.get(timeout=remaining)
+            except queue.Empty:
+                continue
+            if line is None:
+                pytest.fail(f"flowc run exited before batch {batch}: {''.join(run.read)[-3000:]}")
+            run.read.append(line)
+            reported = BATCH_LINE.match(line)
+            if reported is not None and int(reported[1]) >= batch:
+                break
+        yield run
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.wait(timeout=60)
+
+
+def assert_input_was_left(tmp_path: Path, everything: list[dict[str, Any]]) -> None:
+    """After the signalled process has exited, some input is still unwritten: so it was when
+    the signal came (the output only grows), and the rerun has real work to finish."""
+    written = len(read_json_dir(tmp_path / "out" / "copy"))
+    assert written < len(everything), "every row was written before the signal: nothing tested"
 
 
 def assert_rerun_completes_exactly_once(
     tmp_path: Path, command: list[str], everything: list[dict[str, Any]]
 ) -> None:
-    import subprocess
-
     rerun = subprocess.run(
         [*command, "--available-now"], capture_output=True, text=True, timeout=600, check=False
     )
@@ -391,14 +563,14 @@ def assert_rerun_completes_exactly_once(
 def test_ctrl_c_stops_cleanly_and_a_rerun_completes(tmp_path: Path) -> None:
     import signal
 
-    everything = write_files(tmp_path, 8)
-    process, command, lines = start_flowc_run(tmp_path, until_batch=1)
-    process.send_signal(signal.SIGINT)
-    _, rest = process.communicate(timeout=120)
-    errors = "".join(lines) + rest
-    assert process.returncode == 130, errors[-3000:]
+    everything = write_files(tmp_path, SIGNALLED_FILES)
+    with flowc_run_past_batch(tmp_path, 1) as run:
+        run.process.send_signal(signal.SIGINT)
+        errors = run.error_text()
+    assert run.process.returncode == 130, errors[-3000:]
     assert "Traceback" not in errors
-    assert_rerun_completes_exactly_once(tmp_path, command, everything)
+    assert_input_was_left(tmp_path, everything)
+    assert_rerun_completes_exactly_once(tmp_path, run.command, everything)
 
 
 class _FakeQuery:
@@ -574,10 +746,6 @@ def test_explode_deduplicate_hop_and_session_windows(spark: Any, tmp_path: Path)
 
 
 def test_socket_source_over_loopback(spark: Any, tmp_path: Path) -> None:
-    import socket
-    import threading
-    import time
-
     from flowc.runtime.run import load_program
 
     server = socket.socket()
@@ -620,11 +788,12 @@ def test_sigkill_mid_stream_then_rerun_writes_each_row_once(tmp_path: Path) -> N
     """No clean stop at all: the process dies between micro-batches or inside one."""
     import signal
 
-    everything = write_files(tmp_path, 8)
-    process, command, _ = start_flowc_run(tmp_path, until_batch=2)
-    process.send_signal(signal.SIGKILL)
-    process.wait(timeout=60)
-    assert_rerun_completes_exactly_once(tmp_path, command, everything)
+    everything = write_files(tmp_path, SIGNALLED_FILES)
+    with flowc_run_past_batch(tmp_path, 2) as run:
+        run.process.send_signal(signal.SIGKILL)
+        run.process.wait(timeout=60)
+    assert_input_was_left(tmp_path, everything)
+    assert_rerun_completes_exactly_once(tmp_path, run.command, everything)
 
 
 # Names and strings no generated program may mangle: a newline inside a quoted name,

@@ -343,3 +343,64 @@ def test_text_elides_long_lists_of_slot_runs() -> None:
     assert block[9] == f"  ... {runs - 16} more runs of slots"
     assert len(block) == 1 + 16 + 1 + 1  # reads, slot runs, elision, pointwise reads
     assert block[-1] == "  subtasks 0-59: read Source: s[0-99], 1 or 2 each"
+
+
+# ------------------------------------------------------------------ default max parallelism
+
+
+def flink_default_max_parallelism(parallelism: int) -> int:
+    """KeyGroupRangeAssignment.computeDefaultMaxParallelism, restated from Flink's source:
+    ``min(max(roundUpToPowerOfTwo(p + p / 2), 128), 32768)`` with Java's integer ``p / 2``."""
+    wanted = parallelism + parallelism // 2
+    power_of_two = 1 << (wanted - 1).bit_length()
+    return min(max(power_of_two, 128), 32768)
+
+
+@pytest.mark.parametrize(
+    ("parallelism", "expected"),
+    [
+        (1, 128),  # the floor
+        (85, 128),  # 127: the last under the floor
+        (86, 256),  # 129: the first above it
+        (171, 256),  # 256 exactly; 1.5 * p rounded up (257) would give 512
+        (172, 512),
+        (683, 1024),  # 1024 exactly; ceil(1.5 * p) = 1025 would give 2048
+        (684, 2048),
+        (2731, 4096),  # 4096 exactly; ceil(1.5 * p) = 4097 would give 8192
+        (2732, 8192),
+        (21845, 32768),  # 32767: the last that rounds to the cap itself
+        (21846, 32768),  # 32769 would round to 65536: capped
+        (32768, 32768),  # the largest parallelism there is
+    ],
+)
+def test_default_max_parallelism_of_a_compiled_plan(parallelism: int, expected: int) -> None:
+    """Through a real compile: the physical plan's max parallelism where none is set, and
+    the key groups its keyed vertex splits, at the points where the rounding changes."""
+    assert flink_default_max_parallelism(parallelism) == expected
+    program = (
+        f"SET parallelism = {parallelism};\n"
+        "CREATE SOURCE s (k BIGINT, v BIGINT) WITH (connector = 'datagen');\n"
+        "CREATE SINK o WITH (connector = 'noop', mode = 'update');\n"
+        "INSERT INTO o FROM s |> REBALANCE |> KEY BY k |> AGGREGATE sum(v) AS v;\n"
+    )
+    plan = flowc.compile(program, "default_max_parallelism.flow").physical_plan
+    assert [v.vertex.max_parallelism for v in plan.vertices] == [None, None]  # not set
+    assert [(v.parallelism, v.max_parallelism) for v in plan.vertices] == [
+        (parallelism, expected)
+    ] * 2
+    document = json.loads(plan.to_json())
+    keyed = [v for v in document["vertices"] if v["keyed"]]
+    assert [v["max_parallelism"] for v in document["vertices"]] == [expected] * 2
+    (vertex,) = keyed
+    key_groups = expand_key_groups(vertex["key_groups"])
+    assert key_groups[0][0] == 0 and key_groups[-1][1] == expected - 1
+    assert key_groups == _flink_ranges(expected, parallelism)
+
+
+@pytest.mark.parametrize("parallelism", [171, 683, 2731])
+def test_the_boundaries_tell_integer_halving_from_rounding_up(parallelism: int) -> None:
+    """At these p, ``p + p // 2`` is a power of two and ``ceil(1.5 * p)`` is one above it:
+    a port that computed 1.5 * p in floating point would double the key groups."""
+    exact = parallelism + parallelism // 2
+    assert exact & (exact - 1) == 0
+    assert -(-3 * parallelism // 2) == exact + 1

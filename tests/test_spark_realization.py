@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
 
 import flowc
+from flowc.codegen import generate_pyspark
+from flowc.spark_plan import ExchangeKind
 
 HEADER = """
 SET parallelism = 4;
@@ -133,3 +136,37 @@ def test_global_aggregate_gathers_into_one_partition() -> None:
         "groupBy() (global)",
         "SinglePartition",
     )
+
+
+RESCALE_BETWEEN = """
+CREATE SOURCE r (k BIGINT, v BIGINT) WITH (connector = 'datagen', parallelism = {up});
+CREATE SINK o WITH (connector = 'noop', parallelism = {down});
+INSERT INTO o FROM r |> RESCALE |> SELECT k, v WITH (parallelism = {down});
+"""
+
+# Flink's RESCALE wires each producer subtask to a fixed few consumers. When the consumers are
+# no more than the producers (equal counts included), merging neighbouring partitions does
+# that without a shuffle; only widening needs one, because Spark cannot split a partition.
+RESCALES = [
+    (2, 2, ExchangeKind.COALESCE, ".coalesce(2)"),
+    (2, 4, ExchangeKind.ROUND_ROBIN, ".repartition(4)"),
+    (4, 2, ExchangeKind.COALESCE, ".coalesce(2)"),
+]
+
+
+@pytest.mark.parametrize(("up", "down", "kind", "call"), RESCALES)
+def test_rescale_exchange_in_the_plan_and_the_generated_code(
+    up: int, down: int, kind: ExchangeKind, call: str
+) -> None:
+    """The plan decides the RESCALE edge once and the generated program writes that decision:
+    a flipped comparison (equal parallelisms shuffled) fails here on both sides."""
+    job = flowc.compile(RESCALE_BETWEEN.format(up=up, down=down), "t.flow", for_spark=True)
+    plan = job.spark_plan
+    (exchange,) = plan.exchanges.values()
+    assert (exchange.ship_strategy, exchange.kind, exchange.partitions) == ("RESCALE", kind, down)
+    assert exchange.shuffle is (kind is ExchangeKind.ROUND_ROBIN)
+    (query,) = plan.queries
+    assert query.exchanges_planned == (1 if exchange.shuffle else 0)
+    code = generate_pyspark(job)
+    written = re.findall(r"\.(?:coalesce|repartition)\(\d+[^)]*\)", code)
+    assert written == [call]
