@@ -250,8 +250,8 @@ class Code(StrEnum):
     )
     E0702 = (
         "E0702",
-        "stateful-chain-mode",
-        "several stateful steps in one query outside append mode",
+        "stateful-after-aggregation",
+        "a stateful step after an aggregation outside append mode",
         "sparks-streaming-rules-checked-at-compile-time",
     )
     E0703 = (

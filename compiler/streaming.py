@@ -83,17 +83,25 @@ def check_complete_mode(query: Query, lineage: Lineage, reporter: _OncePerPlace)
 
 
 def check_stateful_operators(query: Query, lineage: Lineage, reporter: _OncePerPlace) -> None:
-    """E0702: outside append mode Spark runs one stateful operator per query."""
-    if len(query.stateful) > 1 and query.mode != "append":
-        second = query.stateful[1]
-        reporter.error(
-            Code.E0702,
-            f"{query.where}: Spark runs several stateful operators in one query only in "
-            "append mode",
-            _keyword(second),
-            help="write this query with mode = 'append' (windowed aggregates over "
-            "watermarked columns), or split it into two jobs",
-        )
+    """E0702: outside append mode, an aggregation emits rows the global watermark has
+    already passed, and Spark refuses a stateful step fed by one (its
+    checkStreamingQueryGlobalWatermarkLimit: an aggregation, a stream-stream join or a
+    deduplication on an event-time column, with a streaming aggregation below it). Other
+    chains run, e.g. DEDUPLICATE or an inner JOIN before an AGGREGATE. A DEDUPLICATE after
+    an aggregation is refused whatever its columns: whether a grouping key still carries
+    Spark's watermark is not tracked here (docs/language.md)."""
+    if query.mode == "append":
+        return
+    for step in query.stateful:
+        if lineage.aggregates_before(query.insert, step):
+            reporter.error(
+                Code.E0702,
+                f"{query.where}: Spark runs {_keyword_text(step)} after an aggregation only in "
+                "append mode",
+                _keyword(step),
+                help="write this query with mode = 'append' (windowed aggregates over "
+                "watermarked columns), or write the aggregation to a sink of its own",
+            )
 
 
 def check_session_windows(query: Query, lineage: Lineage, reporter: _OncePerPlace) -> None:
@@ -220,6 +228,16 @@ def _aggregations(query: Query) -> list[Step]:
     return [s for s in query.stateful if s.kind in AGGREGATE_STEPS]
 
 
+def _keyword_text(step: Step) -> str:
+    if step.window is not None:
+        return f"a {step.window.kind} window"
+    return {
+        StepKind.AGGREGATE: "an AGGREGATE",
+        StepKind.JOIN: "a JOIN",
+        StepKind.DEDUPLICATE: "a DEDUPLICATE",
+    }.get(step.kind, "a stateful step")
+
+
 # ---------------------------------------------------------------- event time
 
 
@@ -234,6 +252,8 @@ class Lineage:
         self._watermarks: dict[tuple[int, int | None], frozenset[str]] = {}
         #: Per INSERT (by id of its stream): where each step of its lineage stands.
         self._places: dict[int, dict[int, tuple[Stream, int]]] = {}
+        #: _aggregated() by (id(stream), upto).
+        self._aggregations: dict[tuple[int, int | None], bool] = {}
 
     def watermarked(self, stream: Stream, upto: int | None = None) -> frozenset[str]:
         """Columns that carry an event-time watermark after the stream's steps.
@@ -370,12 +390,49 @@ class Lineage:
                 twice.append(step)
         return twice
 
-    def columns_before(self, insert: InsertDef, target: Step) -> frozenset[str]:
-        """Watermarked columns at the input of ``target`` (found in the query's lineage)."""
+    def aggregates_before(self, insert: InsertDef, target: Step) -> bool:
+        """Whether an aggregation runs upstream of ``target`` (on any of its inputs)."""
+        found = self._place(insert, target)
+        if found is None:
+            return False
+        stream, index = found
+        return self._aggregated(stream, index) or any(
+            self._aggregated(other, None) for other in target.inputs
+        )
+
+    def _aggregated(self, stream: Stream, upto: int | None) -> bool:
+        """Whether an aggregation runs in the lineage of the stream's first ``upto`` steps;
+        memoized, and without recursion (chains of views can be thousands long)."""
+        memo = self._aggregations
+        pending = [(stream, upto)]
+        while pending:
+            current, until = pending[-1]
+            if (id(current), until) in memo:
+                pending.pop()
+                continue
+            read = self._origin_stream(current)
+            below = [read] if read is not None else []
+            for step in current.steps[:until]:
+                below.extend((other, None) for other in step.inputs)
+            missing = [(s, u) for s, u in below if (id(s), u) not in memo]
+            if missing:
+                pending.extend(missing)
+                continue
+            pending.pop()
+            memo[(id(current), until)] = any(memo[(id(s), u)] for s, u in below) or any(
+                step.kind in AGGREGATE_STEPS for step in current.steps[:until]
+            )
+        return memo[(id(stream), upto)]
+
+    def _place(self, insert: InsertDef, target: Step) -> tuple[Stream, int] | None:
         places = self._places.get(id(insert.stream))
         if places is None:
             places = self._places[id(insert.stream)] = _places(self.program, insert.stream)
-        found = places.get(id(target))
+        return places.get(id(target))
+
+    def columns_before(self, insert: InsertDef, target: Step) -> frozenset[str]:
+        """Watermarked columns at the input of ``target`` (found in the query's lineage)."""
+        found = self._place(insert, target)
         if found is None:
             return frozenset()
         stream, index = found

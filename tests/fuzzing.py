@@ -484,7 +484,7 @@ class ProgramGenerator:
             ]
         )  # fmt: skip
         if q.stateful and kind in ("window", "aggregate", "deduplicate", "join") and c.chance(60):
-            kind = "where"  # Spark takes several stateful steps in append mode only (E0702)
+            kind = "where"  # fewer stateful chains (E0702: after an aggregation, append mode only)
         cols = q.columns
         if kind == "where":
             q.steps.append(f"WHERE {self.condition(cols)}{self.with_hints()}")

@@ -324,24 +324,20 @@ DEDUPLICATE_THEN_AGGREGATE = (
 )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="E0702 is a false refusal here: Spark 4 starts DEDUPLICATE ON k followed by an "
-    "unwindowed AGGREGATE (no watermark) in update and in complete mode, and writes the right "
-    "answer, [(1, 10), (2, 20), (3, 30), (4, 40)], over three micro-batches",
-)
 @pytest.mark.parametrize("mode", ["update", "complete"])
-def test_e0702_two_stateful_operators_outside_append_mode_spark_cannot_run(
+def test_deduplicate_then_aggregate_outside_append_mode_runs_and_is_right(
     spark: Any, tmp_path: Path, mode: str
 ) -> None:
+    """E0702's boundary: a DEDUPLICATE before an aggregation emits no late rows, and Spark
+    runs the chain in update and complete mode (E0702 once refused it)."""
     write_batches(tmp_path / "s", ONCE_PER_BATCH)
     connector = "noop" if mode == "update" else "memory"
     job = compiled(tmp_path, DEDUPLICATE_THEN_AGGREGATE.format(connector=connector, mode=mode))
-    assert spark_codes(job) == {"E0702"}
+    assert spark_codes(job) == set()
     expected = first_v_per_key(ONCE_PER_BATCH)
     assert expected == [(1, 10), (2, 20), (3, 30), (4, 40)]
-    edit = into_memory if mode == "update" else None
-    assert_refused_or_wrong(spark, tmp_path, job, "u1", expected, edit)
+    run_generated(spark, tmp_path, job, into_memory if mode == "update" else None)
+    assert table(spark, "u1") == expected
 
 
 DEDUPLICATE_THEN_WINDOWS_IN_UPDATE = (
@@ -366,20 +362,17 @@ def window_counts_after_each_batch(batches: list[list[Row]]) -> list[tuple[Any, 
     return sorted(out)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="E0702 is a false refusal here: Spark 4 starts DEDUPLICATE ON k, ts followed by a "
-    "TUMBLE window count over the watermarked ts in update mode, and writes each micro-batch's "
-    "changed windows with their right counts",
-)
-def test_e0702_watermarked_stateful_operators_in_update_mode_spark_cannot_run(
+def test_deduplicate_then_windows_in_update_mode_runs_and_is_right(
     spark: Any, tmp_path: Path
 ) -> None:
+    """E0702's boundary: DEDUPLICATE ON k, ts before a window count over the watermarked
+    ts, in update mode: each micro-batch's changed windows with their right counts."""
     write_batches(tmp_path / "s", ONCE_PER_BATCH)
     job = compiled(tmp_path, DEDUPLICATE_THEN_WINDOWS_IN_UPDATE)
-    assert spark_codes(job) == {"E0702"}
+    assert spark_codes(job) == set()
     expected = window_counts_after_each_batch(ONCE_PER_BATCH)
-    assert_refused_or_wrong(spark, tmp_path, job, "u4", expected, into_memory)
+    run_generated(spark, tmp_path, job, into_memory)
+    assert table(spark, "u4") == expected
 
 
 TWO_AGGREGATIONS_IN_UPDATE = (
@@ -400,21 +393,18 @@ JOIN_THEN_AGGREGATE_IN_UPDATE = (
 )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="E0702 is a false refusal here: Spark 4 starts an inner stream-stream JOIN followed "
-    "by an unwindowed AGGREGATE in update mode, and writes the right counts",
-)
-def test_e0702_join_then_aggregate_in_update_mode_spark_cannot_run(
+def test_inner_join_then_aggregate_in_update_mode_runs_and_is_right(
     spark: Any, tmp_path: Path
 ) -> None:
+    """E0702's boundary: an inner JOIN before an aggregation, in update mode."""
     write_batches(tmp_path / "a", ORDERS)
     write_batches(tmp_path / "b", PAYMENTS)
     job = compiled(tmp_path, JOIN_THEN_AGGREGATE_IN_UPDATE)
-    assert spark_codes(job) == {"E0702"}
+    assert spark_codes(job) == set()
     expected = sorted(Counter(id for id, _ in inner_join_answer()).items())
     assert expected == [(1, 1), (3, 1)]
-    assert_refused_or_wrong(spark, tmp_path, job, "u6", expected, into_memory)
+    run_generated(spark, tmp_path, job, into_memory)
+    assert table(spark, "u6") == expected
 
 
 @pytest.mark.parametrize(
@@ -771,7 +761,6 @@ def test_deduplicate_without_within_runs_and_is_right(spark: Any, tmp_path: Path
 REFUSED = [
     (COMPLETE_WITHOUT_AGGREGATION, "E0701"),
     (COMPLETE_JOIN_WITHOUT_AGGREGATION, "E0701"),
-    (DEDUPLICATE_THEN_AGGREGATE.format(connector="noop", mode="update"), "E0702"),
     (TWO_AGGREGATIONS_IN_UPDATE, "E0702"),
     (SESSIONS_IN_UPDATE, "E0703"),
     (AGGREGATE_IN_APPEND, "E0704"),
@@ -793,6 +782,9 @@ ACCEPTED = [
     INNER_JOIN,
     INNER_JOIN_IN_UPDATE,
     DEDUPLICATE_FOREVER,
+    DEDUPLICATE_THEN_AGGREGATE.format(connector="noop", mode="update"),
+    DEDUPLICATE_THEN_WINDOWS_IN_UPDATE,
+    JOIN_THEN_AGGREGATE_IN_UPDATE,
 ]
 ACCEPTED_IDS = [
     "complete_aggregate",
@@ -804,6 +796,9 @@ ACCEPTED_IDS = [
     "inner_join",
     "inner_join_in_update",
     "deduplicate_forever",
+    "deduplicate_then_aggregate_in_update",
+    "deduplicate_then_windows_in_update",
+    "inner_join_then_aggregate_in_update",
 ]
 
 
