@@ -94,6 +94,25 @@ def test_set_value_is_reported_on_the_command_line(
     )
 
 
+def test_set_sink_mode_the_connector_lacks_is_e0410_on_the_command_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A valid mode the sink's connector does not take, given with ``--set``: E0410 at the
+    command line (it once crashed looking for the mode in the sink's WITH list)."""
+    program = (
+        "CREATE SOURCE s (k BIGINT) WITH (connector = 'datagen');\n"
+        "CREATE SINK counts WITH (connector = 'memory');\n"
+        "INSERT INTO counts FROM s |> KEY BY k |> AGGREGATE count(*) AS n;\n"
+    )
+    path = _write(tmp_path, program)
+    assert cli.main(["run", path, "--set", "counts.mode=update"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(
+        "error[E0410]: --set counts.mode=update: the memory sink does not support mode "
+        "'update'\n --> <command line>:1:19\n"
+    ), err
+
+
 def test_bad_arguments_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main([]) == 2
     assert cli.main(["check"]) == 2

@@ -67,13 +67,14 @@ def check_sink(ctx: Context, node: ast.CreateSink) -> None:
         return
     if node.columns is not None and schema is None:
         return
-    mode = str(options.pop("mode", ("append", None))[0])
+    mode_value, mode_option = options.pop("mode", ("append", None))
+    mode = str(mode_value)
     if mode not in connector.sink_modes:
-        mode_option = next(o for o in node.options if o.key == "mode")
+        # the option as given: in WITH (...), or a --set on the command line
         ctx.reporter.error(
             Code.E0410,
             f"the {connector.name} sink does not support mode '{mode}'",
-            mode_option.value.span,
+            mode_option.value.span if mode_option is not None else node.name.span,
             help=f"{connector.name} sinks support {one_of(connector.sink_modes)}"
             + (" (file sinks are append-only)" if connector.name == "files" else ""),
         )
