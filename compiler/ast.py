@@ -8,7 +8,9 @@ programs with the same text compare equal.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, is_dataclass
+from types import MappingProxyType
 from typing import TypeAlias
 
 from sqlglot import exp
@@ -331,3 +333,48 @@ class Program:
     file: str
     statements: tuple[Statement, ...]
     span: Span
+
+
+# ---------------------------------------------------------------- where SQL can be
+
+#: Nodes that hold no SQL: their fields are never looked into.
+_SQL_LEAVES = (Span, Name, Value, Option, TypeRef, Relation, ColumnDef)
+
+#: Field types (as annotated here) that hold no SQL. A field of any other type may, so SQL
+#: in a new kind of node is never missed by a walk, only looked for.
+_SQL_FREE_TYPES = frozenset(
+    {
+        "str",
+        "bool",
+        "Span",
+        "Span | None",
+        "Name",
+        "Name | None",
+        "tuple[Name, ...]",
+        "Relation",
+        "tuple[Relation, ...]",
+        "Option",
+        "tuple[Option, ...]",
+        "tuple[ColumnDef, ...]",
+        "tuple[ColumnDef, ...] | None",
+    }
+)
+
+#: Each node class's fields that may hold SQL, computed once when the module loads (so
+#: no thread ever writes to it).
+_SQL_FIELDS: Mapping[type, tuple[str, ...]] = MappingProxyType(
+    {
+        cls: tuple(f.name for f in fields(cls) if str(f.type) not in _SQL_FREE_TYPES)
+        for cls in list(globals().values())
+        if isinstance(cls, type)
+        and is_dataclass(cls)
+        and cls.__module__ == __name__
+        and not issubclass(cls, _SQL_LEAVES)
+    }
+)
+
+
+def sql_fields(cls: type) -> tuple[str, ...]:
+    """The fields of a syntax-tree class that may hold SQL (none for any other class):
+    what a walk looking for SQL (the trust checks, analysis's own copy) looks into."""
+    return _SQL_FIELDS.get(cls, ())

@@ -37,7 +37,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, fields, is_dataclass
+from dataclasses import dataclass
 from pathlib import PurePath
 from typing import Any
 
@@ -401,42 +401,5 @@ def _sql_parts(root: object) -> list[ast.SqlExpr | ast.SqlQuery]:
         elif isinstance(node, tuple):
             stack.extend(reversed(node))
         else:
-            stack.extend(getattr(node, name) for name in reversed(_child_fields(type(node))))
+            stack.extend(getattr(node, name) for name in reversed(ast.sql_fields(type(node))))
     return found
-
-
-#: Nodes that hold no SQL: their fields are not looked at.
-_LEAVES = (Span, ast.Name, ast.Value, ast.Option, ast.TypeRef, ast.Relation, ast.ColumnDef)
-#: Field types (as annotated in flowc.ast) that hold no SQL. A field of any other type is
-#: looked into, so SQL in a new kind of node is never missed, only looked for.
-_SQL_FREE = frozenset(
-    {
-        "str",
-        "bool",
-        "Span",
-        "Span | None",
-        "Name",
-        "Name | None",
-        "tuple[Name, ...]",
-        "Relation",
-        "tuple[Relation, ...]",
-        "tuple[Option, ...]",
-        "tuple[ColumnDef, ...]",
-        "tuple[ColumnDef, ...] | None",
-    }
-)
-
-
-_FIELDS: dict[type, tuple[str, ...]] = {}
-
-
-def _child_fields(cls: type) -> tuple[str, ...]:
-    """The fields of a syntax-tree class that may hold SQL (none for other classes)."""
-    known = _FIELDS.get(cls)
-    if known is None:
-        if not is_dataclass(cls) or issubclass(cls, _LEAVES):
-            known = ()
-        else:
-            known = tuple(f.name for f in fields(cls) if str(f.type) not in _SQL_FREE)
-        _FIELDS[cls] = known
-    return known

@@ -8,36 +8,13 @@ they hold one and shared where they do not.
 
 from __future__ import annotations
 
-from dataclasses import fields, is_dataclass, replace
+from dataclasses import replace
 from typing import cast
 
 from sqlglot import exp
 
 from flowc import ast
 from flowc.parser import copy_tree
-from flowc.spans import Span
-
-#: Nodes that hold no SQL: their fields are not looked at.
-_LEAVES = (Span, ast.Name, ast.Value, ast.Option, ast.TypeRef, ast.Relation, ast.ColumnDef)
-#: Field types (as annotated in flowc.ast) that hold no SQL; any other field is looked
-#: into, so SQL in a new kind of node is copied too.
-_SQL_FREE = frozenset(
-    {
-        "str",
-        "bool",
-        "Span",
-        "Span | None",
-        "Name",
-        "Name | None",
-        "tuple[Name, ...]",
-        "Relation",
-        "tuple[Relation, ...]",
-        "Option",
-        "tuple[Option, ...]",
-        "tuple[ColumnDef, ...]",
-        "tuple[ColumnDef, ...] | None",
-    }
-)
 
 
 def with_own_sql(tree: ast.Program) -> ast.Program:
@@ -56,26 +33,10 @@ def _copy(node: object) -> object:
         return tuple(items) if changed else node
     if isinstance(node, exp.Expr):
         return copy_tree(node)
-    names = _FIELDS.get(type(node))
-    if names is None:
-        names = _sql_fields(type(node))
     changes = {}
-    for name in names:
+    for name in ast.sql_fields(type(node)):
         old = getattr(node, name)
         new = _copy(old)
         if new is not old:
             changes[name] = new
     return replace(node, **changes) if changes else node  # type: ignore[type-var]
-
-
-_FIELDS: dict[type, tuple[str, ...]] = {}
-
-
-def _sql_fields(cls: type) -> tuple[str, ...]:
-    """The fields of an AST class that may hold SQL (none for other classes)."""
-    if not is_dataclass(cls) or issubclass(cls, _LEAVES):
-        known: tuple[str, ...] = ()
-    else:
-        known = tuple(f.name for f in fields(cls) if str(f.type) not in _SQL_FREE)
-    _FIELDS[cls] = known
-    return known
