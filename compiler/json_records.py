@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import fields
 from enum import Enum
+from functools import cache
 from types import NoneType, UnionType
 from typing import (
     TYPE_CHECKING,
@@ -74,7 +75,8 @@ def read_record(cls: type[_R], data: Mapping[str, Any]) -> _R:
     """The record ``cls`` from its JSON form; KeyError, TypeError or ValueError when the
     data is not one."""
     first: tuple[str, ...] = getattr(cls, "read_first", ())
-    types = dict(_field_types(cls))
+    record_type: type = cls
+    types = dict(_field_types(record_type))
     values = {name: _read_field(types[name], data, name) for name in first}
     for name, hint in types.items():
         if name not in values:
@@ -82,17 +84,13 @@ def read_record(cls: type[_R], data: Mapping[str, Any]) -> _R:
     return cls(**values)
 
 
-#: Each record type's fields and their types, in declaration order (read once per type).
-_FIELD_TYPES: dict[type, tuple[tuple[str, Any], ...]] = {}
-
-
+@cache
 def _field_types(cls: type) -> tuple[tuple[str, Any], ...]:
-    found = _FIELD_TYPES.get(cls)
-    if found is None:
-        hints = get_type_hints(cls)
-        dataclass_fields = fields(cast("type[DataclassInstance]", cls))
-        found = _FIELD_TYPES[cls] = tuple((f.name, hints[f.name]) for f in dataclass_fields)
-    return found
+    """A record type's fields and their types, in declaration order (read once per type;
+    functools' cache, like the compiler's other per-type memos, is safe across threads)."""
+    hints = get_type_hints(cls)
+    dataclass_fields = fields(cast("type[DataclassInstance]", cls))
+    return tuple((f.name, hints[f.name]) for f in dataclass_fields)
 
 
 def _read_field(hint: Any, data: Mapping[str, Any], name: str) -> object:
