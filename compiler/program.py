@@ -233,3 +233,9 @@ class Program:
         found = self._lookup(name)
         assert isinstance(found, ViewDef)
         return found
+
+    def side_output(self, origin: FromSideOutput) -> tuple[ViewDef, SideOutput]:
+        """The view a ``FROM v.name`` reads and its side output (the rows of the ROUTE
+        step at ``step_index``, so the view's stream up to ``step_index + 1``)."""
+        view = self.view(origin.view)
+        return view, next(o for o in view.side_outputs if o.name == origin.output)

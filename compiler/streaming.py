@@ -290,8 +290,7 @@ class Lineage:
         if isinstance(origin, FromView):
             return self.program.view(origin.name).stream, None
         if isinstance(origin, FromSideOutput):
-            view = self.program.view(origin.view)
-            output = next(o for o in view.side_outputs if o.name == origin.output)
+            view, output = self.program.side_output(origin)
             return view.stream, output.step_index + 1
         return None
 
@@ -319,8 +318,7 @@ class Lineage:
         elif isinstance(origin, FromSourceErrors):
             columns = frozenset()  # a malformed record's event time is unknown
         else:
-            view = self.program.view(origin.view)
-            output = next(o for o in view.side_outputs if o.name == origin.output)
+            view, output = self.program.side_output(origin)
             columns = self.watermarked(view.stream, upto=output.step_index + 1)
         for step in stream.steps[:upto]:
             columns = self._after(step, columns)

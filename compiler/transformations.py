@@ -344,8 +344,7 @@ class _Builder:
         if isinstance(origin, FromSourceErrors):
             source = self.tree.source_nodes[origin.source]
             return self.side_output(source, origin.span, ERRORS_OUTPUT)
-        view = self.program.view(origin.view)
-        output = next(o for o in view.side_outputs if o.name == origin.output)
+        _, output = self.program.side_output(origin)
         route = self.view_steps[origin.view][output.step_index]
         return self.side_output(route, origin.span, origin.output)
 

@@ -136,8 +136,7 @@ class _Describer:
             return requalified(envs[-1], origin.name), view.stream.schema
         assert isinstance(origin, FromSideOutput)
         envs = self._view(origin.view)
-        view = self.program.view(origin.view)
-        output = next(o for o in view.side_outputs if o.name == origin.output)
+        _, output = self.program.side_output(origin)
         return requalified(envs[output.step_index + 1], origin.view), output.schema
 
     def _view(self, name: str) -> list[Env]:
