@@ -16,6 +16,7 @@ from typing import TypeAlias
 from sqlglot import exp
 
 from flowc.spans import Span
+from flowc.vocabulary import JoinKind, LiteralKind, Partitioner, WindowKind
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -40,16 +41,16 @@ class SqlExpr:
 class Value:
     """A literal in SET or WITH (...): ``kind`` is string, number or word."""
 
-    kind: str
+    kind: LiteralKind
     text: str
     span: Span
 
     @property
     def python(self) -> str | int | float | bool:
         """The value as Python sees it: strings unquoted, numbers parsed, words as written."""
-        if self.kind == "string":
+        if self.kind == LiteralKind.STRING:
             return _unquote_string(self.text)
-        if self.kind == "number":
+        if self.kind == LiteralKind.NUMBER:
             try:
                 return int(self.text)
             except ValueError:
@@ -242,7 +243,7 @@ class KeyBy(StepBase):
 class Partition(StepBase):
     """REBALANCE, RESCALE, SHUFFLE, BROADCAST, GLOBAL or FORWARD (upper case in ``kind``)."""
 
-    kind: str
+    kind: Partitioner
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -254,7 +255,7 @@ class PartitionBy(StepBase):
 class Window(StepBase):
     """TUMBLE(ts, size), HOP(ts, size, slide) or SESSION(ts, gap); ``kind`` upper case."""
 
-    kind: str
+    kind: WindowKind
     args: tuple[SqlExpr, ...]
 
 
@@ -273,7 +274,7 @@ class Deduplicate(StepBase):
 class Join(StepBase):
     """``kind`` is INNER, LEFT, RIGHT or FULL."""
 
-    kind: str
+    kind: JoinKind
     right: Relation
     condition: SqlExpr | None
 

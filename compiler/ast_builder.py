@@ -20,7 +20,7 @@ from flowc.source_text import LineIndex
 from flowc.spans import Span
 from flowc.sql_parsing import LONG_EXPRESSION, count_tokens, parse_sql, sql_keywords
 from flowc.syntax_errors import first_line, report_sqlglot_error
-from flowc.vocabulary import JoinKind
+from flowc.vocabulary import JoinKind, LiteralKind, Partitioner, WindowKind
 
 if TYPE_CHECKING:
     import lark
@@ -219,7 +219,11 @@ class AstBuilder:
 
     def option_key(self, meta: Bounds, children: list[Token]) -> tuple[str, Span]:
         if len(children) == 1 and children[0].type == "STRING":
-            key = str(ast.Value(kind="string", text=str(children[0]), span=self._span(meta)).python)
+            key = str(
+                ast.Value(
+                    kind=LiteralKind.STRING, text=str(children[0]), span=self._span(meta)
+                ).python
+            )
         else:
             parts = []
             for token in children:
@@ -234,12 +238,12 @@ class AstBuilder:
         span = self._span(meta)
         first = children[0]
         if first.type == "STRING":
-            return ast.Value(kind="string", text=str(first), span=span)
+            return ast.Value(kind=LiteralKind.STRING, text=str(first), span=span)
         if first.type == "MINUS":
-            return ast.Value(kind="number", text="-" + str(children[1]), span=span)
+            return ast.Value(kind=LiteralKind.NUMBER, text="-" + str(children[1]), span=span)
         if first.type == "NUMBER":
-            return ast.Value(kind="number", text=str(first), span=span)
-        return ast.Value(kind="word", text=str(first), span=span)
+            return ast.Value(kind=LiteralKind.NUMBER, text=str(first), span=span)
+        return ast.Value(kind=LiteralKind.WORD, text=str(first), span=span)
 
     def option(self, meta: Bounds, children: list[Any]) -> ast.Option:
         (key, key_span), value = children
@@ -425,7 +429,9 @@ class AstBuilder:
 
     def partition_step(self, meta: Bounds, children: list[Any]) -> ast.Partition:
         keyword, options = children
-        return ast.Partition(kind=str(keyword).upper(), **self._step(meta, keyword, options))
+        return ast.Partition(
+            kind=Partitioner(str(keyword).upper()), **self._step(meta, keyword, options)
+        )
 
     def partition_by_step(self, meta: Bounds, children: list[Any]) -> ast.PartitionBy | None:
         keyword, _, expr, options = children
@@ -441,7 +447,9 @@ class AstBuilder:
         if len(plain) != len(args):
             return None
         return ast.Window(
-            kind=str(kind).upper(), args=tuple(plain), **self._step(meta, keyword, children[-1])
+            kind=WindowKind(str(kind).upper()),
+            args=tuple(plain),
+            **self._step(meta, keyword, children[-1]),
         )
 
     def aggregate_step(self, meta: Bounds, children: list[Any]) -> ast.Aggregate | None:
@@ -480,7 +488,7 @@ class AstBuilder:
         condition = self._plain(condition)
         if _on is not None and condition is None:
             return None
-        kind = str(kind_token).upper() if kind_token is not None else JoinKind.INNER.value
+        kind = JoinKind(str(kind_token).upper()) if kind_token is not None else JoinKind.INNER
         first = kind_token if kind_token is not None else join_token
         return ast.Join(
             kind=kind, right=right, condition=condition, **self._step(meta, first, options)

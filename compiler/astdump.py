@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from enum import Enum
 from typing import Any
 
 from flowc import ast
@@ -70,4 +71,5 @@ def _text(node: Any, depth: int, label: str | None, lines: list[str]) -> None:
         for item in node:
             _text(item, depth + 1, None, lines)
     else:
-        lines.append(f"{pad}{prefix}{node!r}")
+        shown = node.value if isinstance(node, Enum) else node  # a kind prints as its text
+        lines.append(f"{pad}{prefix}{shown!r}")

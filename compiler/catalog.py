@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from flowc.ast import Value
 from flowc.flink.keygroups import UPPER_BOUND_MAX_PARALLELISM
+from flowc.vocabulary import LiteralKind
 
 
 class OptionValueError(Exception):
@@ -31,7 +32,11 @@ class ValueKind:
 def _integer(low: int, high: int | None = None) -> ValueKind:
     def parse(value: Value) -> object:
         number = value.python
-        if value.kind != "number" or not isinstance(number, int) or isinstance(number, bool):
+        if (
+            value.kind != LiteralKind.NUMBER
+            or not isinstance(number, int)
+            or isinstance(number, bool)
+        ):
             raise OptionValueError(f"expected a whole number, found {value.text}")
         if number < low or (high is not None and number > high):
             bounds = f"between {low} and {high}" if high is not None else f"at least {low}"
@@ -45,7 +50,7 @@ def _integer(low: int, high: int | None = None) -> ValueKind:
 def _number(positive: bool = False) -> ValueKind:
     def parse(value: Value) -> object:
         number = value.python
-        if value.kind != "number" or not isinstance(number, int | float):
+        if value.kind != LiteralKind.NUMBER or not isinstance(number, int | float):
             raise OptionValueError(f"expected a number, found {value.text}")
         if not math.isfinite(number):
             raise OptionValueError(f"must be a finite number, found {value.text}")
@@ -58,7 +63,7 @@ def _number(positive: bool = False) -> ValueKind:
 
 def _string(non_empty: bool = True) -> ValueKind:
     def parse(value: Value) -> object:
-        if value.kind != "string":
+        if value.kind != LiteralKind.STRING:
             raise OptionValueError(f"expected a quoted string, found {value.text}")
         text = str(value.python)
         if non_empty and not text:
@@ -70,7 +75,7 @@ def _string(non_empty: bool = True) -> ValueKind:
 
 def _choice(*choices: str) -> ValueKind:
     def parse(value: Value) -> object:
-        if value.kind == "number":
+        if value.kind == LiteralKind.NUMBER:
             raise OptionValueError(f"expected one of {_quoted(choices)}, found {value.text}")
         text = str(value.python).lower()
         if text not in choices:
@@ -83,7 +88,7 @@ def _choice(*choices: str) -> ValueKind:
 def _boolean() -> ValueKind:
     def parse(value: Value) -> object:
         text = str(value.python).lower()
-        if value.kind == "number" or text not in ("true", "false"):
+        if value.kind == LiteralKind.NUMBER or text not in ("true", "false"):
             raise OptionValueError(f"expected true or false, found {value.text}")
         return text == "true"
 

@@ -35,6 +35,7 @@ from flowc.habits import (
 )
 from flowc.spans import Span
 from flowc.sqltypes import node_span, sub_span
+from flowc.vocabulary import JoinKind, WindowKind
 
 _UNSUPPORTED: dict[str, tuple[str, TokenType | None]] = {
     "with_": ("WITH (common table expressions)", TokenType.WITH),
@@ -289,7 +290,7 @@ class _Lowering:
         fields = self.step_fields()
         for join in tree.args.get("joins") or []:
             side = (join.side or "").upper()
-            kind = side if side in ("LEFT", "RIGHT", "FULL") else "INNER"
+            kind = JoinKind(side) if side in ("LEFT", "RIGHT", "FULL") else JoinKind.INNER
             on = join.args.get("on")
             steps.append(
                 ast.Join(
@@ -381,9 +382,9 @@ class _Lowering:
         if window is not None:
             args = [self.expr(a) for a in window.expressions]
             if window.name.lower() == "session_window":
-                kind = "SESSION"
+                kind = WindowKind.SESSION
             else:
-                kind = "HOP" if len(args) == 3 else "TUMBLE"
+                kind = WindowKind.HOP if len(args) == 3 else WindowKind.TUMBLE
             steps.append(ast.Window(kind=kind, args=tuple(args), **fields))
             names = {window.name.lower()} | {
                 alias for alias, node in aliases.items() if node.sql("spark") == window_sql

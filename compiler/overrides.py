@@ -16,6 +16,7 @@ from flowc import ast, catalog
 from flowc.diagnostics import Reporter
 from flowc.errorcodes import Code
 from flowc.spans import Span
+from flowc.vocabulary import LiteralKind
 
 #: The file name of diagnostics about ``--set`` overrides.
 COMMAND_LINE = "<command line>"
@@ -71,17 +72,17 @@ def _value(text: str, span: Span) -> ast.Value | str:
     if any(not c.isprintable() for c in text):
         return "a value cannot hold line breaks or other control characters"
     if _NUMBER.fullmatch(text):
-        return ast.Value(kind="number", text=text, span=span)
+        return ast.Value(kind=LiteralKind.NUMBER, text=text, span=span)
     if text.lower() in ("true", "false"):
-        return ast.Value(kind="word", text=text, span=span)
+        return ast.Value(kind=LiteralKind.WORD, text=text, span=span)
     if text[:1] in ("'", '"'):
         if not _QUOTED.fullmatch(text):
             return (
                 "a value that starts with a quote must be one quoted string, with nothing after it"
             )
-        return ast.Value(kind="string", text=text, span=span)
+        return ast.Value(kind=LiteralKind.STRING, text=text, span=span)
     quoted = "'" + text.replace("\\", "\\\\").replace("'", "''") + "'"
-    return ast.Value(kind="string", text=quoted, span=span)
+    return ast.Value(kind=LiteralKind.STRING, text=quoted, span=span)
 
 
 def read_overrides(overrides: Mapping[str, str], reporter: Reporter) -> list[Override]:

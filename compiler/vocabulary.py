@@ -152,3 +152,19 @@ class JoinKind(StrEnum):
     LEFT = "LEFT"
     RIGHT = "RIGHT"
     FULL = "FULL"
+
+
+class LiteralKind(StrEnum):
+    """A literal in SET or WITH (...) (``ast.Value.kind``)."""
+
+    STRING = "string"
+    NUMBER = "number"
+    WORD = "word"  # an unquoted word: true, false, a duration such as 10s
+
+
+class DefinitionKind(StrEnum):
+    """What a program's name defines."""
+
+    SOURCE = "source"
+    VIEW = "view"
+    SINK = "sink"

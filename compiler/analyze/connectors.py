@@ -18,6 +18,7 @@ from flowc.habits import check_source_path
 from flowc.program import Column, Hints, Schema, SinkDef, SourceDef, Watermark
 from flowc.spans import Span
 from flowc.sqltypes import TIMESTAMP, UNKNOWN, Scope, TypeSyntaxError, normalize_type
+from flowc.vocabulary import LiteralKind
 
 
 def check_source(ctx: Context, node: ast.CreateSource) -> None:
@@ -121,7 +122,7 @@ def _connector_options(
         return None, {}, hints
     connector_name = str(connector_option.value.python)
     connector = catalog.CONNECTORS.get(connector_name)
-    if connector_option.value.kind != "string":
+    if connector_option.value.kind != LiteralKind.STRING:
         ctx.reporter.error(
             Code.E0402,
             "the connector name must be a quoted string",

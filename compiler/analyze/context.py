@@ -14,15 +14,16 @@ from flowc.diagnostics import Reporter
 from flowc.functions import SparkExpressionChecks
 from flowc.program import InsertDef, Settings, SinkDef, SourceDef, ViewDef
 from flowc.spans import Span
+from flowc.vocabulary import DefinitionKind
 
 DefinitionNode = ast.CreateSource | ast.CreateSink | ast.CreateView
 
 
 @dataclass(frozen=True, slots=True)
 class Definition:
-    """A name's first definition: ``kind`` is source, sink or view."""
+    """A name's first definition."""
 
-    kind: str
+    kind: DefinitionKind
     node: DefinitionNode
     order: int
 

@@ -23,11 +23,12 @@ from flowc.program import (
     Origin,
     Schema,
 )
+from flowc.vocabulary import DefinitionKind
 
-_DEFINITION_KINDS: dict[type[ast.Statement], str] = {
-    ast.CreateSource: "source",
-    ast.CreateSink: "sink",
-    ast.CreateView: "view",
+_DEFINITION_KINDS: dict[type[ast.Statement], DefinitionKind] = {
+    ast.CreateSource: DefinitionKind.SOURCE,
+    ast.CreateSink: DefinitionKind.SINK,
+    ast.CreateView: DefinitionKind.VIEW,
 }
 
 
@@ -62,7 +63,7 @@ def resolve_relation(
     if definition is not None:
         ctx.used.add(name)
     if definition is None:
-        candidates = [n for n, d in ctx.definitions.items() if d.kind != "sink"]
+        candidates = [n for n, d in ctx.definitions.items() if d.kind != DefinitionKind.SINK]
         ctx.reporter.error(
             Code.E0101,
             f"unknown source or view '{name}'",
@@ -71,7 +72,7 @@ def resolve_relation(
             or ("defined: " + ", ".join(candidates) if candidates else None),
         )
         return None
-    if definition.kind == "sink":
+    if definition.kind == DefinitionKind.SINK:
         ctx.reporter.error(
             Code.E0103,
             f"cannot read from '{name}': it is a sink",
@@ -106,7 +107,7 @@ def resolve_relation(
             )
         return None
     ctx.used.add(name)
-    if definition.kind == "source":
+    if definition.kind == DefinitionKind.SOURCE:
         source = ctx.sources.get(name)
         if source is None:
             return None

@@ -12,6 +12,7 @@ from flowc.diagnostics import did_you_mean
 from flowc.errorcodes import Code
 from flowc.program import Column, InsertDef, SideOutput, SinkDef, Stream, ViewDef
 from flowc.sqltypes import types_match
+from flowc.vocabulary import DefinitionKind
 
 
 def check_view(ctx: Context, node: ast.CreateView) -> None:
@@ -34,9 +35,9 @@ def check_insert(ctx: Context, node: ast.Insert, order: int) -> None:
     definition = ctx.definitions.get(sink_name)
     side_outputs: list[SideOutput] = []
     stream = check_query(ctx, node.query, side_outputs, view=None)
-    if definition is None or definition.kind != "sink":
+    if definition is None or definition.kind != DefinitionKind.SINK:
         what = f"a {definition.kind}" if definition else "not defined"
-        sinks = [n for n, d in ctx.definitions.items() if d.kind == "sink"]
+        sinks = [n for n, d in ctx.definitions.items() if d.kind == DefinitionKind.SINK]
         ctx.reporter.error(
             Code.E0103,
             f"cannot INSERT INTO '{sink_name}': it is {what}",
