@@ -176,7 +176,7 @@ def run_job(
     except spark_errors() as error:
         raise _refused(job, spark, running, checkpoints, error, failure_log) from None
     guard.started(queries)  # the state manifests, beside the checkpoints they describe
-    display = _Display(out)
+    display = ProgressDisplay(out)
     try:
         with _interrupts() as interrupted:
             while any(q.isActive for q in queries) and not interrupted:
@@ -432,7 +432,7 @@ def progress_table(latest: dict[str, Progress]) -> Any:
     return table
 
 
-class _Display:
+class ProgressDisplay:
     """A live table on a terminal; one plain line per finished micro-batch otherwise."""
 
     def __init__(self, out: TextIO) -> None:
@@ -448,17 +448,19 @@ class _Display:
 
     def update(self, queries: Sequence[Any]) -> None:
         for query in queries:
-            progress = query.lastProgress
-            if not progress:
-                continue
-            current = Progress.of(query.name, progress)
-            previous = self.latest.get(query.name)
-            if previous is not None and previous.batch == current.batch:
-                continue
-            self.latest[query.name] = current
-            if self.live is None:
-                self.out.write(current.line())
-                self.out.flush()
+            # every batch since the last update, not only the latest: two micro-batches
+            # can finish between polls (a line per batch, batch 0 included)
+            for progress in query.recentProgress:
+                if not progress:
+                    continue
+                current = Progress.of(query.name, progress)
+                previous = self.latest.get(query.name)
+                if previous is not None and current.batch <= previous.batch:
+                    continue
+                self.latest[query.name] = current
+                if self.live is None:
+                    self.out.write(current.line())
+                    self.out.flush()
         if self.live is not None:
             self.live.update(progress_table(self.latest))
 

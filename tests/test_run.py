@@ -28,7 +28,7 @@ from stages import EXAMPLES
 
 import flowc
 from flowc.codegen import generate_pyspark
-from flowc.runtime.run import RunReport, count_exchanges, run_job
+from flowc.runtime.run import ProgressDisplay, RunReport, count_exchanges, run_job
 
 
 def write_json_lines(path: Path, rows: list[dict[str, Any]]) -> None:
@@ -591,10 +591,10 @@ PROGRESS = {
 
 
 def test_plain_progress_lines_off_a_terminal() -> None:
-    from flowc.runtime.run import _Display
+    from flowc.runtime.run import ProgressDisplay
 
     out = io.StringIO()
-    display = _Display(out)
+    display = ProgressDisplay(out)
     display.update([_FakeQuery("per_user", PROGRESS)])
     display.update([_FakeQuery("per_user", PROGRESS)])  # same batch: no second line
     display.close()
@@ -605,14 +605,14 @@ def test_plain_progress_lines_off_a_terminal() -> None:
 
 
 def test_live_table_on_a_terminal() -> None:
-    from flowc.runtime.run import _Display
+    from flowc.runtime.run import ProgressDisplay
 
     class Terminal(io.StringIO):
         def isatty(self) -> bool:
             return True
 
     out = Terminal()
-    display = _Display(out)
+    display = ProgressDisplay(out)
     display.update(
         [_FakeQuery("per_user", PROGRESS), _FakeQuery("totals", {**PROGRESS, "batchId": 9})]
     )
@@ -838,3 +838,29 @@ def test_a_query_spark_refuses_to_start_is_exit_1_not_a_crash(tmp_path: Path) ->
     assert second.returncode == 1, second.stderr[-2000:]
     assert "error[E0803]: Spark could not start query 'mem': " in second.stderr
     assert "Traceback" not in second.stderr and "internal error" not in second.stderr
+
+
+def test_a_line_for_every_batch_even_when_several_finish_between_polls() -> None:
+    """The plain display writes one line per micro-batch: two batches that finish between
+    two polls are both shown (it once showed only the latest, so batch 0 could be missing)."""
+
+    class Query:
+        name = "q"
+
+        def __init__(self) -> None:
+            self.recentProgress: list[dict[str, object]] = []
+
+    def progress(batch: int, rows: int) -> dict[str, object]:
+        return {"batchId": batch, "numInputRows": rows, "sink": {"numOutputRows": rows}}
+
+    out = io.StringIO()
+    display = ProgressDisplay(out)
+    query = Query()
+    query.recentProgress = [progress(0, 5), progress(1, 0)]
+    display.update([query])
+    query.recentProgress = [progress(0, 5), progress(1, 0), progress(1, 0), progress(2, 7)]
+    display.update([query])
+    display.close()
+    lines = out.getvalue().splitlines()
+    assert [line.split(":")[0] for line in lines] == ["[q] batch 0", "[q] batch 1", "[q] batch 2"]
+    assert lines[0].startswith("[q] batch 0: 5 rows in, 5 written")
