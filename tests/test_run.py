@@ -573,9 +573,12 @@ def test_ctrl_c_stops_cleanly_and_a_rerun_completes(tmp_path: Path) -> None:
 
 
 class _FakeQuery:
-    def __init__(self, name: str, progress: dict[str, Any]) -> None:
+    """A streaming query as the display reads it: its progress so far, oldest first."""
+
+    def __init__(self, name: str, *progress: dict[str, Any]) -> None:
         self.name = name
-        self.lastProgress = progress
+        self.recentProgress = list(progress)
+        self.lastProgress = progress[-1]
 
 
 PROGRESS = {
@@ -844,22 +847,15 @@ def test_a_line_for_every_batch_even_when_several_finish_between_polls() -> None
     """The plain display writes one line per micro-batch: two batches that finish between
     two polls are both shown (it once showed only the latest, so batch 0 could be missing)."""
 
-    class Query:
-        name = "q"
-
-        def __init__(self) -> None:
-            self.recentProgress: list[dict[str, object]] = []
-
-    def progress(batch: int, rows: int) -> dict[str, object]:
+    def progress(batch: int, rows: int) -> dict[str, Any]:
         return {"batchId": batch, "numInputRows": rows, "sink": {"numOutputRows": rows}}
 
     out = io.StringIO()
     display = ProgressDisplay(out)
-    query = Query()
-    query.recentProgress = [progress(0, 5), progress(1, 0)]
-    display.update([query])
-    query.recentProgress = [progress(0, 5), progress(1, 0), progress(1, 0), progress(2, 7)]
-    display.update([query])
+    display.update([_FakeQuery("q", progress(0, 5), progress(1, 0))])
+    display.update(
+        [_FakeQuery("q", progress(0, 5), progress(1, 0), progress(1, 0), progress(2, 7))]
+    )
     display.close()
     lines = out.getvalue().splitlines()
     assert [line.split(":")[0] for line in lines] == ["[q] batch 0", "[q] batch 1", "[q] batch 2"]
