@@ -13,10 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import TypeVar
 
 from sqlglot import exp
 
 from flowc import ast
+from flowc.analyze.step_common import keyword
 from flowc.diagnostics import Reporter
 from flowc.errorcodes import Code
 from flowc.program import (
@@ -229,13 +231,9 @@ def _aggregations(query: Query) -> list[Step]:
 
 
 def _keyword_text(step: Step) -> str:
-    if step.window is not None:
-        return f"a {step.window.kind} window"
-    return {
-        StepKind.AGGREGATE: "an AGGREGATE",
-        StepKind.JOIN: "a JOIN",
-        StepKind.DEDUPLICATE: "a DEDUPLICATE",
-    }.get(step.kind, "a stateful step")
+    """The step's keyword with its article: "an AGGREGATE", "a WINDOW", "a JOIN"."""
+    word = keyword(step.window or step.node)
+    return f"{'an' if word[0] in 'AEIOU' else 'a'} {word}"
 
 
 # ---------------------------------------------------------------- event time
@@ -262,26 +260,7 @@ class Lineage:
         out first with an explicit stack: a chain of thousands of views needs no deep
         recursion, and a view read by many others is worked out once.
         """
-        memo = self._watermarks
-        key = (id(stream), upto)
-        found = memo.get(key)
-        if found is not None:
-            return found
-        pending = [(stream, upto)]
-        while pending:
-            current, until = pending[-1]
-            if (id(current), until) in memo:
-                pending.pop()
-                continue
-            missing = [
-                (s, u) for s, u in self._watermark_inputs(current, until) if (id(s), u) not in memo
-            ]
-            if missing:
-                pending.extend(missing)
-                continue
-            pending.pop()
-            memo[(id(current), until)] = self._watermarked(current, until)
-        return memo[key]
+        return _bottom_up(self._watermarks, stream, upto, self._lineage_inputs, self._watermarked)
 
     def _origin_stream(self, stream: Stream) -> tuple[Stream, int | None] | None:
         """The view stream a stream starts from, and up to which step of it (a side output
@@ -293,19 +272,6 @@ class Lineage:
             view, output = self.program.side_output(origin)
             return view.stream, output.step_index + 1
         return None
-
-    def _watermark_inputs(
-        self, stream: Stream, upto: int | None
-    ) -> list[tuple[Stream, int | None]]:
-        """The streams whose watermarks :meth:`_watermarked` reads."""
-        read = self._origin_stream(stream)
-        inputs: list[tuple[Stream, int | None]] = [read] if read is not None else []
-        for step in stream.steps[:upto]:
-            if step.kind == StepKind.JOIN:
-                inputs.append((step.inputs[0], None))
-            elif step.kind == StepKind.UNION:
-                inputs.extend((other, None) for other in step.inputs)
-        return inputs
 
     def _watermarked(self, stream: Stream, upto: int | None) -> frozenset[str]:
         """:meth:`watermarked`, once what it reads is known."""
@@ -399,28 +365,23 @@ class Lineage:
         )
 
     def _aggregated(self, stream: Stream, upto: int | None) -> bool:
-        """Whether an aggregation runs in the lineage of the stream's first ``upto`` steps;
-        memoized, and without recursion (chains of views can be thousands long)."""
-        memo = self._aggregations
-        pending = [(stream, upto)]
-        while pending:
-            current, until = pending[-1]
-            if (id(current), until) in memo:
-                pending.pop()
-                continue
-            read = self._origin_stream(current)
-            below = [read] if read is not None else []
-            for step in current.steps[:until]:
-                below.extend((other, None) for other in step.inputs)
-            missing = [(s, u) for s, u in below if (id(s), u) not in memo]
-            if missing:
-                pending.extend(missing)
-                continue
-            pending.pop()
-            memo[(id(current), until)] = any(memo[(id(s), u)] for s, u in below) or any(
-                step.kind in AGGREGATE_STEPS for step in current.steps[:until]
-            )
-        return memo[(id(stream), upto)]
+        """Whether an aggregation runs in the lineage of the stream's first ``upto`` steps."""
+        return _bottom_up(self._aggregations, stream, upto, self._lineage_inputs, self._aggregates)
+
+    def _lineage_inputs(self, stream: Stream, upto: int | None) -> list[tuple[Stream, int | None]]:
+        """Every stream the stream's first ``upto`` steps read: its origin, and the other
+        inputs of its JOIN and UNION ALL steps (the only steps with inputs)."""
+        read = self._origin_stream(stream)
+        inputs: list[tuple[Stream, int | None]] = [read] if read is not None else []
+        for step in stream.steps[:upto]:
+            inputs.extend((other, None) for other in step.inputs)
+        return inputs
+
+    def _aggregates(self, stream: Stream, upto: int | None) -> bool:
+        """:meth:`_aggregated`, once what it reads is known."""
+        return any(
+            self._aggregations[(id(s), u)] for s, u in self._lineage_inputs(stream, upto)
+        ) or any(step.kind in AGGREGATE_STEPS for step in stream.steps[:upto])
 
     def _place(self, insert: InsertDef, target: Step) -> tuple[Stream, int] | None:
         places = self._places.get(id(insert.stream))
@@ -528,3 +489,33 @@ def _search(program: Program, stream: Stream) -> Iterator[tuple[Stream, int, Ste
         yield program.view(origin.name).stream, -1, None
     if isinstance(origin, FromSideOutput):
         yield program.view(origin.view).stream, -1, None
+
+
+Key = tuple[Stream, int | None]
+T = TypeVar("T")
+
+
+def _bottom_up(
+    memo: dict[tuple[int, int | None], T],
+    stream: Stream,
+    upto: int | None,
+    inputs: Callable[[Stream, int | None], list[Key]],
+    compute: Callable[[Stream, int | None], T],
+) -> T:
+    """``compute(stream, upto)``, memoized by (id(stream), upto), after every (stream, upto)
+    it reads (``inputs``) is in ``memo``: worked out first with an explicit stack, so a
+    chain of thousands of views needs no deep recursion, and a view read by many others is
+    worked out once."""
+    pending = [(stream, upto)]
+    while pending:
+        current, until = pending[-1]
+        if (id(current), until) in memo:
+            pending.pop()
+            continue
+        missing = [(s, u) for s, u in inputs(current, until) if (id(s), u) not in memo]
+        if missing:
+            pending.extend(missing)
+            continue
+        pending.pop()
+        memo[(id(current), until)] = compute(current, until)
+    return memo[(id(stream), upto)]
