@@ -25,15 +25,15 @@ from flowc.diagnostics import CompileError, Diagnostic, Severity
 from flowc.errorcodes import Code
 
 if TYPE_CHECKING:
+    from flowc.diff import CheckpointCheck
     from flowc.job import CompiledJob
-    from flowc.plan_diff import CheckpointCheck
 
 
 def diff(args: argparse.Namespace) -> int:
     """``flowc diff OLD NEW``: whether NEW can go on from OLD's state, and how its plans
     changed (docs/state.md, "flowc diff"). Never imports pyspark."""
-    from flowc.plan_diff import DiffReport, diff_plans
-    from flowc.state_compat import compare, describe_state
+    from flowc.diff import DiffReport, diff_plans
+    from flowc.state import compare, describe_state
 
     sources: dict[str, str] = {}
     unreadable = False
@@ -80,7 +80,7 @@ def diff_against(args: argparse.Namespace, old: CompiledJob, new: CompiledJob) -
     The job's folder is ``DIR/<job name>``. A job named after its file (no SET job.name)
     is one job in two files, so when ``DIR/<new name>`` is not there, ``DIR/<old name>``
     is checked, with NEW compiled under that name."""
-    from flowc.plan_diff import CheckpointCheck
+    from flowc.diff import CheckpointCheck
     from flowc.runtime.state_guard import guard_state
     from flowc.spark_plan import checkpoint_segment
 

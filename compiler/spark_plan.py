@@ -33,8 +33,7 @@ from enum import StrEnum
 from flowc.program import Program
 from flowc.stream_graph import StreamEdge, StreamGraph, StreamNode
 from flowc.transformations import TransformationTree
-from flowc.vocabulary import STATEFUL_OPERATORS as STATEFUL_OPERATORS  # for plan_diff
-from flowc.vocabulary import NodeKind, Operator, Partitioner
+from flowc.vocabulary import STATEFUL_OPERATORS, NodeKind, Operator, Partitioner
 
 DEFAULT_CHECKPOINT_ROOT = ".flowc-checkpoints"
 

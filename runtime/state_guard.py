@@ -8,9 +8,9 @@ started, with a Java stack trace; a new number of shuffle partitions is ignored.
 
 ``flowc run`` therefore writes, beside each query's checkpoint,
 ``<root>/<job>/<query>/_flowc_state.json``: the query's part of
-:func:`flowc.state_compat.describe_state` (after its queries started, atomically). On
+:func:`flowc.state.describe_state` (after its queries started, atomically). On
 the next run, before any JVM starts, :func:`guard_state` compares it with the new plan
-(:func:`flowc.state_compat.compare`) and
+(:func:`flowc.state.compare`) and
 
 - refuses an incompatible edit: E0820, an error at the changed line that shows the old
   definition and the ways out (revert, a new ``--checkpoint-dir``, or
@@ -45,7 +45,7 @@ from flowc.errorcodes import Code
 from flowc.job import CompiledJob
 from flowc.runtime.failures import spark_errors
 from flowc.runtime.ownership import latest_batch
-from flowc.state_compat import (
+from flowc.state import (
     INCOMPATIBLE_CODE,
     Finding,
     QueryState,

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from flowc import cli
+from flowc.diff import DIFF_SCHEMA_VERSION, diff_plans
 from flowc.job import compile
-from flowc.plan_diff import DIFF_SCHEMA_VERSION, diff_plans
 
 HEAD = """SET parallelism = 2;
 SET max_parallelism = 128;
@@ -615,7 +615,7 @@ def _checkpoint(root: Path, text: str, name: str = "old.flow") -> None:
     """A checkpoint of ``text``'s queries as ``flowc run`` leaves it: an offset log and the
     state manifest the restart guard writes."""
     from flowc.runtime.state_guard import STATE_MANIFEST
-    from flowc.state_compat import StateManifest, describe_state
+    from flowc.state import StateManifest, describe_state
 
     manifest = describe_state(compile(text, name, for_spark=True))
     for query in manifest.queries:

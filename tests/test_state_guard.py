@@ -36,7 +36,7 @@ from flowc.runtime.state_guard import (
     read_manifest,
     spark_operators,
 )
-from flowc.state_compat import (
+from flowc.state import (
     StateManifest,
     Verdict,
     compare,

@@ -25,5 +25,11 @@ for what was removed).
 The modules, top-down: :mod:`~flowc.diff.changes` (the records and :class:`PlanDiff`),
 :mod:`~flowc.diff.sides` (a job indexed, and the matching of operators),
 :mod:`~flowc.diff.plans` (``diff_plans``) and :mod:`~flowc.diff.report` (what ``flowc
-diff`` prints). :mod:`flowc.plan_diff` re-exports the names other code uses.
+diff`` prints). The package exports the names other code uses.
 """
+
+from flowc.diff.changes import PlanDiff
+from flowc.diff.plans import diff_plans
+from flowc.diff.report import DIFF_SCHEMA_VERSION, CheckpointCheck, DiffReport
+
+__all__ = ["DIFF_SCHEMA_VERSION", "CheckpointCheck", "DiffReport", "PlanDiff", "diff_plans"]

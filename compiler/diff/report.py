@@ -229,7 +229,7 @@ def _finding_text(
     message = finding.message
     old = finding.old
     if old is not None:
-        # state_compat ends an incompatible message with the old definition; shown below.
+        # the state comparison ends an incompatible message with the old definition; shown below.
         was = f"was: {old.text} (line {old.line})"
         message = message.replace(f"; {was}", "").replace(f" ({was})", "")
     head = paint.red if error else paint.yellow

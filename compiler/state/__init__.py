@@ -40,6 +40,24 @@ The modules, top-down: :mod:`~flowc.state.manifest` (the records),
 :mod:`~flowc.state.lineage` and :mod:`~flowc.state.describe` (describe_state),
 :mod:`~flowc.state.findings` (what a comparison says), :mod:`~flowc.state.compare`
 (queries and the alignment of their operators) and :mod:`~flowc.state.operator_compare`
-(one operator, aspect by aspect). :mod:`flowc.state_compat` re-exports the names other
-code uses.
+(one operator, aspect by aspect). The package exports the names
+other code uses.
 """
+
+from flowc.state.compare import compare
+from flowc.state.describe import describe_state
+from flowc.state.findings import INCOMPATIBLE_CODE, Finding, StateComparison, Verdict, ways_out
+from flowc.state.manifest import QueryState, StatefulOperator, StateManifest
+
+__all__ = [
+    "INCOMPATIBLE_CODE",
+    "Finding",
+    "QueryState",
+    "StateComparison",
+    "StateManifest",
+    "StatefulOperator",
+    "Verdict",
+    "compare",
+    "describe_state",
+    "ways_out",
+]
