@@ -38,13 +38,13 @@ documented in ``docs/state.md``.
 
 The modules, top-down: :mod:`~flowc.state.manifest` (the records),
 :mod:`~flowc.state.lineage` and :mod:`~flowc.state.describe` (describe_state),
-:mod:`~flowc.state.findings` (what a comparison says), :mod:`~flowc.state.compare`
+:mod:`~flowc.state.findings` (what a comparison says), :mod:`~flowc.state.comparison`
 (queries and the alignment of their operators) and :mod:`~flowc.state.operator_compare`
 (one operator, aspect by aspect). The package exports the names
 other code uses.
 """
 
-from flowc.state.compare import compare
+from flowc.state.comparison import compare
 from flowc.state.describe import describe_state
 from flowc.state.findings import INCOMPATIBLE_CODE, Finding, StateComparison, Verdict, ways_out
 from flowc.state.manifest import QueryState, StatefulOperator, StateManifest
