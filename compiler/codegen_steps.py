@@ -15,7 +15,14 @@ from flowc.program import (
     Stream,
 )
 from flowc.spark_plan import ExchangeKind
-from flowc.spark_sql import UnsupportedOnSpark, interval_text, quote_name, select_columns, sql_of
+from flowc.spark_sql import (
+    UnsupportedOnSpark,
+    aggregate_sql,
+    interval_text,
+    quote_name,
+    select_columns,
+    sql_of,
+)
 from flowc.vocabulary import AGGREGATE_STEPS, PARTITION_STEPS, JoinKind, StepKind, WindowKind
 
 #: The join type Spark's ``DataFrame.join`` takes for each kind of JOIN.
@@ -143,7 +150,7 @@ class StepWriter(ProgramText):
                 items = [
                     f"F.col({quote_name(name)!r})"
                     if item is None
-                    else f"F.expr({sql_of(item.expr)!r}).alias({name!r})"
+                    else f"F.expr({aggregate_sql(item.expr)!r}).alias({name!r})"
                     for item, name in select_columns(node.items, names)
                 ]
                 w(f"{df} = {df}.select({', '.join(items)})", 1)
@@ -201,7 +208,7 @@ class StepWriter(ProgramText):
                 groups.append(f"F.window(F.col({time_column!r}), {args}).alias('__flowc_window')")
         names = [c.name for c in step.schema][len(step.keys) + (2 if step.window else 0) :]
         aggregates = ", ".join(
-            f"F.expr({sql_of(item.expr)!r}).alias({name!r})"
+            f"F.expr({aggregate_sql(item.expr)!r}).alias({name!r})"
             for item, name in zip(node.items, names, strict=True)
         )
         w(f"{df} = {df}.groupBy({', '.join(groups)}).agg({aggregates})", 1)

@@ -156,6 +156,12 @@ class Code(StrEnum):
         "a window function or an OVER window (streaming queries have neither)",
         "functions-and-literals",
     )
+    E0240 = (
+        "E0240",
+        "distinct-aggregate",
+        "a distinct aggregate Spark cannot run on a stream, even rewritten",
+        "distinct-aggregates-on-spark",
+    )
     E0301 = ("E0301", "unknown-setting", "an unknown setting", "settings")
     E0302 = ("E0302", "setting-value", "an invalid value for a setting", "settings")
     E0303 = ("E0303", "duplicate-hint", "a hint given twice", "operator-hints")

@@ -156,9 +156,10 @@ def has_aggregate(tree: exp.Expr) -> bool:
 
 
 def inside_aggregate(node: exp.Expr) -> bool:
+    """Inside an aggregate's arguments, or inside its ``FILTER (WHERE ...)`` clause."""
     parent = node.parent
     while parent is not None:
-        if is_aggregate(parent):
+        if is_aggregate(parent) or (isinstance(parent, exp.Filter) and is_aggregate(parent.this)):
             return True
         parent = parent.parent
     return False

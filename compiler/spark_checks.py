@@ -16,6 +16,7 @@ from flowc import ast
 from flowc.diagnostics import Reporter
 from flowc.errorcodes import Code
 from flowc.program import Program, Step, Stream
+from flowc.spark_distinct import UnsupportedDistinct, rewrite_distinct
 from flowc.spark_sql import (
     UnsupportedOnSpark,
     datagen_supports,
@@ -57,6 +58,18 @@ def _check_stream(stream: Stream, reporter: Reporter) -> None:
 
 
 def _check_step(step: Step, reporter: Reporter) -> None:
+    if isinstance(step.node, ast.Aggregate):
+        for item in step.node.items:
+            try:
+                rewrite_distinct(item.expr.tree)
+            except UnsupportedDistinct as error:
+                reporter.error(
+                    Code.E0240,
+                    f"Spark cannot run this distinct aggregate on a stream: {error}",
+                    item.expr.span,
+                    help="write count(DISTINCT x) or sum/avg/min/max(DISTINCT x), or "
+                    "approx_count_distinct(x) for an estimate",
+                )
     for expr in _expressions(step.node):
         try:
             sql_of(expr)

@@ -18,6 +18,7 @@ from sqlglot.tokens import Tokenizer
 
 from flowc import ast
 from flowc.program import SourceDef
+from flowc.spark_distinct import UnsupportedDistinct, rewrite_distinct
 
 #: Column types the datagen connector's generated program can compute.
 DATAGEN_TYPES = frozenset(
@@ -54,6 +55,23 @@ def sql_of(expr: ast.SqlExpr) -> str:
     """Spark SQL for a checked expression, identifiers quoted."""
     try:
         return str(expr.tree.sql(dialect="spark", identify=True))
+    except GENERATOR_ERRORS:
+        raise UnsupportedOnSpark(
+            f"cannot write '{expr.text}' in Spark SQL (check the arguments of its functions)"
+        ) from None
+
+
+def aggregate_sql(expr: ast.SqlExpr) -> str:
+    """Spark SQL for an AGGREGATE item: :func:`sql_of`, with distinct aggregates in the
+    forms Spark runs on a stream (:mod:`flowc.spark_distinct`)."""
+    try:
+        tree, _ = rewrite_distinct(expr.tree)
+    except UnsupportedDistinct as error:
+        raise UnsupportedOnSpark(str(error)) from None
+    if tree is expr.tree:
+        return sql_of(expr)
+    try:
+        return str(tree.sql(dialect="spark", identify=True))
     except GENERATOR_ERRORS:
         raise UnsupportedOnSpark(
             f"cannot write '{expr.text}' in Spark SQL (check the arguments of its functions)"

@@ -362,42 +362,33 @@ def _is_unknown(node: exp.Expr) -> bool:
 
 
 def _resolve_column(expr: SqlExpr, column: exp.Column, scope: Scope, reporter: Reporter) -> bool:
-    name = column.name
-    table = column.table or None
-    if column.args.get("db") or column.args.get("catalog"):
-        reporter.error(Code.E0201, f"unknown column '{column.sql()}'", node_span(expr, column))
-        return False
     if isinstance(column.this, exp.Star):
+        if column.args.get("db") or column.args.get("catalog"):
+            reporter.error(Code.E0201, f"unknown column '{column.sql()}'", node_span(expr, column))
+            return False
         return True
-    if table is not None and table not in scope.qualifiers:
-        struct_columns = scope.lookup(table, None)
-        if len(struct_columns) == 1 and struct_columns[0].type.startswith("STRUCT"):
-            field_type = _struct_field(struct_columns[0].type, name)
-            if field_type is None:
-                reporter.error(
-                    Code.E0201,
-                    f"struct column '{table}' has no field '{name}'",
-                    node_span(expr, column),
-                    help=did_you_mean(name, _struct_fields(struct_columns[0].type)),
-                )
-                return False
-            base = exp.column(table, quoted=column.args["table"].quoted)
-            base.type = data_type(struct_columns[0].type)
-            dot = exp.Dot(this=base, expression=exp.to_identifier(name))
-            dot.type = data_type(field_type)
-            column.replace(dot)
-            return True
+    parts = [p.name for p in column.parts]
+    quoted = [bool(p.args.get("quoted")) for p in column.parts]
+    if len(parts) == 1 or (parts[0] in scope.qualifiers and scope.lookup(parts[1], parts[0])):
+        qualifier = parts[0] if len(parts) > 1 else None
+        name, fields = (parts[1], parts[2:]) if qualifier else (parts[0], [])
+    elif scope.lookup(parts[0], None):
+        qualifier, name, fields = None, parts[0], parts[1:]
+    elif parts[0] in scope.qualifiers:
+        qualifier, name, fields = parts[0], parts[1], parts[2:]
+    else:
         known = sorted(scope.qualifiers)
+        candidates = [c.name for c in scope.schema]
         reporter.error(
             Code.E0201,
-            f"unknown relation '{table}' in '{column.sql()}'",
+            f"unknown relation or column '{parts[0]}' in '{column.sql()}'",
             node_span(expr, column),
-            help=(did_you_mean(table, known) or f"columns here come from {', '.join(known)}")
-            if known
-            else "only a JOIN's sides can qualify a column here",
+            help=did_you_mean(parts[0], known + candidates)
+            or (f"relations here: {', '.join(known)}; " if known else "")
+            + ("columns here: " + ", ".join(dict.fromkeys(candidates)) if candidates else ""),
         )
         return False
-    matches = scope.lookup(name, table)
+    matches = scope.lookup(name, qualifier)
     if not matches:
         candidates = [c.name for c in scope.schema]
         hint = did_you_mean(name, candidates)
@@ -416,9 +407,44 @@ def _resolve_column(expr: SqlExpr, column: exp.Column, scope: Scope, reporter: R
             help=f"qualify it: {sides}" if sides else None,
         )
         return False
-    column.type = (
-        data_type(matches[0].type) if matches[0].type != UNKNOWN else exp.DataType.build("UNKNOWN")
-    )
+    type_text = matches[0].type
+    if not fields:
+        column.type = (
+            data_type(type_text) if type_text != UNKNOWN else exp.DataType.build("UNKNOWN")
+        )
+        return True
+    index = len(parts) - len(fields) - 1
+    base = exp.column(name, table=qualifier, quoted=quoted[index])
+    if qualifier is not None:
+        base.args["table"].set("quoted", quoted[index - 1])
+    base.type = data_type(type_text) if type_text != UNKNOWN else exp.DataType.build("UNKNOWN")
+    node: exp.Expr = base
+    path = name
+    for offset, field in enumerate(fields):
+        if type_text != UNKNOWN:
+            if not type_text.startswith("STRUCT"):
+                reporter.error(
+                    Code.E0201,
+                    f"'{path}' is a {type_text}, not a struct: it has no field '{field}'",
+                    node_span(expr, column),
+                )
+                return False
+            field_type = _struct_field(type_text, field)
+            if field_type is None:
+                reporter.error(
+                    Code.E0201,
+                    f"struct column '{path}' has no field '{field}'",
+                    node_span(expr, column),
+                    help=did_you_mean(field, _struct_fields(type_text)),
+                )
+                return False
+            type_text = field_type
+        node = exp.Dot(
+            this=node, expression=exp.to_identifier(field, quoted=quoted[index + 1 + offset])
+        )
+        node.type = data_type(type_text) if type_text != UNKNOWN else exp.DataType.build("UNKNOWN")
+        path = f"{path}.{field}"
+    column.replace(node)
     return True
 
 

@@ -142,7 +142,44 @@ def _payments_routing(folder: Path, spark: Any) -> None:
     assert {r["reason"] for r in written} == {"large"}
 
 
+def _nexmark_bid_stats(folder: Path, spark: Any) -> None:
+    events = _read_json_lines(folder / "data" / "nexmark_events")
+    bids = [e["bid"] | {"ts": _time(e["date_time"])} for e in events if e["event_type"] == 2]
+    assert len(bids) < len(events), "the data should hold events that are not bids"
+    closed = max(b["ts"] for b in bids) - timedelta(seconds=4)  # the last watermark
+    groups: dict[tuple[int, datetime], list[dict[str, Any]]] = {}
+    for bid in bids:
+        start = bid["ts"].replace(second=0)
+        if start + timedelta(minutes=1) <= closed:
+            groups.setdefault((bid["auction"], start), []).append(bid)
+    expected = {
+        key: (
+            len(rows),
+            sum(1 for b in rows if b["price"] < 10000),
+            sum(1 for b in rows if 10000 <= b["price"] < 1000000),
+            len({b["bidder"] for b in rows}),
+            len({b["bidder"] for b in rows if b["price"] < 10000}),
+            len({b["channel"] for b in rows}),
+        )
+        for key, rows in groups.items()
+    }
+    assert len(expected) >= 12, "the data should close windows of several minutes"
+    got = {
+        (r["auction"], _time(r["window_start"]).replace(tzinfo=None)): (
+            r["total_bids"],
+            r["rank1_bids"],
+            r["rank2_bids"],
+            r["total_bidders"],
+            r["rank1_bidders"],
+            r["channels"],
+        )
+        for r in _read_json_lines(folder / "out" / "bid_stats", "part-*.json")
+    }
+    assert got == expected
+
+
 ANSWERS = {
+    "nexmark_bid_stats": _nexmark_bid_stats,
     "clicks_per_user": _clicks_per_user,
     "orders_payments_join": _orders_payments_join,
     "payments_routing": _payments_routing,
