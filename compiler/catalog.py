@@ -73,6 +73,29 @@ def _string(non_empty: bool = True) -> ValueKind:
     return ValueKind("a quoted string", parse)
 
 
+def partition_columns(text: str) -> tuple[str, ...]:
+    """``'dt, hm'`` → ``("dt", "hm")``; a ValueError names what is not a column name."""
+    names = tuple(part.strip() for part in text.split(","))
+    for name in names:
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            raise ValueError(f"'{name}' is not a column name")
+    if len(set(names)) != len(names):
+        raise ValueError("a column is named twice")
+    return names
+
+
+def _column_list() -> ValueKind:
+    def parse(value: Value) -> object:
+        text = _string().parse(value)
+        try:
+            partition_columns(str(text))
+        except ValueError as error:
+            raise OptionValueError(str(error)) from None
+        return text
+
+    return ValueKind("a quoted list of column names ('dt, hm')", parse)
+
+
 def _choice(*choices: str) -> ValueKind:
     def parse(value: Value) -> object:
         if value.kind == LiteralKind.NUMBER:
@@ -190,6 +213,8 @@ ERRORS_OUTPUT = "errors"
 ERRORS_COLUMNS = (("raw", "STRING"), ("file", "STRING"), ("error", "STRING"))
 #: Options of a connector that only its source role takes.
 SOURCE_ONLY_OPTIONS = frozenset({"on_error", "max_files_per_trigger", "latest_first"})
+#: Options of a connector that only its sink role takes.
+SINK_ONLY_OPTIONS = frozenset({"partition_by"})
 
 _FILE_FORMAT_OPTIONS: dict[str, ValueKind] = {
     "header": _boolean(),
@@ -234,6 +259,7 @@ CONNECTORS: dict[str, Connector] = {
                 "max_files_per_trigger": _integer(1),
                 "latest_first": _boolean(),
                 "on_error": _choice(*ON_ERROR_POLICIES),
+                "partition_by": _column_list(),
                 **_FILE_FORMAT_OPTIONS,
             },
             required={"source": ("path", "format"), "sink": ("path", "format")},

@@ -3,6 +3,7 @@ of the whole result."""
 
 from __future__ import annotations
 
+from flowc.catalog import partition_columns
 from flowc.codegen_base import ProgramText, format_options, in_docstring, kafka_options
 from flowc.spark_sql import UnsupportedOnSpark
 
@@ -49,6 +50,9 @@ class SinkWriter(ProgramText):
                 f"writer = writer.option('path', os.path.join(BASE_DIR, {str(options['path'])!r}))",
                 1,
             )
+            if "partition_by" in options:
+                columns = partition_columns(str(options["partition_by"]))
+                w(f"writer = writer.partitionBy(*{list(columns)!r})", 1)
         elif connector == "kafka":
             w("writer = writer.format('kafka')", 1)
             servers = options["bootstrap_servers"]
@@ -91,6 +95,9 @@ class SinkWriter(ProgramText):
             fmt = str(options["format"])
             writer_options = format_options(options)
             path = f"os.path.join(BASE_DIR, {str(options['path'])!r})"
+            if "partition_by" in options:
+                columns = partition_columns(str(options["partition_by"]))
+                w(f"writer = writer.partitionBy(*{list(columns)!r})", 1)
             w(
                 f"writer.format({fmt!r}).options(**{writer_options!r}).mode('append').save({path})",
                 1,

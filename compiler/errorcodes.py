@@ -235,6 +235,18 @@ class Code(StrEnum):
         "malformed-records-on_error",
     )
     E0413 = ("E0413", "unprintable-job-name", "a NUL or a lone surrogate in `job.name`", "settings")
+    E0420 = (
+        "E0420",
+        "unknown-partition-column",
+        "a sink partitioned by a column its query does not write",
+        "partitioned-file-sinks",
+    )
+    E0421 = (
+        "E0421",
+        "bad-partition-column",
+        "a partition column of a complex type, or every column a partition column",
+        "partitioned-file-sinks",
+    )
     E0501 = ("E0501", "no-insert", "a program without INSERT INTO", "statements")
     E0601 = (
         "E0601",

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from flowc import ast
+from flowc.catalog import partition_columns
 from flowc.program import Program
 from flowc.spark_distinct import UnsupportedDistinct, rewrite_distinct
 from flowc.stream_graph import StreamEdge, StreamGraph, StreamNode
@@ -103,6 +104,8 @@ class SparkQuery:
     #: How Spark runs what it has no streaming operator for (distinct aggregates), one
     #: line each: ``line 9: COUNT(DISTINCT b) runs as ...``.
     rewrites: tuple[str, ...] = ()
+    #: A files sink's partition columns: one Hive-style folder level each.
+    partition_by: tuple[str, ...] = ()
 
     @property
     def exchanges_planned(self) -> int:
@@ -123,6 +126,8 @@ class SparkQuery:
             data["rescaling"] = self.rescaling
         if self.rewrites:
             data["rewrites"] = list(self.rewrites)
+        if self.partition_by:
+            data["partition_by"] = list(self.partition_by)
         return data
 
 
@@ -185,6 +190,11 @@ class SparkPlan:
             lines.append(f"    checkpoint: {query.checkpoint_location}")
             if query.rescaling is not None:
                 lines.append(f"    rescaling: {query.rescaling}")
+            if query.partition_by:
+                folders = "/".join(f"{c}=<value>" for c in query.partition_by)
+                lines.append(
+                    f"    partitioned by: {', '.join(query.partition_by)} (folders {folders})"
+                )
             for rewrite in query.rewrites:
                 lines.append(f"    rewrite: {rewrite}")
             lines.append(f"    exchanges planned: {query.exchanges_planned}")
@@ -247,6 +257,9 @@ def build_spark_plan(program: Program, tree: TransformationTree, graph: StreamGr
                 if stateful and not batch
                 else None,
                 stateful=stateful,
+                partition_by=partition_columns(str(dict(sink.options)["partition_by"]))
+                if "partition_by" in dict(sink.options)
+                else (),
                 rewrites=tuple(r for n in sorted(n.id for n in nodes) for r in rewrites.get(n, ())),
             )
         )

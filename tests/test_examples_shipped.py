@@ -178,7 +178,26 @@ def _nexmark_bid_stats(folder: Path, spark: Any) -> None:
     assert got == expected
 
 
+def _partitioned_bids(folder: Path, spark: Any) -> None:
+    bids = _read_json_lines(folder / "data" / "bids")
+    expected: dict[str, list[tuple[int, int, int]]] = {}
+    for bid in bids:
+        at = _time(bid["date_time"])
+        path = f"dt={at:%Y-%m-%d}/hm={at:%H}%3A{at:%M}"
+        expected.setdefault(path, []).append((bid["auction"], bid["bidder"], bid["price"]))
+    assert len(expected) >= 3, "the data should span several minutes"
+    out = folder / "out" / "bids_by_minute"
+    got: dict[str, list[tuple[int, int, int]]] = {}
+    for part in out.glob("dt=*/hm=*/part-*.json"):
+        path = f"{part.parent.parent.name}/{part.parent.name}"
+        for line in part.read_text(encoding="utf-8").splitlines():
+            row = json.loads(line)
+            got.setdefault(path, []).append((row["auction"], row["bidder"], row["price"]))
+    assert {k: sorted(v) for k, v in got.items()} == {k: sorted(v) for k, v in expected.items()}
+
+
 ANSWERS = {
+    "partitioned_bids": _partitioned_bids,
     "nexmark_bid_stats": _nexmark_bid_stats,
     "clicks_per_user": _clicks_per_user,
     "orders_payments_join": _orders_payments_join,

@@ -159,6 +159,14 @@ def _connector_options(
                 help=f"remove {key} = ... from the sink's WITH (...) list",
             )
             continue
+        if role == "source" and key in catalog.SINK_ONLY_OPTIONS:
+            ctx.reporter.error(
+                Code.E0403,
+                f"option '{key}' applies to sinks, not sources",
+                option.key_span,
+                help=f"remove {key} = ... from the source's WITH (...) list",
+            )
+            continue
         if kind is None and not connector.accepts(key):
             known = sorted([*connector.options, *extra, *catalog.HINTS])
             ctx.reporter.error(

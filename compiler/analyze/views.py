@@ -4,7 +4,7 @@ INSERT's query must write a sink defined above it, with the sink's columns.
 
 from __future__ import annotations
 
-from flowc import ast
+from flowc import ast, catalog
 from flowc.analyze.context import Context
 from flowc.analyze.query import check_query
 from flowc.analyze.step_common import schema_text
@@ -80,6 +80,7 @@ def _check_sink_schema(ctx: Context, node: ast.Insert, sink: SinkDef, stream: St
             )
             return
         names[column.name] = column
+    _check_partition_columns(ctx, node, sink, stream)
     if sink.schema is None:
         return
     written = [(c.name, c.type) for c in stream.schema]
@@ -93,6 +94,40 @@ def _check_sink_schema(ctx: Context, node: ast.Insert, sink: SinkDef, stream: St
             f"the query's columns do not match sink '{sink.name}'",
             node.query.span,
             help=f"sink: ({schema_text(sink.schema)}); query: ({schema_text(stream.schema)})",
+        )
+
+
+def _check_partition_columns(ctx: Context, node: ast.Insert, sink: SinkDef, stream: Stream) -> None:
+    """``partition_by``'s columns are written columns of atomic types, never all of them
+    (Spark's file sink refuses both)."""
+    text = dict(sink.options).get("partition_by")
+    if text is None:
+        return
+    columns = {c.name: c for c in stream.schema}
+    wanted = catalog.partition_columns(str(text))
+    for name in wanted:
+        column = columns.get(name)
+        if column is None:
+            ctx.reporter.error(
+                Code.E0420,
+                f"sink '{sink.name}' is partitioned by '{name}', which the query does not write",
+                node.query.span,
+                help=did_you_mean(name, list(columns)) or f"the query writes: {', '.join(columns)}",
+            )
+        elif column.type.split("<", 1)[0] in ("STRUCT", "ARRAY", "MAP"):
+            ctx.reporter.error(
+                Code.E0421,
+                f"sink '{sink.name}' cannot be partitioned by '{name}', of type {column.type}",
+                node.query.span,
+                help="partition by a column of an atomic type (STRING, DATE, INT, ...)",
+            )
+    if set(wanted) >= set(columns):
+        ctx.reporter.error(
+            Code.E0421,
+            f"sink '{sink.name}' is partitioned by every column it writes, so its files "
+            "would hold no column",
+            node.query.span,
+            help="write at least one column that is not in partition_by",
         )
 
 
