@@ -122,11 +122,14 @@ class WatermarkDef:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CreateSource:
+    """``CREATE SOURCE`` (a stream) or ``CREATE TABLE`` (``bounded``: a dimension table)."""
+
     name: Name
     columns: tuple[ColumnDef, ...]
     watermarks: tuple[WatermarkDef, ...]
     options: tuple[Option, ...]
     span: Span
+    bounded: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

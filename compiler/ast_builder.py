@@ -293,6 +293,7 @@ class AstBuilder:
             watermarks=tuple(e for e in elements if isinstance(e, ast.WatermarkDef)),
             options=options,
             span=self._span(meta),
+            bounded=str(children[1]).lower() == "table",
         )
 
     def create_sink(self, meta: Bounds, children: list[Any]) -> ast.CreateSink:

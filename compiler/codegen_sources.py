@@ -16,6 +16,17 @@ class SourceWriter(ProgramText):
     """Writes the program's source functions."""
 
     def source(self, source: SourceDef) -> None:
+        """A stream's reader; a table's (``CREATE TABLE``) is a batch read, whatever the job:
+        Spark joins each micro-batch with it (a stream-static join)."""
+        streaming_reader = self.reader
+        if source.bounded:
+            self.reader = "spark.read"
+        try:
+            self.source_body(source)
+        finally:
+            self.reader = streaming_reader
+
+    def source_body(self, source: SourceDef) -> None:
         w = self.w
         name = self.var(f"source_{source.name}")
         self.names[f"source:{source.name}"] = name

@@ -114,7 +114,7 @@ class StepWriter(ProgramText):
         if exchange is None:
             return df
         kind, p = exchange.kind, exchange.partitions
-        if kind in (ExchangeKind.NONE, ExchangeKind.STATEFUL):
+        if kind in (ExchangeKind.NONE, ExchangeKind.STATEFUL, ExchangeKind.STATIC_JOIN):
             return df
         if kind is ExchangeKind.HASH:
             keys = ", ".join(f"F.expr({quote_name(k)!r})" for k in exchange.keys)
@@ -183,7 +183,7 @@ class StepWriter(ProgramText):
             if node.within is not None:  # E0708: Spark's WithinWatermark ignores the interval
                 raise UnsupportedOnSpark("DEDUPLICATE ... WITHIN (E0708)")
             w(f"{df} = {df}.dropDuplicates([{columns}])", 1)
-        elif kind == StepKind.JOIN:
+        elif kind in (StepKind.JOIN, StepKind.DIMENSION_JOIN):
             self.join(step, df)
         elif kind == StepKind.ROUTE:
             self.route(step, df, view_name)
@@ -227,6 +227,10 @@ class StepWriter(ProgramText):
         (right,) = step.inputs
         other = self.combined(self.origin_parts(right), self.spark_plan.step_nodes[id(step)], None)
         alias = _relation(right.origin)
+        if step.kind == StepKind.DIMENSION_JOIN:
+            # A table is broadcast, whatever Spark's size estimate: the plan says so, and
+            # no state, no shuffle of the stream.
+            other = f"F.broadcast({other})"
         self.w(
             f"{df} = {df}.join({other}.alias({alias!r}), F.expr({sql_of(node.condition)!r}), "
             f"{_SPARK_JOIN_TYPES[JoinKind(node.kind)]!r})",

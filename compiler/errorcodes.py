@@ -162,6 +162,36 @@ class Code(StrEnum):
         "a distinct aggregate Spark cannot run on a stream, even rewritten",
         "distinct-aggregates-on-spark",
     )
+    E0260 = (
+        "E0260",
+        "unbounded-table",
+        "a CREATE TABLE whose connector is not bounded (tables read files)",
+        "tables-and-dimension-joins",
+    )
+    E0261 = (
+        "E0261",
+        "table-watermark",
+        "a WATERMARK on a table (a table has no event time)",
+        "tables-and-dimension-joins",
+    )
+    E0262 = (
+        "E0262",
+        "table-stream-option",
+        "a stream's option on a table (max_files_per_trigger, latest_first, on_error = 'route')",
+        "tables-and-dimension-joins",
+    )
+    E0263 = (
+        "E0263",
+        "table-as-stream",
+        "a table read as a stream (FROM a table, or a UNION ALL input)",
+        "tables-and-dimension-joins",
+    )
+    E0264 = (
+        "E0264",
+        "table-outer-join",
+        "a RIGHT or FULL JOIN of a table (its unmatched rows are never final)",
+        "tables-and-dimension-joins",
+    )
     E0301 = ("E0301", "unknown-setting", "an unknown setting", "settings")
     E0302 = ("E0302", "setting-value", "an invalid value for a setting", "settings")
     E0303 = ("E0303", "duplicate-hint", "a hint given twice", "operator-hints")
@@ -457,6 +487,12 @@ class Code(StrEnum):
         "unreadable-side-output",
         "a ROUTE whose side outputs cannot be read",
         "pipe-steps",
+    )
+    W0040 = (
+        "W0040",
+        "unbounded-join-state",
+        "a stream-stream JOIN whose state grows forever (no watermarks and time bound)",
+        "tables-and-dimension-joins",
     )
     W0020 = (
         "W0020",

@@ -218,13 +218,26 @@ def create_help(word: str, statement: str) -> str | None:
     connector = catalog.CONNECTORS.get(match.group(1).lower()) if match else None
     if connector is not None:
         roles = tuple(r for r in ("source", "sink") if r in connector.roles) or roles
+    return table_help(roles)
+
+
+def table_help(roles: tuple[str, ...]) -> str:
+    """What to write instead of a Flink ``CREATE TABLE`` over a connector of these roles:
+    flowc's tables are bounded files joined from a stream, nothing else."""
     if roles == ("source",):
-        return "flowc has no tables: a table you read is CREATE SOURCE name (columns) WITH (...)"
+        return (
+            "a flowc table is bounded files (connector = 'files'); a table you read as a "
+            "stream is CREATE SOURCE name (columns) WITH (...)"
+        )
     if roles == ("sink",):
-        return "flowc has no tables: a table you write is CREATE SINK name WITH (...)"
+        return (
+            "a flowc table is bounded files you JOIN; a table you write is "
+            "CREATE SINK name WITH (...)"
+        )
     return (
-        "flowc has no tables: write CREATE SOURCE name (columns) WITH (...) for a table you "
-        "read, CREATE SINK name WITH (...) for one you INSERT INTO"
+        "a flowc table is bounded files (connector = 'files') you JOIN; write CREATE SOURCE "
+        "name (columns) WITH (...) for a stream you read, CREATE SINK name WITH (...) for "
+        "one you INSERT INTO"
     )
 
 

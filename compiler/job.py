@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Generic, TypeVar
 
 from flowc import ast
-from flowc.diagnostics import CompileError, Diagnostic, Reporter
+from flowc.diagnostics import CompileError, Diagnostic, Reporter, Severity
 from flowc.errorcodes import Code
 from flowc.job_graph import JobGraph
 from flowc.limits import MAX_LITERAL_CHARS, MAX_SOURCE_CHARS, SharedSetting
@@ -128,8 +128,13 @@ def compile(
                 raise CompileError(reporter.sorted())
     job.diagnostics = tuple(reporter.sorted())
     if for_spark and job.spark_diagnostics:
-        everything = [*job.diagnostics, *job.spark_diagnostics]
-        raise CompileError(sorted(everything, key=lambda d: (d.span.line, d.span.column)))
+        everything = sorted(
+            [*job.diagnostics, *job.spark_diagnostics],
+            key=lambda d: (d.span.line, d.span.column),
+        )
+        if any(d.severity is Severity.ERROR for d in job.spark_diagnostics):
+            raise CompileError(everything)
+        job.diagnostics = tuple(everything)  # warnings only (W0040): shown, never blocking
     return job
 
 

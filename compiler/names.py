@@ -32,7 +32,7 @@ def step_name(step: Step) -> str:
     if step.kind == StepKind.WINDOW_AGGREGATE and step.window is not None:
         args = ", ".join(" ".join(a.text.split()) for a in step.window.args)
         return f"Window({step.window.kind}({args}))"
-    if step.kind == StepKind.JOIN and isinstance(step.node, ast.Join):
+    if step.kind in (StepKind.JOIN, StepKind.DIMENSION_JOIN) and isinstance(step.node, ast.Join):
         kind = step.node.kind
         return "Join" if kind == JoinKind.INNER else f"{kind.capitalize()} Outer Join"
     return str(step.kind)

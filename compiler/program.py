@@ -78,6 +78,8 @@ class SourceDef:
     options: tuple[tuple[str, object], ...]
     hints: Hints
     span: Span
+    #: A ``CREATE TABLE``: bounded, read whole, joined from a stream (a dimension table).
+    bounded: bool = False
 
     @property
     def on_error(self) -> str | None:

@@ -36,7 +36,7 @@ from flowc.program import Program
 from flowc.spark_distinct import UnsupportedDistinct, rewrite_distinct
 from flowc.stream_graph import StreamEdge, StreamGraph, StreamNode
 from flowc.transformations import TransformationTree
-from flowc.vocabulary import STATEFUL_OPERATORS, NodeKind, Operator, Partitioner
+from flowc.vocabulary import STATEFUL_OPERATORS, NodeKind, Operator, Partitioner, StepKind
 
 DEFAULT_CHECKPOINT_ROOT = ".flowc-checkpoints"
 
@@ -53,6 +53,7 @@ class ExchangeKind(StrEnum):
     RANDOM = "random"  # repartition(p, rand())
     BROADCAST = "broadcast"  # every row to each of p partitions
     CUSTOM = "custom"  # repartition(p, expression)
+    STATIC_JOIN = "static_join"  # a stream-static join: Spark's planner exchanges, no state
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,7 +211,12 @@ def build_spark_plan(program: Program, tree: TransformationTree, graph: StreamGr
     """The Spark realization of the job's StreamGraph (the ``spark`` section of its plans)."""
     settings = program.settings
     batch = settings.execution_mode == "batch"
-    stateful_nodes = {n.id: n for n in graph.nodes.values() if n.operator in STATEFUL_OPERATORS}
+    static_joins = _static_joins(program, tree)
+    stateful_nodes = {
+        n.id: n
+        for n in graph.nodes.values()
+        if n.operator in STATEFUL_OPERATORS and n.id not in static_joins
+    }
     partitions, reason = _shuffle_partitions(
         list(stateful_nodes.values()), dict(settings.spark_conf)
     )
@@ -223,13 +229,13 @@ def build_spark_plan(program: Program, tree: TransformationTree, graph: StreamGr
     rewrites = _distinct_rewrites(program, tree)
     for insert, sink_id in zip(program.inserts, graph.sinks, strict=True):
         nodes = _upstream(graph, sink_id)
-        stateful = tuple(n.id for n in nodes if n.operator in STATEFUL_OPERATORS)
+        stateful = tuple(n.id for n in nodes if n.id in stateful_nodes)
         query_exchanges = []
         for node in nodes:
             for edge in node.in_edges:
                 if edge.partitioner == Partitioner.FORWARD:
                     continue
-                exchange = _exchange(edge, graph, partitions)
+                exchange = _exchange(edge, graph, partitions, static_joins)
                 exchanges[(edge.source_id, edge.target_id)] = exchange
                 query_exchanges.append(exchange)
         sink = program.sink(insert.sink)
@@ -273,6 +279,17 @@ def build_spark_plan(program: Program, tree: TransformationTree, graph: StreamGr
         source_nodes=dict(tree.source_nodes),
         sink_nodes=tuple(graph.sinks),
         stateful=stateful_nodes,
+    )
+
+
+def _static_joins(program: Program, tree: TransformationTree) -> frozenset[int]:
+    """The StreamGraph nodes of joins with a table: stateless on Spark."""
+    streams = [v.stream for v in program.views] + [i.stream for i in program.inserts]
+    return frozenset(
+        tree.step_nodes[id(step)]
+        for stream in streams
+        for step in stream.steps
+        if step.kind == StepKind.DIMENSION_JOIN and id(step) in tree.step_nodes
     )
 
 
@@ -341,7 +358,9 @@ def _shuffle_partitions(stateful: list[StreamNode], conf: dict[str, str]) -> tup
     )
 
 
-def _exchange(edge: StreamEdge, graph: StreamGraph, partitions: int) -> SparkExchange:
+def _exchange(
+    edge: StreamEdge, graph: StreamGraph, partitions: int, static_joins: frozenset[int]
+) -> SparkExchange:
     """The one place an exchange is decided: Flink's ship strategy → Spark's operation."""
     producer = graph.nodes[edge.source_id]
     consumer = graph.nodes[edge.target_id]
@@ -368,6 +387,17 @@ def _exchange(edge: StreamEdge, graph: StreamGraph, partitions: int) -> SparkExc
         )
 
     key_list = ", ".join(keys)
+    if strategy == Partitioner.HASH and consumer.id in static_joins:
+        return make(
+            ExchangeKind.STATIC_JOIN,
+            partitions,
+            f"join({key_list}) with broadcast(table)",
+            "BroadcastExchange of the table, the stream not exchanged",
+            False,
+            "a stream-static join: every task gets the whole table and joins its rows of "
+            "each micro-batch with it, keeping no state; Flink hash-partitions both inputs "
+            "of its join",
+        )
     if strategy == Partitioner.HASH and consumer.operator in STATEFUL_OPERATORS:
         if not keys:
             return make(

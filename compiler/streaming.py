@@ -179,6 +179,36 @@ def check_outer_joins(query: Query, lineage: Lineage, reporter: _OncePerPlace) -
         )
 
 
+def check_join_state_bounds(query: Query, lineage: Lineage, reporter: _OncePerPlace) -> None:
+    """W0040: an inner stream-stream JOIN without watermarks on both sides and a time bound
+    keeps every row of both sides forever (Spark, and Flink without state TTL)."""
+    for step in query.stateful:
+        node = step.node
+        if step.kind != StepKind.JOIN or not isinstance(node, ast.Join):
+            continue
+        if node.kind != JoinKind.INNER:
+            continue  # an outer join without them is E0706
+        left = lineage.columns_before(query.insert, step)
+        right = lineage.watermarked(step.inputs[0])
+        condition = node.condition
+        if (
+            left
+            and right
+            and condition is not None
+            and _has_time_bound(condition.tree, left | right)
+        ):
+            continue
+        reporter.warning(
+            Code.W0040,
+            f"{query.where}: this stream-stream JOIN keeps every row of both sides in state "
+            "forever: nothing bounds how long a row waits for its match",
+            node.keyword_span,
+            help="declare a WATERMARK on both sides and bound the time in ON (e.g. "
+            "AND b.ts BETWEEN a.ts AND a.ts + INTERVAL 1 HOUR), or JOIN a CREATE TABLE if "
+            "one side is a dimension table",
+        )
+
+
 def check_deduplicate_within(query: Query, lineage: Lineage, reporter: _OncePerPlace) -> None:
     """E0707, E0708: DEDUPLICATE ... WITHIN, which Spark cannot run as written."""
     for step in query.stateful:
@@ -222,6 +252,7 @@ RULES: tuple[Rule, ...] = (
     check_session_windows,
     check_appended_aggregations,
     check_outer_joins,
+    check_join_state_bounds,
     check_deduplicate_within,
 )
 
@@ -409,6 +440,11 @@ class _OncePerPlace:
         if (code, span) not in self.seen:
             self.seen.add((code, span))
             self.reporter.error(code, message, span, help)
+
+    def warning(self, code: Code, message: str, span: Span, help: str | None = None) -> None:
+        if (code, span) not in self.seen:
+            self.seen.add((code, span))
+            self.reporter.warning(code, message, span, help)
 
 
 def _exact_deduplicate(node: ast.Deduplicate, watermarked: frozenset[str]) -> str:

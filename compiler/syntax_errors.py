@@ -139,8 +139,11 @@ def report_syntax_error(
                 )
                 return
         expected, help = _expected_text(expected_set)
+        statement = index.text[chunk.start : chunk.end]
         if token.type == "NAME" and {"SOURCE", "SINK"} <= expected_set:
-            help = create_help(str(token), index.text[chunk.start : chunk.end]) or help
+            help = create_help(str(token), statement) or help
+        elif re.match(r"\s*create\s+table\b", statement, re.IGNORECASE):
+            help = create_help("table", statement) or help
         reporter.error(Code.E0001, f"syntax error: expected {expected}, found {found}", span, help)
         return
     if isinstance(error, UnexpectedCharacters):

@@ -447,6 +447,7 @@ _STEPS: dict[str, Callable[[_Builder, Step, int], int]] = {
     **{kind: _Builder.partition_step for kind in PARTITION_STEPS},
     StepKind.UNION: _Builder.union_step,
     StepKind.JOIN: _Builder.join_step,
+    StepKind.DIMENSION_JOIN: _Builder.join_step,
     StepKind.AGGREGATE: _Builder.aggregate_step,
     StepKind.WINDOW_AGGREGATE: _Builder.aggregate_step,
     StepKind.DEDUPLICATE: _Builder.deduplicate_step,

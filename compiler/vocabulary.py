@@ -27,6 +27,9 @@ class StepKind(StrEnum):
     AGGREGATE = "aggregate"
     DEDUPLICATE = "deduplicate"
     JOIN = "join"
+    #: A JOIN of a stream with a ``CREATE TABLE``: Flink's join with a bounded input,
+    #: Spark's stateless stream-static join.
+    DIMENSION_JOIN = "dimension_join"
     UNION = "union"
     ROUTE = "route"
 

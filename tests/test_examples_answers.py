@@ -194,7 +194,7 @@ def test_every_generated_program_runs(spark: Any, tmp_path: Path) -> None:
         shutil.copy(example, copy)
         job = flowc.compile(copy.read_text(encoding="utf-8"), str(copy), for_spark=True)
         if any(sink.connector == "files" for sink in job.program.sinks):
-            assert example.name in ANSWERED, example.name
+            assert example.name in ANSWERED or example.stem in SHIPPED_ANSWERS, example.name
             continue
         generate_inputs(job, folder)
         run_generated_program(job, folder)
@@ -202,6 +202,8 @@ def test_every_generated_program_runs(spark: Any, tmp_path: Path) -> None:
 
 #: The examples with file sinks, whose answers are checked with both runners above.
 ANSWERED = {"clicks_per_user.flow", "orders_payments_join.flow", "payments_routing.flow"}
+#: Issue 13's examples are answered on their shipped data (test_examples_shipped.py).
+SHIPPED_ANSWERS = {"nexmark_bid_stats", "partitioned_bids", "bid_enrichment"}
 
 
 def run_with(copy: Path, overrides: dict[str, str]) -> None:

@@ -31,6 +31,15 @@ def value_for(type_text: str, row: int, rng: random.Random) -> Any:
         return (datetime(2026, 1, 1) + timedelta(seconds=7 * row)).isoformat()
     if type_text == "BOOLEAN":
         return rng.random() < 0.5
+    if type_text.startswith("STRUCT<"):
+        from sqlglot import exp
+
+        from flowc.sqltypes import data_type, normalize_type
+
+        fields = [e for e in data_type(type_text).expressions if isinstance(e, exp.ColumnDef)]
+        return {
+            f.name: value_for(normalize_type(f.args["kind"].sql("spark")), row, rng) for f in fields
+        }
     return rng.choice(["alpha", "beta", "gamma", None]) if row % 7 else None
 
 

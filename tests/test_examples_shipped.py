@@ -196,7 +196,32 @@ def _partitioned_bids(folder: Path, spark: Any) -> None:
     assert {k: sorted(v) for k, v in got.items()} == {k: sorted(v) for k, v in expected.items()}
 
 
+def _bid_enrichment(folder: Path, spark: Any) -> None:
+    auctions = {a["id"]: a for a in _read_json_lines(folder / "data" / "auctions")}
+    persons = {p["id"]: p for p in _read_json_lines(folder / "data" / "persons")}
+    bids = _read_json_lines(folder / "data" / "bids")
+    expected = sorted(
+        (
+            b["auction"],
+            b["bidder"],
+            b["price"],
+            auctions[b["auction"]]["item_name"],
+            persons.get(auctions[b["auction"]]["seller"], {}).get("city"),
+        )
+        for b in bids
+        if b["auction"] in auctions
+    )
+    assert len(bids) > len(expected), "some bids should have no auction in the table"
+    assert any(row[4] is None for row in expected), "some sellers should be unknown"
+    rows = _read_json_lines(folder / "out" / "enriched_bids", "part-*.json")
+    got = [
+        (r["auction"], r["bidder"], r["price"], r["item_name"], r.get("seller_city")) for r in rows
+    ]
+    assert sorted(got, key=repr) == sorted(expected, key=repr)
+
+
 ANSWERS = {
+    "bid_enrichment": _bid_enrichment,
     "partitioned_bids": _partitioned_bids,
     "nexmark_bid_stats": _nexmark_bid_stats,
     "clicks_per_user": _clicks_per_user,

@@ -127,7 +127,7 @@ def _assert_points_at_declaration(name: str, span: dict[str, Any], lines: list[s
     """Default-named sources point at their CREATE SOURCE, sinks at their INSERT INTO."""
     text = lines[span["line"] - 1][span["column"] - 1 :]
     if name.startswith("Source: "):
-        assert re.match(rf"CREATE\s+SOURCE\s+{re.escape(name[8:])}\b", text), (name, text)
+        assert re.match(rf"CREATE\s+(?:SOURCE|TABLE)\s+{re.escape(name[8:])}\b", text), (name, text)
     elif name.startswith("Sink: "):
         assert re.match(rf"INSERT\s+INTO\s+{re.escape(name[6:])}\b", text), (name, text)
 

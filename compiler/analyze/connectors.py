@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from flowc import ast, catalog, trust
+from flowc import ast, catalog, habits, trust
 from flowc.analyze.context import Context
 from flowc.analyze.settings import read_hints
 from flowc.diagnostics import did_you_mean, one_of
@@ -25,6 +25,8 @@ def check_source(ctx: Context, node: ast.CreateSource) -> None:
     """Columns, connector and options, what the connector can produce, and the watermark."""
     name = node.name.value
     ctx.defined.add(name)
+    if node.bounded and not _table_reads_files(ctx, node):
+        return
     schema = _columns(ctx, node.columns, name)
     connector, options, hints = _connector_options(
         ctx, "source", node.name, node.options, node.span
@@ -45,6 +47,8 @@ def check_source(ctx: Context, node: ast.CreateSource) -> None:
         if trust.path_allowed(ctx.policy, ctx.file, str(path)):
             check_source_path(ctx.file, name, path_option, path, ctx.reporter)
     watermark = _watermark(ctx, node, schema) if schema is not None else None
+    if node.bounded and not _check_table(ctx, node, connector, options):
+        return
     if schema is None or connector is None or ctx.definitions[name].node is not node:
         return
     ctx.sources[name] = SourceDef(
@@ -55,7 +59,62 @@ def check_source(ctx: Context, node: ast.CreateSource) -> None:
         options=tuple(sorted((k, v) for k, (v, _) in options.items())),
         hints=hints,
         span=node.span,
+        bounded=node.bounded,
     )
+
+
+#: A files source's options that only mean something for a stream.
+_STREAM_ONLY_OPTIONS = ("max_files_per_trigger", "latest_first")
+
+
+def _table_reads_files(ctx: Context, node: ast.CreateSource) -> bool:
+    """E0260 for a ``CREATE TABLE`` over another connector than ``files`` (Flink's habit of
+    declaring every stream as a table), before its options are checked for that connector."""
+    written = next((o for o in node.options if o.key == "connector"), None)
+    name = str(written.value.python).lower() if written is not None else None
+    if name is None or name == "files":
+        return True
+    connector = catalog.CONNECTORS.get(name)
+    roles = tuple(r for r in ("source", "sink") if connector is None or r in connector.roles)
+    ctx.reporter.error(
+        Code.E0260,
+        f"table '{node.name.value}' uses connector '{name}', which is not bounded",
+        node.span,
+        help=habits.table_help(roles),
+    )
+    return False
+
+
+def _check_table(
+    ctx: Context,
+    node: ast.CreateSource,
+    connector: catalog.Connector | None,
+    options: dict[str, tuple[object, ast.Option]],
+) -> bool:
+    """A ``CREATE TABLE`` (over ``files``) has no watermark and no stream options."""
+    ok = True
+    for watermark in node.watermarks:
+        ctx.reporter.error(
+            Code.E0261,
+            f"table '{node.name.value}' is bounded: it has no event time and no watermark",
+            watermark.span,
+            help="remove the WATERMARK; a stream joined with the table keeps its own",
+        )
+        ok = False
+    for key in (*_STREAM_ONLY_OPTIONS, "on_error"):
+        if key not in options:
+            continue
+        value, option = options[key]
+        if key == "on_error" and value == "fail":
+            continue
+        ctx.reporter.error(
+            Code.E0262,
+            f"option '{key}' applies to streams, not to a table",
+            option.key_span,
+            help="a table is read whole, and a malformed record in it fails the query",
+        )
+        ok = False
+    return ok
 
 
 def check_sink(ctx: Context, node: ast.CreateSink) -> None:

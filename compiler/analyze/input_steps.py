@@ -10,18 +10,29 @@ from sqlglot import exp
 
 from flowc import ast
 from flowc.analyze.context import Context
-from flowc.analyze.references import resolve_relation
+from flowc.analyze.references import is_table, refuse_table_as_stream, resolve_relation
 from flowc.analyze.settings import step_hints
 from flowc.analyze.step_common import StepInput, check_boolean, schema_text
 from flowc.errorcodes import Code
 from flowc.program import Schema, Step, Stream
 from flowc.sqltypes import Scope, types_match
-from flowc.vocabulary import StepKind
+from flowc.vocabulary import JoinKind, StepKind
 
 
 def check_join(ctx: Context, node: ast.Join, step: StepInput) -> Step | None:
     hints = step_hints(node, ctx.reporter)
     schema = step.schema
+    table = is_table(ctx, node.right)
+    if table and node.kind not in (JoinKind.INNER, JoinKind.LEFT):
+        ctx.used.add(node.right.name.value)
+        ctx.reporter.error(
+            Code.E0264,
+            f"a {node.kind} JOIN of table '{node.right.name.value}' would have to emit the "
+            "table's unmatched rows, which a stream never finishes",
+            node.keyword_span,
+            help="join a table with INNER or LEFT JOIN (Spark's stream-static join)",
+        )
+        return None
     resolved = resolve_relation(ctx, node.right, step.view)
     if resolved is None:
         return None
@@ -61,7 +72,7 @@ def check_join(ctx: Context, node: ast.Join, step: StepInput) -> Step | None:
         origin=origin, steps=(), schema=right_schema, keys=right_keys, span=node.right.span
     )
     return Step(
-        kind=StepKind.JOIN,
+        kind=StepKind.DIMENSION_JOIN if table else StepKind.JOIN,
         node=node,
         schema=combined,
         hints=hints,
@@ -77,6 +88,10 @@ def check_union(ctx: Context, node: ast.UnionAll, step: StepInput) -> Step | Non
     others: list[Stream] = []
     ok = True
     for relation in node.others:
+        if is_table(ctx, relation):
+            refuse_table_as_stream(ctx, relation, "a UNION ALL input")
+            ok = False
+            continue
         resolved = resolve_relation(ctx, relation, step.view)
         if resolved is None:
             ok = False

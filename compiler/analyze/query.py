@@ -11,7 +11,12 @@ from flowc import ast
 from flowc.analyze.context import Context
 from flowc.analyze.grouping_steps import check_aggregate, check_deduplicate, check_window
 from flowc.analyze.input_steps import check_join, check_union
-from flowc.analyze.references import query_references, resolve_relation
+from flowc.analyze.references import (
+    is_table,
+    query_references,
+    refuse_table_as_stream,
+    resolve_relation,
+)
 from flowc.analyze.row_steps import (
     check_drop,
     check_explode,
@@ -76,6 +81,9 @@ def check_query(
             ctx.used.update(query_references(query))
             return None
         query = lowered
+    if is_table(ctx, query.source):
+        refuse_table_as_stream(ctx, query.source, "read as a stream (FROM)")
+        return None
     resolved = resolve_relation(ctx, query.source, view)
     if resolved is None:
         return None
@@ -123,6 +131,8 @@ def _keys_after(step: Step, keys: tuple[str, ...] | None) -> tuple[str, ...] | N
 
 
 #: Steps whose output is keyed by the step's own keys.
-_KEYING_STEPS = frozenset({StepKind.KEY_BY, StepKind.JOIN, StepKind.DEDUPLICATE})
+_KEYING_STEPS = frozenset(
+    {StepKind.KEY_BY, StepKind.JOIN, StepKind.DIMENSION_JOIN, StepKind.DEDUPLICATE}
+)
 #: Steps after which no keys are in force.
 _UNKEYING_STEPS = (PARTITION_STEPS | AGGREGATE_STEPS | {StepKind.UNION}) - _KEYING_STEPS

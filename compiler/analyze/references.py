@@ -54,6 +54,28 @@ def declare(statements: Sequence[ast.Statement], reporter: Reporter) -> dict[str
     return definitions
 
 
+def is_table(ctx: Context, relation: ast.Relation) -> bool:
+    """Whether ``relation`` names a ``CREATE TABLE`` (a bounded dimension table)."""
+    definition = ctx.definitions.get(relation.name.value)
+    return (
+        definition is not None
+        and isinstance(definition.node, ast.CreateSource)
+        and definition.node.bounded
+    )
+
+
+def refuse_table_as_stream(ctx: Context, relation: ast.Relation, use: str) -> None:
+    """E0263: a table is not a stream; only a JOIN from a stream reads it."""
+    name = relation.name.value
+    ctx.used.add(name)
+    ctx.reporter.error(
+        Code.E0263,
+        f"table '{name}' is bounded and cannot be {use}",
+        relation.name.span,
+        help=f"read a stream and join the table from it: FROM <stream> |> JOIN {name} ON ...",
+    )
+
+
 def resolve_relation(
     ctx: Context, relation: ast.Relation, view: str | None
 ) -> tuple[Origin, Schema] | None:

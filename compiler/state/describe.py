@@ -229,7 +229,7 @@ class _Describer:
             for item, name in zip(node.items, values, strict=True):
                 out.append((None, name, bounded(f"{expression_lineage(item.expr, env)} BY ({by})")))
             return out
-        if kind == StepKind.JOIN:
+        if kind in (StepKind.JOIN, StepKind.DIMENSION_JOIN):
             (right,) = step.inputs
             right_env, _ = self._origin_env(right)
             return [*env, *right_env]
