@@ -274,6 +274,27 @@ class Deduplicate(StepBase):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class OrderItem:
+    """``expr [ASC|DESC]`` of a TOP step's BY list."""
+
+    expr: SqlExpr
+    descending: bool
+    span: Span
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Top(StepBase):
+    """``TOP n BY order [PER columns] [AS rank]``: the first ``n`` rows of each group, as
+    Flink's ROW_NUMBER() OVER (PARTITION BY ... ORDER BY ...) <= n (its Rank operator)."""
+
+    count: int
+    count_span: Span
+    order: tuple[OrderItem, ...]
+    per: tuple[SqlExpr, ...]
+    rank: Name | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Join(StepBase):
     """``kind`` is INNER, LEFT, RIGHT or FULL."""
 
@@ -305,6 +326,7 @@ Step: TypeAlias = (
     | Window
     | Aggregate
     | Deduplicate
+    | Top
     | Join
     | UnionAll
     | Route

@@ -459,6 +459,44 @@ class AstBuilder:
             return None
         return ast.Aggregate(items=tuple(items), **self._step(meta, children[0], children[-1]))
 
+    def order_item(self, meta: Bounds, children: list[Any]) -> ast.OrderItem | None:
+        expr = self._plain(children[0])
+        if expr is None:
+            return None
+        direction = children[1] if len(children) > 1 else None
+        descending = direction is not None and str(direction).lower() == "desc"
+        return ast.OrderItem(expr=expr, descending=descending, span=self._span(meta))
+
+    def top_step(self, meta: Bounds, children: list[Any]) -> ast.Top | None:
+        keyword, count, options = children[0], children[1], children[-1]
+        order: list[ast.OrderItem] = []
+        per: list[ast.SqlExpr] = []
+        rank: ast.Name | None = None
+        after_per = False
+        for item in children[3:-1]:
+            if isinstance(item, Token):
+                after_per = after_per or item.type == "PER"
+            elif isinstance(item, ast.OrderItem):
+                order.append(item)
+            elif isinstance(item, ast.Name):
+                rank = item
+            elif isinstance(item, ast.SqlExpr) and after_per:
+                plain = self._plain(item)
+                if plain is None:
+                    return None
+                per.append(plain)
+        if any(i is None for i in children[3:-1] if not isinstance(i, Token)) and not order:
+            return None
+        text = str(count)
+        return ast.Top(
+            count=int(text) if text.isdigit() else -1,
+            count_span=self._token_span(count),
+            order=tuple(order),
+            per=tuple(per),
+            rank=rank,
+            **self._step(meta, keyword, options),
+        )
+
     def deduplicate_step(self, meta: Bounds, children: list[Any]) -> ast.Deduplicate | None:
         keyword, options = children[0], children[-1]
         columns: list[Any] = []

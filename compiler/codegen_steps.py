@@ -23,7 +23,14 @@ from flowc.spark_sql import (
     select_columns,
     sql_of,
 )
-from flowc.vocabulary import AGGREGATE_STEPS, PARTITION_STEPS, JoinKind, StepKind, WindowKind
+from flowc.vocabulary import (
+    AGGREGATE_STEPS,
+    PARTITION_STEPS,
+    RANK_STEPS,
+    JoinKind,
+    StepKind,
+    WindowKind,
+)
 
 #: The join type Spark's ``DataFrame.join`` takes for each kind of JOIN.
 _SPARK_JOIN_TYPES = {
@@ -177,6 +184,8 @@ class StepWriter(ProgramText):
             )
         elif kind in AGGREGATE_STEPS:
             self.aggregate(step, df)
+        elif kind in RANK_STEPS:
+            self.top(step, df)
         elif kind == StepKind.DEDUPLICATE:
             assert isinstance(node, ast.Deduplicate)
             columns = ", ".join(repr(k) for k in step.keys)
@@ -189,6 +198,52 @@ class StepWriter(ProgramText):
             self.route(step, df, view_name)
         else:
             raise UnsupportedOnSpark(f"step {kind}")
+
+    def window_group(self, window: ast.Window) -> str:
+        """The grouping column of a WINDOW, aliased ``__flowc_window``."""
+        time_column = quote_name(window.args[0].tree.name)
+        if window.kind == WindowKind.SESSION:
+            return (
+                f"F.session_window(F.col({time_column!r}), "
+                f"{interval_text(window.args[1])!r}).alias('__flowc_window')"
+            )
+        args = ", ".join(repr(interval_text(a)) for a in window.args[1:])
+        return f"F.window(F.col({time_column!r}), {args}).alias('__flowc_window')"
+
+    def top(self, step: Step, df: str) -> None:
+        """TOP n: per group, Spark's ``max_by(row, order, n)`` (``min_by`` ascending), whose
+        state is the group's n first rows; then one row per rank. Ties in the BY order are
+        broken by the rows' other columns, in the same direction."""
+        w = self.w
+        node = step.node
+        assert isinstance(node, ast.Top)
+        groups = [f"F.col({quote_name(k)!r})" for k in step.keys]
+        if step.window is not None:
+            groups.append(self.window_group(step.window))
+        width = len(step.schema) - (2 if step.window else 0) - (1 if node.rank else 0)
+        columns = step.schema[:width]
+        row = ", ".join(quote_name(c.name) for c in columns)
+        order = [sql_of(o.expr) for o in node.order] + [
+            quote_name(c.name) for c in columns if not c.type.startswith("MAP")
+        ]
+        function = "max_by" if node.order[0].descending else "min_by"
+        top = f"{function}(struct({row}), struct({', '.join(order)}), {node.count})"
+        w(f"{df} = {df}.groupBy({', '.join(groups)}).agg(F.expr({top!r}).alias('__flowc_top'))", 1)
+        window = "'__flowc_window', " if step.window is not None else ""
+        w(
+            f"{df} = {df}.select({window}"
+            "F.posexplode('__flowc_top').alias('__flowc_rank', '__flowc_row'))",
+            1,
+        )
+        outputs = [f"F.col('__flowc_row.{c.name}').alias({c.name!r})" for c in columns]
+        if step.window is not None:
+            outputs += [
+                "F.col('__flowc_window.start').alias('window_start')",
+                "F.col('__flowc_window.end').alias('window_end')",
+            ]
+        if node.rank is not None:
+            outputs.append(f"(F.col('__flowc_rank') + 1).cast('bigint').alias({node.rank.value!r})")
+        w(f"{df} = {df}.select({', '.join(outputs)})", 1)
 
     def aggregate(self, step: Step, df: str) -> None:
         w = self.w

@@ -192,6 +192,14 @@ class Code(StrEnum):
         "a RIGHT or FULL JOIN of a table (its unmatched rows are never final)",
         "tables-and-dimension-joins",
     )
+    E0270 = ("E0270", "top-count", "TOP n with n not a whole number from 1 to 10000", "top-n")
+    E0271 = (
+        "E0271",
+        "top-order",
+        "a TOP order by an unorderable value, or in two directions",
+        "top-n",
+    )
+    E0272 = ("E0272", "top-per", "TOP ... PER an expression instead of columns", "top-n")
     E0301 = ("E0301", "unknown-setting", "an unknown setting", "settings")
     E0302 = ("E0302", "setting-value", "an invalid value for a setting", "settings")
     E0303 = ("E0303", "duplicate-hint", "a hint given twice", "operator-hints")

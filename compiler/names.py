@@ -32,10 +32,25 @@ def step_name(step: Step) -> str:
     if step.kind == StepKind.WINDOW_AGGREGATE and step.window is not None:
         args = ", ".join(" ".join(a.text.split()) for a in step.window.args)
         return f"Window({step.window.kind}({args}))"
+    if step.kind in (StepKind.TOP, StepKind.WINDOW_TOP) and isinstance(step.node, ast.Top):
+        return rank_name(step.node, step.keys, step.window)
     if step.kind in (StepKind.JOIN, StepKind.DIMENSION_JOIN) and isinstance(step.node, ast.Join):
         kind = step.node.kind
         return "Join" if kind == JoinKind.INNER else f"{kind.capitalize()} Outer Join"
     return str(step.kind)
+
+
+def rank_name(node: ast.Top, keys: tuple[str, ...], window: ast.Window | None) -> str:
+    """Flink SQL's name for its Top-N operator: ``Rank(rankEnd=3, partitionBy=[auction],
+    orderBy=[price DESC])``, ``WindowRank(window=[TUMBLE(ts, ...)], ...)`` after a WINDOW."""
+    order = ", ".join(
+        f"{' '.join(o.expr.text.split())} {'DESC' if o.descending else 'ASC'}" for o in node.order
+    )
+    parts = [f"rankEnd={node.count}", f"partitionBy=[{', '.join(keys)}]", f"orderBy=[{order}]"]
+    if window is None:
+        return f"Rank({', '.join(parts)})"
+    args = ", ".join(" ".join(a.text.split()) for a in window.args)
+    return f"WindowRank(window=[{window.kind}({args})], {', '.join(parts)})"
 
 
 def source_name(source: SourceDef) -> str:

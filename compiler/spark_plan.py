@@ -299,7 +299,12 @@ def _distinct_rewrites(program: Program, tree: TransformationTree) -> dict[int, 
     streams = [v.stream for v in program.views] + [i.stream for i in program.inserts]
     for stream in streams:
         for step in stream.steps:
-            if not isinstance(step.node, ast.Aggregate) or id(step) not in tree.step_nodes:
+            if id(step) not in tree.step_nodes:
+                continue
+            if isinstance(step.node, ast.Top):
+                out.setdefault(tree.step_nodes[id(step)], []).append(_top_realization(step.node))
+                continue
+            if not isinstance(step.node, ast.Aggregate):
                 continue
             for item in step.node.items:
                 try:
@@ -313,6 +318,16 @@ def _distinct_rewrites(program: Program, tree: TransformationTree) -> dict[int, 
                     for r in found
                 )
     return out
+
+
+def _top_realization(node: ast.Top) -> str:
+    """How a TOP runs on Spark (codegen_steps.StepWriter.top writes it)."""
+    function = "max_by" if node.order[0].descending else "min_by"
+    return (
+        f"line {node.span.line}: TOP {node.count} runs as {function}(row, order, {node.count}) "
+        f"per group, then one row per rank: the aggregation's state keeps each group's "
+        f"{node.count} first rows; ties in the order are broken by the rows' other columns"
+    )
 
 
 def checkpoint_segment(name: str) -> str:

@@ -32,7 +32,14 @@ from flowc.program import (
     Stream,
 )
 from flowc.spans import Span
-from flowc.vocabulary import AGGREGATE_STEPS, STATEFUL_STEPS, JoinKind, StepKind, WindowKind
+from flowc.vocabulary import (
+    AGGREGATE_STEPS,
+    RANK_STEPS,
+    STATEFUL_STEPS,
+    JoinKind,
+    StepKind,
+    WindowKind,
+)
 
 
 def check_streaming(program: Program, reporter: Reporter) -> Program:
@@ -131,8 +138,8 @@ def check_appended_aggregations(query: Query, lineage: Lineage, reporter: _OnceP
         if window is None:
             reporter.error(
                 Code.E0704,
-                f"{query.where}: an AGGREGATE without WINDOW never finishes a result, so it "
-                "cannot be appended",
+                f"{query.where}: {_keyword_text(step)} without WINDOW never finishes a result, "
+                "so it cannot be appended",
                 _keyword(step),
                 help="give the sink mode = 'update' or 'complete', or aggregate per WINDOW "
                 "over a column with a WATERMARK",
@@ -258,7 +265,12 @@ RULES: tuple[Rule, ...] = (
 
 
 def _aggregations(query: Query) -> list[Step]:
-    return [s for s in query.stateful if s.kind in AGGREGATE_STEPS]
+    return [s for s in query.stateful if s.kind in _GROUPING]
+
+
+#: The steps Spark runs as a streaming aggregation: AGGREGATE, and TOP (an aggregate of
+#: each group's first rows).
+_GROUPING = AGGREGATE_STEPS | RANK_STEPS
 
 
 def _keyword_text(step: Step) -> str:
@@ -335,7 +347,7 @@ class Lineage:
         if isinstance(node, ast.Rename):
             renamed = {i.old.value: i.new.value for i in node.items}
             return frozenset(renamed.get(c, c) for c in columns)
-        if step.kind in AGGREGATE_STEPS:
+        if step.kind in _GROUPING:
             return frozenset()
         if step.kind == StepKind.JOIN:
             return columns | self.watermarked(step.inputs[0])
@@ -412,7 +424,7 @@ class Lineage:
         """:meth:`_aggregated`, once what it reads is known."""
         return any(
             self._aggregations[(id(s), u)] for s, u in self._lineage_inputs(stream, upto)
-        ) or any(step.kind in AGGREGATE_STEPS for step in stream.steps[:upto])
+        ) or any(step.kind in _GROUPING for step in stream.steps[:upto])
 
     def _place(self, insert: InsertDef, target: Step) -> tuple[Stream, int] | None:
         places = self._places.get(id(insert.stream))

@@ -415,6 +415,33 @@ class _Builder:
             max_parallelism=1,
         )
 
+    def top_step(self, step: Step, current: int) -> int:
+        """Flink's Rank (WindowRank after a WINDOW): keyed by the PER columns, or one
+        non-parallel operator over every row when there are none (a global Top-N)."""
+        operator = Operator.WINDOW_RANK if step.kind == StepKind.WINDOW_TOP else Operator.RANK
+        if not step.keys:
+            return self.physical(
+                TransformationKind.ONE_INPUT,
+                step_name(step),
+                operator,
+                (self.hash_partition(current, step.span),),
+                step.hints,
+                step.span,
+                parallelism=1,
+                max_parallelism=1,
+            )
+        if self._needs_key_partition(step, current):
+            current = self.hash_partition(current, step.span, step.keys)
+        return self.physical(
+            TransformationKind.ONE_INPUT,
+            step_name(step),
+            operator,
+            (current,),
+            step.hints,
+            step.span,
+            step.keys,
+        )
+
     def deduplicate_step(self, step: Step, current: int) -> int:
         if self._needs_key_partition(step, current):
             current = self.hash_partition(current, step.span, step.keys)
@@ -451,6 +478,8 @@ _STEPS: dict[str, Callable[[_Builder, Step, int], int]] = {
     StepKind.AGGREGATE: _Builder.aggregate_step,
     StepKind.WINDOW_AGGREGATE: _Builder.aggregate_step,
     StepKind.DEDUPLICATE: _Builder.deduplicate_step,
+    StepKind.TOP: _Builder.top_step,
+    StepKind.WINDOW_TOP: _Builder.top_step,
 }
 
 #: The one-input steps whose operator is keyed (by the keys in force).

@@ -26,6 +26,9 @@ class StepKind(StrEnum):
     WINDOW_AGGREGATE = "window_aggregate"
     AGGREGATE = "aggregate"
     DEDUPLICATE = "deduplicate"
+    #: TOP n BY ... (Flink's Rank), and after a WINDOW (Flink's WindowRank).
+    TOP = "top"
+    WINDOW_TOP = "window_top"
     JOIN = "join"
     #: A JOIN of a stream with a ``CREATE TABLE``: Flink's join with a bounded input,
     #: Spark's stateless stream-static join.
@@ -37,7 +40,14 @@ class StepKind(StrEnum):
 #: Steps that keep state between records (a keyed operator on Flink, a stateful
 #: operator with a state store on Spark).
 STATEFUL_STEPS = frozenset(
-    {StepKind.AGGREGATE, StepKind.WINDOW_AGGREGATE, StepKind.DEDUPLICATE, StepKind.JOIN}
+    {
+        StepKind.AGGREGATE,
+        StepKind.WINDOW_AGGREGATE,
+        StepKind.DEDUPLICATE,
+        StepKind.JOIN,
+        StepKind.TOP,
+        StepKind.WINDOW_TOP,
+    }
 )
 
 #: Steps that only change how records are distributed (no operator of their own).
@@ -45,6 +55,8 @@ PARTITION_STEPS = frozenset({StepKind.KEY_BY, StepKind.PARTITION, StepKind.PARTI
 
 #: Steps that aggregate, with or without a window.
 AGGREGATE_STEPS = frozenset({StepKind.AGGREGATE, StepKind.WINDOW_AGGREGATE})
+#: Top-N steps: an aggregation for Spark (the first rows of each group, kept in state).
+RANK_STEPS = frozenset({StepKind.TOP, StepKind.WINDOW_TOP})
 
 
 class TransformationKind(StrEnum):
@@ -91,6 +103,8 @@ class Operator(StrEnum):
     WINDOW = "window"
     DEDUPLICATE = "deduplicate"
     JOIN = "join"
+    RANK = "rank"
+    WINDOW_RANK = "window_rank"
     PROCESS = "process"
 
 
@@ -102,6 +116,8 @@ STATEFUL_OPERATORS = frozenset(
         Operator.WINDOW,
         Operator.DEDUPLICATE,
         Operator.JOIN,
+        Operator.RANK,
+        Operator.WINDOW_RANK,
     }
 )
 

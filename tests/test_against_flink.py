@@ -172,6 +172,30 @@ CASES: dict[str, tuple[str, str, bool]] = {
         """,
         False,
     ),
+    # TOP n (Flink SQL's Rank): a keyed process function after the PER columns' exchange.
+    "top_n_per_key": (
+        """
+        SET parallelism = 4;
+        CREATE SOURCE s (value BIGINT) WITH (connector = 'datagen');
+        CREATE SINK o WITH (connector = 'console', mode = 'update');
+        INSERT INTO o FROM s |> SELECT value |> TOP 3 BY value DESC PER value
+          WITH (uid = 'rank', parallelism = 8, max_parallelism = 256);
+        """,
+        """
+        from pyflink.datastream.functions import KeyedProcessFunction
+
+        class Rank(KeyedProcessFunction):
+            def process_element(self, value, ctx):
+                yield value
+
+        env.set_parallelism(4)
+        m = source("s").map(lambda x: x, output_type=LONG).name("Map")
+        name = "Rank(rankEnd=3, partitionBy=[value], orderBy=[value DESC])"
+        (m.key_by(lambda x: x).process(Rank(), output_type=LONG).name(name).uid("rank")
+            .set_parallelism(8).set_max_parallelism(256).print().name("o"))
+        """,
+        False,
+    ),
 }
 
 

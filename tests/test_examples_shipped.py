@@ -220,7 +220,50 @@ def _bid_enrichment(folder: Path, spark: Any) -> None:
     assert sorted(got, key=repr) == sorted(expected, key=repr)
 
 
+def _top_bids(folder: Path, spark: Any) -> None:
+    bids = _read_json_lines(folder / "data" / "bids")
+    closed = max(_time(b["date_time"]) for b in bids) - timedelta(seconds=4)
+    windows: dict[datetime, list[dict[str, Any]]] = {}
+    for bid in bids:
+        start = _time(bid["date_time"]).replace(second=0)
+        if start + timedelta(minutes=1) <= closed:
+            windows.setdefault(start, []).append(bid)
+    assert len(windows) >= 2, "the data should close several windows"
+    expected_top = sorted(
+        (start, auction, rank, bid["price"])
+        for start, rows in windows.items()
+        for auction in {b["auction"] for b in rows}
+        for rank, bid in enumerate(
+            sorted(
+                (b for b in rows if b["auction"] == auction),
+                key=lambda b: (b["price"], b["bidder"], b["date_time"]),
+                reverse=True,
+            )[:3],
+            start=1,
+        )
+    )
+    got_top = sorted(
+        (
+            _time(r["window_start"]).replace(tzinfo=None),
+            r["auction"],
+            r["rank_in_auction"],
+            r["price"],
+        )
+        for r in _read_json_lines(folder / "out" / "top_bids", "part-*.json")
+    )
+    assert got_top == expected_top
+    expected_best = sorted(
+        (start, max(rows, key=lambda b: b["price"])["price"]) for start, rows in windows.items()
+    )
+    got_best = sorted(
+        (_time(r["window_start"]).replace(tzinfo=None), r["price"])
+        for r in _read_json_lines(folder / "out" / "best_bid", "part-*.json")
+    )
+    assert got_best == expected_best
+
+
 ANSWERS = {
+    "top_bids": _top_bids,
     "bid_enrichment": _bid_enrichment,
     "partitioned_bids": _partitioned_bids,
     "nexmark_bid_stats": _nexmark_bid_stats,

@@ -32,10 +32,14 @@ def check_aggregate(ctx: Context, node: ast.Aggregate, step: StepInput) -> Step 
 
 
 def check_window(ctx: Context, node: ast.Window, step: StepInput) -> Step | None:
-    """A WINDOW and the AGGREGATE that follows it (the query checks that one does)."""
-    aggregate = step.following
-    assert isinstance(aggregate, ast.Aggregate)
-    return _aggregate(ctx, aggregate, step, node)
+    """A WINDOW and the AGGREGATE or TOP that follows it (the query checks that one does)."""
+    following = step.following
+    if isinstance(following, ast.Top):
+        from flowc.analyze.rank_steps import top_step
+
+        return top_step(ctx, following, step, node)
+    assert isinstance(following, ast.Aggregate)
+    return _aggregate(ctx, following, step, node)
 
 
 def check_deduplicate(ctx: Context, node: ast.Deduplicate, step: StepInput) -> Step | None:
@@ -93,7 +97,7 @@ def _aggregate(
             return None
         out.append(replace(matches[0], qualifier=None))
     if window is not None:
-        if not _check_window_call(ctx, window, schema):
+        if not check_window_call(ctx, window, schema):
             return None
         out.append(Column("window_start", TIMESTAMP))
         out.append(Column("window_end", TIMESTAMP))
@@ -170,7 +174,7 @@ def _aggregated(ctx: Context, expr: ast.SqlExpr, keys: Sequence[str]) -> bool:
     return True
 
 
-def _check_window_call(ctx: Context, window: ast.Window, schema: Schema) -> bool:
+def check_window_call(ctx: Context, window: ast.Window, schema: Schema) -> bool:
     """TUMBLE, HOP or SESSION: the argument count, a TIMESTAMP column, then intervals."""
     expected = _WINDOW_ARGUMENTS[WindowKind(window.kind)]
     example = _WINDOW_EXAMPLES[WindowKind(window.kind)]

@@ -11,6 +11,7 @@ from flowc import ast
 from flowc.analyze.context import Context
 from flowc.analyze.grouping_steps import check_aggregate, check_deduplicate, check_window
 from flowc.analyze.input_steps import check_join, check_union
+from flowc.analyze.rank_steps import check_top
 from flowc.analyze.references import (
     is_table,
     query_references,
@@ -32,7 +33,7 @@ from flowc.analyze.step_common import StepChecker, StepInput
 from flowc.errorcodes import Code
 from flowc.lower_sql import check_flink_windows, lower_sql_query
 from flowc.program import SideOutput, Step, Stream
-from flowc.vocabulary import AGGREGATE_STEPS, PARTITION_STEPS, StepKind
+from flowc.vocabulary import AGGREGATE_STEPS, PARTITION_STEPS, RANK_STEPS, StepKind
 
 _Node = TypeVar("_Node", bound=ast.StepBase)
 
@@ -59,6 +60,7 @@ STEP_CHECKERS: dict[type[ast.StepBase], StepChecker] = dict(
         _entry(ast.Window, check_window),
         _entry(ast.Aggregate, check_aggregate),
         _entry(ast.Deduplicate, check_deduplicate),
+        _entry(ast.Top, check_top),
         _entry(ast.Join, check_join),
         _entry(ast.UnionAll, check_union),
         _entry(ast.Route, check_route),
@@ -96,12 +98,13 @@ def check_query(
     while i < len(ast_steps):
         node = ast_steps[i]
         following = ast_steps[i + 1] if i + 1 < len(ast_steps) else None
-        if isinstance(node, ast.Window) and not isinstance(following, ast.Aggregate):
+        if isinstance(node, ast.Window) and not isinstance(following, ast.Aggregate | ast.Top):
             ctx.reporter.error(
                 Code.E0208,
-                "WINDOW must be followed by AGGREGATE",
+                "WINDOW must be followed by AGGREGATE or TOP",
                 node.keyword_span,
-                help="add |> AGGREGATE count(*) AS n (or other aggregates) after it",
+                help="add |> AGGREGATE count(*) AS n (or other aggregates) after it, or "
+                "|> TOP 3 BY x DESC for the first rows of each window",
             )
             return None
         step = StepInput(schema, keys, side_outputs, len(steps), view, following)
@@ -135,4 +138,6 @@ _KEYING_STEPS = frozenset(
     {StepKind.KEY_BY, StepKind.JOIN, StepKind.DIMENSION_JOIN, StepKind.DEDUPLICATE}
 )
 #: Steps after which no keys are in force.
-_UNKEYING_STEPS = (PARTITION_STEPS | AGGREGATE_STEPS | {StepKind.UNION}) - _KEYING_STEPS
+_UNKEYING_STEPS = (
+    PARTITION_STEPS | AGGREGATE_STEPS | RANK_STEPS | {StepKind.UNION}
+) - _KEYING_STEPS

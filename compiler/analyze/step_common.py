@@ -107,6 +107,7 @@ def keyword(node: ast.StepBase) -> str:
         ast.UnionAll: "UNION ALL",
         ast.Join: "JOIN",
         ast.Window: "WINDOW",
+        ast.Top: "TOP",
     }
     return names.get(type(node), type(node).__name__.upper())
 

@@ -70,6 +70,8 @@ def describe_state(job: CompiledJob) -> StateManifest:
 _STATE_KINDS: dict[str, StateKind] = {
     StepKind.DEDUPLICATE: StateKind.DEDUPLICATE,
     StepKind.JOIN: StateKind.JOIN,
+    StepKind.TOP: StateKind.RANK,
+    StepKind.WINDOW_TOP: StateKind.WINDOW_RANK,
 }
 
 
@@ -242,6 +244,21 @@ class _Describer:
                 out.append(
                     (None, name, unique[0] if len(unique) == 1 else f"union({', '.join(unique)})")
                 )
+            return out
+        if kind in (StepKind.TOP, StepKind.WINDOW_TOP):
+            assert isinstance(node, ast.Top)
+            out = list(env)
+            if step.window is not None:
+                window = self._window(step.window, env)
+                text = f"{window.kind}({window.time.lineage}, {window.size}"
+                text += f", {window.slide})" if window.slide else ")"
+                out += [
+                    (None, "window_start", f"{text}.start"),
+                    (None, "window_end", f"{text}.end"),
+                ]
+            if node.rank is not None:
+                order = ", ".join(expression_lineage(o.expr, env) for o in node.order)
+                out.append((None, node.rank.value, f"row_number() BY ({order})"))
             return out
         return env  # where, key_by, partitions, deduplicate, route: same columns
 

@@ -32,6 +32,8 @@ class StateKind(StrEnum):
     SESSION_WINDOW = "session_window"
     DEDUPLICATE = "deduplicate"
     JOIN = "join"
+    RANK = "rank"
+    WINDOW_RANK = "window_rank"
 
 
 @dataclass(frozen=True, slots=True)

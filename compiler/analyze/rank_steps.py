@@ -1,0 +1,97 @@
+"""The checker of TOP n BY ... [PER ...] [AS rank], alone or after a WINDOW: Flink's Top-N
+(ROW_NUMBER() OVER (PARTITION BY ... ORDER BY ...) <= n)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from sqlglot import exp
+
+from flowc import ast
+from flowc.analyze.context import Context
+from flowc.analyze.settings import step_hints
+from flowc.analyze.step_common import StepInput, check_unique
+from flowc.errorcodes import Code
+from flowc.program import Column, Step
+from flowc.sqltypes import TIMESTAMP, Scope
+from flowc.vocabulary import StepKind
+
+#: The largest n: each group keeps up to n rows in state (docs/limits.md).
+MAX_TOP_ROWS = 10_000
+
+
+def check_top(ctx: Context, node: ast.Top, step: StepInput) -> Step | None:
+    return top_step(ctx, node, step, None)
+
+
+def top_step(
+    ctx: Context, node: ast.Top, step: StepInput, window: ast.Window | None
+) -> Step | None:
+    """The first ``n`` rows of each group by the BY order; a group is the PER columns (or
+    the keys in force, or every row), and with a WINDOW also the window."""
+    hints = step_hints(node, ctx.reporter)
+    if not 1 <= node.count <= MAX_TOP_ROWS:
+        ctx.reporter.error(
+            Code.E0270,
+            f"TOP takes a whole number of rows from 1 to {MAX_TOP_ROWS}",
+            node.count_span,
+            help="for example TOP 3 BY price DESC PER auction",
+        )
+        return None
+    scope = Scope(step.schema)
+    for item in node.order:
+        type_text = ctx.checks.type(item.expr, scope, ctx.reporter)
+        if type_text is None:
+            return None
+        if type_text.startswith("MAP"):
+            ctx.reporter.error(
+                Code.E0271,
+                f"TOP cannot order rows by '{item.expr.text}', a {type_text}",
+                item.expr.span,
+                help="order by a column of a type with an order (numbers, strings, times)",
+            )
+            return None
+    if len({item.descending for item in node.order}) > 1:
+        ctx.reporter.error(
+            Code.E0271,
+            "TOP orders by every BY expression in one direction",
+            node.order[-1].span,
+            help="write every expression DESC (or every one ASC); negate a number to turn "
+            "its order",
+        )
+        return None
+    keys: list[str] = []
+    for column in node.per:
+        if not isinstance(column.tree, exp.Column):
+            ctx.reporter.error(
+                Code.E0272,
+                "PER takes column names",
+                column.span,
+                help="add the expression as a column with EXTEND first",
+            )
+            return None
+        if ctx.checks.type(column, scope, ctx.reporter) is None:
+            return None
+        keys.append(column.tree.name)
+    if not node.per and step.keys:
+        keys = list(step.keys)
+    out = [replace(c, qualifier=None) for c in step.schema]
+    if window is not None:
+        from flowc.analyze.grouping_steps import check_window_call
+
+        if not check_window_call(ctx, window, step.schema):
+            return None
+        out += [Column("window_start", TIMESTAMP), Column("window_end", TIMESTAMP)]
+    if node.rank is not None:
+        out.append(Column(node.rank.value, "BIGINT"))
+    if not check_unique(ctx, out, node.span):
+        return None
+    return Step(
+        kind=StepKind.WINDOW_TOP if window is not None else StepKind.TOP,
+        node=node,
+        schema=tuple(out),
+        hints=hints,
+        span=window.span.cover(node.span) if window is not None else node.span,
+        keys=tuple(keys),
+        window=window,
+    )

@@ -1,0 +1,130 @@
+"""TOP n BY ... [PER ...]: Flink's Top-N, on Spark (issue 13, item 2).
+
+Each test runs the generated job on the shared local SparkSession over bids read one
+file per micro-batch and compares the sink's rows with the first rows of each group
+computed in plain Python from the same input: after every micro-batch for the updating
+(unwindowed) form, per closed window for the windowed one.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from test_streaming_rules_on_spark import (
+    Row,
+    at,
+    compiled,
+    into_memory,
+    run_generated,
+    source,
+    spark_codes,
+    table,
+    write_batches,
+)
+
+#: Prices are distinct, so every order is a total one, as Flink's arrival order would be.
+BIDS: list[list[Row]] = [
+    [
+        {"auction": 1, "price": 10, "ts": at(0)},
+        {"auction": 1, "price": 30, "ts": at(2)},
+        {"auction": 2, "price": 5, "ts": at(4)},
+        {"auction": 1, "price": 20, "ts": at(6)},
+    ],
+    [
+        {"auction": 2, "price": 50, "ts": at(61)},
+        {"auction": 1, "price": 25, "ts": at(62)},
+        {"auction": 3, "price": 7, "ts": at(63)},
+    ],
+    [
+        {"auction": 1, "price": 40, "ts": at(64)},
+        {"auction": 2, "price": 1, "ts": at(130)},
+        {"auction": 3, "price": 8, "ts": at(200)},
+    ],
+]
+COLUMNS = "auction BIGINT, price BIGINT, ts TIMESTAMP"
+
+
+def first_rows(rows: list[Row], n: int, descending: bool) -> list[tuple[Any, ...]]:
+    ranked = sorted(rows, key=lambda r: r["price"], reverse=descending)[:n]
+    return [(r["auction"], r["price"], datetime.fromisoformat(r["ts"])) for r in ranked]
+
+
+def test_top_per_key_updates_after_every_batch(spark: Any, tmp_path: Path) -> None:
+    write_batches(tmp_path / "bids", BIDS)
+    job = compiled(
+        tmp_path,
+        source("bids", COLUMNS)
+        + "SET max_parallelism = 16;\n"
+        + "CREATE SINK best WITH (connector = 'noop', mode = 'update');\n"
+        + "INSERT INTO best FROM bids |> TOP 2 BY price DESC PER auction AS rn;\n",
+    )
+    assert spark_codes(job) == set()
+    run_generated(spark, tmp_path, job, into_memory)
+    seen: dict[int, list[Row]] = defaultdict(list)
+    expected = []
+    for batch in BIDS:
+        for row in batch:
+            seen[row["auction"]].append(row)
+        for auction in dict.fromkeys(r["auction"] for r in batch):
+            ranked = first_rows(seen[auction], 2, descending=True)
+            expected += [(*row, rank) for rank, row in enumerate(ranked, start=1)]
+    assert len(expected) == 14
+    assert table(spark, "best") == sorted(expected)
+
+
+def test_top_per_window_is_appended_when_the_window_closes(spark: Any, tmp_path: Path) -> None:
+    write_batches(tmp_path / "bids", BIDS)
+    job = compiled(
+        tmp_path,
+        source("bids", COLUMNS, watermark="5 SECONDS")
+        + "SET max_parallelism = 16;\n"
+        + "CREATE SINK best WITH (connector = 'memory');\n"
+        + "INSERT INTO best FROM bids |> WINDOW TUMBLE(ts, INTERVAL 1 MINUTE)\n"
+        + "  |> TOP 1 BY price ASC PER auction;\n",
+    )
+    assert spark_codes(job) == set()
+    run_generated(spark, tmp_path, job)
+    windows: dict[tuple[int, datetime], list[Row]] = defaultdict(list)
+    for batch in BIDS:
+        for row in batch:
+            start = datetime.fromisoformat(row["ts"]).replace(second=0)
+            windows[(row["auction"], start)].append(row)
+    closed = datetime.fromisoformat(at(200)) - timedelta(seconds=5)
+    expected = sorted(
+        (*first_rows(rows, 1, descending=False)[0], start, start + timedelta(minutes=1))
+        for (_, start), rows in windows.items()
+        if start + timedelta(minutes=1) <= closed
+    )
+    assert len(expected) == 6
+    assert table(spark, "best") == expected
+
+
+def test_a_global_top_per_window(spark: Any, tmp_path: Path) -> None:
+    """No PER and no keys in force: the first rows of each whole window."""
+    write_batches(tmp_path / "bids", BIDS)
+    job = compiled(
+        tmp_path,
+        source("bids", COLUMNS, watermark="5 SECONDS")
+        + "SET max_parallelism = 16;\n"
+        + "CREATE SINK best WITH (connector = 'memory');\n"
+        + "INSERT INTO best FROM bids |> WINDOW TUMBLE(ts, INTERVAL 1 MINUTE)\n"
+        + "  |> TOP 2 BY price DESC AS place |> SELECT window_start, place, auction, price;\n",
+    )
+    assert spark_codes(job) == set()
+    run_generated(spark, tmp_path, job)
+    windows: dict[datetime, list[Row]] = defaultdict(list)
+    for batch in BIDS:
+        for row in batch:
+            windows[datetime.fromisoformat(row["ts"]).replace(second=0)].append(row)
+    closed = datetime.fromisoformat(at(200)) - timedelta(seconds=5)
+    expected = sorted(
+        (start, place, auction, price)
+        for start, rows in windows.items()
+        if start + timedelta(minutes=1) <= closed
+        for place, (auction, price, _) in enumerate(first_rows(rows, 2, True), start=1)
+    )
+    assert len(expected) == 5
+    assert table(spark, "best") == expected
