@@ -270,9 +270,12 @@ class StepWriter(ProgramText):
         if step.window is not None:
             keys = "".join(f"{k!r}, " for k in step.keys)
             values = ", ".join(repr(n) for n in names)
+            # window_end keeps the window's watermark (Spark's window_time does the same),
+            # so that a later stateful step can use it as its event time.
             w(
                 f"{df} = {df}.select({keys}F.col('__flowc_window.start').alias('window_start'), "
-                f"F.col('__flowc_window.end').alias('window_end'), {values})",
+                f"F.col('__flowc_window.end').alias('window_end', "
+                f"metadata={df}.schema['__flowc_window'].metadata), {values})",
                 1,
             )
 

@@ -135,6 +135,8 @@ def check_appended_aggregations(query: Query, lineage: Lineage, reporter: _OnceP
         return
     for step in _aggregations(query):
         window = step.window
+        if window is None and set(step.keys) & lineage.columns_before(query.insert, step):
+            continue  # grouped by a watermarked column: a group is final once it passes
         if window is None:
             reporter.error(
                 Code.E0704,
@@ -273,6 +275,20 @@ def _aggregations(query: Query) -> list[Step]:
 _GROUPING = AGGREGATE_STEPS | RANK_STEPS
 
 
+def _window_end_kept(step: Step, columns: frozenset[str]) -> frozenset[str]:
+    """After an aggregation or TOP, only ``window_end`` of a window over a watermarked
+    column carries the watermark (the generated program gives it the window's watermark
+    metadata, as Spark's window_time does), so that a later window, TOP, time-bounded
+    JOIN or DEDUPLICATE can follow in append mode; every other column has none."""
+    window = step.window
+    if window is None or step.kind == StepKind.WINDOW_TOP:
+        return frozenset()
+    time_column = window.args[0].tree
+    if isinstance(time_column, exp.Column) and time_column.name in columns:
+        return frozenset({"window_end"})
+    return frozenset()
+
+
 def _keyword_text(step: Step) -> str:
     """The step's keyword with its article: "an AGGREGATE", "a WINDOW", "a JOIN"."""
     word = keyword(step.window or step.node)
@@ -348,7 +364,7 @@ class Lineage:
             renamed = {i.old.value: i.new.value for i in node.items}
             return frozenset(renamed.get(c, c) for c in columns)
         if step.kind in _GROUPING:
-            return frozenset()
+            return _window_end_kept(step, columns)
         if step.kind == StepKind.JOIN:
             return columns | self.watermarked(step.inputs[0])
         if step.kind == StepKind.UNION:

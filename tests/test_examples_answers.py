@@ -203,7 +203,13 @@ def test_every_generated_program_runs(spark: Any, tmp_path: Path) -> None:
 #: The examples with file sinks, whose answers are checked with both runners above.
 ANSWERED = {"clicks_per_user.flow", "orders_payments_join.flow", "payments_routing.flow"}
 #: Issue 13's examples are answered on their shipped data (test_examples_shipped.py).
-SHIPPED_ANSWERS = {"nexmark_bid_stats", "partitioned_bids", "bid_enrichment", "top_bids"}
+SHIPPED_ANSWERS = {
+    "nexmark_bid_stats",
+    "partitioned_bids",
+    "bid_enrichment",
+    "top_bids",
+    "auctions",
+}
 
 
 def run_with(copy: Path, overrides: dict[str, str]) -> None:

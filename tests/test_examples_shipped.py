@@ -262,7 +262,70 @@ def _top_bids(folder: Path, spark: Any) -> None:
     assert got_best == expected_best
 
 
+def _auctions(folder: Path, spark: Any) -> None:
+    """Dimension joins, a cascading window and two Top-Ns, against plain Python."""
+    auctions = {a["id"]: a for a in _read_json_lines(folder / "data" / "auctions")}
+    persons = {p["id"]: p for p in _read_json_lines(folder / "data" / "persons")}
+    bids = [
+        b
+        | {
+            "ts": _time(b["date_time"]),
+            "category": auctions[b["auction"]]["category"],
+            "city": persons.get(auctions[b["auction"]]["seller"], {}).get("city"),
+        }
+        for b in _read_json_lines(folder / "data" / "bids")
+        if b["auction"] in auctions
+    ]
+    closed = max(_time(b["date_time"]) for b in _read_json_lines(folder / "data" / "bids"))
+    closed -= timedelta(seconds=4)
+    minutes: dict[datetime, list[dict[str, Any]]] = {}
+    for bid in bids:
+        start = bid["ts"].replace(second=0)
+        if start + timedelta(minutes=1) <= closed:
+            minutes.setdefault(start, []).append(bid)
+    assert len(minutes) >= 2, "the data should close several minutes"
+    expected_hot = []
+    for start, rows in minutes.items():
+        per_category: dict[int, list[int]] = {}
+        for bid in rows:
+            per_category.setdefault(bid["category"], []).append(bid["price"])
+        count, category = max((len(p), c) for c, p in per_category.items())
+        expected_hot.append((start, category, count, max(per_category[category])))
+    got_hot = sorted(
+        (_time(r["window_start"]).replace(tzinfo=None), r["category"], r["bids"], r["top_price"])
+        for r in _read_json_lines(folder / "out" / "hot_categories", "part-*.json")
+    )
+    assert got_hot == sorted(expected_hot)
+    expected_top = sorted(
+        (start, auction, rank, bid["price"], bid["bidder"], bid["city"])
+        for start, rows in minutes.items()
+        for auction in {b["auction"] for b in rows}
+        for rank, bid in enumerate(
+            sorted(
+                (b for b in rows if b["auction"] == auction),
+                key=lambda b: (b["price"], b["bidder"], b["ts"]),
+                reverse=True,
+            )[:2],
+            start=1,
+        )
+    )
+    got_top = sorted(
+        (
+            _time(r["window_start"]).replace(tzinfo=None),
+            r["auction"],
+            r["rank_in_auction"],
+            r["price"],
+            r["bidder"],
+            r.get("seller_city"),
+        )
+        for r in _read_json_lines(folder / "out" / "top_bids_per_auction", "part-*.json")
+    )
+    assert got_top == expected_top
+    assert any(row[5] is None for row in expected_top), "a seller missing from persons"
+
+
 ANSWERS = {
+    "auctions": _auctions,
     "top_bids": _top_bids,
     "bid_enrichment": _bid_enrichment,
     "partitioned_bids": _partitioned_bids,
