@@ -92,6 +92,7 @@ _DEDUP_STEP = "  |> DEDUPLICATE ON k, ts\n"
 _JOIN_STEP = "  |> JOIN r ON k = rk AND rts BETWEEN ts AND ts + INTERVAL 1 HOUR\n"
 JOIN_THEN_DEDUP = DEDUP_THEN_JOIN.replace(_DEDUP_STEP + _JOIN_STEP, _JOIN_STEP + _DEDUP_STEP)
 PROJECTED = AGG.replace("AGGREGATE count(*) AS n;", "AGGREGATE count(*) AS n\n  |> SELECT k, n;")
+TOP = AGG.replace("|> KEY BY k\n  |> AGGREGATE count(*) AS n;", "|> TOP 2 BY v DESC PER k;")
 PINNED = AGG.replace("count(*) AS n", "count(*) AS n WITH (uid = 'counts')")
 
 INCOMPATIBLE, COMPATIBLE, RESCALED = "incompatible", "compatible", "rescaled"
@@ -148,6 +149,10 @@ MATRIX: dict[str, tuple[str, str, str, str]] = {
         RESCALED,
         "max_parallelism",
     ),
+    "TOP n": (TOP, TOP.replace("TOP 2", "TOP 3"), INCOMPATIBLE, "aggregates"),
+    "TOP order": (TOP, TOP.replace("BY v DESC", "BY v ASC"), INCOMPATIBLE, "aggregates"),
+    "TOP order column": (TOP, TOP.replace("BY v DESC", "BY k2 DESC"), INCOMPATIBLE, "aggregates"),
+    "TOP per": (TOP, TOP.replace("PER k", "PER k2"), INCOMPATIBLE, "keys"),
     "uid changed": (PINNED, PINNED.replace("'counts'", "'counts-v2'"), INCOMPATIBLE, "uid"),
     "filter added before the aggregate": (
         AGG,

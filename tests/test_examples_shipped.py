@@ -220,6 +220,20 @@ def _bid_enrichment(folder: Path, spark: Any) -> None:
     assert sorted(got, key=repr) == sorted(expected, key=repr)
 
 
+def _ranked_per_auction(rows: list[dict[str, Any]], n: int) -> list[tuple[int, dict[str, Any]]]:
+    """TOP n BY price DESC PER auction in plain Python: (rank, bid), ties broken by the
+    other columns in the same direction, as flowc breaks them."""
+    out: list[tuple[int, dict[str, Any]]] = []
+    for auction in {b["auction"] for b in rows}:
+        bids = sorted(
+            (b for b in rows if b["auction"] == auction),
+            key=lambda b: (b["price"], b["bidder"], b["date_time"]),
+            reverse=True,
+        )
+        out += list(enumerate(bids[:n], start=1))
+    return out
+
+
 def _top_bids(folder: Path, spark: Any) -> None:
     bids = _read_json_lines(folder / "data" / "bids")
     closed = max(_time(b["date_time"]) for b in bids) - timedelta(seconds=4)
@@ -230,17 +244,9 @@ def _top_bids(folder: Path, spark: Any) -> None:
             windows.setdefault(start, []).append(bid)
     assert len(windows) >= 2, "the data should close several windows"
     expected_top = sorted(
-        (start, auction, rank, bid["price"])
+        (start, bid["auction"], rank, bid["price"])
         for start, rows in windows.items()
-        for auction in {b["auction"] for b in rows}
-        for rank, bid in enumerate(
-            sorted(
-                (b for b in rows if b["auction"] == auction),
-                key=lambda b: (b["price"], b["bidder"], b["date_time"]),
-                reverse=True,
-            )[:3],
-            start=1,
-        )
+        for rank, bid in _ranked_per_auction(rows, 3)
     )
     got_top = sorted(
         (
@@ -297,17 +303,9 @@ def _auctions(folder: Path, spark: Any) -> None:
     )
     assert got_hot == sorted(expected_hot)
     expected_top = sorted(
-        (start, auction, rank, bid["price"], bid["bidder"], bid["city"])
+        (start, bid["auction"], rank, bid["price"], bid["bidder"], bid["city"])
         for start, rows in minutes.items()
-        for auction in {b["auction"] for b in rows}
-        for rank, bid in enumerate(
-            sorted(
-                (b for b in rows if b["auction"] == auction),
-                key=lambda b: (b["price"], b["bidder"], b["ts"]),
-                reverse=True,
-            )[:2],
-            start=1,
-        )
+        for rank, bid in _ranked_per_auction(rows, 2)
     )
     got_top = sorted(
         (

@@ -220,13 +220,7 @@ class _Describer:
             by = ", ".join(lineage for _, _, lineage in keys)
             out = list(keys)
             if step.window is not None:
-                window = self._window(step.window, env)
-                text = f"{window.kind}({window.time.lineage}, {window.size}"
-                text += f", {window.slide})" if window.slide else ")"
-                out += [
-                    (None, "window_start", f"{text}.start"),
-                    (None, "window_end", f"{text}.end"),
-                ]
+                out += self._window_columns(step.window, env)
             values = names[len(out) :]
             for item, name in zip(node.items, values, strict=True):
                 out.append((None, name, bounded(f"{expression_lineage(item.expr, env)} BY ({by})")))
@@ -249,18 +243,36 @@ class _Describer:
             assert isinstance(node, ast.Top)
             out = list(env)
             if step.window is not None:
-                window = self._window(step.window, env)
-                text = f"{window.kind}({window.time.lineage}, {window.size}"
-                text += f", {window.slide})" if window.slide else ")"
-                out += [
-                    (None, "window_start", f"{text}.start"),
-                    (None, "window_end", f"{text}.end"),
-                ]
+                out += self._window_columns(step.window, env)
             if node.rank is not None:
                 order = ", ".join(expression_lineage(o.expr, env) for o in node.order)
                 out.append((None, node.rank.value, f"row_number() BY ({order})"))
             return out
         return env  # where, key_by, partitions, deduplicate, route: same columns
+
+    @staticmethod
+    def _top_state(node: ast.Top, env: Env) -> AggregateState:
+        """What a TOP keeps per group: its n first rows by its order (codegen's max_by or
+        min_by of the row), so a change of n, of the order or of the rows' columns is a
+        change of what the state holds."""
+        function = "max_by" if node.order[0].descending else "min_by"
+        order = ", ".join(expression_lineage(o.expr, env) for o in node.order)
+        row = ", ".join(lineage for _, _, lineage in env)
+        return AggregateState(
+            name="top",
+            sql=f"{function}(row, ({order}), {node.count})",
+            function=f"{function}(row, order, {node.count})",
+            arguments=tuple(one_line(o.expr.text) for o in node.order),
+            type=f"ARRAY<ROW> of {node.count}",
+            lineage=f"top {node.count} BY ({order}) OF ({row})",
+        )
+
+    def _window_columns(self, window: ast.Window, env: Env) -> Env:
+        """``window_start`` and ``window_end`` of a WINDOW's output, with their lineage."""
+        state = self._window(window, env)
+        text = f"{state.kind}({state.time.lineage}, {state.size}"
+        text += f", {state.slide})" if state.slide else ")"
+        return [(None, "window_start", f"{text}.start"), (None, "window_end", f"{text}.end")]
 
     def _window(self, window: ast.Window, env: Env) -> WindowState:
         time_name = window.args[0].tree.name
@@ -376,6 +388,12 @@ class _Describer:
                 StateColumn(c.name, c.type, lookup(env, None, c.name))
                 for c in step.schema[: len(step.keys)]
             )
+        elif step.kind in (StepKind.TOP, StepKind.WINDOW_TOP):
+            node_ast = step.node
+            assert isinstance(node_ast, ast.Top)
+            if step.window is not None:
+                window = self._window(step.window, env)
+            aggregates = (self._top_state(node_ast, env),)
         elif step.kind == StepKind.DEDUPLICATE:
             node_ast = step.node
             assert isinstance(node_ast, ast.Deduplicate)
