@@ -172,6 +172,36 @@ CASES: dict[str, tuple[str, str, bool]] = {
         """,
         False,
     ),
+    # A stream joined with a CREATE TABLE: Flink's two-input join with a bounded input,
+    # both inputs hash-partitioned on the equality columns.
+    "dimension_join": (
+        """
+        SET parallelism = 2;
+        CREATE SOURCE s (value BIGINT) WITH (connector = 'datagen');
+        CREATE TABLE t (id BIGINT) WITH (connector = 'files', path = 't', format = 'json');
+        CREATE SINK o WITH (connector = 'console');
+        INSERT INTO o FROM s |> JOIN t ON value = t.id
+          WITH (uid = 'join', parallelism = 4, max_parallelism = 64);
+        """,
+        """
+        from pyflink.datastream.functions import KeyedCoProcessFunction
+
+        class Join(KeyedCoProcessFunction):
+            def process_element1(self, value, ctx):
+                yield value
+
+            def process_element2(self, value, ctx):
+                yield value
+
+        env.set_parallelism(2)
+        s = source("s")
+        t = source("t")
+        (s.key_by(lambda x: x).connect(t.key_by(lambda x: x))
+            .process(Join(), output_type=LONG).name("Join").uid("join")
+            .set_parallelism(4).set_max_parallelism(64).print().name("o"))
+        """,
+        False,
+    ),
     # TOP n (Flink SQL's Rank): a keyed process function after the PER columns' exchange.
     "top_n_per_key": (
         """
