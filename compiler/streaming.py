@@ -41,6 +41,10 @@ from flowc.vocabulary import (
     WindowKind,
 )
 
+#: The steps Spark runs as a streaming aggregation: AGGREGATE, and TOP (an aggregate of
+#: each group's first rows).
+_GROUPING = AGGREGATE_STEPS | RANK_STEPS
+
 
 def check_streaming(program: Program, reporter: Reporter) -> Program:
     lineage = Lineage(program)
@@ -268,11 +272,6 @@ RULES: tuple[Rule, ...] = (
 
 def _aggregations(query: Query) -> list[Step]:
     return [s for s in query.stateful if s.kind in _GROUPING]
-
-
-#: The steps Spark runs as a streaming aggregation: AGGREGATE, and TOP (an aggregate of
-#: each group's first rows).
-_GROUPING = AGGREGATE_STEPS | RANK_STEPS
 
 
 def _window_end_kept(step: Step, columns: frozenset[str]) -> frozenset[str]:

@@ -11,6 +11,7 @@ from sqlglot import exp
 
 from flowc import ast
 from flowc.analyze.context import Context
+from flowc.analyze.rank_steps import top_step
 from flowc.analyze.settings import step_hints
 from flowc.analyze.step_common import StepInput, check_unique, is_interval, item_name
 from flowc.errorcodes import Code
@@ -35,8 +36,8 @@ def check_window(ctx: Context, node: ast.Window, step: StepInput) -> Step | None
     """A WINDOW and the AGGREGATE or TOP that follows it (the query checks that one does)."""
     following = step.following
     if isinstance(following, ast.Top):
-        from flowc.analyze.rank_steps import top_step
-
+        if not check_window_call(ctx, node, step.schema):
+            return None
         return top_step(ctx, following, step, node)
     assert isinstance(following, ast.Aggregate)
     return _aggregate(ctx, following, step, node)

@@ -28,7 +28,7 @@ def top_step(
     ctx: Context, node: ast.Top, step: StepInput, window: ast.Window | None
 ) -> Step | None:
     """The first ``n`` rows of each group by the BY order; a group is the PER columns (or
-    the keys in force, or every row), and with a WINDOW also the window."""
+    the keys in force, or every row), and with a WINDOW (already checked) also the window."""
     hints = step_hints(node, ctx.reporter)
     if not 1 <= node.count <= MAX_TOP_ROWS:
         ctx.reporter.error(
@@ -76,11 +76,7 @@ def top_step(
     if not node.per and step.keys:
         keys = list(step.keys)
     out = [replace(c, qualifier=None) for c in step.schema]
-    if window is not None:
-        from flowc.analyze.grouping_steps import check_window_call
-
-        if not check_window_call(ctx, window, step.schema):
-            return None
+    if window is not None:  # its arguments checked by grouping_steps.check_window
         out += [Column("window_start", TIMESTAMP), Column("window_end", TIMESTAMP)]
     if node.rank is not None:
         out.append(Column(node.rank.value, "BIGINT"))
