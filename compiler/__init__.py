@@ -10,12 +10,14 @@ __version__ = "0.1.0"
 
 from flowc.diagnostics import CompileError, Diagnostic, Severity
 from flowc.job import CompiledJob, compile, compile_file
+from flowc.python_functions import PythonFunction
 from flowc.spans import Span
 
 __all__ = [
     "CompileError",
     "CompiledJob",
     "Diagnostic",
+    "PythonFunction",
     "Severity",
     "Span",
     "__version__",

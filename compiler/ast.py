@@ -121,8 +121,18 @@ class WatermarkDef:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ComputedColumn:
+    """``name AS expr`` among a source's columns (Flink's computed column)."""
+
+    name: Name
+    expr: SqlExpr
+    span: Span
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class CreateSource:
-    """``CREATE SOURCE`` (a stream) or ``CREATE TABLE`` (``bounded``: a dimension table)."""
+    """``CREATE SOURCE`` (a stream) or ``CREATE TABLE`` (``bounded``: a dimension table).
+    ``computed`` are its computed columns (``pt AS PROCTIME()``)."""
 
     name: Name
     columns: tuple[ColumnDef, ...]
@@ -130,6 +140,7 @@ class CreateSource:
     options: tuple[Option, ...]
     span: Span
     bounded: bool = False
+    computed: tuple[ComputedColumn, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -154,7 +165,30 @@ class Insert:
     span: Span
 
 
-Statement: TypeAlias = SetStmt | CreateSource | CreateSink | CreateView | Insert
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FunctionSignature:
+    """``(arg TYPE, ...) RETURNS TYPE``: what every call is checked against."""
+
+    params: tuple[ColumnDef, ...]
+    returns: TypeRef
+    span: Span
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CreateFunction:
+    """``CREATE FUNCTION name(arg TYPE, ...) RETURNS TYPE LANGUAGE python AS 'module:fn'``.
+
+    ``signature`` is None for Flink's untyped form, which analysis refuses with a hint;
+    ``language`` is None where it was left out (Flink's default is Java)."""
+
+    name: Name
+    signature: FunctionSignature | None
+    language: Name | None
+    target: Value
+    span: Span
+
+
+Statement: TypeAlias = SetStmt | CreateSource | CreateSink | CreateView | CreateFunction | Insert
 
 
 # ---------------------------------------------------------------- queries

@@ -283,6 +283,13 @@ class AstBuilder:
             return None
         return ast.WatermarkDef(column=column, expr=expr, span=self._span(meta))
 
+    def computed_column(self, meta: Bounds, children: list[Any]) -> ast.ComputedColumn | None:
+        name, _, expr = children
+        expr = self._plain(expr)
+        if expr is None:
+            return None
+        return ast.ComputedColumn(name=name, expr=expr, span=self._span(meta))
+
     def create_source(self, meta: Bounds, children: list[Any]) -> ast.CreateSource:
         name = children[2]
         elements = [c for c in children[3:-1] if c is not None]
@@ -294,6 +301,7 @@ class AstBuilder:
             options=options,
             span=self._span(meta),
             bounded=str(children[1]).lower() == "table",
+            computed=tuple(e for e in elements if isinstance(e, ast.ComputedColumn)),
         )
 
     def create_sink(self, meta: Bounds, children: list[Any]) -> ast.CreateSink:
@@ -308,6 +316,25 @@ class AstBuilder:
         if children[4] is None:
             return None
         return ast.CreateView(name=children[2], query=children[4], span=self._span(meta))
+
+    def function_signature(self, meta: Bounds, children: list[Any]) -> ast.FunctionSignature:
+        params = tuple(c for c in children if isinstance(c, ast.ColumnDef))
+        return ast.FunctionSignature(params=params, returns=children[-1], span=self._span(meta))
+
+    def create_function(self, meta: Bounds, children: list[Any]) -> ast.CreateFunction:
+        tokens = [c for c in children if isinstance(c, Token)]
+        target = next(t for t in tokens if t.type == "STRING")
+        language = next((c for c in children[3:] if isinstance(c, ast.Name)), None)
+        signature = children[3] if isinstance(children[3], ast.FunctionSignature) else None
+        return ast.CreateFunction(
+            name=children[2],
+            signature=signature,
+            language=language,
+            target=ast.Value(
+                kind=LiteralKind.STRING, text=str(target), span=self._token_span(target)
+            ),
+            span=self._span(meta),
+        )
 
     def insert_stmt(self, meta: Bounds, children: list[Any]) -> ast.Insert | None:
         if children[3] is None:

@@ -214,7 +214,10 @@ ERRORS_COLUMNS = (("raw", "STRING"), ("file", "STRING"), ("error", "STRING"))
 #: Options of a connector that only its source role takes.
 SOURCE_ONLY_OPTIONS = frozenset({"on_error", "max_files_per_trigger", "latest_first"})
 #: Options of a connector that only its sink role takes.
-SINK_ONLY_OPTIONS = frozenset({"partition_by"})
+SINK_ONLY_OPTIONS = frozenset({"partition_by", "key"})
+#: Formats a files sink in update mode (an upsert table, rewritten per micro-batch) writes
+#: and reads back.
+UPSERT_FILE_FORMATS = ("parquet", "json")
 
 _FILE_FORMAT_OPTIONS: dict[str, ValueKind] = {
     "header": _boolean(),
@@ -230,6 +233,11 @@ _FILE_FORMAT_OPTIONS: dict[str, ValueKind] = {
     "comment": _string(non_empty=False),
     "line_sep": _string(),
 }
+
+
+def is_upsert(connector: str, mode: str) -> bool:
+    """A sink that keeps one row per key: postgres, or files in update mode."""
+    return connector == "postgres" or (connector == "files" and mode == "update")
 
 
 @dataclass(frozen=True, slots=True)
@@ -260,10 +268,27 @@ CONNECTORS: dict[str, Connector] = {
                 "latest_first": _boolean(),
                 "on_error": _choice(*ON_ERROR_POLICIES),
                 "partition_by": _column_list(),
+                "key": _column_list(),
                 **_FILE_FORMAT_OPTIONS,
             },
             required={"source": ("path", "format"), "sink": ("path", "format")},
-            sink_modes=("append",),
+            sink_modes=("append", "update"),
+        ),
+        Connector(
+            "postgres",
+            frozenset({"sink"}),
+            {
+                "host": _string(),
+                "port": _integer(1, 65535),
+                "database": _string(),
+                "user": _string(),
+                "password": _string(non_empty=False),
+                "password_env": _string(),
+                "table": _string(),
+                "key": _column_list(),
+            },
+            required={"sink": ("database", "table")},
+            sink_modes=("update", "append"),
         ),
         Connector(
             "datagen",

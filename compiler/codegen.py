@@ -17,18 +17,31 @@ concern (:mod:`flowc.codegen_sources`, :mod:`flowc.codegen_steps`,
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from flowc import __version__
+from flowc.catalog import is_upsert
 from flowc.codegen_base import in_docstring
 from flowc.codegen_sinks import SinkWriter
 from flowc.codegen_sources import SourceWriter
 from flowc.codegen_steps import StepWriter
-from flowc.generated_runtime import BATCH_HELPERS, FAILURE_HELPERS, source_text
+from flowc.generated_runtime import (
+    BATCH_HELPERS,
+    FAILURE_HELPERS,
+    FUNCTION_HELPERS,
+    FUNCTION_NOT_LOADED,
+    UPSERT_HELPERS,
+    file_upsert,
+    postgres_upsert,
+    quoted,
+    source_text,
+)
 from flowc.job import CompiledJob
 from flowc.program import Program, view_of
+from flowc.python_functions import result_kind
 from flowc.spark_plan import DEFAULT_CHECKPOINT_ROOT
-from flowc.spark_sql import UnsupportedOnSpark
+from flowc.spark_sql import UnsupportedOnSpark, registered_name
 
 #: UnsupportedOnSpark is what generation raises; importable from here as before.
 __all__ = ["PysparkGenerator", "UnsupportedOnSpark", "generate_pyspark"]
@@ -59,11 +72,14 @@ class PysparkGenerator(SourceWriter, StepWriter, SinkWriter):
         w("")
         w("import argparse")
         w("import os")
-        if self.parsed_sources:
+        if self.parsed_sources or self.program.functions:
             w("import sys")
+        if self.parsed_sources:
             w("from urllib.parse import unquote, urlparse")
         w("")
         column = "Column, " if self.parsed_sources else ""
+        if self.program.functions:
+            w("from pyspark import cloudpickle")
         w("from pyspark.errors import PySparkException")
         w(f"from pyspark.sql import {column}DataFrame, SparkSession")
         w("from pyspark.sql import functions as F")
@@ -78,14 +94,53 @@ class PysparkGenerator(SourceWriter, StepWriter, SinkWriter):
         w("KEEP_EXCHANGES = 'org.apache.spark.sql.catalyst.optimizer.CollapseRepartition'")
         w("")
         w("")
+        if self.program.functions:
+            self.python_functions()
         if self.parsed_sources:
             self.malformed_helpers()
+        upserts = {s.connector for s in self.program.sinks if is_upsert(s.connector, s.mode)}
+        if upserts:
+            helpers: list[Callable[..., object]] = [
+                *([] if self.parsed_sources else [quoted]),
+                *UPSERT_HELPERS,
+            ]
+            if "postgres" in upserts:
+                helpers.append(postgres_upsert)
+            if "files" in upserts:
+                helpers.append(file_upsert)
+            self.copy_functions(source_text(tuple(helpers)))
         if self.batch:
             self.copy_functions(source_text(BATCH_HELPERS))
         for source in self.program.sources:
             self.source(source)
         self.main()
         return "\n".join(self.w.lines) + "\n"
+
+    def python_functions(self) -> None:
+        """The program's Python functions and their calls (:mod:`flowc.python_functions`)."""
+        w = self.w
+        w("FUNCTIONS: dict[str, tuple[str | None, str | None, str, bool, str]] = {")
+        for function in self.program.functions:
+            entry = (
+                function.module,
+                function.attribute,
+                function.returns,
+                function.arrow,
+                result_kind(function.returns),
+            )
+            w(f"{function.name!r}: {entry!r},", 1)
+        w("}")
+        w("#: The callables given to flowc.compile: flowc.runtime hands them over.")
+        w("EMBEDDED_FUNCTIONS: dict[str, object] = {}")
+        w("CALLS = [")
+        for number, call in enumerate(self.program.function_calls):
+            site = f"call {number} at {call.span}"
+            w(f"({registered_name(call.function, number)!r}, {call.function!r}, {site!r}),", 1)
+        w("]")
+        w("")
+        w("")
+        self.copy_functions(FUNCTION_NOT_LOADED)
+        self.copy_functions(source_text(FUNCTION_HELPERS))
 
     def failure_helpers(self) -> None:
         """Functions of ``main()`` that turn a failure of Spark into one message."""
@@ -127,6 +182,11 @@ class PysparkGenerator(SourceWriter, StepWriter, SinkWriter):
             w("queries = start_queries(spark, checkpoint_dir, args.available_now)", 2)
             w("for query in queries:", 2)
             w("query.awaitTermination()", 3)
+        if self.program.functions:
+            w("except FunctionNotLoaded as error:", 1)
+            w("stop_queries(spark)", 2)
+            w("print(f'error: {error}', file=sys.stderr)", 2)
+            w("return 1", 2)
         w("except Exception as error:", 1)
         w("if not spark_failed(error):", 2)
         w("raise  # a bug of this program: its traceback", 3)
@@ -142,6 +202,9 @@ class PysparkGenerator(SourceWriter, StepWriter, SinkWriter):
         )
         w('"""The session, with the job\'s SET spark.* settings; ``quiet`` (flowc run, which', 1)
         w('sends Spark\'s output to a log file) turns Spark\'s console progress bars off."""', 1)
+        if self.program.functions:
+            w("# Spark's Python workers run this interpreter, which has the job's packages.", 1)
+            w("os.environ.setdefault('PYSPARK_PYTHON', sys.executable)", 1)
         w("builder = SparkSession.builder.appName(JOB_NAME)", 1)
         w("builder = builder.remote(remote) if remote else builder.master(master)", 1)
         w("settings = dict(SPARK_CONF)", 1)
@@ -171,6 +234,8 @@ class PysparkGenerator(SourceWriter, StepWriter, SinkWriter):
                 "-> list[StreamingQuery]:"
             )
             w('"""Build every stream and start one query per INSERT."""', 1)
+        if self.program.functions:
+            w("register_functions(spark)", 1)
         w("spark.conf.set('spark.sql.shuffle.partitions', str(SHUFFLE_PARTITIONS))", 1)
         w("# Run exactly the planned exchanges: Catalyst would merge back-to-back repartitions.", 1)
         w("excluded = spark.conf.get('spark.sql.optimizer.excludedRules', '') or ''", 1)
@@ -182,6 +247,13 @@ class PysparkGenerator(SourceWriter, StepWriter, SinkWriter):
             w(f"{variable} = {self.names[f'source:{source.name}']}(spark)", 1)
             if source.on_error == "route":
                 self.split_malformed(source, variable)
+            if source.proctime is not None:
+                # Processing time: the micro-batch's start (Spark's CurrentBatchTimestamp).
+                w(
+                    f"{variable} = {variable}.withColumn({source.proctime!r}, "
+                    "F.current_timestamp())",
+                    1,
+                )
         read = _views_read(self.program)
         for view in self.program.views:
             if view.name not in read:

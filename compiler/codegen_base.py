@@ -93,7 +93,7 @@ def format_options(options: dict[str, object]) -> dict[str, str]:
     return {
         spark_option_name(k): option_text(v)
         for k, v in options.items()
-        if k not in ("path", "format", "partition_by")
+        if k not in ("path", "format", "partition_by", "key")
     }
 
 

@@ -3,9 +3,10 @@ of the whole result."""
 
 from __future__ import annotations
 
-from flowc.catalog import partition_columns
+from flowc.catalog import is_upsert, partition_columns
 from flowc.codegen_base import ProgramText, format_options, in_docstring, kafka_options
 from flowc.spark_sql import UnsupportedOnSpark
+from flowc.upsert_sinks import postgres_type, upsert_key
 
 #: Spark's console sink takes the number of rows to show; the largest it accepts.
 CONSOLE_ALL_ROWS = 2**31 - 1
@@ -33,7 +34,9 @@ class SinkWriter(ProgramText):
             w("else:", 1)
             w(f"writer = writer.trigger(processingTime='{interval} milliseconds')", 2)
         connector = sink.connector
-        if connector == "console":
+        if is_upsert(connector, sink.mode):
+            self.upsert(index, options)
+        elif connector == "console":
             w("writer = writer.format('console')", 1)
             # Every row of a micro-batch unless the sink says how many (Spark shows 20).
             rows = int(str(options["rows"])) if "rows" in options else CONSOLE_ALL_ROWS
@@ -63,6 +66,45 @@ class SinkWriter(ProgramText):
         else:
             raise UnsupportedOnSpark(f"connector {connector!r} as a sink")
         w("queries.append(writer.start())", 1)
+
+    def upsert(self, index: int, options: dict[str, object]) -> None:
+        """An upsert sink's foreachBatch function (:mod:`flowc.upsert_sinks`)."""
+        w = self.w
+        insert = self.program.inserts[index]
+        sink = self.program.sink(insert.sink)
+        name = insert.sink
+        keys = list(upsert_key(sink))
+        checkpoint = f"os.path.join(checkpoint_dir, *{self.spark_plan.query(name).checkpoint!r})"
+        if sink.connector == "postgres":
+            schema = insert.stream.schema
+            columns = [(c.name, postgres_type(c.type)) for c in schema]
+            connection: dict[str, object] = {
+                "host": str(options.get("host", "localhost")),
+                "port": int(str(options.get("port", 5432))),
+                "dbname": str(options["database"]),
+            }
+            if "user" in options:
+                connection["user"] = str(options["user"])
+            if "password" in options:
+                connection["password"] = str(options["password"])
+            w(f"connection = {connection!r}", 1)
+            if "password_env" in options:
+                variable = str(options["password_env"])
+                w(f"connection['password'] = os.environ.get({variable!r}, '')", 1)
+            w(
+                f"writer = writer.foreachBatch(postgres_upsert({name!r}, "
+                f"{str(options['table'])!r}, {columns!r}, {keys!r}, connection, {checkpoint}))",
+                1,
+            )
+            return
+        fmt = str(options["format"])
+        writer_options = format_options(options)
+        path = f"os.path.join(BASE_DIR, {str(options['path'])!r})"
+        w(
+            f"writer = writer.foreachBatch(file_upsert({name!r}, {path}, {fmt!r}, {keys!r}, "
+            f"{writer_options!r}, {checkpoint}))",
+            1,
+        )
 
     def write_batch(self, index: int, df: str) -> None:
         """Batch mode: one write of the whole result; console and memory sinks collect it."""

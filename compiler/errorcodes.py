@@ -162,6 +162,20 @@ class Code(StrEnum):
         "a distinct aggregate Spark cannot run on a stream, even rewritten",
         "distinct-aggregates-on-spark",
     )
+    E0250 = ("E0250", "recursive-cte", "WITH RECURSIVE", "ctes-and-subqueries")
+    E0251 = ("E0251", "duplicate-cte", "a CTE name given twice", "ctes-and-subqueries")
+    E0252 = (
+        "E0252",
+        "system-time-on-stream",
+        "FOR SYSTEM_TIME AS OF on a stream, not a table",
+        "ctes-and-subqueries",
+    )
+    E0253 = (
+        "E0253",
+        "not-top-n",
+        "an OVER window in a subquery that is not Flink's Top-N pattern",
+        "ctes-and-subqueries",
+    )
     E0260 = (
         "E0260",
         "unbounded-table",
@@ -200,6 +214,54 @@ class Code(StrEnum):
         "top-n",
     )
     E0272 = ("E0272", "top-per", "TOP ... PER an expression instead of columns", "top-n")
+    E0280 = (
+        "E0280",
+        "function-declaration",
+        "a CREATE FUNCTION Spark cannot register: its name, signature or types",
+        "user-defined-functions",
+    )
+    E0281 = (
+        "E0281",
+        "function-language",
+        "a function in a language other than Python",
+        "user-defined-functions",
+    )
+    E0282 = (
+        "E0282",
+        "function-not-found",
+        "a function's module or attribute that cannot be found",
+        "user-defined-functions",
+    )
+    E0283 = (
+        "E0283",
+        "function-arity",
+        "a call with the wrong number of arguments",
+        "user-defined-functions",
+    )
+    E0284 = (
+        "E0284",
+        "function-argument-type",
+        "an argument whose type the function does not take",
+        "user-defined-functions",
+    )
+    E0285 = (
+        "E0285",
+        "function-in-outer-join",
+        "a Python function in an outer JOIN's ON clause",
+        "user-defined-functions",
+    )
+    E0290 = (
+        "E0290",
+        "computed-column",
+        "a computed column other than PROCTIME(), or a second or a table's",
+        "processing-time",
+    )
+    E0291 = (
+        "E0291",
+        "proctime-watermark",
+        "a WATERMARK on the processing-time column",
+        "processing-time",
+    )
     E0301 = ("E0301", "unknown-setting", "an unknown setting", "settings")
     E0302 = ("E0302", "setting-value", "an invalid value for a setting", "settings")
     E0303 = ("E0303", "duplicate-hint", "a hint given twice", "operator-hints")
@@ -284,6 +346,30 @@ class Code(StrEnum):
         "bad-partition-column",
         "a partition column of a complex type, or every column a partition column",
         "partitioned-file-sinks",
+    )
+    E0430 = (
+        "E0430",
+        "upsert-key",
+        "an upsert sink without a key, or a key on an append-only sink",
+        "upsert-sinks",
+    )
+    E0431 = (
+        "E0431",
+        "upsert-key-column",
+        "an upsert sink's key column the query does not write",
+        "upsert-sinks",
+    )
+    E0432 = (
+        "E0432",
+        "upsert-column-type",
+        "a column of a type an upsert sink cannot key or store",
+        "upsert-sinks",
+    )
+    E0433 = (
+        "E0433",
+        "upsert-unsupported",
+        "what an upsert sink cannot do: a format, partitions, a batch job",
+        "upsert-sinks",
     )
     E0501 = ("E0501", "no-insert", "a program without INSERT INTO", "statements")
     E0601 = (
@@ -388,6 +474,18 @@ class Code(StrEnum):
         "(at run time) any other failure of Spark",
         "when-a-query-fails",
     )
+    E0805 = (
+        "E0805",
+        "function-failed",
+        "(at run time) a user-defined function raised or returned a wrong value",
+        "user-defined-functions",
+    )
+    E0806 = (
+        "E0806",
+        "sink-failed",
+        "(at run time) an upsert sink could not write a micro-batch",
+        "upsert-sinks",
+    )
     E0810 = (
         "E0810",
         "folder-other-checkpoint",
@@ -480,6 +578,18 @@ class Code(StrEnum):
         "E0955",
         "untrusted-option",
         "(untrusted programs) a connector option outside the allow-list",
+        "security.md",
+    )
+    E0956 = (
+        "E0956",
+        "untrusted-python-function",
+        "(untrusted programs) a Python function the embedding did not allow",
+        "security.md",
+    )
+    E0957 = (
+        "E0957",
+        "untrusted-database",
+        "(untrusted programs) a sink that connects to a database server",
         "security.md",
     )
     W0001 = (

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from sqlglot import exp
@@ -38,12 +38,21 @@ from sqlglot.tokenizer_core import TokenType
 from flowc.ast import SqlExpr, SqlQuery
 from flowc.diagnostics import Reporter, did_you_mean
 from flowc.errorcodes import Code
-from flowc.program import Settings
+from flowc.program import FUNCTION_CALL, FunctionCall, FunctionDef, Settings
+from flowc.python_functions import accepts
 from flowc.spans import Span
 from flowc.spark_functions import AGGREGATE_FUNCTIONS, FUNCTIONS, WINDOW_FUNCTIONS
 from flowc.spark_literals import Positions, check_literals, literal_span
 from flowc.spark_sql import GENERATOR_ERRORS, spark_generator, spark_tokenizer
-from flowc.sqltypes import Scope, resolve_and_type, sub_span
+from flowc.sqltypes import (
+    UNKNOWN,
+    Scope,
+    data_type,
+    node_span,
+    resolve_and_type,
+    sub_span,
+    type_text,
+)
 
 #: Words Spark's grammar reads before a parenthesis without looking a function up:
 #: keywords in front of a bracketed operand (``x IN (...)``, ``WHEN (a) THEN (b)``,
@@ -67,22 +76,47 @@ _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 class SparkExpressionChecks:
-    """The checks for one program: ANSI mode and extensions come from its ``SET spark.*``."""
+    """The checks for one program: ANSI mode and extensions come from its ``SET spark.*``;
+    ``functions`` are the Python functions it may call (:mod:`flowc.python_functions`),
+    ``calls`` the calls of them met so far."""
 
-    __slots__ = ("ansi", "extensions", "positions")
+    __slots__ = ("ansi", "called", "calls", "extensions", "functions", "positions", "returns")
 
-    def __init__(self, ansi: bool = True, extensions: bool = False) -> None:
+    def __init__(
+        self,
+        ansi: bool = True,
+        extensions: bool = False,
+        functions: Mapping[str, FunctionDef] | None = None,
+        broken: frozenset[str] = frozenset(),
+    ) -> None:
         self.ansi = ansi
         #: ``spark.sql.extensions`` may register functions flowc cannot know: then a name
         #: missing from Spark's built-in list is not refused.
         self.extensions = extensions
         self.positions: Positions = {}
+        self.functions: Mapping[str, FunctionDef] = functions or {}
+        #: Return types by name; a function whose declaration failed is of unknown type,
+        #: so its calls add no errors of their own.
+        self.returns = {name: UNKNOWN for name in broken}
+        self.returns.update((name, f.returns) for name, f in self.functions.items())
+        self.calls: list[FunctionCall] = []
+        #: The functions called at least once, well or not (W0004 is for the others).
+        self.called: set[str] = set()
 
     @staticmethod
-    def for_settings(settings: Settings) -> SparkExpressionChecks:
+    def for_settings(
+        settings: Settings,
+        functions: Mapping[str, FunctionDef] | None = None,
+        broken: frozenset[str] = frozenset(),
+    ) -> SparkExpressionChecks:
         conf = dict(settings.spark_conf)
         ansi = conf.get("spark.sql.ansi.enabled", "true").strip().lower() != "false"
-        return SparkExpressionChecks(ansi=ansi, extensions="spark.sql.extensions" in conf)
+        return SparkExpressionChecks(
+            ansi=ansi,
+            extensions="spark.sql.extensions" in conf,
+            functions=functions,
+            broken=broken,
+        )
 
     def type(self, expr: SqlExpr, scope: Scope, reporter: Reporter) -> str | None:
         """:func:`flowc.sqltypes.resolve_and_type`, then Spark's checks; None on errors.
@@ -90,13 +124,22 @@ class SparkExpressionChecks:
         Functions are checked even when a column is unknown (both are reported); literals
         need the types, so only a typed expression has them checked.
         """
-        result = resolve_and_type(expr, scope, reporter)
+        result = resolve_and_type(expr, scope, reporter, self.returns)
         text = expr.text
         # Without a parenthesis there is no call (CURRENT_DATE is sqlglot's, and Spark's);
         # without a quote, no string literal: most expressions skip the walks.
         functions_ok = "(" not in text or check_functions(
-            expr, reporter, known_only=not self.extensions, positions=self.positions
+            expr,
+            reporter,
+            known_only=not self.extensions,
+            positions=self.positions,
+            declared=self.returns,
         )
+        if self.functions and "(" in text:
+            names = {node.name.lower() for node in expr.tree.find_all(exp.Anonymous)}
+            self.called.update(names & self.functions.keys())
+            if result is not None and functions_ok:
+                functions_ok = self._check_calls(expr, reporter)
         if result is None or not functions_ok:
             return None
         if (
@@ -133,9 +176,54 @@ class SparkExpressionChecks:
             if name.lower() in WINDOW_FUNCTIONS and node.find_ancestor(exp.Window) is None:
                 _report_window_function(located, node, name, reporter, {})
                 ok = False
-            elif not self.extensions and _unknown(name):
+            elif not self.extensions and _unknown(name, self.returns):
                 _report_unknown(located, node, name, reporter, {})
                 ok = False
+        return ok
+
+    def _check_calls(self, expr: SqlExpr, reporter: Reporter) -> bool:
+        """Each call of a Python function: its arguments' number (E0283) and types (E0284);
+        an argument that needs a widening gets a CAST, so the function is given the type it
+        declares. Numbers the call (``node.meta``) and remembers where it is."""
+        ok = True
+        for node in list(expr.tree.find_all(exp.Anonymous)):
+            function = self.functions.get(node.name.lower())
+            if function is None:
+                continue
+            span = call_span(expr, node, self.positions)
+            arguments = list(node.expressions)
+            if len(arguments) != len(function.params):
+                expected = ", ".join(f"{p.name} {p.type}" for p in function.params)
+                reporter.error(
+                    Code.E0283,
+                    f"function '{node.name}' takes {len(function.params)} "
+                    f"argument{'s' if len(function.params) != 1 else ''}, "
+                    f"not {len(arguments)}",
+                    span,
+                    help=f"its signature: {function.name}({expected}) RETURNS {function.returns}",
+                )
+                ok = False
+                continue
+            for position, (argument, param) in enumerate(
+                zip(arguments, function.params, strict=True), start=1
+            ):
+                given = type_text(argument)
+                if not accepts(param.type, given):
+                    reporter.error(
+                        Code.E0284,
+                        f"argument {position} of '{node.name}' is {given}, but its "
+                        f"parameter '{param.name}' is {param.type}",
+                        node_span(expr, argument),
+                        help=f"convert it: CAST({argument.sql('spark')} AS {param.type})",
+                    )
+                    ok = False
+                elif given != param.type:
+                    cast = exp.Cast(this=argument.copy(), to=data_type(param.type))
+                    cast.type = data_type(param.type)
+                    argument.replace(cast)
+            if ok and FUNCTION_CALL not in node.meta:
+                node.meta[FUNCTION_CALL] = len(self.calls)
+                self.calls.append(FunctionCall(function=function.name, span=span))
         return ok
 
 
@@ -169,9 +257,14 @@ def inside_aggregate(node: exp.Expr) -> bool:
 
 
 def check_functions(
-    expr: SqlExpr, reporter: Reporter, known_only: bool = True, positions: Positions | None = None
+    expr: SqlExpr,
+    reporter: Reporter,
+    known_only: bool = True,
+    positions: Positions | None = None,
+    declared: Mapping[str, str] | None = None,
 ) -> bool:
-    """Report each call Spark would not resolve, and OVER windows; False if there was one."""
+    """Report each call Spark would not resolve (``declared``: the program's Python
+    functions, which it will), and OVER windows; False if there was one."""
     positions = positions or {}
     ok = True
     windowed: set[int] = set()
@@ -193,15 +286,19 @@ def check_functions(
             if id(node) not in windowed:
                 _report_window_function(expr, node, name, reporter, positions)
                 ok = False
-        elif known_only and _unknown(name):
+        elif known_only and _unknown(name, declared):
             _report_unknown(expr, node, name, reporter, positions)
             ok = False
     return ok
 
 
-def _unknown(name: str) -> bool:
+def _unknown(name: str, declared: Mapping[str, str] | None = None) -> bool:
     lowered = name.lower()
-    return lowered not in FUNCTIONS and lowered not in _GRAMMAR
+    return (
+        lowered not in FUNCTIONS
+        and lowered not in _GRAMMAR
+        and (declared is None or lowered not in declared)
+    )
 
 
 def _report_unknown(

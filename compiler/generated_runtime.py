@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlparse
 
 if TYPE_CHECKING:
+    from pyspark import cloudpickle
     from pyspark.errors import PySparkException
     from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql import functions as F
@@ -28,6 +29,13 @@ if TYPE_CHECKING:
 #: The generated program defines its own after these functions: its json and csv sources'
 #: names, in declaration order (:func:`malformed_record` reports a failure by the index).
 PARSED_SOURCES: list[str] = []
+#: Its folder; its Python functions by name: (module, attribute, return type, on Arrow,
+#: the kind of value returned); the callables given to flowc.compile; and each call's
+#: registered name, function and place.
+BASE_DIR = "."
+FUNCTIONS: dict[str, tuple[str | None, str | None, str, bool, str]] = {}
+EMBEDDED_FUNCTIONS: dict[str, Callable[..., object]] = {}
+CALLS: list[tuple[str, str, str]] = []
 
 #: How a malformed record's failure message is framed, so that :func:`malformed_record` can
 #: find it in Spark's error text: the marker, then fields apart, then the end.
@@ -242,7 +250,314 @@ def first_line_of(path: str, raw: str) -> int | None:
         return None
     at = data.find(target)
     return data.count(b'\n', 0, at) + 1 if at >= 0 else None
+
+
+# ---------------------------------------------------------------- Python functions
+
+
+class FunctionNotLoaded(Exception):
+    """A Python function the job calls could not be loaded: its message says which.
+
+    Code generation writes this class as :data:`FUNCTION_NOT_LOADED` says (the source of a
+    class is found by parsing its whole module, which CPython 3.11 cannot do while another
+    thread changes the recursion limit, as compiles do)."""
+
+
+def load_functions() -> dict[str, Callable[..., object]]:
+    """Each function of FUNCTIONS: from its module, or one EMBEDDED_FUNCTIONS holds
+    (flowc.runtime fills it with the callables given to flowc.compile).
+
+    A module of the job's folder is run afresh under a name of its own path, so two jobs
+    with a pricing.py each, in one process, never call each other's. Modules that are
+    neither installed nor the standard library's are pickled by value: Spark's Python
+    workers need not find them on their path."""
+    import hashlib
+    import importlib
+    import importlib.util
+    import sys
+    import sysconfig
+
+    if BASE_DIR not in sys.path:
+        sys.path.insert(0, BASE_DIR)
+    loaded = {}
+    for name, (module, attribute, _, _, _) in FUNCTIONS.items():
+        if module is None:
+            if name not in EMBEDDED_FUNCTIONS:
+                raise FunctionNotLoaded(
+                    f"function '{name}' was given to flowc.compile as a callable: run the "
+                    'job with flowc.runtime.run.run_job, which hands it over')
+            loaded[name] = EMBEDDED_FUNCTIONS[name]
+            continue
+        assert attribute is not None
+        parts = module.split('.')
+        folder = os.path.join(BASE_DIR, *parts[:-1])
+        files = [os.path.join(folder, parts[-1] + '.py'),
+                 os.path.join(folder, parts[-1], '__init__.py')]
+        path = next((f for f in files if os.path.isfile(f)), None)
+        try:
+            if path is None:
+                found = getattr(importlib.import_module(module), attribute)
+            else:
+                unique = 'flowc_module_' + hashlib.sha256(
+                    os.path.abspath(path).encode()).hexdigest()[:16]
+                spec = importlib.util.spec_from_file_location(unique, path)
+                assert spec is not None and spec.loader is not None
+                own = importlib.util.module_from_spec(spec)
+                sys.modules[unique] = own
+                spec.loader.exec_module(own)
+                found = getattr(own, attribute)
+        except Exception as error:
+            raise FunctionNotLoaded(
+                f"function '{name}' ({module}:{attribute}) could not be loaded: "
+                f'{type(error).__name__}: {error}') from None
+        if not callable(found):
+            raise FunctionNotLoaded(f"function '{name}': {module}:{attribute} is not callable")
+        loaded[name] = found
+    installed = tuple(
+        os.path.join(os.path.abspath(sysconfig.get_paths()[key]), '')
+        for key in ('stdlib', 'platstdlib', 'purelib', 'platlib'))
+    used = {getattr(function, '__module__', None) for function in loaded.values()}
+    for module_name, module_object in list(sys.modules.items()):
+        path = os.path.abspath(getattr(module_object, '__file__', None) or os.sep)
+        in_job = path.startswith(os.path.join(os.path.abspath(BASE_DIR), ''))
+        given = module_name in used and os.path.isfile(path) and not path.startswith(installed)
+        if (in_job or given) and not module_name.startswith(('pyspark', 'py4j')):
+            cloudpickle.register_pickle_by_value(module_object)  # type: ignore[no-untyped-call]
+    return loaded
+
+
+def register_functions(spark: SparkSession) -> None:
+    """Register one Spark UDF per call of a Python function (CALLS), under the name the
+    query's SQL calls it by, so a failure names the .flow line of its call."""
+    loaded = load_functions()
+    for registered, name, site in CALLS:
+        _, _, returns, arrow, kind = FUNCTIONS[name]
+        wrapped = python_function(loaded[name], name, site, returns, kind)
+        spark.udf.register(registered, F.udf(wrapped, returns, useArrow=arrow))
+
+
+def python_function(
+    function: Callable[..., object], name: str, site: str, returns: str, kind: str
+) -> Callable[..., object]:
+    """``function`` as Spark calls it: what it raises, and a value that is not of its
+    declared type (which PySpark would write as NULL without a word), become an error
+    naming the function and the call's place in the .flow file."""
+    def call(*args: object) -> object:
+        try:
+            value = function(*args)
+        except Exception as error:
+            import traceback
+
+            frame = traceback.extract_tb(error.__traceback__)[-1]
+            where = f'{os.path.basename(frame.filename)}, line {frame.lineno}, in {frame.name}'
+            raise RuntimeError(
+                f"[FLOWC_FUNCTION_FAILED] {site}: function '{name}' raised "
+                f'{type(error).__name__}: {error} ({where})') from None
+        try:
+            return checked_value(value, kind)
+        except (TypeError, ValueError, ArithmeticError) as error:
+            raise RuntimeError(
+                f"[FLOWC_FUNCTION_FAILED] {site}: function '{name}' returned "
+                f'{type(value).__name__} {value!r:.60} for {returns}: {error}') from None
+    return call
+
+
+def checked_value(value: object, kind: str) -> object:
+    """``value`` as the declared type ``kind`` wants it (an int for a DOUBLE becomes a
+    float); TypeError or ValueError when it is not one."""
+    import datetime
+    import decimal
+
+    if value is None:
+        return None
+    head, _, rest = kind.partition(':')
+    if head == 'bool' and isinstance(value, bool):
+        return value
+    if head.startswith('int') and isinstance(value, int) and not isinstance(value, bool):
+        bits = int(head[3:])
+        if not -(2 ** (bits - 1)) <= value < 2 ** (bits - 1):
+            raise ValueError(f'out of range of a {bits}-bit integer')
+        return value
+    if head == 'float' and isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    if head == 'str' and isinstance(value, str):
+        return value
+    if head == 'bytes' and isinstance(value, bytes | bytearray):
+        return bytes(value)
+    if head == 'timestamp' and isinstance(value, datetime.datetime):
+        return value
+    if head == 'date' and isinstance(value, datetime.date):
+        if isinstance(value, datetime.datetime):
+            raise TypeError('a datetime where a DATE is declared')
+        return value
+    if head == 'decimal' and isinstance(value, decimal.Decimal | int) and not isinstance(
+            value, bool):
+        precision, scale = (int(part) for part in rest.split(':'))
+        number = decimal.Decimal(value)
+        exact = number.quantize(decimal.Decimal(1).scaleb(-scale))
+        if exact != number or len(exact.as_tuple().digits) > precision:
+            raise ValueError(f'does not fit DECIMAL({precision}, {scale})')
+        return exact
+    if head == 'array' and isinstance(value, list | tuple):
+        return [checked_value(element, rest) for element in value]
+    if head == 'map' and isinstance(value, dict):
+        parts = rest.split(':')
+        width = 3 if parts[0] == 'decimal' else 1
+        key_kind, value_kind = ':'.join(parts[:width]), ':'.join(parts[width:])
+        return {checked_value(k, key_kind): checked_value(v, value_kind) for k, v in value.items()}
+    raise TypeError(f'not a {kind} value')
+
+
+# ---------------------------------------------------------------- upsert sinks
+
+
+def query_identity(checkpoint: str) -> str:
+    """The id Spark keeps for a query in its checkpoint (a new one after the checkpoint
+    is deleted): with the batch id, what a sink remembers having written."""
+    import json
+
+    with open(os.path.join(checkpoint, 'metadata'), encoding='utf-8') as handle:
+        return str(json.loads(handle.readline())['id'])
+
+
+def distinct_keys(rows: list[tuple[object, ...]], key_positions: list[int], sink: str,
+                  batch_id: int) -> None:
+    """Fail when two rows of one micro-batch have one key: the key does not identify a
+    row of the results, and keeping either would be a guess."""
+    seen = set()
+    for row in rows:
+        key = tuple(row[i] for i in key_positions)
+        if key in seen:
+            raise RuntimeError(
+                f"[FLOWC_SINK_FAILED] sink '{sink}': two rows of micro-batch {batch_id} have "
+                f'the key {key!r}: the key does not identify a row of the results')
+        seen.add(key)
+
+
+def postgres_upsert(sink: str, table: str, columns: list[tuple[str, str]], keys: list[str],
+                    connection: dict[str, object], checkpoint: str
+                    ) -> Callable[[DataFrame, int], None]:
+    """The foreachBatch function of a postgres sink: each micro-batch's rows upserted by
+    key (INSERT ... ON CONFLICT DO UPDATE) in one transaction with the batch id, which a
+    batch replayed after a crash finds there, so it writes nothing twice."""
+    def write(batch: DataFrame, batch_id: int) -> None:
+        import psycopg
+        from psycopg import sql
+
+        names = [name for name, _ in columns]
+        rows = [tuple(row) for row in batch.select(*[quoted(n) for n in names]).collect()]
+        distinct_keys(rows, [names.index(k) for k in keys], sink, batch_id)
+        target = sql.Identifier(*table.split('.'))
+        column_list = sql.SQL(', ').join(sql.Identifier(n) for n in names)
+        key_list = sql.SQL(', ').join(sql.Identifier(k) for k in keys)
+        others = [n for n in names if n not in keys]
+        on_conflict = sql.SQL('DO NOTHING') if not others else sql.SQL('DO UPDATE SET {}').format(
+            sql.SQL(', ').join(sql.SQL('{0} = EXCLUDED.{0}').format(sql.Identifier(n))
+                               for n in others))
+        upsert = sql.SQL('INSERT INTO {} ({}) VALUES ({}) ON CONFLICT ({}) {}').format(
+            target, column_list, sql.SQL(', ').join(sql.Placeholder() * len(names)), key_list,
+            on_conflict)
+        create = sql.SQL('CREATE TABLE IF NOT EXISTS {} ({}, PRIMARY KEY ({}))').format(
+            target, sql.SQL(', ').join(sql.SQL('{} {}').format(sql.Identifier(n), sql.SQL(t))
+                                       for n, t in columns), key_list)
+        identity = query_identity(checkpoint)
+        try:
+            with psycopg.connect(**connection, autocommit=False) as conn:  # type: ignore[arg-type]
+                with conn.cursor() as cursor:
+                    cursor.execute(create)
+                    cursor.execute(
+                        'CREATE TABLE IF NOT EXISTS flowc_sink_batches (sink_table text, '
+                        'query_id text, batch_id bigint NOT NULL, '
+                        'PRIMARY KEY (sink_table, query_id))')
+                    conn.commit()
+                    cursor.execute(
+                        'SELECT batch_id FROM flowc_sink_batches WHERE sink_table = %s AND '
+                        'query_id = %s FOR UPDATE', (table, identity))
+                    done = cursor.fetchone()
+                    if done is not None and done[0] >= batch_id:
+                        conn.rollback()  # a replay of a batch this table holds already
+                        return
+                    if rows:
+                        cursor.executemany(upsert, rows)
+                    cursor.execute(
+                        'INSERT INTO flowc_sink_batches VALUES (%s, %s, %s) ON CONFLICT '
+                        '(sink_table, query_id) DO UPDATE SET batch_id = EXCLUDED.batch_id',
+                        (table, identity, batch_id))
+                conn.commit()
+        except psycopg.Error as error:
+            message = ' '.join(str(error).split())
+            raise RuntimeError(
+                f"[FLOWC_SINK_FAILED] sink '{sink}': PostgreSQL: {message}") from None
+    return write
+
+
+def file_upsert(sink: str, path: str, fmt: str, keys: list[str], options: dict[str, str],
+                checkpoint: str) -> Callable[[DataFrame, int], None]:
+    """The foreachBatch function of a files sink in update mode: the table, one row per
+    key, rewritten per micro-batch into a new version folder; the file _current then names
+    it (replaced atomically), with the batch id and query that wrote it, so a batch replayed
+    after a crash writes nothing twice. Older versions are deleted after the switch."""
+    def write(batch: DataFrame, batch_id: int) -> None:
+        import json
+        import shutil
+
+        spark = batch.sparkSession
+        identity = query_identity(checkpoint)
+        # Read first, replayed or not: Spark checks that every stateful operator of the
+        # micro-batch ran. Persisted: read twice, its keys and then the rows written.
+        batch = batch.persist()
+        rows = [tuple(row) for row in batch.select(*[quoted(k) for k in keys]).collect()]
+        pointer = os.path.join(path, '_current')
+        current = None
+        if os.path.exists(pointer):
+            with open(pointer, encoding='utf-8') as handle:
+                current = json.load(handle)
+            if current['query'] == identity and current['batch_id'] >= batch_id:
+                batch.unpersist()
+                return  # a replay of a batch the table holds already
+        distinct_keys(rows, list(range(len(keys))), sink, batch_id)
+        merged = batch
+        if current is not None:
+            old = spark.read.format(fmt).options(**options).schema(batch.schema).load(
+                os.path.join(path, current['version']))
+            changed = batch.select(*[F.col(quoted(k)).alias(f'__flowc_key_{i}')
+                                     for i, k in enumerate(keys)])
+            same = [old[quoted(k)].eqNullSafe(changed[f'__flowc_key_{i}'])
+                    for i, k in enumerate(keys)]
+            merged = old.join(changed, same, 'left_anti').unionByName(batch)
+        version = f'v-{identity[:8]}-{batch_id:020d}'
+        merged.write.format(fmt).options(**options).mode('overwrite').save(
+            os.path.join(path, version))
+        temporary = pointer + '.tmp'
+        with open(temporary, 'w', encoding='utf-8') as handle:
+            json.dump({'version': version, 'query': identity, 'batch_id': batch_id}, handle)
+        os.replace(temporary, pointer)
+        batch.unpersist()
+        for entry in os.listdir(path):
+            if entry.startswith('v-') and entry != version:
+                shutil.rmtree(os.path.join(path, entry), ignore_errors=True)
+    return write
 # fmt: on
+
+
+#: What a program with an upsert sink carries (and ``quoted``, a malformed-records helper),
+#: then ``postgres_upsert`` or ``file_upsert`` for the sinks it has.
+UPSERT_HELPERS = (query_identity, distinct_keys)
+
+
+#: The generated program's FunctionNotLoaded, as text.
+FUNCTION_NOT_LOADED = (
+    "class FunctionNotLoaded(Exception):\n"
+    '    """A Python function the job calls could not be loaded: its message says which."""'
+)
+
+#: What a program that calls Python functions carries: their loading, one UDF per call,
+#: and the check of every value they return (after FUNCTION_NOT_LOADED).
+FUNCTION_HELPERS = (
+    load_functions, register_functions,
+    python_function,
+    checked_value,
+)
 
 
 #: What a batch program carries: the plan each write ran, to count its exchanges.

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +17,7 @@ from flowc.limits import MAX_LITERAL_CHARS, MAX_SOURCE_CHARS, SharedSetting
 from flowc.parser import LineIndex, deep_recursion, long_literals
 from flowc.physical import PhysicalPlan
 from flowc.program import Program
+from flowc.python_functions import PythonFunction
 from flowc.spans import Span
 from flowc.spark_plan import SparkPlan
 from flowc.stream_graph import StreamGraph
@@ -53,6 +54,8 @@ class CompiledJob:
     overrides: dict[str, str] = field(default_factory=dict)
     #: How far the program is trusted (docs/security.md).
     trust: TrustPolicy = field(default_factory=TrustPolicy)
+    #: The Python callables given to :func:`compile` (``functions=``).
+    functions: tuple[PythonFunction, ...] = ()
 
     @property
     def spark_diagnostics(self) -> tuple[Diagnostic, ...]:
@@ -94,6 +97,8 @@ def compile(
     overrides: Mapping[str, str] | None = None,
     trusted: bool = True,
     base_dir: str | None = None,
+    functions: Sequence[PythonFunction] = (),
+    allowed_functions: Collection[str] = (),
 ) -> CompiledJob:
     """Compile flow source text; raises :class:`CompileError` with every diagnostic on errors.
 
@@ -103,6 +108,10 @@ def compile(
     ``trusted=False`` compiles a program from someone flowc should not trust: it cannot
     reach the JVM, the process or files outside ``base_dir`` (default: the file's folder);
     docs/security.md has the rules.
+
+    ``functions`` are Python callables the program may call by name without declaring
+    them (:class:`flowc.PythonFunction`, with their types); ``allowed_functions`` the
+    ``module:function`` targets an untrusted program may declare with CREATE FUNCTION.
 
     Spark Structured Streaming's own limits (E07xx: output modes, watermarks) do not stop
     the plans, which are Flink's; they are in ``spark_diagnostics``, and with
@@ -114,8 +123,11 @@ def compile(
         file=filename,
         source=text.removeprefix("\ufeff"),
         overrides={**(option_overrides or {}), **(overrides or {})},
-        trust=TrustPolicy(trusted=trusted, base_dir=base_dir),
+        trust=TrustPolicy(
+            trusted=trusted, base_dir=base_dir, functions=frozenset(allowed_functions)
+        ),
         for_spark=for_spark,
+        functions=tuple(functions),
     )
     reporter = Reporter()
     _check_input_bounds(job.source, filename, reporter)

@@ -3,8 +3,10 @@
 ``SELECT ... FROM t [JOIN u ON ...] WHERE ... GROUP BY k, window(ts, '10 seconds')
 HAVING ...`` becomes ``FROM t |> JOIN u ON ... |> WHERE ... |> KEY BY k |> WINDOW
 TUMBLE(ts, ...) |> AGGREGATE ... |> WHERE <having> |> SELECT ...``, so SQL views get
-exactly the plans of the equivalent pipe query. What has no streaming meaning here
-(ORDER BY, LIMIT, subqueries, CTEs, OVER windows) is a diagnostic at its position.
+exactly the plans of the equivalent pipe query. CTEs, subqueries in FROM and aliases are
+made views and relation names before (:mod:`flowc.sql_forms`). What has no streaming
+meaning here (ORDER BY, LIMIT, subqueries in expressions, OVER windows) is a diagnostic
+at its position.
 
 The grouped window is a column of the windowed AGGREGATE's output, as in Spark: named
 ``window`` (``session_window``), or the alias of ``window(...) AS w`` in the SELECT list.
@@ -91,6 +93,20 @@ def lower_sql_query(query: ast.SqlQuery, reporter: Reporter) -> ast.PipeQuery | 
             help=problem.help or "write the query as a pipe query (FROM x |> ...)",
         )
         return None
+
+
+class QueryPositions:
+    """Where the nodes of one SQL query stand in the file, for code that rewrites the
+    query (:mod:`flowc.sql_forms`): spans, and expressions located at their text."""
+
+    def __init__(self, query: ast.SqlQuery) -> None:
+        self._lowering = _Lowering(query)
+
+    def span(self, node: exp.Expr | None, keyword: TokenType | None = None) -> Span:
+        return self._lowering.span_of(node, keyword)
+
+    def expr(self, node: exp.Expr) -> ast.SqlExpr:
+        return self._lowering.expr(node)
 
 
 def check_flink_windows(query: ast.SqlQuery, reporter: Reporter) -> bool:

@@ -18,6 +18,7 @@ from typing import Generic, Protocol, TypeVar
 
 from flowc import ast
 from flowc.analyze import analyze
+from flowc.analyze.udfs import check_function_sources
 from flowc.diagnostics import Diagnostic, Reporter
 from flowc.job import CompiledJob, Stage, stages
 from flowc.job_graph import JobGraph, build_job_graph
@@ -62,7 +63,7 @@ def _parse(job: CompiledJob, reporter: Reporter) -> ast.Program:
 
 
 def _analyze(job: CompiledJob, reporter: Reporter) -> Program:
-    return analyze(job.ast, reporter, job.overrides, job.trust)
+    return analyze(job.ast, reporter, job.overrides, job.trust, job.functions)
 
 
 def _streaming_rules(job: CompiledJob, reporter: Reporter) -> tuple[Diagnostic, ...]:
@@ -90,6 +91,7 @@ def _spark_checks(job: CompiledJob, reporter: Reporter) -> tuple[Diagnostic, ...
     if not job.for_spark:
         return ()
     backend = Reporter()
+    check_function_sources(job.program, job.trust.base(job.file), backend)
     check_spark(job.program, backend)
     return tuple(backend.sorted())
 

@@ -80,6 +80,16 @@ class SourceDef:
     span: Span
     #: A ``CREATE TABLE``: bounded, read whole, joined from a stream (a dimension table).
     bounded: bool = False
+    #: The processing-time column (``pt AS PROCTIME()``): added after reading, not read.
+    proctime: str | None = None
+
+    @property
+    def output_schema(self) -> Schema:
+        """The columns the source's stream has: the declared ones, then the processing
+        time's, a TIMESTAMP."""
+        if self.proctime is None:
+            return self.schema
+        return (*self.schema, Column(self.proctime, "TIMESTAMP"))
 
     @property
     def on_error(self) -> str | None:
@@ -98,6 +108,48 @@ class SinkDef:
     mode: str
     options: tuple[tuple[str, object], ...]
     hints: Hints
+    span: Span
+
+
+# ---------------------------------------------------------------- functions
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FunctionDef:
+    """A scalar Python function: ``CREATE FUNCTION`` (``module`` and ``attribute`` name it)
+    or a callable given to :func:`flowc.compile` (``embedded``; both None)."""
+
+    name: str
+    params: Schema
+    returns: str
+    module: str | None
+    attribute: str | None
+    span: Span
+    #: Run as an Arrow-optimized Python UDF (Spark batches the rows through Arrow): every
+    #: type of its signature is a plain scalar. Else a pickled Python UDF.
+    arrow: bool
+    #: Where ``'module:function'`` is written (None for an embedded function).
+    target_span: Span | None = None
+
+    @property
+    def embedded(self) -> bool:
+        return self.module is None
+
+    @property
+    def target(self) -> str:
+        return f"{self.module}:{self.attribute}" if self.module is not None else "(embedded)"
+
+
+#: The key of a Python function's call in its sqlglot node's ``meta``: the call's number,
+#: its place in :class:`Program`'s ``function_calls``.
+FUNCTION_CALL = "flowc_call"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FunctionCall:
+    """One call of a Python function: which, and where in the .flow file."""
+
+    function: str
     span: Span
 
 
@@ -205,6 +257,11 @@ class Program:
     views: tuple[ViewDef, ...]
     inserts: tuple[InsertDef, ...]
     span: Span
+    #: Python functions the program calls: declared by CREATE FUNCTION or given to compile.
+    functions: tuple[FunctionDef, ...] = ()
+    #: Every call of one of ``functions``, in the order analysis met them; a call's place
+    #: in this tuple is its number in the generated program (``name__flowc_N``).
+    function_calls: tuple[FunctionCall, ...] = ()
     _index: dict[str, SourceDef | SinkDef | ViewDef] = field(
         default_factory=dict, compare=False, repr=False
     )

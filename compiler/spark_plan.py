@@ -31,11 +31,13 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from flowc import ast
-from flowc.catalog import partition_columns
-from flowc.program import Program
+from flowc.catalog import is_upsert, partition_columns
+from flowc.program import Program, SinkDef
 from flowc.spark_distinct import UnsupportedDistinct, rewrite_distinct
+from flowc.spark_sql import registered_name
 from flowc.stream_graph import StreamEdge, StreamGraph, StreamNode
 from flowc.transformations import TransformationTree
+from flowc.upsert_sinks import upsert_key
 from flowc.vocabulary import STATEFUL_OPERATORS, NodeKind, Operator, Partitioner, StepKind
 
 DEFAULT_CHECKPOINT_ROOT = ".flowc-checkpoints"
@@ -107,6 +109,8 @@ class SparkQuery:
     rewrites: tuple[str, ...] = ()
     #: A files sink's partition columns: one Hive-style folder level each.
     partition_by: tuple[str, ...] = ()
+    #: How an upsert sink writes (foreachBatch, its key, idempotence); None for others.
+    upsert: str | None = None
 
     @property
     def exchanges_planned(self) -> int:
@@ -129,6 +133,8 @@ class SparkQuery:
             data["rewrites"] = list(self.rewrites)
         if self.partition_by:
             data["partition_by"] = list(self.partition_by)
+        if self.upsert is not None:
+            data["upsert"] = self.upsert
         return data
 
 
@@ -149,6 +155,10 @@ class SparkPlan:
     sink_nodes: tuple[int, ...]
     #: Stateful operators by node id: (name, operator, span line) for reports.
     stateful: dict[int, StreamNode]
+    #: How each call of a Python function runs, one line each (:func:`_function_lines`).
+    functions: tuple[str, ...] = ()
+    #: What Spark does with each source's processing-time column (PROCTIME()).
+    processing_time: tuple[str, ...] = ()
 
     @property
     def engine(self) -> str:
@@ -162,7 +172,7 @@ class SparkPlan:
         return next(q for q in self.queries if q.name == name)
 
     def to_json(self) -> dict[str, object]:
-        return {
+        data: dict[str, object] = {
             "engine": self.engine,
             "shuffle_partitions": self.shuffle_partitions,
             "shuffle_partitions_reason": self.shuffle_partitions_reason,
@@ -171,6 +181,11 @@ class SparkPlan:
                 {"query": q.name, **e.to_json()} for q in self.queries for e in q.exchanges
             ],
         }
+        if self.functions:
+            data["python_functions"] = list(self.functions)
+        if self.processing_time:
+            data["processing_time"] = list(self.processing_time)
+        return data
 
     def to_text(self) -> list[str]:
         title = (
@@ -182,6 +197,8 @@ class SparkPlan:
             f"{title}:",
             f"  shuffle partitions: {self.shuffle_partitions} ({self.shuffle_partitions_reason})",
         ]
+        lines += [f"  python function: {line}" for line in self.functions]
+        lines += [f"  processing time: {line}" for line in self.processing_time]
         for query in self.queries:
             lines.append(
                 f"  query '{query.name}': writes {query.connector} sink '{query.sink}', output "
@@ -196,6 +213,8 @@ class SparkPlan:
                 lines.append(
                     f"    partitioned by: {', '.join(query.partition_by)} (folders {folders})"
                 )
+            if query.upsert is not None:
+                lines.append(f"    upsert: {query.upsert}")
             for rewrite in query.rewrites:
                 lines.append(f"    rewrite: {rewrite}")
             lines.append(f"    exchanges planned: {query.exchanges_planned}")
@@ -267,6 +286,7 @@ def build_spark_plan(program: Program, tree: TransformationTree, graph: StreamGr
                 if "partition_by" in dict(sink.options)
                 else (),
                 rewrites=tuple(r for n in sorted(n.id for n in nodes) for r in rewrites.get(n, ())),
+                upsert=_upsert_text(sink),
             )
         )
     return SparkPlan(
@@ -279,7 +299,54 @@ def build_spark_plan(program: Program, tree: TransformationTree, graph: StreamGr
         source_nodes=dict(tree.source_nodes),
         sink_nodes=tuple(graph.sinks),
         stateful=stateful_nodes,
+        functions=_function_lines(program),
+        processing_time=tuple(
+            f"source '{s.name}': {s.proctime} is current_timestamp(), the start time of "
+            "the micro-batch that reads the row (one value per micro-batch, not per row); "
+            "Spark keeps no watermark for it, so a window over it runs in update mode (its "
+            "count written as it grows) and its state is never dropped"
+            for s in program.sources
+            if s.proctime is not None
+        ),
     )
+
+
+def _upsert_text(sink: SinkDef) -> str | None:
+    """What an upsert sink does with each micro-batch (:mod:`flowc.upsert_sinks`)."""
+    if not is_upsert(sink.connector, sink.mode):
+        return None
+    key = ", ".join(upsert_key(sink))
+    options = dict(sink.options)
+    if sink.connector == "postgres":
+        return (
+            f"foreachBatch: INSERT INTO {options['table']} ... ON CONFLICT ({key}) DO UPDATE, "
+            "one row per key, in one transaction with the micro-batch id in "
+            "flowc_sink_batches, so a replayed batch writes nothing twice"
+        )
+    return (
+        f"foreachBatch: the {options['format']} table at {options['path']} rewritten per "
+        f"micro-batch, one row per ({key}), into a new version folder that _current then "
+        "names (replaced atomically, with the micro-batch id), so a replayed batch writes "
+        "nothing twice"
+    )
+
+
+def _function_lines(program: Program) -> tuple[str, ...]:
+    """How each call of a Python function runs: one UDF per call, Arrow-optimized or
+    pickled, its result checked against the declared type."""
+    functions = {f.name: f for f in program.functions}
+    lines = []
+    for number, call in enumerate(program.function_calls):
+        function = functions[call.function]
+        params = ", ".join(f"{p.name} {p.type}" for p in function.params)
+        kind = "Arrow-optimized Python UDF" if function.arrow else "Python UDF (pickled rows)"
+        lines.append(
+            f"line {call.span.line}:{call.span.column}: {function.name}({params}) -> "
+            f"{function.returns} from {function.target}, as {kind} "
+            f"{registered_name(function.name, number)}; each value returned is checked "
+            f"against {function.returns}"
+        )
+    return tuple(lines)
 
 
 def _static_joins(program: Program, tree: TransformationTree) -> frozenset[int]:

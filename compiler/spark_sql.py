@@ -17,7 +17,7 @@ from sqlglot.generator import Generator
 from sqlglot.tokens import Tokenizer
 
 from flowc import ast
-from flowc.program import SourceDef
+from flowc.program import FUNCTION_CALL, SourceDef
 from flowc.spark_distinct import UnsupportedDistinct, rewrite_distinct
 
 #: Column types the datagen connector's generated program can compute.
@@ -51,10 +51,30 @@ def quote_name(name: str) -> str:
     return str(exp.to_identifier(name, quoted=True).sql("spark"))
 
 
+def registered_name(function: str, call: int) -> str:
+    """The name the generated program registers a Python function's call under: one per
+    call, so a failure inside it names the .flow line of that call."""
+    return f"{function}__flowc_{call}"
+
+
+def with_call_names(tree: exp.Expr) -> exp.Expr:
+    """``tree`` with each numbered call of a Python function renamed to its registered
+    name (a copy; ``tree`` itself if it calls none)."""
+    if not any(FUNCTION_CALL in node.meta for node in tree.find_all(exp.Anonymous)):
+        return tree
+    renamed = tree.copy()
+    for node in renamed.find_all(exp.Anonymous):
+        call = node.meta.get(FUNCTION_CALL)
+        if isinstance(call, int):
+            node.set("this", registered_name(node.name.lower(), call))
+    return renamed
+
+
 def sql_of(expr: ast.SqlExpr) -> str:
-    """Spark SQL for a checked expression, identifiers quoted."""
+    """Spark SQL for a checked expression, identifiers quoted; Python functions' calls
+    under their registered names."""
     try:
-        return str(expr.tree.sql(dialect="spark", identify=True))
+        return str(with_call_names(expr.tree).sql(dialect="spark", identify=True))
     except GENERATOR_ERRORS:
         raise UnsupportedOnSpark(
             f"cannot write '{expr.text}' in Spark SQL (check the arguments of its functions)"
@@ -71,7 +91,7 @@ def aggregate_sql(expr: ast.SqlExpr) -> str:
     if tree is expr.tree:
         return sql_of(expr)
     try:
-        return str(tree.sql(dialect="spark", identify=True))
+        return str(with_call_names(tree).sql(dialect="spark", identify=True))
     except GENERATOR_ERRORS:
         raise UnsupportedOnSpark(
             f"cannot write '{expr.text}' in Spark SQL (check the arguments of its functions)"

@@ -7,6 +7,7 @@ leaves UNKNOWN: window structs, date_trunc, split, sums and arithmetic.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import cache
 from typing import Any
 
@@ -152,13 +153,19 @@ class Scope:
         return [c for c in self.schema if c.name == name and c.qualifier == qualifier]
 
 
-def resolve_and_type(expr: SqlExpr, scope: Scope, reporter: Reporter) -> str | None:
+def resolve_and_type(
+    expr: SqlExpr, scope: Scope, reporter: Reporter, functions: Mapping[str, str] | None = None
+) -> str | None:
     """Check every column of ``expr`` against ``scope``; return its type, None on errors.
+    ``functions`` are the program's Python functions: name (lower case) to return type.
 
     The same text over the same columns types the same way: from its second clean typing
     on, an expression's result is kept (see :class:`_Typing`) and given to the next such
-    tree without sqlglot's work.
+    tree without sqlglot's work. A tree calling a Python function is typed by its
+    program's declarations, so it is never kept nor given a kept typing.
     """
+    if functions and _calls_any(expr.tree, functions):
+        return _resolve_and_type(expr, scope, reporter, functions)
     signature = scope.signature
     key = (expr.text, signature)
     entry = _typings.get(key)
@@ -290,7 +297,13 @@ def _plain_args(node: exp.Expr) -> list[tuple[str, Any]]:
     ]
 
 
-def _resolve_and_type(expr: SqlExpr, scope: Scope, reporter: Reporter) -> str | None:
+def _calls_any(tree: exp.Expr, functions: Mapping[str, str]) -> bool:
+    return any(node.name.lower() in functions for node in tree.find_all(exp.Anonymous))
+
+
+def _resolve_and_type(
+    expr: SqlExpr, scope: Scope, reporter: Reporter, functions: Mapping[str, str] | None = None
+) -> str | None:
     ok = True
     for column in list(expr.tree.find_all(exp.Column)):
         if not _resolve_column(expr, column, scope, reporter):
@@ -312,7 +325,7 @@ def _resolve_and_type(expr: SqlExpr, scope: Scope, reporter: Reporter) -> str | 
                     help="check the arguments of its functions",
                 )
                 return None
-            _fill_unknown_types(expr.tree)
+            _fill_unknown_types(expr.tree, functions or {})
     except RecursionError:
         reporter.error(
             Code.E0004,
@@ -463,12 +476,16 @@ def _struct_field(struct_type: str, field: str) -> str | None:
 # ---------------------------------------------------------------- flowc's own typing rules
 
 
-def _fill_unknown_types(tree: exp.Expr) -> None:
-    """Type what sqlglot leaves UNKNOWN, children first."""
+def _fill_unknown_types(tree: exp.Expr, functions: Mapping[str, str]) -> None:
+    """Type what sqlglot leaves UNKNOWN, children first; a Python function's call has the
+    type it declares."""
     for node in list(tree.walk(bfs=False))[::-1]:
         if not _is_unknown(node):
             continue
-        inferred = _infer(node)
+        if isinstance(node, exp.Anonymous) and node.name.lower() in functions:
+            inferred: str | None = functions[node.name.lower()]
+        else:
+            inferred = _infer(node)
         if inferred is None or UNKNOWN in inferred:
             continue
         try:

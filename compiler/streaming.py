@@ -154,13 +154,20 @@ def check_appended_aggregations(query: Query, lineage: Lineage, reporter: _OnceP
         time_column = window.args[0].tree
         columns = lineage.columns_before(query.insert, step)
         if isinstance(time_column, exp.Column) and time_column.name not in columns:
+            processing = {s.proctime for s in lineage.program.sources if s.proctime}
+            help_text = (
+                "a window over processing time (PROCTIME()) has no watermark on Spark: "
+                "write with mode = 'update', which writes each window's count as it grows"
+                if time_column.name in processing
+                else f"declare WATERMARK FOR {time_column.name} AS {time_column.name} - "
+                "INTERVAL 5 SECONDS in the source, or write with mode = 'update'"
+            )
             reporter.error(
                 Code.E0705,
                 f"{query.where}: a window is appended only once the watermark passes its end, "
                 f"and '{time_column.name}' has no WATERMARK",
                 window.args[0].span,
-                help=f"declare WATERMARK FOR {time_column.name} AS {time_column.name} - "
-                "INTERVAL 5 SECONDS in the source, or write with mode = 'update'",
+                help=help_text,
             )
 
 

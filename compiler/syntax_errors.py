@@ -89,7 +89,7 @@ def _expected_text(expected: set[str]) -> tuple[str, str | None]:
     if set(_STEP_KEYWORDS) <= expected:
         return "a pipe step", "steps: " + ", ".join(_STEP_KEYWORDS)
     names = sorted({_describe_terminal(e) for e in expected})
-    if len(names) <= 4:
+    if len(names) <= 5:
         return " or ".join(names), None
     return "something else", "expected one of: " + ", ".join(names)
 

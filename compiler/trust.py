@@ -93,6 +93,8 @@ class TrustPolicy:
 
     trusted: bool = True
     base_dir: str | None = None
+    #: The ``module:function`` targets an untrusted program may declare (E0956).
+    functions: frozenset[str] = frozenset()
 
     def base(self, file: str) -> str:
         """The base directory, absolute, with symbolic links resolved."""

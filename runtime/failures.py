@@ -10,6 +10,10 @@ diagnostic at the .flow line the failure came from:
 - E0803: the checkpoint holds state or metadata this version of the query cannot use
   (an AGGREGATE's key or values changed, say); the caret is under the stateful step.
 - E0804: any other failure of Spark; the caret is under the INSERT of the failed query.
+- E0806: an upsert sink could not write a micro-batch (its server refused, or two rows of
+  the batch had one key); the caret is under the INSERT.
+- E0805: a Python function raised, or returned a value that is not of its declared type;
+  the caret is under the call (each call of a function is a UDF of its own).
 
 The full text and the Java stack trace go to a log file the diagnostic names. By default
 ``flowc run`` sends everything Spark writes to the process's standard error (log4j lines,
@@ -43,6 +47,8 @@ from flowc.spark_sql import UnsupportedOnSpark, sql_of
 EXPRESSION_FAILED = Code.E0802
 CHECKPOINT_INCOMPATIBLE = Code.E0803
 SPARK_FAILED = Code.E0804
+FUNCTION_FAILED = Code.E0805
+SINK_FAILED = Code.E0806
 
 LOG_FOLDER = ".flowc-logs"
 #: Log files kept per job in a log folder; older ones are deleted when a run starts.
@@ -286,7 +292,19 @@ def explain(
     :func:`summary` is the message). ``log`` is the log file to name."""
     read = SparkError.of(str(error))
     program = job.program
+    failed_call = _FUNCTION_FAILED.search(str(error))
+    if failed_call is not None:
+        return _function_failed(job, failed_call, log, what, query)
     insert = _insert(program, query) if query is not None else None
+    failed_sink = _SINK_FAILED.search(str(error))
+    if failed_sink is not None and insert is not None:
+        where = what or f"query '{query}' failed"
+        advice = "the sink could not write this micro-batch; it wrote nothing of it"
+        if log:
+            advice += f"; Spark's log and stack trace: {_shown(log)}"
+        return Diagnostic(
+            SINK_FAILED, Severity.ERROR, f"{where}: {failed_sink.group(1)}", insert.span, advice
+        )
     streams = list(_lineage(program, insert.stream)) if insert is not None else []
     span: Span | None = None
     notes: list[str] = list(read.details)
@@ -320,6 +338,34 @@ def explain(
     return Diagnostic(code, Severity.ERROR, f"{where}: {read.headline}", span, help_text)
 
 
+#: The generated program's message for a Python function that raised or returned a value
+#: of another type (flowc.generated_runtime.python_function): the call's number, then what.
+_FUNCTION_FAILED = re.compile(
+    r"\[FLOWC_FUNCTION_FAILED\] call (\d+) at [^\n]*?: (function '[^\n]*)"
+)
+
+
+#: An upsert sink's message for a micro-batch it could not write (flowc.generated_runtime).
+_SINK_FAILED = re.compile(r"\[FLOWC_SINK_FAILED\] (sink '[^\n]*)")
+
+
+def _function_failed(
+    job: CompiledJob, found: re.Match[str], log: str | None, what: str | None, query: str | None
+) -> Diagnostic | None:
+    """E0805 at the call of the function that failed (each call is registered apart)."""
+    calls = job.program.function_calls
+    number = int(found.group(1))
+    if number >= len(calls):
+        return None
+    where = what or (f"query '{query}' failed" if query is not None else "Spark failed")
+    advice = "a row made this Python function fail; the row's values reached it as declared"
+    if log:
+        advice += f"; Spark's log and stack trace: {_shown(log)}"
+    return Diagnostic(
+        FUNCTION_FAILED, Severity.ERROR, f"{where}: {found.group(2)}", calls[number].span, advice
+    )
+
+
 def summary(error: BaseException, log: str | None, what: str = "Spark failed") -> str:
     """A failure flowc cannot place in the .flow file, as its diagnostics read."""
     read = SparkError.of(str(error))
@@ -334,6 +380,10 @@ def summary(error: BaseException, log: str | None, what: str = "Spark failed") -
 
 
 def code_of(error: BaseException) -> Code:
+    if _FUNCTION_FAILED.search(str(error)) is not None:
+        return FUNCTION_FAILED
+    if _SINK_FAILED.search(str(error)) is not None:
+        return SINK_FAILED
     read = SparkError.of(str(error))
     if read.checkpoint_incompatible:
         return CHECKPOINT_INCOMPATIBLE

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from flowc.codegen import generate_pyspark
-from flowc.diagnostics import Diagnostic
+from flowc.diagnostics import Diagnostic, Severity
 from flowc.errorcodes import Code
 from flowc.job import CompiledJob
 from flowc.runtime.failures import FailureLog, code_of, explain, spark_errors, summary
@@ -152,6 +152,7 @@ def run_job(
     query raises SparkRefused.
     """
     module = load_program(job)
+    module.__dict__["EMBEDDED_FUNCTIONS"] = {f.name.lower(): f.call for f in job.functions}
     folder = base_dir if base_dir is not None else str(Path(job.file).parent)
     module.__dict__["BASE_DIR"] = base = os.path.abspath(folder)
     checkpoints = checkpoint_dir or os.path.join(base, DEFAULT_CHECKPOINT_ROOT)
@@ -175,6 +176,8 @@ def run_job(
         queries = module.start_queries(spark, checkpoints, available_now)
     except spark_errors() as error:
         raise _refused(job, spark, running, checkpoints, error, failure_log) from None
+    except Exception as error:
+        raise _not_loaded(module, job, error) from None
     guard.started(queries)  # the state manifests, beside the checkpoints they describe
     display = ProgressDisplay(out)
     try:
@@ -262,6 +265,8 @@ def _run_batch(
         module.run_batch(spark, done)
     except spark_errors() as error:
         failure = error
+    except Exception as error:
+        raise _not_loaded(module, job, error) from None
     report.duration_s = time.monotonic() - started
     results = {name: (rows, plan) for name, rows, plan in done}
     for query in job.spark_plan.queries:
@@ -281,6 +286,28 @@ def _run_batch(
             entry.error = "not run: an earlier query of the batch job failed"
         report.queries.append(entry)
     return report
+
+
+def _not_loaded(module: types.ModuleType, job: CompiledJob, error: Exception) -> Exception:
+    """A Python function the job calls could not be loaded (the generated program's
+    FunctionNotLoaded): E0282 at its CREATE FUNCTION. Any other exception is returned as it
+    is: a bug, to be raised with its traceback."""
+    not_loaded = getattr(module, "FunctionNotLoaded", None)
+    if not_loaded is None or not isinstance(error, not_loaded):
+        return error
+    text = str(error)
+    named = re.match(r"function '([^']+)'", text)
+    functions = {f.name: f for f in job.program.functions}
+    function = functions.get(named.group(1)) if named else None
+    span = function.span if function is not None else job.program.span
+    diagnostic = Diagnostic(
+        Code.E0282,
+        Severity.ERROR,
+        text,
+        span,
+        "check that the module is beside the .flow file (or installed) and defines it",
+    )
+    return SparkRefused(f"error[E0282]: {text}\n", diagnostic)
 
 
 class SparkRefused(Exception):

@@ -89,6 +89,11 @@ def _note(kind: str, rows: int, watermark: str | None) -> str:
     if rows == 0:
         return "nothing held: every result is written"
     until = f"after {watermark}" if watermark is not None else "at any time (no watermark yet)"
+    if kind == "window" and watermark is None:
+        return (
+            "windows with no watermark to close them (none yet, or processing time): each "
+            "was written as it grew (update or complete mode), and its state stays"
+        )
     if kind == "window":
         return (
             f"windows ending {until} are still open: they close when later input moves the "

@@ -202,6 +202,56 @@ CASES: dict[str, tuple[str, str, bool]] = {
         """,
         False,
     ),
+    # TOP after WINDOW (Flink SQL's WindowRank): a keyed one-input operator after the PER
+    # columns' exchange, as Rank is; the window is in its name.
+    "window_top_n": (
+        """
+        SET parallelism = 4;
+        CREATE SOURCE s (value BIGINT, ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL 1 SECOND)
+          WITH (connector = 'datagen');
+        CREATE SINK o WITH (connector = 'console');
+        INSERT INTO o FROM s |> SELECT value, ts |> WINDOW TUMBLE(ts, INTERVAL 1 MINUTE)
+          |> TOP 3 BY value DESC PER value
+          WITH (uid = 'rank', parallelism = 8, max_parallelism = 256);
+        """,
+        """
+        from pyflink.datastream.functions import KeyedProcessFunction
+
+        class WindowRank(KeyedProcessFunction):
+            def process_element(self, value, ctx):
+                yield value
+
+        env.set_parallelism(4)
+        m = source("s").map(lambda x: x, output_type=LONG).name("Map")
+        name = ("WindowRank(window=[TUMBLE(ts, INTERVAL 1 MINUTE)], rankEnd=3, "
+                "partitionBy=[value], orderBy=[value DESC])")
+        (m.key_by(lambda x: x).process(WindowRank(), output_type=LONG).name(name).uid("rank")
+            .set_parallelism(8).set_max_parallelism(256).print().name("o"))
+        """,
+        False,
+    ),
+    # A Python function (CREATE FUNCTION) is called by its step's own operator, as a
+    # DataStream job calls one inside map(): no operator of its own, chained as before.
+    "python_function_in_a_step": (
+        """
+        SET parallelism = 2;
+        CREATE FUNCTION negate(x BIGINT) RETURNS BIGINT LANGUAGE python AS 'operator:neg';
+        CREATE SOURCE s (value BIGINT) WITH (connector = 'datagen', uid = 'source');
+        CREATE SINK o WITH (connector = 'console');
+        INSERT INTO o FROM s |> SELECT negate(value) AS value WITH (uid = 'map')
+          |> WHERE negate(value) > 0 WITH (parallelism = 3);
+        """,
+        """
+        import operator
+
+        env.set_parallelism(2)
+        s = source("s").uid("source")
+        m = s.map(lambda x: operator.neg(x), output_type=LONG).name("Map").uid("map")
+        f = m.filter(lambda x: operator.neg(x) > 0).name("Filter").set_parallelism(3)
+        f.print().name("o")
+        """,
+        True,
+    ),
     # TOP n (Flink SQL's Rank): a keyed process function after the PER columns' exchange.
     "top_n_per_key": (
         """

@@ -27,7 +27,7 @@ EXPECTED_ERRORS = {
     "streaming_outer_join.flow": [(6, "E0706")],
     "streaming_session_window_update.flow": [(5, "E0703")],
     "streaming_two_stateful_in_update.flow": [(5, "E0702")],
-    "streaming_update_file_sink.flow": [(4, "E0410")],
+    "streaming_update_file_sink.flow": [(4, "E0430")],
     "streaming_window_without_watermark.flow": [(5, "E0705")],
 }
 

@@ -69,6 +69,8 @@ def test_example_runs_with_planned_exchanges(
 ) -> None:
     copy = tmp_path / example.name
     shutil.copy(example, copy)
+    for module in example.parent.glob("*.py"):  # Python functions beside the examples
+        shutil.copy(module, tmp_path)
     job = flowc.compile(copy.read_text(encoding="utf-8"), str(copy), for_spark=True)
     generate_inputs(job, tmp_path)
     report = run_job(job, available_now=True, master="local[2]", out=io.StringIO())

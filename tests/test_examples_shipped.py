@@ -23,6 +23,7 @@ import shutil
 import subprocess
 import sys
 from datetime import datetime, timedelta
+from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 from typing import Any
 
@@ -322,7 +323,126 @@ def _auctions(folder: Path, spark: Any) -> None:
     assert any(row[5] is None for row in expected_top), "a seller missing from persons"
 
 
+def _bid_fees(folder: Path, spark: Any) -> None:
+    """Python functions: the band and the fee of each bid as pricing.py's rules say, written
+    here again in plain Python, and the per-band minute totals of the closed windows."""
+
+    def band(price: int) -> str:
+        return "premium" if price >= 5000 else "standard" if price >= 2000 else "budget"
+
+    def fee(price: int) -> Decimal:
+        cents = max(Decimal(price) * Decimal("0.025"), Decimal(25))
+        return cents.quantize(Decimal("0.01"), rounding=ROUND_HALF_UP)
+
+    bids = _read_json_lines(folder / "data" / "bids")
+    expected = sorted(
+        (b["auction"], b["bidder"], b["price"], band(b["price"]), fee(b["price"])) for b in bids
+    )
+    got = sorted(
+        (r["auction"], r["bidder"], r["price"], r["band"], Decimal(str(r["fee"])))
+        for r in _read_json_lines(folder / "out" / "bid_fees", "part-*.json")
+    )
+    assert got == expected
+    assert {row[3] for row in expected} == {"premium", "standard", "budget"}
+    closed = max(_time(b["date_time"]) for b in bids) - timedelta(seconds=4)
+    totals: dict[tuple[str, datetime], tuple[int, Decimal]] = {}
+    for bid in bids:
+        start = _time(bid["date_time"]).replace(second=0)
+        if start + timedelta(minutes=1) <= closed:
+            key = (band(bid["price"]), start)
+            count, fees = totals.get(key, (0, Decimal(0)))
+            totals[key] = (count + 1, fees + fee(bid["price"]))
+    got_totals = {
+        (r["band"], _time(r["window_start"]).replace(tzinfo=None)): (
+            r["bids"],
+            Decimal(str(r["fees"])),
+        )
+        for r in _read_json_lines(folder / "out" / "bands_per_minute", "part-*.json")
+    }
+    assert got_totals == totals and len(totals) >= 4
+
+
+def _auction_totals(folder: Path, spark: Any) -> None:
+    """An upsert sink: the files table _current names holds one row per auction, its
+    running aggregate over every bid."""
+    table = folder / "out" / "auction_totals"
+    current = json.loads((table / "_current").read_text(encoding="utf-8"))
+    got = {
+        row["auction"]: (row["bids"], row["top_price"], row["last_bid"])
+        for row in _parquet(spark, table / current["version"])
+    }
+    expected: dict[int, tuple[int, int, datetime]] = {}
+    for bid in _read_json_lines(folder / "data" / "bids"):
+        count, top, last = expected.get(bid["auction"], (0, bid["price"], _time(bid["date_time"])))
+        expected[bid["auction"]] = (
+            count + 1,
+            max(top, bid["price"]),
+            max(last, _time(bid["date_time"])),
+        )
+    assert got == expected and len(expected) >= 3
+    assert [p.name for p in table.iterdir() if p.name.startswith("v-")] == [current["version"]]
+
+
+def _sql_top_categories(folder: Path, spark: Any) -> None:
+    """CTEs, a FOR SYSTEM_TIME AS OF join and Flink's ROW_NUMBER() Top-N: the two categories
+    with the most bids of each closed minute, ties broken as TOP breaks them (by the other
+    columns, in the same direction)."""
+    category = {a["id"]: a["category"] for a in _read_json_lines(folder / "data" / "auctions")}
+    bids = _read_json_lines(folder / "data" / "bids")
+    closed = max(_time(b["date_time"]) for b in bids) - timedelta(seconds=4)
+    minutes: dict[tuple[datetime, int], list[int]] = {}
+    for bid in bids:
+        end = _time(bid["date_time"]).replace(second=0) + timedelta(minutes=1)
+        if bid["auction"] in category and end <= closed:
+            minutes.setdefault((end, category[bid["auction"]]), []).append(bid["price"])
+    expected = []
+    for end in sorted({end for end, _ in minutes}):
+        rows = [(len(p), c, max(p)) for (e, c), p in minutes.items() if e == end]
+        for place, (count, cat, top) in enumerate(sorted(rows, reverse=True)[:2], start=1):
+            expected.append((end, cat, count, top, place))
+    got = sorted(
+        (
+            _time(r["minute_end"]).replace(tzinfo=None),
+            r["category"],
+            r["bids"],
+            r["top_price"],
+            r["place"],
+        )
+        for r in _read_json_lines(folder / "out" / "top_categories", "part-*.json")
+    )
+    assert got == sorted(expected) and len({row[0] for row in expected}) >= 2
+
+
+def _clicks_by_arrival(folder: Path, spark: Any) -> None:
+    """Processing time: windows of arrival, so the counts per window are the machine's;
+    per user they add up to the user's clicks, each window is one minute, and the last
+    click is the latest event time of the user's clicks (one minute holds the whole run
+    unless it crosses a minute's end)."""
+    table = folder / "out" / "clicks_by_arrival"
+    current = json.loads((table / "_current").read_text(encoding="utf-8"))
+    rows = _read_json_lines(table / current["version"], "part-*.json")
+    clicks = _read_json_lines(folder / "data" / "clicks")
+    per_user: dict[str, int] = {}
+    for click in clicks:
+        per_user[click["user_id"]] = per_user.get(click["user_id"], 0) + 1
+    got: dict[str, int] = {}
+    for row in rows:
+        got[row["user_id"]] = got.get(row["user_id"], 0) + row["clicks"]
+        assert _time(row["window_end"]) - _time(row["window_start"]) == timedelta(minutes=1)
+    assert got == per_user
+    assert len({(r["user_id"], r["window_start"]) for r in rows}) == len(rows)  # one per key
+    for user in per_user:
+        latest = max(_time(c["ts"]) for c in clicks if c["user_id"] == user)
+        mine = [r for r in rows if r["user_id"] == user]
+        last = max(_time(r["last_click"]).replace(tzinfo=None) for r in mine)
+        assert last == latest
+
+
 ANSWERS = {
+    "clicks_by_arrival": _clicks_by_arrival,
+    "sql_top_categories": _sql_top_categories,
+    "auction_totals": _auction_totals,
+    "bid_fees": _bid_fees,
     "auctions": _auctions,
     "top_bids": _top_bids,
     "bid_enrichment": _bid_enrichment,

@@ -158,8 +158,10 @@ def _compiled(text: str) -> Any:
 def test_kept_typings_type_as_sqlglot(monkeypatch: pytest.MonkeyPatch) -> None:
     import flowc.functions
 
-    def always_afresh(expr: Any, scope: Any, reporter: Reporter) -> str | None:
-        return sqltypes._resolve_and_type(expr, scope, reporter)
+    def always_afresh(
+        expr: Any, scope: Any, reporter: Reporter, functions: Any = None
+    ) -> str | None:
+        return sqltypes._resolve_and_type(expr, scope, reporter, functions)
 
     monkeypatch.setattr(flowc.functions, "resolve_and_type", always_afresh)
     expected = [_compiled(text) for text in CORPUS]

@@ -214,7 +214,6 @@ LOCATED = [
         (6, 3, 49),
     ),
     ("SELECT k FROM s WHERE k IN (SELECT k FROM s);", "a subquery", (5, 42, 59)),
-    ("SELECT k FROM s AS x;", "the table alias 'x'", (5, 29, 35)),
     ("SELECT count(*) AS n FROM s\n  GROUP BY k % 10;", "GROUP BY an expression", (6, 12, 18)),
 ]
 

@@ -530,7 +530,14 @@ def test_examples_compile_untrusted() -> None:
     examples = sorted((Path(__file__).parent.parent / "examples").glob("*.flow"))
     assert len(examples) > 5
     for path in examples:
+        text = path.read_text(encoding="utf-8")
+        # The platform allows the Python functions it reviewed (E0956 otherwise).
+        allowed = {f.target for f in flowc.compile(text, str(path)).program.functions}
+        flowc.compile(text, str(path), for_spark=True, trusted=False, allowed_functions=allowed)
+    with pytest.raises(flowc.CompileError) as refused:
+        path = examples[0].parent / "bid_fees.flow"
         flowc.compile(path.read_text(encoding="utf-8"), str(path), for_spark=True, trusted=False)
+    assert {d.code for d in refused.value.diagnostics} == {"E0956"}
 
 
 def test_the_json_format_carries_trust_diagnostics(

@@ -14,7 +14,8 @@ checks). Analysis works on its own copy of the SQL trees (``own_copy``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 from flowc import ast, trust
 from flowc.analyze.connectors import check_sink, check_source
@@ -23,10 +24,13 @@ from flowc.analyze.own_copy import with_own_sql
 from flowc.analyze.program_checks import CHECKS
 from flowc.analyze.references import declare
 from flowc.analyze.settings import read_settings
+from flowc.analyze.udfs import declare_functions
 from flowc.analyze.views import check_insert, check_view
 from flowc.diagnostics import Reporter
 from flowc.functions import SparkExpressionChecks
 from flowc.program import Program, Settings
+from flowc.python_functions import PythonFunction
+from flowc.sql_forms import expand_sql_forms
 
 __all__ = ["analyze"]
 
@@ -36,19 +40,27 @@ def analyze(
     reporter: Reporter,
     overrides: Mapping[str, str] | None = None,
     policy: trust.TrustPolicy | None = None,
+    functions: Sequence[PythonFunction] = (),
 ) -> Program:
     """``overrides`` are ``flowc run --set KEY=VALUE``: a setting, applied as if set by
     ``SET``, or ``source_or_sink.option``; ``policy`` is how far the program is trusted
-    (:mod:`flowc.trust`). ``tree`` is left as it is."""
+    (:mod:`flowc.trust`); ``functions`` the Python callables the embedding gives. ``tree``
+    is left as it is."""
     start = len(reporter.diagnostics)
     given = overrides or {}
-    program = _analyze(with_own_sql(tree), reporter, given, policy or trust.TrustPolicy())
+    program = _analyze(
+        with_own_sql(tree), reporter, given, policy or trust.TrustPolicy(), functions
+    )
     trust.label_command_line(reporter, start, given)
     return program
 
 
 def _analyze(
-    tree: ast.Program, reporter: Reporter, given: Mapping[str, str], policy: trust.TrustPolicy
+    tree: ast.Program,
+    reporter: Reporter,
+    given: Mapping[str, str],
+    policy: trust.TrustPolicy,
+    python_functions: Sequence[PythonFunction],
 ) -> Program:
     overrides = tuple(trust.read_overrides(given, reporter))
     if not trust.check_program(tree, overrides, policy, reporter):
@@ -62,7 +74,10 @@ def _analyze(
             inserts=(),
             span=tree.span,
         )
+    # CTEs and subqueries in FROM: hidden views defined before the statement holding them.
+    tree = replace(tree, statements=expand_sql_forms(tree.statements, reporter))
     settings = read_settings(tree, overrides, reporter)
+    functions, broken = declare_functions(tree, python_functions, policy, reporter)
     ctx = Context(
         reporter=reporter,
         file=tree.file,
@@ -70,7 +85,7 @@ def _analyze(
         policy=policy,
         overrides=overrides,
         settings=settings,
-        checks=SparkExpressionChecks.for_settings(settings),
+        checks=SparkExpressionChecks.for_settings(settings, functions, broken),
         definitions=declare(tree.statements, reporter),
     )
     for order, statement in enumerate(tree.statements):
@@ -90,6 +105,8 @@ def _analyze(
         views=tuple(ctx.views.values()),
         inserts=tuple(ctx.inserts),
         span=tree.span,
+        functions=tuple(functions.values()),
+        function_calls=tuple(ctx.checks.calls),
     )
     for check in CHECKS:
         check(ctx, program)

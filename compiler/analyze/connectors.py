@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from sqlglot import exp
+
 from flowc import ast, catalog, habits, trust
 from flowc.analyze.context import Context
 from flowc.analyze.settings import read_hints
@@ -46,10 +48,13 @@ def check_source(ctx: Context, node: ast.CreateSource) -> None:
         # Untrusted: never look at a path outside the sandbox (E0953 says why).
         if trust.path_allowed(ctx.policy, ctx.file, str(path)):
             check_source_path(ctx.file, name, path_option, path, ctx.reporter)
-    watermark = _watermark(ctx, node, schema) if schema is not None else None
+    proctime, proctime_ok = _proctime(ctx, node, schema)
+    watermark = _watermark(ctx, node, schema) if schema is not None and proctime_ok else None
     if node.bounded and not _check_table(ctx, node, connector, options):
         return
     if schema is None or connector is None or ctx.definitions[name].node is not node:
+        return
+    if not proctime_ok:
         return
     ctx.sources[name] = SourceDef(
         name=name,
@@ -60,7 +65,69 @@ def check_source(ctx: Context, node: ast.CreateSource) -> None:
         hints=hints,
         span=node.span,
         bounded=node.bounded,
+        proctime=proctime,
     )
+
+
+def _proctime(
+    ctx: Context, node: ast.CreateSource, schema: Schema | None
+) -> tuple[str | None, bool]:
+    """The source's processing-time column (``pt AS PROCTIME()``), and False on errors:
+    E0290 for any other computed column, a second one, or one on a table; E0291 for a
+    WATERMARK on it."""
+    name: str | None = None
+    ok = True
+    declared = {c.name for c in schema or ()}
+    for computed in node.computed:
+        column = computed.name.value
+        tree = computed.expr.tree
+        is_proctime = isinstance(tree, exp.Anonymous) and tree.name.lower() == "proctime"
+        if not is_proctime or (isinstance(tree, exp.Anonymous) and tree.expressions):
+            ctx.reporter.error(
+                Code.E0290,
+                f"computed column '{column}': flowc takes only PROCTIME()",
+                computed.expr.span,
+                help=f"compute it in a view: CREATE VIEW v AS FROM {node.name.value} |> "
+                f"EXTEND {computed.expr.text} AS {column}",
+            )
+            ok = False
+        elif node.bounded:
+            ctx.reporter.error(
+                Code.E0290,
+                f"table '{node.name.value}' has no processing time: it is read whole",
+                computed.span,
+                help="declare PROCTIME() on the stream that is joined with the table",
+            )
+            ok = False
+        elif name is not None:
+            ctx.reporter.error(
+                Code.E0290,
+                "a source has at most one PROCTIME() column",
+                computed.span,
+                help=f"'{name}' is its processing time already",
+            )
+            ok = False
+        elif column in declared:
+            ctx.reporter.error(
+                Code.E0203,
+                f"column '{column}' is declared twice",
+                computed.name.span,
+                help="give the processing-time column a name of its own",
+            )
+            ok = False
+        else:
+            name = column
+    for watermark in node.watermarks:
+        if name is not None and watermark.column.value == name:
+            ctx.reporter.error(
+                Code.E0291,
+                f"'{name}' is processing time: it has no watermark",
+                watermark.span,
+                help="a WATERMARK is for event time, a TIMESTAMP column of the data; "
+                "windows over processing time need none (as in Flink)",
+            )
+            ok = False
+    return name, ok
 
 
 #: A files source's options that only mean something for a stream.
@@ -135,9 +202,10 @@ def check_sink(ctx: Context, node: ast.CreateSink) -> None:
             Code.E0410,
             f"the {connector.name} sink does not support mode '{mode}'",
             mode_option.value.span if mode_option is not None else node.name.span,
-            help=f"{connector.name} sinks support {one_of(connector.sink_modes)}"
-            + (" (file sinks are append-only)" if connector.name == "files" else ""),
+            help=f"{connector.name} sinks support {one_of(connector.sink_modes)}",
         )
+        return
+    if not _check_upsert_sink(ctx, node, connector.name, mode, mode_option, options):
         return
     ctx.sinks[name] = SinkDef(
         name=name,
@@ -148,6 +216,76 @@ def check_sink(ctx: Context, node: ast.CreateSink) -> None:
         hints=hints,
         span=node.span,
     )
+
+
+def _check_upsert_sink(
+    ctx: Context,
+    node: ast.CreateSink,
+    connector: str,
+    mode: str,
+    mode_option: ast.Option | None,
+    options: dict[str, tuple[object, ast.Option]],
+) -> bool:
+    """An upsert sink (postgres; files in update mode) keeps one row per ``key``: E0430
+    without a key, E0433 for what it cannot do, E0957 in an untrusted program."""
+    name = node.name.value
+    if connector == "postgres" and not ctx.policy.trusted:
+        ctx.reporter.error(
+            Code.E0957,
+            f"sink '{name}' connects to a PostgreSQL server: not allowed in an untrusted program",
+            node.name.span,
+            help="an untrusted program writes files under its base directory only",
+        )
+        return False
+    if not catalog.is_upsert(connector, mode):
+        if "key" in options:
+            ctx.reporter.error(
+                Code.E0430,
+                f"sink '{name}' appends rows, so it has no key",
+                options["key"][1].key_span,
+                help="key = '...' is for an upsert sink: a files sink in mode = 'update', or "
+                "a postgres sink",
+            )
+            return False
+        return True
+    ok = True
+    if "key" not in options:
+        ctx.reporter.error(
+            Code.E0430,
+            f"sink '{name}' keeps one row per key, and has no key",
+            mode_option.value.span if mode_option is not None else node.name.span,
+            help="name the columns that identify a row of the results: key = 'auction', or "
+            "key = 'auction, window_start'",
+        )
+        ok = False
+    if connector == "files":
+        fmt = str(options["format"][0]) if "format" in options else None
+        if fmt is not None and fmt not in catalog.UPSERT_FILE_FORMATS:
+            ctx.reporter.error(
+                Code.E0433,
+                f"a files sink in update mode cannot write format '{fmt}'",
+                options["format"][1].value.span,
+                help=f"an upsert table is rewritten per micro-batch from what it holds: use "
+                f"{one_of(catalog.UPSERT_FILE_FORMATS)}",
+            )
+            ok = False
+        if "partition_by" in options:
+            ctx.reporter.error(
+                Code.E0433,
+                "a files sink in update mode cannot be partitioned",
+                options["partition_by"][1].key_span,
+                help="remove partition_by, or write append-only results",
+            )
+            ok = False
+    if ctx.settings.execution_mode == "batch":
+        ctx.reporter.error(
+            Code.E0433,
+            f"sink '{name}' upserts per micro-batch, which a batch job does not have",
+            node.name.span,
+            help="run the job in streaming mode (--available-now reads what is there and stops)",
+        )
+        ok = False
+    return ok
 
 
 def _connector_options(

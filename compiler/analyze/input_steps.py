@@ -14,6 +14,7 @@ from flowc.analyze.references import is_table, refuse_table_as_stream, resolve_r
 from flowc.analyze.settings import step_hints
 from flowc.analyze.step_common import StepInput, check_boolean, schema_text
 from flowc.errorcodes import Code
+from flowc.functions import call_span
 from flowc.program import Schema, Step, Stream
 from flowc.sqltypes import Scope, types_match
 from flowc.vocabulary import JoinKind, StepKind
@@ -57,6 +58,8 @@ def check_join(ctx: Context, node: ast.Join, step: StepInput) -> Step | None:
         return None
     combined = (*schema, *right_schema)
     if not check_boolean(ctx, node.condition, Scope(combined), "JOIN"):
+        return None
+    if node.kind != JoinKind.INNER and not _no_python_calls(ctx, node):
         return None
     left_keys, right_keys = _equi_keys(node.condition.tree, schema, right_schema)
     if not left_keys:
@@ -159,3 +162,20 @@ def _side(column: exp.Column, left: Schema, right: Schema) -> str | None:
     if in_right and not in_left:
         return "right"
     return None
+
+
+def _no_python_calls(ctx: Context, node: ast.Join) -> bool:
+    """E0285: Spark evaluates no Python function in an outer join's ON clause
+    (UNSUPPORTED_FEATURE.PYTHON_UDF_IN_ON_CLAUSE when the query starts)."""
+    assert node.condition is not None
+    for call in node.condition.tree.find_all(exp.Anonymous):
+        if call.name.lower() in ctx.checks.functions:
+            ctx.reporter.error(
+                Code.E0285,
+                f"Python function '{call.name}' in the ON clause of a {node.kind} JOIN",
+                call_span(node.condition, call, ctx.checks.positions),
+                help="Spark cannot run it there: compute it in a step before the join "
+                "(|> EXTEND f(x) AS fx), then join ON the column",
+            )
+            return False
+    return True

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from flowc import catalog
+from flowc import ast, catalog
 from flowc.analyze.context import Context
 from flowc.analyze.step_common import keyword
 from flowc.errorcodes import Code
@@ -104,14 +104,23 @@ def check_stateful_max_parallelism(ctx: Context, program: Program) -> None:
 
 
 def check_unused(ctx: Context, program: Program) -> None:
-    """W0004 for a source, view or sink that passed its checks and is never read."""
+    """W0004 for a source, view or sink that passed its checks and is never read, and for
+    a declared function never called."""
     checked = {*ctx.sources, *ctx.views, *ctx.sinks}
     for name, definition in ctx.definitions.items():
         if name not in ctx.used and name in checked:
+            owner, hidden, part = name.partition("$")  # a CTE's view (flowc.sql_forms)
+            what = f"WITH {part} of '{owner}'" if hidden else f"{definition.kind} '{name}'"
+            ctx.reporter.warning(Code.W0004, f"{what} is never used", definition.node.name.span)
+    called = ctx.checks.called
+    declared = {
+        s.name.value.lower(): s for s in ctx.statements if isinstance(s, ast.CreateFunction)
+    }
+    for function in program.functions:
+        node = declared.get(function.name)
+        if function.name not in called and node is not None and node.span == function.span:
             ctx.reporter.warning(
-                Code.W0004,
-                f"{definition.kind} '{name}' is never used",
-                definition.node.name.span,
+                Code.W0004, f"function '{node.name.value}' is never called", node.name.span
             )
 
 

@@ -12,6 +12,7 @@ from flowc.diagnostics import did_you_mean
 from flowc.errorcodes import Code
 from flowc.program import Column, InsertDef, SideOutput, SinkDef, Stream, ViewDef
 from flowc.sqltypes import types_match
+from flowc.upsert_sinks import postgres_type, upsert_key
 from flowc.vocabulary import DefinitionKind
 
 
@@ -81,6 +82,8 @@ def _check_sink_schema(ctx: Context, node: ast.Insert, sink: SinkDef, stream: St
             return
         names[column.name] = column
     _check_partition_columns(ctx, node, sink, stream)
+    if catalog.is_upsert(sink.connector, sink.mode):
+        _check_upsert_columns(ctx, node, sink, stream)
     if sink.schema is None:
         return
     written = [(c.name, c.type) for c in stream.schema]
@@ -129,6 +132,39 @@ def _check_partition_columns(ctx: Context, node: ast.Insert, sink: SinkDef, stre
             node.query.span,
             help="write at least one column that is not in partition_by",
         )
+
+
+def _check_upsert_columns(ctx: Context, node: ast.Insert, sink: SinkDef, stream: Stream) -> None:
+    """An upsert sink's key columns are written columns of atomic types (E0431, E0432); a
+    postgres sink stores every column in a column type of its own (E0432)."""
+    columns = {c.name: c for c in stream.schema}
+    for name in upsert_key(sink):
+        column = columns.get(name)
+        if column is None:
+            ctx.reporter.error(
+                Code.E0431,
+                f"sink '{sink.name}' is keyed by '{name}', which the query does not write",
+                node.query.span,
+                help=did_you_mean(name, list(columns)) or f"the query writes: {', '.join(columns)}",
+            )
+        elif column.type.split("<", 1)[0] in ("STRUCT", "ARRAY", "MAP"):
+            ctx.reporter.error(
+                Code.E0432,
+                f"sink '{sink.name}' cannot be keyed by '{name}', of type {column.type}",
+                node.query.span,
+                help="key by columns of atomic types (STRING, BIGINT, DATE, TIMESTAMP, ...)",
+            )
+    if sink.connector != "postgres":
+        return
+    for column in stream.schema:
+        if postgres_type(column.type) is None:
+            ctx.reporter.error(
+                Code.E0432,
+                f"sink '{sink.name}' cannot store column '{column.name}' of type "
+                f"{column.type} in PostgreSQL",
+                node.query.span,
+                help="write scalar columns (flatten a STRUCT, to_json(...) an ARRAY or MAP)",
+            )
 
 
 # ------------------------------------------------------------ relations

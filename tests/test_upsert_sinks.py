@@ -1,0 +1,310 @@
+"""Upsert sinks (issue 13, item 7): a running aggregate written to a real PostgreSQL server
+and to a files table, one row per key, over several micro-batches, against plain Python;
+a micro-batch replayed after a crash writes nothing twice.
+
+The PostgreSQL server is Debian's (``apt-get install postgresql``), started by the
+session fixture below on a free loopback port with a data folder of its own, and stopped
+at the end. Where its binaries are missing the tests are skipped, saying so; CI sets
+``FLOWC_POSTGRES_REQUIRED=1``, which makes that a failure.
+"""
+
+from __future__ import annotations
+
+import glob
+import io
+import json
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_streaming_rules_on_spark import Row, at, source, write_batches
+
+import flowc
+from flowc.errorcodes import Code
+
+REQUIRED = os.environ.get("FLOWC_POSTGRES_REQUIRED") == "1"
+
+BIDS: list[list[Row]] = [
+    [
+        {"auction": 1, "price": 10, "ts": at(0)},
+        {"auction": 2, "price": 7, "ts": at(1)},
+        {"auction": 1, "price": 30, "ts": at(2)},
+    ],
+    [
+        {"auction": 3, "price": 5, "ts": at(61)},
+        {"auction": 1, "price": 20, "ts": at(62)},
+    ],
+    [
+        {"auction": 2, "price": 70, "ts": at(120)},
+        {"auction": 4, "price": None, "ts": at(121)},
+    ],
+]
+COLUMNS = "auction BIGINT, price BIGINT, ts TIMESTAMP"
+TOTALS = "|> KEY BY auction |> AGGREGATE count(*) AS n, max(price) AS top, sum(price) AS total"
+
+
+def expected_totals(batches: list[list[Row]]) -> dict[int, tuple[int, Any, Any]]:
+    """The running aggregate's final row per auction, in plain Python."""
+    out: dict[int, tuple[int, Any, Any]] = {}
+    for batch in batches:
+        for row in batch:
+            n, top, total = out.get(row["auction"], (0, None, None))
+            price = row["price"]
+            if price is not None:
+                top = price if top is None else max(top, price)
+                total = price if total is None else total + price
+            out[row["auction"]] = (n + 1, top, total)
+    return out
+
+
+# ---------------------------------------------------------------- the server
+
+
+def _server_binaries() -> Path | None:
+    found = shutil.which("pg_config")
+    if found is not None:
+        bindir = subprocess.run(
+            [found, "--bindir"], capture_output=True, text=True, check=False
+        ).stdout.strip()
+        if (Path(bindir) / "initdb").exists():
+            return Path(bindir)
+    candidates = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
+    return Path(candidates[-1]).parent if candidates else None
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[dict[str, Any]]:
+    """A PostgreSQL server of this test session: connection settings of database 'flowc'."""
+    bindir = _server_binaries()
+    if bindir is None:
+        message = "PostgreSQL's server is not installed (Debian: apt-get install postgresql)"
+        if REQUIRED:
+            pytest.fail(f"FLOWC_POSTGRES_REQUIRED=1 but {message}")
+        pytest.skip(message)
+    folder = Path(tempfile.mkdtemp(prefix="flowc-postgres-"))
+    data = folder / "data"
+    as_user: list[str] = []
+    if os.geteuid() == 0:  # the server refuses to run as root: run it as 'postgres'
+        owner = pwd.getpwnam("postgres")
+        os.chown(folder, owner.pw_uid, owner.pw_gid)
+        as_user = ["runuser", "-u", "postgres", "--"]
+    port = _free_port()
+
+    def run(*command: str) -> None:
+        done = subprocess.run(
+            [*as_user, *command], capture_output=True, text=True, timeout=120, check=False
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+
+    run(str(bindir / "initdb"), "-D", str(data), "-A", "trust", "-U", "postgres", "-E", "UTF8")
+    options = f"-p {port} -k {folder} -c listen_addresses=127.0.0.1 -c fsync=off"
+    run(str(bindir / "pg_ctl"), "-D", str(data), "-o", options, "-l", str(folder / "log"), "-w",
+        "start")  # fmt: skip
+    try:
+        import psycopg
+
+        settings = {"host": "127.0.0.1", "port": port, "user": "postgres"}
+        with psycopg.connect(**settings, dbname="postgres", autocommit=True) as conn:
+            conn.execute("CREATE DATABASE flowc")
+        yield {**settings, "dbname": "flowc"}
+    finally:
+        run(str(bindir / "pg_ctl"), "-D", str(data), "-m", "fast", "-w", "stop")
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _rows(postgres: dict[str, Any], query: str) -> list[tuple[Any, ...]]:
+    import psycopg
+
+    with psycopg.connect(**postgres) as conn:
+        return [tuple(row) for row in conn.execute(query).fetchall()]
+
+
+def _run(job: flowc.CompiledJob, folder: Path) -> Any:
+    from flowc.runtime.run import run_job
+
+    return run_job(
+        job,
+        available_now=True,
+        checkpoint_dir=str(folder / "checkpoints"),
+        base_dir=str(folder),
+        out=io.StringIO(),
+    )
+
+
+def _postgres_sink(postgres: dict[str, Any], table: str, key: str = "auction") -> str:
+    return (
+        f"CREATE SINK totals WITH (connector = 'postgres', host = '{postgres['host']}', "
+        f"port = {postgres['port']}, database = '{postgres['dbname']}', user = 'postgres', "
+        f"table = '{table}', key = '{key}', mode = 'update');\n"
+    )
+
+
+# ---------------------------------------------------------------- postgres
+
+
+def test_a_running_aggregate_upserted_into_postgres(
+    spark: Any, tmp_path: Path, postgres: dict[str, Any]
+) -> None:
+    write_batches(tmp_path / "bids", BIDS)
+    program = (
+        source("bids", COLUMNS)
+        + "SET max_parallelism = 16;\n"
+        + _postgres_sink(postgres, "auction_totals")
+        + f"INSERT INTO totals FROM bids {TOTALS};\n"
+    )
+    job = flowc.compile(program, str(tmp_path / "job.flow"), for_spark=True)
+    (query,) = job.spark_plan.queries
+    assert query.upsert is not None and "ON CONFLICT (auction)" in query.upsert
+    report = _run(job, tmp_path)
+    assert [q.error for q in report.queries] == [None]
+    assert report.queries[0].batches == 3
+    rows = _rows(postgres, "SELECT auction, n, top, total FROM auction_totals")
+    assert {r[0]: r[1:] for r in rows} == expected_totals(BIDS)
+    assert len(rows) == 4  # one row per key, though keys were updated in later batches
+    (done,) = _rows(postgres, "SELECT batch_id FROM flowc_sink_batches")
+    assert done == (2,)
+    types = dict(
+        _rows(
+            postgres,
+            "SELECT column_name, data_type FROM information_schema.columns "
+            "WHERE table_name = 'auction_totals'",
+        )
+    )
+    assert types == {"auction": "bigint", "n": "bigint", "top": "bigint", "total": "bigint"}
+
+
+def test_a_replayed_micro_batch_writes_nothing_twice(
+    spark: Any, tmp_path: Path, postgres: dict[str, Any]
+) -> None:
+    """A crash after the table committed a batch but before Spark did: Spark runs the batch
+    again (its commit file is gone), and the table is what one run would have written. A
+    sink that appended (counting each row once per write) would count it twice."""
+    write_batches(tmp_path / "bids", BIDS)
+    program = (
+        source("bids", COLUMNS)
+        + "SET max_parallelism = 16;\n"
+        + _postgres_sink(postgres, "replayed", key="auction, price")
+        + "INSERT INTO totals FROM bids |> WHERE price IS NOT NULL;\n"
+    ).replace("mode = 'update'", "mode = 'append'")
+    job = flowc.compile(program, str(tmp_path / "job.flow"), for_spark=True)
+    assert [q.error for q in _run(job, tmp_path).queries] == [None]
+    first = sorted(_rows(postgres, "SELECT auction, price FROM replayed"))
+    forget_last_commit(tmp_path)  # the crash: Spark never recorded that batch 2 was written
+    with psycopg_connection(postgres) as conn:
+        conn.execute("INSERT INTO replayed VALUES (99, 99, now())")  # a row only we wrote
+    report = _run(job, tmp_path)
+    assert [q.error for q in report.queries] == [None]
+    assert report.queries[0].batches == 1  # the replay of batch 2
+    again = sorted(_rows(postgres, "SELECT auction, price FROM replayed"))
+    assert again == sorted([*first, (99, 99)])
+    expected = sorted((r["auction"], r["price"]) for b in BIDS for r in b if r["price"] is not None)
+    assert first == expected
+
+
+def forget_last_commit(folder: Path) -> None:
+    """Delete the query's last commit (and its checksum file), as a crash between the
+    sink's write and Spark's commit leaves it."""
+    commits = folder / "checkpoints" / "job" / "totals" / "commits"
+    last = max(int(p.name) for p in commits.iterdir() if p.name.isdigit())
+    (commits / str(last)).unlink()
+    (commits / f".{last}.crc").unlink(missing_ok=True)
+
+
+def psycopg_connection(postgres: dict[str, Any]) -> Any:
+    import psycopg
+
+    return psycopg.connect(**postgres, autocommit=True)
+
+
+def test_a_key_that_does_not_identify_a_row_fails_the_batch(
+    spark: Any, tmp_path: Path, postgres: dict[str, Any]
+) -> None:
+    write_batches(tmp_path / "bids", BIDS)
+    program = (
+        source("bids", COLUMNS)
+        + _postgres_sink(postgres, "by_auction")
+        + "INSERT INTO totals FROM bids;\n"
+    ).replace("mode = 'update'", "mode = 'append'")
+    job = flowc.compile(program, str(tmp_path / "job.flow"), for_spark=True)
+    (query,) = _run(job, tmp_path).queries
+    assert query.code == Code.E0806
+    assert query.failure is not None and query.failure.span.line == 3
+    assert "two rows of micro-batch 0 have the key (1,)" in query.failure.message
+    assert _rows(postgres, "SELECT to_regclass('by_auction')") == [(None,)]  # nothing written
+
+
+def test_a_server_that_refuses_is_a_located_error(spark: Any, tmp_path: Path) -> None:
+    write_batches(tmp_path / "bids", BIDS[:1])
+    closed = {"host": "127.0.0.1", "port": _free_port(), "dbname": "nothing"}
+    program = (
+        source("bids", COLUMNS)
+        + _postgres_sink(closed, "t")
+        + "SET max_parallelism = 16;\n"
+        + f"INSERT INTO totals FROM bids {TOTALS};\n"
+    )
+    job = flowc.compile(program, str(tmp_path / "job.flow"), for_spark=True)
+    (query,) = _run(job, tmp_path).queries
+    assert query.code == Code.E0806
+    assert query.failure is not None and query.failure.span.line == 4
+    assert "sink 'totals': PostgreSQL: connection" in query.failure.message
+
+
+# ---------------------------------------------------------------- files
+
+
+def _current_table(spark: Any, folder: Path) -> list[tuple[Any, ...]]:
+    pointer = json.loads((folder / "_current").read_text(encoding="utf-8"))
+    rows = spark.read.parquet(str(folder / pointer["version"])).collect()
+    return sorted((tuple(row) for row in rows), key=repr)
+
+
+def test_a_running_aggregate_upserted_into_a_files_table(spark: Any, tmp_path: Path) -> None:
+    write_batches(tmp_path / "bids", BIDS)
+    program = (
+        source("bids", COLUMNS)
+        + "SET max_parallelism = 16;\n"
+        + "CREATE SINK totals WITH (connector = 'files', path = 'out/totals', "
+        "format = 'parquet', mode = 'update', key = 'auction');\n"
+        + f"INSERT INTO totals FROM bids {TOTALS};\n"
+    )
+    job = flowc.compile(program, str(tmp_path / "job.flow"), for_spark=True)
+    report = _run(job, tmp_path)
+    assert [q.error for q in report.queries] == [None]
+    table = tmp_path / "out" / "totals"
+    rows = _current_table(spark, table)
+    assert {r[0]: r[1:] for r in rows} == expected_totals(BIDS)
+    assert len(rows) == 4
+    versions = [p.name for p in table.iterdir() if p.name.startswith("v-")]
+    assert len(versions) == 1  # older versions are deleted after the switch
+    pointer = json.loads((table / "_current").read_text(encoding="utf-8"))
+    assert pointer["batch_id"] == 2 and pointer["version"] == versions[0]
+
+    # A replay of the last batch writes nothing: the table is the same version.
+    forget_last_commit(tmp_path)
+    again = _run(job, tmp_path)
+    assert [q.error for q in again.queries] == [None]
+    assert json.loads((table / "_current").read_text(encoding="utf-8")) == pointer
+    assert _current_table(spark, table) == rows
+
+    # New input later: the table goes on from what it holds.
+    write_batches(tmp_path / "more", [[{"auction": 3, "price": 50, "ts": at(300)}]])
+    for file in (tmp_path / "more").iterdir():
+        target = tmp_path / "bids" / "part-099.json"
+        file.rename(target)
+        os.utime(target, (1_700_001_000, 1_700_001_000))
+    assert [q.error for q in _run(job, tmp_path).queries] == [None]
+    later = {r[0]: r[1:] for r in _current_table(spark, table)}
+    assert later == {**expected_totals(BIDS), 3: (2, 50, 55)}
