@@ -169,6 +169,11 @@ def _dialect() -> ValueKind:
 
 # ---------------------------------------------------------------- settings
 
+#: How the Spark realization runs Flink's exchanges: ``minimal`` (the default) runs none
+#: where Flink's exchange exists only because the parallelism changes and Spark needs none;
+#: ``flink`` runs every exchange of Flink's graph as a shuffle.
+EXCHANGE_MODES = ("minimal", "flink")
+
 SETTINGS: dict[str, ValueKind] = {
     "parallelism": _integer(1, UPPER_BOUND_MAX_PARALLELISM),
     "max_parallelism": _integer(1, UPPER_BOUND_MAX_PARALLELISM),
@@ -179,6 +184,7 @@ SETTINGS: dict[str, ValueKind] = {
     "checkpoint.dir": _string(),
     "job.name": _string(),
     "sql.dialect": _dialect(),
+    "exchanges": _choice(*EXCHANGE_MODES),
 }
 
 #: Settings passed through unchecked: ``spark.*`` goes to the Spark session as written.

@@ -58,6 +58,8 @@ class Settings:
     checkpoint_dir: str | None = None
     job_name: str = "job"
     sql_dialect: str = "spark"
+    #: ``minimal`` or ``flink``: see :data:`flowc.catalog.EXCHANGE_MODES`.
+    exchanges: str = "minimal"
     spark_conf: tuple[tuple[str, str], ...] = ()
     spans: dict[str, Span] = field(default_factory=dict, compare=False, hash=False)
 

@@ -254,7 +254,9 @@ def build_spark_plan(program: Program, tree: TransformationTree, graph: StreamGr
             for edge in node.in_edges:
                 if edge.partitioner == Partitioner.FORWARD:
                     continue
-                exchange = _exchange(edge, graph, partitions, static_joins)
+                exchange = _exchange(
+                    edge, graph, partitions, static_joins, settings.exchanges == "minimal"
+                )
                 exchanges[(edge.source_id, edge.target_id)] = exchange
                 query_exchanges.append(exchange)
         sink = program.sink(insert.sink)
@@ -309,6 +311,37 @@ def build_spark_plan(program: Program, tree: TransformationTree, graph: StreamGr
             if s.proctime is not None
         ),
     )
+
+
+def _redistributed_after(
+    graph: StreamGraph, node: StreamNode, static_joins: frozenset[int]
+) -> str | None:
+    """The exchange that redistributes every row reaching ``node``, on every path from it
+    (following forwarded edges): a stateful step's own hash exchange, or a partition step
+    the program wrote. None where a path reaches a sink or a Spark-local edge first."""
+    names: list[str] = []
+    pending, seen = [node], {node.id}
+    while pending:
+        current = pending.pop()
+        if not current.out_edges:
+            return None  # a sink (or a dead end): these rows are written as they are
+        for edge in current.out_edges:
+            target = graph.nodes[edge.target_id]
+            if edge.partitioner == Partitioner.FORWARD:
+                if target.id not in seen:
+                    seen.add(target.id)
+                    pending.append(target)
+            elif (
+                edge.implicit
+                or target.id in static_joins
+                or edge.partitioner in (Partitioner.RESCALE, Partitioner.FORWARD)
+            ):
+                return None  # no shuffle of its own there either (a RESCALE may coalesce)
+            elif edge.partitioner == Partitioner.HASH and target.operator in STATEFUL_OPERATORS:
+                names.append(f"the stateful {target.name}'s own exchange")
+            else:
+                names.append(f"the {edge.partitioner} written before {target.name}")
+    return " and ".join(dict.fromkeys(names)) if names else None
 
 
 def _upsert_text(sink: SinkDef) -> str | None:
@@ -441,9 +474,15 @@ def _shuffle_partitions(stateful: list[StreamNode], conf: dict[str, str]) -> tup
 
 
 def _exchange(
-    edge: StreamEdge, graph: StreamGraph, partitions: int, static_joins: frozenset[int]
+    edge: StreamEdge,
+    graph: StreamGraph,
+    partitions: int,
+    static_joins: frozenset[int],
+    minimal: bool = True,
 ) -> SparkExchange:
-    """The one place an exchange is decided: Flink's ship strategy → Spark's operation."""
+    """The one place an exchange is decided: Flink's ship strategy → Spark's operation.
+    ``minimal`` (SET exchanges = 'minimal', the default): Flink's own REBALANCE, there only
+    because the parallelism changes, runs no shuffle where Spark needs none."""
     producer = graph.nodes[edge.source_id]
     consumer = graph.nodes[edge.target_id]
     p = consumer.parallelism
@@ -511,6 +550,38 @@ def _exchange(
             "KEY BY before a stateless step: hash-partition on the key so the rows of one key "
             "stay together up to the stateful step",
         )
+    if strategy == Partitioner.REBALANCE and edge.implicit and minimal:
+        change = f"{producer.parallelism} -> {p}"
+        later = _redistributed_after(graph, consumer, static_joins)
+        if later is not None:
+            return make(
+                ExchangeKind.NONE,
+                producer.parallelism,
+                "none",
+                "the producer's partitions",
+                False,
+                f"Flink rebalances only because the parallelism changes ({change}); {later} "
+                "redistributes these rows anyway, so Spark does not shuffle them twice",
+            )
+        if p <= producer.parallelism:
+            return make(
+                ExchangeKind.COALESCE,
+                p,
+                f"coalesce({p})",
+                f"coalesced to {p} partition{'s' if p != 1 else ''}",
+                False,
+                f"Flink rebalances only because the parallelism narrows ({change}): coalesce "
+                "merges neighbouring partitions without a shuffle",
+            )
+        return make(
+            ExchangeKind.ROUND_ROBIN,
+            p,
+            f"repartition({p})",
+            f"RoundRobinPartitioning({p})",
+            True,
+            f"Flink rebalances because the parallelism widens ({change}): Spark cannot split "
+            "partitions without a shuffle",
+        )
     if strategy == Partitioner.REBALANCE:
         return make(
             ExchangeKind.ROUND_ROBIN,
@@ -526,7 +597,7 @@ def _exchange(
                 ExchangeKind.COALESCE,
                 p,
                 f"coalesce({p})",
-                f"coalesced to {p} partitions",
+                f"coalesced to {p} partition{'s' if p != 1 else ''}",
                 False,
                 "narrowing RESCALE merges neighbouring partitions without a shuffle",
             )

@@ -51,6 +51,9 @@ class StreamEdge:
     unique_id: int
     keys: tuple[str, ...]
     span: Span
+    #: Flink's own REBALANCE between operators of different parallelism, where the program
+    #: wrote no partition step (not in the JSON: Flink's graph does not say it either).
+    implicit: bool = False
 
     @property
     def pointwise(self) -> bool:
@@ -545,6 +548,7 @@ class _Generator:
             unique_id=unique_id,
             keys=keys,
             span=span,
+            implicit=partitioner is None and name == Partitioner.REBALANCE,
         )
         upstream.out_edges.append(edge)
         downstream.in_edges.append(edge)

@@ -170,3 +170,64 @@ def test_rescale_exchange_in_the_plan_and_the_generated_code(
     code = generate_pyspark(job)
     written = re.findall(r"\.(?:coalesce|repartition)\(\d+[^)]*\)", code)
     assert written == [call]
+
+
+# ---------------------------------------------------------------- minimal exchanges
+
+IMPLICIT = [
+    # (the program after HEADER, Spark's operation on each edge in order, shuffles)
+    (
+        "CREATE SINK o WITH (connector = 'noop', parallelism = 2);\n"
+        "INSERT INTO o FROM s |> SELECT k, v WITH (parallelism = 2);\n",
+        ["coalesce(2)"],
+        0,
+    ),
+    (
+        "CREATE SINK o WITH (connector = 'noop', parallelism = 8);\n"
+        "INSERT INTO o FROM s |> SELECT k, v WITH (parallelism = 8);\n",
+        ["repartition(8)"],
+        1,
+    ),
+    (
+        "SET max_parallelism = 16;\n"
+        "CREATE SINK o WITH (connector = 'noop', mode = 'update');\n"
+        "INSERT INTO o FROM s |> SELECT k, v WITH (parallelism = 8)\n"
+        "  |> KEY BY k |> AGGREGATE count(*) AS n WITH (parallelism = 8);\n",
+        ["none", "groupBy(k)", "coalesce(4)"],
+        1,
+    ),
+    (
+        "CREATE SINK o WITH (connector = 'noop');\n"
+        "INSERT INTO o FROM s |> SELECT k, v WITH (parallelism = 8) |> REBALANCE\n"
+        "  |> WHERE k > 0;\n",
+        ["none", "repartition(4)"],
+        1,
+    ),
+    (
+        "CREATE SINK o WITH (connector = 'noop');\n"
+        "CREATE SINK p WITH (connector = 'noop', parallelism = 8);\n"
+        "CREATE VIEW wide AS FROM s |> SELECT k, v WITH (parallelism = 8);\n"
+        "INSERT INTO o FROM wide |> REBALANCE |> WHERE k > 0;\n"
+        "INSERT INTO p FROM wide;\n",
+        ["repartition(8)", "repartition(4)"],
+        2,
+    ),
+]
+
+
+@pytest.mark.parametrize(("program", "operations", "shuffles"), IMPLICIT)
+def test_flinks_own_rebalances_run_no_shuffle_where_spark_needs_none(
+    program: str, operations: list[str], shuffles: int
+) -> None:
+    """Narrowing: coalesce; before an exchange that redistributes every row anyway (a
+    stateful step's own, a REBALANCE written): nothing; widening into a sink, or where one
+    path is not redistributed: the shuffle stays. SET exchanges = 'flink' keeps them all."""
+    plan = spark(program)
+    (query, *_) = plan["queries"]
+    assert [e["spark"] for e in query["exchanges"]] == operations
+    assert sum(e["shuffle"] for e in query["exchanges"]) == shuffles
+    faithful = spark("SET exchanges = 'flink';\n" + program)
+    for exchange, kept in zip(query["exchanges"], faithful["queries"][0]["exchanges"], strict=True):
+        if exchange["spark"] in ("none", "coalesce(2)", "coalesce(4)"):
+            assert kept["spark"].startswith("repartition(") and kept["shuffle"]
+            assert "only because the parallelism" in exchange["why"]

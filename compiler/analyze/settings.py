@@ -80,6 +80,7 @@ def read_settings(
         checkpoint_dir=_str(values, "checkpoint.dir"),
         job_name=str(values.get("job.name", PurePath(tree.file).stem or "job")),
         sql_dialect=str(values.get("sql.dialect", "spark")),
+        exchanges=str(values.get("exchanges", "minimal")),
         spark_conf=tuple(sorted(spark.items())),
         spans=spans,
     )
