@@ -250,13 +250,14 @@ def _check_upsert_sink(
         return True
     ok = True
     if "key" not in options:
-        ctx.reporter.error(
-            Code.E0430,
-            f"sink '{name}' keeps one row per key, and has no key",
-            mode_option.value.span if mode_option is not None else node.name.span,
-            help="name the columns that identify a row of the results: key = 'auction', or "
-            "key = 'auction, window_start'",
-        )
+        if not any(o.key == "key" for o in node.options):  # else its value was refused
+            ctx.reporter.error(
+                Code.E0430,
+                f"sink '{name}' keeps one row per key, and has no key",
+                mode_option.value.span if mode_option is not None else node.name.span,
+                help="name the columns that identify a row of the results: key = 'auction', "
+                "or key = 'auction, window_start'",
+            )
         ok = False
     if connector == "files":
         fmt = str(options["format"][0]) if "format" in options else None
