@@ -507,6 +507,10 @@ def _exchange(
             why,
         )
 
+    def coalesce(why: str) -> SparkExchange:
+        partitioning = f"coalesced to {p} partition{'s' if p != 1 else ''}"
+        return make(ExchangeKind.COALESCE, p, f"coalesce({p})", partitioning, False, why)
+
     key_list = ", ".join(keys)
     if strategy == Partitioner.HASH and consumer.id in static_joins:
         return make(
@@ -564,14 +568,9 @@ def _exchange(
                 "redistributes these rows anyway, so Spark does not shuffle them twice",
             )
         if p <= producer.parallelism:
-            return make(
-                ExchangeKind.COALESCE,
-                p,
-                f"coalesce({p})",
-                f"coalesced to {p} partition{'s' if p != 1 else ''}",
-                False,
+            return coalesce(
                 f"Flink rebalances only because the parallelism narrows ({change}): coalesce "
-                "merges neighbouring partitions without a shuffle",
+                "merges neighbouring partitions without a shuffle"
             )
         return make(
             ExchangeKind.ROUND_ROBIN,
@@ -593,14 +592,7 @@ def _exchange(
         )
     if strategy == Partitioner.RESCALE:
         if p <= producer.parallelism:
-            return make(
-                ExchangeKind.COALESCE,
-                p,
-                f"coalesce({p})",
-                f"coalesced to {p} partition{'s' if p != 1 else ''}",
-                False,
-                "narrowing RESCALE merges neighbouring partitions without a shuffle",
-            )
+            return coalesce("narrowing RESCALE merges neighbouring partitions without a shuffle")
         return make(
             ExchangeKind.ROUND_ROBIN,
             p,

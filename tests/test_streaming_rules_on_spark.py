@@ -12,6 +12,7 @@ must compile with no Spark diagnostic, run, and write the plain-Python answer.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 from collections import Counter
@@ -107,6 +108,20 @@ def run_generated(
     for query in queries:
         query.awaitTermination()
         assert query.exception() is None, query.exception()
+
+
+def run_in(job: flowc.CompiledJob, folder: Path) -> Any:
+    """``flowc run --available-now`` of the job in ``folder`` (its base directory, and its
+    checkpoints under ``checkpoints/``), in this process: the run's report."""
+    from flowc.runtime.run import run_job
+
+    return run_job(
+        job,
+        available_now=True,
+        checkpoint_dir=str(folder / "checkpoints"),
+        base_dir=str(folder),
+        out=io.StringIO(),
+    )
 
 
 def assert_refusal(refusal: Refused, condition: str, message: str) -> None:

@@ -8,7 +8,6 @@ calling the same Python functions in plain Python over the same input files.
 
 from __future__ import annotations
 
-import io
 from collections import defaultdict
 from decimal import Decimal
 from pathlib import Path
@@ -21,6 +20,7 @@ from test_streaming_rules_on_spark import (
     compiled,
     into_memory,
     run_generated,
+    run_in,
     source,
     spark_codes,
     write_batches,
@@ -156,18 +156,6 @@ def test_pickled_and_arrow_functions_return_their_declared_types(
     assert all(isinstance(fee, Decimal) for _, _, fee, _ in rows)
 
 
-def _run(job: flowc.CompiledJob, tmp_path: Path) -> Any:
-    from flowc.runtime.run import run_job
-
-    return run_job(
-        job,
-        available_now=True,
-        checkpoint_dir=str(tmp_path / "checkpoints"),
-        base_dir=str(tmp_path),
-        out=io.StringIO(),
-    )
-
-
 def test_callables_given_to_compile_run_without_a_declaration(
     spark: Any, tmp_path: Path
 ) -> None:
@@ -188,7 +176,7 @@ def test_callables_given_to_compile_run_without_a_declaration(
         flowc.compile(program, str(tmp_path / "job.flow"))
     assert [d.code for d in refused.value.diagnostics] == [Code.E0230]
     job = flowc.compile(program, str(tmp_path / "job.flow"), functions=[given], for_spark=True)
-    report = _run(job, tmp_path)
+    report = run_in(job, tmp_path)
     assert [q.error for q in report.queries] == [None]
     expected = [
         (r["auction"], cents(r["price"], r["auction"]))
@@ -214,7 +202,7 @@ def test_a_failure_inside_a_function_names_it_and_its_call(spark: Any, tmp_path:
         + "  |> SELECT ratio(price, 2) AS half, ratio(10, price - 99) AS odd;\n"
     )
     job = flowc.compile(program, str(tmp_path / "job.flow"), for_spark=True)
-    report = _run(job, tmp_path)
+    report = run_in(job, tmp_path)
     (query,) = report.queries
     assert query.code == Code.E0805
     assert query.failure is not None
@@ -246,7 +234,7 @@ def test_a_value_of_another_type_fails_where_pyspark_writes_null(
         + "INSERT INTO out FROM bids |> SELECT as_text(auction) AS t;\n"
     )
     job = flowc.compile(program, str(tmp_path / "job.flow"), functions=[given], for_spark=True)
-    (query,) = _run(job, tmp_path).queries
+    (query,) = run_in(job, tmp_path).queries
     assert query.code == Code.E0805
     assert query.failure is not None and query.failure.span.line == 3
     assert "function 'as_text' returned str '1' for BIGINT" in query.failure.message
@@ -269,7 +257,7 @@ def test_a_module_that_fails_to_load_stops_the_job_before_any_query(
     )
     job = flowc.compile(program, str(tmp_path / "job.flow"), for_spark=True)
     with pytest.raises(SparkRefused) as refused:
-        _run(job, tmp_path)
+        run_in(job, tmp_path)
     diagnostic = refused.value.diagnostic
     assert diagnostic is not None and diagnostic.code == Code.E0282
     assert diagnostic.span.line == 1
@@ -298,7 +286,7 @@ def test_two_jobs_with_a_module_of_one_name_each_call_their_own(
             + f"INSERT INTO out{number} FROM bids |> SELECT which(auction) AS w;\n"
         )
         job = flowc.compile(program, str(folder / "job.flow"), for_spark=True)
-        (query,) = _run(job, folder).queries
+        (query,) = run_in(job, folder).queries
         assert query.error is None
         results.append({row[0] for row in table(spark, f"out{number}")})
     assert results == [{"first"}, {"second"}]

@@ -11,7 +11,6 @@ at the end. Where its binaries are missing the tests are skipped, saying so; CI 
 from __future__ import annotations
 
 import glob
-import io
 import json
 import os
 import pwd
@@ -24,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_streaming_rules_on_spark import Row, at, source, write_batches
+from test_streaming_rules_on_spark import Row, at, run_in, source, write_batches
 
 import flowc
 from flowc.errorcodes import Code
@@ -132,18 +131,6 @@ def _rows(postgres: dict[str, Any], query: str) -> list[tuple[Any, ...]]:
         return [tuple(row) for row in conn.execute(query).fetchall()]
 
 
-def _run(job: flowc.CompiledJob, folder: Path) -> Any:
-    from flowc.runtime.run import run_job
-
-    return run_job(
-        job,
-        available_now=True,
-        checkpoint_dir=str(folder / "checkpoints"),
-        base_dir=str(folder),
-        out=io.StringIO(),
-    )
-
-
 def _postgres_sink(postgres: dict[str, Any], table: str, key: str = "auction") -> str:
     return (
         f"CREATE SINK totals WITH (connector = 'postgres', host = '{postgres['host']}', "
@@ -168,7 +155,7 @@ def test_a_running_aggregate_upserted_into_postgres(
     job = flowc.compile(program, str(tmp_path / "job.flow"), for_spark=True)
     (query,) = job.spark_plan.queries
     assert query.upsert is not None and "ON CONFLICT (auction)" in query.upsert
-    report = _run(job, tmp_path)
+    report = run_in(job, tmp_path)
     assert [q.error for q in report.queries] == [None]
     assert report.queries[0].batches == 3
     rows = _rows(postgres, "SELECT auction, n, top, total FROM auction_totals")
@@ -200,12 +187,12 @@ def test_a_replayed_micro_batch_writes_nothing_twice(
         + "INSERT INTO totals FROM bids |> WHERE price IS NOT NULL;\n"
     ).replace("mode = 'update'", "mode = 'append'")
     job = flowc.compile(program, str(tmp_path / "job.flow"), for_spark=True)
-    assert [q.error for q in _run(job, tmp_path).queries] == [None]
+    assert [q.error for q in run_in(job, tmp_path).queries] == [None]
     first = sorted(_rows(postgres, "SELECT auction, price FROM replayed"))
     forget_last_commit(tmp_path)  # the crash: Spark never recorded that batch 2 was written
     with psycopg_connection(postgres) as conn:
         conn.execute("INSERT INTO replayed VALUES (99, 99, now())")  # a row only we wrote
-    report = _run(job, tmp_path)
+    report = run_in(job, tmp_path)
     assert [q.error for q in report.queries] == [None]
     assert report.queries[0].batches == 1  # the replay of batch 2
     again = sorted(_rows(postgres, "SELECT auction, price FROM replayed"))
@@ -239,7 +226,7 @@ def test_a_key_that_does_not_identify_a_row_fails_the_batch(
         + "INSERT INTO totals FROM bids;\n"
     ).replace("mode = 'update'", "mode = 'append'")
     job = flowc.compile(program, str(tmp_path / "job.flow"), for_spark=True)
-    (query,) = _run(job, tmp_path).queries
+    (query,) = run_in(job, tmp_path).queries
     assert query.code == Code.E0806
     assert query.failure is not None and query.failure.span.line == 3
     assert "two rows of micro-batch 0 have the key (1,)" in query.failure.message
@@ -256,7 +243,7 @@ def test_a_server_that_refuses_is_a_located_error(spark: Any, tmp_path: Path) ->
         + f"INSERT INTO totals FROM bids {TOTALS};\n"
     )
     job = flowc.compile(program, str(tmp_path / "job.flow"), for_spark=True)
-    (query,) = _run(job, tmp_path).queries
+    (query,) = run_in(job, tmp_path).queries
     assert query.code == Code.E0806
     assert query.failure is not None and query.failure.span.line == 4
     assert "sink 'totals': PostgreSQL: connection" in query.failure.message
@@ -281,7 +268,7 @@ def test_a_running_aggregate_upserted_into_a_files_table(spark: Any, tmp_path: P
         + f"INSERT INTO totals FROM bids {TOTALS};\n"
     )
     job = flowc.compile(program, str(tmp_path / "job.flow"), for_spark=True)
-    report = _run(job, tmp_path)
+    report = run_in(job, tmp_path)
     assert [q.error for q in report.queries] == [None]
     table = tmp_path / "out" / "totals"
     rows = _current_table(spark, table)
@@ -294,7 +281,7 @@ def test_a_running_aggregate_upserted_into_a_files_table(spark: Any, tmp_path: P
 
     # A replay of the last batch writes nothing: the table is the same version.
     forget_last_commit(tmp_path)
-    again = _run(job, tmp_path)
+    again = run_in(job, tmp_path)
     assert [q.error for q in again.queries] == [None]
     assert json.loads((table / "_current").read_text(encoding="utf-8")) == pointer
     assert _current_table(spark, table) == rows
@@ -305,6 +292,6 @@ def test_a_running_aggregate_upserted_into_a_files_table(spark: Any, tmp_path: P
         target = tmp_path / "bids" / "part-099.json"
         file.rename(target)
         os.utime(target, (1_700_001_000, 1_700_001_000))
-    assert [q.error for q in _run(job, tmp_path).queries] == [None]
+    assert [q.error for q in run_in(job, tmp_path).queries] == [None]
     later = {r[0]: r[1:] for r in _current_table(spark, table)}
     assert later == {**expected_totals(BIDS), 3: (2, 50, 55)}

@@ -106,25 +106,11 @@ def _check_partition_columns(ctx: Context, node: ast.Insert, sink: SinkDef, stre
     text = dict(sink.options).get("partition_by")
     if text is None:
         return
-    columns = {c.name: c for c in stream.schema}
     wanted = catalog.partition_columns(str(text))
-    for name in wanted:
-        column = columns.get(name)
-        if column is None:
-            ctx.reporter.error(
-                Code.E0420,
-                f"sink '{sink.name}' is partitioned by '{name}', which the query does not write",
-                node.query.span,
-                help=did_you_mean(name, list(columns)) or f"the query writes: {', '.join(columns)}",
-            )
-        elif column.type.split("<", 1)[0] in ("STRUCT", "ARRAY", "MAP"):
-            ctx.reporter.error(
-                Code.E0421,
-                f"sink '{sink.name}' cannot be partitioned by '{name}', of type {column.type}",
-                node.query.span,
-                help="partition by a column of an atomic type (STRING, DATE, INT, ...)",
-            )
-    if set(wanted) >= set(columns):
+    _check_sink_columns(
+        ctx, node, sink, stream, wanted, (Code.E0420, Code.E0421), ("partitioned", "partition")
+    )
+    if set(wanted) >= {c.name for c in stream.schema}:
         ctx.reporter.error(
             Code.E0421,
             f"sink '{sink.name}' is partitioned by every column it writes, so its files "
@@ -134,26 +120,43 @@ def _check_partition_columns(ctx: Context, node: ast.Insert, sink: SinkDef, stre
         )
 
 
-def _check_upsert_columns(ctx: Context, node: ast.Insert, sink: SinkDef, stream: Stream) -> None:
-    """An upsert sink's key columns are written columns of atomic types (E0431, E0432); a
-    postgres sink stores every column in a column type of its own (E0432)."""
+def _check_sink_columns(
+    ctx: Context,
+    node: ast.Insert,
+    sink: SinkDef,
+    stream: Stream,
+    names: tuple[str, ...],
+    codes: tuple[Code, Code],
+    verbs: tuple[str, str],
+) -> None:
+    """The columns a sink option names (``partition_by``, ``key``) are written by the query
+    (``codes[0]``) and of atomic types (``codes[1]``); ``verbs`` say what the sink does
+    with them ("partitioned by", "partition by")."""
     columns = {c.name: c for c in stream.schema}
-    for name in upsert_key(sink):
+    done, verb = verbs
+    for name in names:
         column = columns.get(name)
         if column is None:
             ctx.reporter.error(
-                Code.E0431,
-                f"sink '{sink.name}' is keyed by '{name}', which the query does not write",
+                codes[0],
+                f"sink '{sink.name}' is {done} by '{name}', which the query does not write",
                 node.query.span,
                 help=did_you_mean(name, list(columns)) or f"the query writes: {', '.join(columns)}",
             )
         elif column.type.split("<", 1)[0] in ("STRUCT", "ARRAY", "MAP"):
             ctx.reporter.error(
-                Code.E0432,
-                f"sink '{sink.name}' cannot be keyed by '{name}', of type {column.type}",
+                codes[1],
+                f"sink '{sink.name}' cannot be {done} by '{name}', of type {column.type}",
                 node.query.span,
-                help="key by columns of atomic types (STRING, BIGINT, DATE, TIMESTAMP, ...)",
+                help=f"{verb} by columns of atomic types (STRING, BIGINT, DATE, TIMESTAMP, ...)",
             )
+
+
+def _check_upsert_columns(ctx: Context, node: ast.Insert, sink: SinkDef, stream: Stream) -> None:
+    """An upsert sink's key columns are written columns of atomic types (E0431, E0432); a
+    postgres sink stores every column in a column type of its own (E0432)."""
+    keys = upsert_key(sink)
+    _check_sink_columns(ctx, node, sink, stream, keys, (Code.E0431, Code.E0432), ("keyed", "key"))
     if sink.connector != "postgres":
         return
     for column in stream.schema:
