@@ -174,6 +174,9 @@ def _dialect() -> ValueKind:
 #: ``flink`` runs every exchange of Flink's graph as a shuffle.
 EXCHANGE_MODES = ("minimal", "flink")
 
+#: Flink's state backends, each run as its Spark counterpart (:mod:`flowc.state_store`).
+STATE_BACKENDS = ("hashmap", "rocksdb")
+
 SETTINGS: dict[str, ValueKind] = {
     "parallelism": _integer(1, UPPER_BOUND_MAX_PARALLELISM),
     "max_parallelism": _integer(1, UPPER_BOUND_MAX_PARALLELISM),
@@ -185,6 +188,8 @@ SETTINGS: dict[str, ValueKind] = {
     "job.name": _string(),
     "sql.dialect": _dialect(),
     "exchanges": _choice(*EXCHANGE_MODES),
+    "state.backend.type": _choice(*STATE_BACKENDS),
+    "state.backend.changelog.enabled": _boolean(),
 }
 
 #: Settings passed through unchecked: ``spark.*`` goes to the Spark session as written.

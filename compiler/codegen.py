@@ -237,6 +237,10 @@ class PysparkGenerator(SourceWriter, StepWriter, SinkWriter):
         if self.program.functions:
             w("register_functions(spark)", 1)
         w("spark.conf.set('spark.sql.shuffle.partitions', str(SHUFFLE_PARTITIONS))", 1)
+        if self.spark_plan.state_store.conf:
+            w(f"# The state store: {self.spark_plan.state_store.backend} (the plan says why).", 1)
+        for key, value in self.spark_plan.state_store.conf:
+            w(f"spark.conf.set({key!r}, {value!r})", 1)
         w("# Run exactly the planned exchanges: Catalyst would merge back-to-back repartitions.", 1)
         w("excluded = spark.conf.get('spark.sql.optimizer.excludedRules', '') or ''", 1)
         w("rules = [r for r in excluded.split(',') if r] + [KEEP_EXCHANGES]", 1)

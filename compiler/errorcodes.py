@@ -274,6 +274,13 @@ class Code(StrEnum):
     )
     E0306 = ("E0306", "hint-on-partition", "a hint on a partition step", "operator-hints")
     E0307 = ("E0307", "duplicate-uid", "a uid used twice", "operator-hints")
+    E0308 = (
+        "E0308",
+        "state-store-setting",
+        "state-store settings Spark would not honour (the same choice twice, or a changelog "
+        "without RocksDB)",
+        "settings",
+    )
     E0310 = (
         "E0310",
         "forward-parallelism",
@@ -539,6 +546,12 @@ class Code(StrEnum):
         "E0823",
         "reset-state-failed",
         "`--reset-state` that cannot move the state aside",
+        "state.md",
+    )
+    E0824 = (
+        "E0824",
+        "state-store-frozen",
+        "a state store other than the one the checkpoint froze",
         "state.md",
     )
     E0901 = ("E0901", "source-too-long", "a program text past flowc's bound", "limits.md")

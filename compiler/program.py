@@ -60,6 +60,10 @@ class Settings:
     sql_dialect: str = "spark"
     #: ``minimal`` or ``flink``: see :data:`flowc.catalog.EXCHANGE_MODES`.
     exchanges: str = "minimal"
+    #: ``hashmap`` or ``rocksdb`` if set (:mod:`flowc.state_store` chooses otherwise).
+    state_backend: str | None = None
+    #: ``state.backend.changelog.enabled`` if set.
+    state_changelog: bool | None = None
     spark_conf: tuple[tuple[str, str], ...] = ()
     spans: dict[str, Span] = field(default_factory=dict, compare=False, hash=False)
 

@@ -35,6 +35,7 @@ from flowc.catalog import is_upsert, partition_columns
 from flowc.program import Program, SinkDef
 from flowc.spark_distinct import UnsupportedDistinct, rewrite_distinct
 from flowc.spark_sql import registered_name
+from flowc.state_store import StateStore, choose_state_store
 from flowc.stream_graph import StreamEdge, StreamGraph, StreamNode
 from flowc.transformations import TransformationTree
 from flowc.upsert_sinks import upsert_key
@@ -145,6 +146,8 @@ class SparkPlan:
     batch: bool
     shuffle_partitions: int
     shuffle_partitions_reason: str
+    #: The state store of the stateful queries, and why (:mod:`flowc.state_store`).
+    state_store: StateStore
     queries: tuple[SparkQuery, ...]
     #: Every exchange by (producer node id, consumer node id).
     exchanges: dict[tuple[int, int], SparkExchange]
@@ -176,6 +179,7 @@ class SparkPlan:
             "engine": self.engine,
             "shuffle_partitions": self.shuffle_partitions,
             "shuffle_partitions_reason": self.shuffle_partitions_reason,
+            "state_store": self.state_store.to_json(),
             "queries": [q.to_json() for q in self.queries],
             "exchanges": [
                 {"query": q.name, **e.to_json()} for q in self.queries for e in q.exchanges
@@ -196,6 +200,7 @@ class SparkPlan:
         lines = [
             f"{title}:",
             f"  shuffle partitions: {self.shuffle_partitions} ({self.shuffle_partitions_reason})",
+            f"  state store: {self.state_store.to_text()}",
         ]
         lines += [f"  python function: {line}" for line in self.functions]
         lines += [f"  processing time: {line}" for line in self.processing_time]
@@ -295,6 +300,7 @@ def build_spark_plan(program: Program, tree: TransformationTree, graph: StreamGr
         batch=batch,
         shuffle_partitions=partitions,
         shuffle_partitions_reason=reason,
+        state_store=choose_state_store(settings, bool(stateful_nodes)),
         queries=tuple(queries),
         exchanges=exchanges,
         step_nodes=dict(tree.step_nodes),

@@ -56,6 +56,7 @@ from flowc.state import (
     describe_state,
     ways_out,
 )
+from flowc.state_store import PROVIDER_CLASS_CONF
 
 #: Beside each query's checkpoint: the state manifest of the query that last ran on it.
 STATE_MANIFEST = "_flowc_state.json"
@@ -166,6 +167,8 @@ def guard_state(
         if not _is_checkpoint(query.folder):
             continue
         query.frozen = _frozen_partitions(query.folder)
+        if (store := _frozen_store(job, query)) is not None:
+            guard.warnings.append(store)
         old = read_manifest(query.folder)
         if isinstance(old, QueryState):
             if query.frozen is not None:
@@ -290,8 +293,8 @@ def _is_checkpoint(folder: str) -> bool:
     return latest_batch(os.path.join(folder, "offsets")) is not None
 
 
-def _frozen_partitions(folder: str) -> int | None:
-    """``spark.sql.shuffle.partitions`` as the checkpoint froze it (its latest offsets)."""
+def _offsets_conf(folder: str) -> dict[str, str] | None:
+    """The Spark settings the checkpoint froze (its latest offsets file's ``conf``)."""
     offsets = os.path.join(folder, "offsets")
     latest = latest_batch(offsets)
     if latest is None:
@@ -300,9 +303,41 @@ def _frozen_partitions(folder: str) -> int | None:
         with open(os.path.join(offsets, str(latest)), encoding="utf-8") as handle:
             handle.readline()  # v1
             metadata = json.loads(handle.readline())
-        return int(metadata["conf"]["spark.sql.shuffle.partitions"])
-    except (OSError, ValueError, KeyError, TypeError):
+        conf = metadata["conf"]
+        return {str(k): str(v) for k, v in conf.items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
+
+
+def _frozen_partitions(folder: str) -> int | None:
+    """``spark.sql.shuffle.partitions`` as the checkpoint froze it (its latest offsets)."""
+    conf = _offsets_conf(folder)
+    try:
+        return None if conf is None else int(conf["spark.sql.shuffle.partitions"])
+    except (KeyError, ValueError):
+        return None
+
+
+def _frozen_store(job: CompiledJob, query: _Query) -> Diagnostic | None:
+    """E0824 when the plan asks for another state store than the checkpoint froze: Spark
+    keeps the checkpoint's (it restores the provider class from the offsets conf)."""
+    planned = job.spark_plan.state_store
+    if query.folder is None or planned.provider_class is None or not query.state.operators:
+        return None
+    frozen = (_offsets_conf(query.folder) or {}).get(PROVIDER_CLASS_CONF)
+    if frozen is None or frozen == planned.provider_class:
+        return None
+    name = query.state.name
+    return Diagnostic(
+        Code.E0824,
+        Severity.WARNING,
+        f"query '{name}' plans the {planned.backend} state store ({planned.provider_class}), "
+        f"but its checkpoint froze {frozen}: Spark keeps the state there and ignores the "
+        "new choice",
+        query.state.location.span,
+        "to move the state to the new store, start the query over (a new --checkpoint-dir, "
+        f"or flowc run --reset-state {name}); or set the store back to the checkpoint's",
+    )
 
 
 @dataclass(frozen=True, slots=True)

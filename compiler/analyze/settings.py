@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import PurePath
 
-from flowc import ast, catalog, trust
+from flowc import ast, catalog, state_store, trust
 from flowc.diagnostics import Reporter, did_you_mean
 from flowc.errorcodes import Code
 from flowc.program import Hints, Settings
@@ -81,6 +81,8 @@ def read_settings(
         job_name=str(values.get("job.name", PurePath(tree.file).stem or "job")),
         sql_dialect=str(values.get("sql.dialect", "spark")),
         exchanges=str(values.get("exchanges", "minimal")),
+        state_backend=_str(values, "state.backend.type"),
+        state_changelog=_bool(values, "state.backend.changelog.enabled"),
         spark_conf=tuple(sorted(spark.items())),
         spans=spans,
     )
@@ -101,7 +103,48 @@ def read_settings(
             help="Maximum parallelism must not be smaller than parallelism: "
             "raise max_parallelism or lower parallelism",
         )
+    _check_state_store(settings, spans, reporter)
     return settings
+
+
+#: flowc's state-store settings and the spark.* settings that say the same thing.
+_STATE_STORE_TWINS = {
+    "state.backend.type": state_store.PROVIDER_CLASS_CONF,
+    "state.backend.changelog.enabled": state_store.CHANGELOG_CONF,
+}
+
+
+def _check_state_store(settings: Settings, spans: Mapping[str, Span], reporter: Reporter) -> None:
+    """Refuse state-store settings Spark would not honour: the same choice made twice
+    (flowc's key and Spark's), or a changelog for a store that has none."""
+    for key, twin in _STATE_STORE_TWINS.items():
+        if key in spans and twin in spans:
+            reporter.error(
+                Code.E0308,
+                f"'{key}' and '{twin}' are one setting (flowc's name and Spark's), set twice",
+                spans[twin],
+                help=f"keep one of them: '{key}' is set at {spans[key]}",
+            )
+    conf = dict(settings.spark_conf)
+    if settings.state_changelog:
+        changelog_key = "state.backend.changelog.enabled"
+    elif conf.get(state_store.CHANGELOG_CONF, "").strip().lower() == "true":
+        changelog_key = state_store.CHANGELOG_CONF
+    else:
+        return  # no changelog asked for
+    backend = settings.state_backend or state_store.DEFAULT_BACKEND
+    provider = conf.get(state_store.PROVIDER_CLASS_CONF, state_store.PROVIDERS[backend])
+    if provider != state_store.ROCKSDB_PROVIDER:
+        store = "hashmap (Spark's HDFS-backed store)"
+        if provider != state_store.HDFS_PROVIDER:
+            store = provider
+        reporter.error(
+            Code.E0308,
+            f"changelog checkpointing needs the RocksDB state store: {store} has none, and "
+            "Spark would ignore the setting",
+            spans[changelog_key],
+            help="add SET state.backend.type = 'rocksdb'; or remove this setting",
+        )
 
 
 def read_hints(options: Iterable[ast.Option], reporter: Reporter) -> Hints:
@@ -176,6 +219,11 @@ def _int(values: Mapping[str, object], key: str) -> int | None:
     value = values.get(key)
     assert value is None or (isinstance(value, int) and not isinstance(value, bool)), key
     return value
+
+
+def _bool(values: Mapping[str, object], key: str) -> bool | None:
+    value = values.get(key)
+    return value if isinstance(value, bool) else None
 
 
 def _str(values: Mapping[str, object], key: str) -> str | None:

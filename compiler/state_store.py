@@ -1,0 +1,119 @@
+"""Which state store Spark keeps a streaming job's state in, and why.
+
+Flink's two state backends have a Spark counterpart each: ``hashmap`` (objects on the
+heap, Flink's default) is Spark's HDFS-backed store, ``rocksdb`` is Spark's RocksDB store.
+Flink's changelog (``state.backend.changelog.enabled``) is Spark's changelog
+checkpointing, which only the RocksDB store has.
+
+The default is chosen by measurement (``python -m benchmarks.state_store``, BENCHMARKS.md):
+on this project's 2-core machines the HDFS-backed store runs a keyed aggregation faster
+than RocksDB at 1k and 100k keys, and RocksDB only catches up when the state no longer fits
+comfortably on the heap. So flowc keeps Flink's default, ``hashmap``, and says in the plan
+to choose ``rocksdb`` for state of millions of keys. When RocksDB is chosen, changelog
+checkpointing is on unless the program says otherwise: it writes each batch's changes
+instead of a snapshot, which the same benchmark measured as faster.
+
+Spark freezes the provider class in a query's checkpoint (offsets/<n>) and ignores a
+later change (docs/state.md): ``flowc run`` warns (E0824).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from flowc.program import Settings
+
+PROVIDER_CLASS_CONF = "spark.sql.streaming.stateStore.providerClass"
+CHANGELOG_CONF = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
+_STATE = "org.apache.spark.sql.execution.streaming.state."
+HDFS_PROVIDER = _STATE + "HDFSBackedStateStoreProvider"
+ROCKSDB_PROVIDER = _STATE + "RocksDBStateStoreProvider"
+
+#: Flink's backend names → Spark's provider classes.
+PROVIDERS = {"hashmap": HDFS_PROVIDER, "rocksdb": ROCKSDB_PROVIDER}
+BACKENDS = tuple(PROVIDERS)
+DEFAULT_BACKEND = "hashmap"
+
+#: Why the default is the default: the measurement behind it (BENCHMARKS.md, "State
+#: stores").
+MEASURED = (
+    "Flink's default; measured faster than rocksdb on a keyed aggregation at 1k and 100k "
+    "keys (BENCHMARKS.md, State stores); for millions of keys SET state.backend.type = "
+    "'rocksdb'"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class StateStore:
+    """The state store of a job's stateful queries, as planned."""
+
+    #: ``hashmap``, ``rocksdb``, ``custom`` (a provider class set with SET spark.*) or
+    #: ``none`` (no state: no stateful operator, or a batch job).
+    backend: str
+    provider_class: str | None
+    #: Changelog checkpointing; None where the store has none.
+    changelog: bool | None
+    reason: str
+
+    @property
+    def conf(self) -> tuple[tuple[str, str], ...]:
+        """The Spark settings the generated program makes before its queries start."""
+        if self.provider_class is None:
+            return ()
+        conf = [(PROVIDER_CLASS_CONF, self.provider_class)]
+        if self.changelog is not None:
+            conf.append((CHANGELOG_CONF, "true" if self.changelog else "false"))
+        return tuple(conf)
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "backend": self.backend,
+            "provider_class": self.provider_class,
+            "changelog": self.changelog,
+            "reason": self.reason,
+        }
+
+    def to_text(self) -> str:
+        if self.provider_class is None:
+            return f"none ({self.reason})"
+        changelog = "" if self.changelog is None else f", changelog {_on(self.changelog)}"
+        return f"{self.backend} ({self.provider_class}{changelog}): {self.reason}"
+
+
+def choose_state_store(settings: Settings, stateful: bool) -> StateStore:
+    """The state store a job runs with: the program's settings, else the measured default.
+    Conflicting settings were refused when they were read (E0308)."""
+    if settings.execution_mode == "batch":
+        return StateStore("none", None, None, "a batch job keeps no state between runs")
+    if not stateful:
+        return StateStore("none", None, None, "no stateful operator")
+    conf = dict(settings.spark_conf)
+    if PROVIDER_CLASS_CONF in conf:
+        provider = conf[PROVIDER_CLASS_CONF]
+        backend = next((b for b, c in PROVIDERS.items() if c == provider), "custom")
+        why = f"set with SET {PROVIDER_CLASS_CONF}"
+    elif settings.state_backend is not None:
+        backend = settings.state_backend
+        provider = PROVIDERS[backend]
+        why = "set with SET state.backend.type"
+    else:
+        backend, provider, why = DEFAULT_BACKEND, PROVIDERS[DEFAULT_BACKEND], MEASURED
+    changelog: bool | None = None
+    if backend == "rocksdb":
+        if CHANGELOG_CONF in conf:
+            changelog = conf[CHANGELOG_CONF].strip().lower() == "true"
+            why += f"; changelog set with SET {CHANGELOG_CONF}"
+        elif settings.state_changelog is not None:
+            changelog = settings.state_changelog
+            why += "; changelog set with SET state.backend.changelog.enabled"
+        else:
+            changelog = True
+            why += (
+                "; changelog checkpointing on: each batch writes its changes, not a snapshot "
+                "(measured faster, BENCHMARKS.md)"
+            )
+    return StateStore(backend, provider, changelog, why)
+
+
+def _on(flag: bool) -> str:
+    return "on" if flag else "off"
