@@ -14,7 +14,14 @@ import time
 
 import flowc
 from benchmarks.report import machine, update_section
-from benchmarks.spark_queries import FILES, PER_TRIGGER, run_suite, write_input
+from benchmarks.spark_queries import (
+    FILES,
+    MAX_ROUNDS,
+    MIN_SECONDS,
+    PER_TRIGGER,
+    run_suite,
+    write_input,
+)
 from flowc.runtime.run import load_program
 
 GOAL_RATIO = 0.97
@@ -69,7 +76,7 @@ def main() -> int:
         slower += not ok
         fewer_shuffles &= f.shuffles <= d.shuffles
         rows.append(
-            f"| {r['query']} | {rate['flowc']:,.0f} | {rate['default']:,.0f} | "
+            f"| {r['query']} ({r['runs']}) | {rate['flowc']:,.0f} | {rate['default']:,.0f} | "
             f"{rate['same']:,.0f} | {f.shuffles} / {d.shuffles} (planned {r['planned']}) | "
             f"{f.peak_state_rows:,} / {d.peak_state_rows:,} | "
             f"{f.median_batch_ms:.0f} / {d.median_batch_ms:.0f} / {same.median_batch_ms:.0f} |"
@@ -101,7 +108,9 @@ def main() -> int:
             f"read {PER_TRIGGER} files per micro-batch with `availableNow`; each query compiled",
             "by flowc and hand-written in PySpark as the Spark documentation writes it, with",
             "Spark's defaults (200 shuffle partitions) and with flowc's partition count; the",
-            f"three run alternately in one SparkSession, best of {args.rounds} each; noop sink.",
+            "three run alternately in one SparkSession, each at least "
+            f"{args.rounds} times and on until it has run {MIN_SECONDS:.0f} s in all (at most",
+            f"{MAX_ROUNDS} runs; the count is beside each query); the best run counts; noop sink.",
             "",
             "| query | flowc rows/s | hand-written, Spark defaults | hand-written, flowc's "
             "partitions | shuffles flowc / hand | peak state rows flowc / hand | median "
