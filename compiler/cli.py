@@ -1,11 +1,11 @@
 """The ``flowc`` command line: its arguments, reading a .flow file, and ``main``.
 
 Each command is a module of its own: :mod:`flowc.cli_compile` (check, compile),
-:mod:`flowc.cli_run` (run), :mod:`flowc.cli_diff` (diff); what they write and the errors
-that end them are :mod:`flowc.cli_output`'s. Exit codes: 0 clean (warnings allowed), 1 the
-program has errors, 2 usage or file errors (missing file, bytes that are not UTF-8), 101 a
-crash inside flowc, with a report written to a file. A Python traceback never reaches the
-user.
+:mod:`flowc.cli_run` (run), :mod:`flowc.cli_diff` (diff), :mod:`flowc.cli_fmt` (fmt);
+what they write and the errors that end them are :mod:`flowc.cli_output`'s. Exit codes:
+0 clean (warnings allowed), 1 the program has errors, 2 usage or file errors (missing
+file, bytes that are not UTF-8), 101 a crash inside flowc, with a report written to a
+file. A Python traceback never reaches the user.
 """
 
 from __future__ import annotations
@@ -157,6 +157,21 @@ def _parser() -> argparse.ArgumentParser:
     )
     _trust_options(diff)
     _color_option(diff)
+
+    fmt = commands.add_parser(
+        "fmt", help="rewrite files in the canonical layout (--check: only tell)"
+    )
+    fmt.add_argument(
+        "files",
+        nargs="+",
+        metavar="FILE",
+        help="files, folders (every .flow under them), or - for standard input",
+    )
+    fmt.add_argument(
+        "--check", action="store_true", help="rewrite nothing; exit 1 if a file would change"
+    )
+    fmt.add_argument("--diff", action="store_true", help="with --check: show the changes")
+    _color_option(fmt)
     return parser
 
 
@@ -308,13 +323,14 @@ def _write_crash_report(argv: Sequence[str]) -> str:
 
 def _command(name: str) -> Callable[[argparse.Namespace], int]:
     """The function of one command (its module imports this one, so it is imported here)."""
-    from flowc import cli_compile, cli_diff, cli_run
+    from flowc import cli_compile, cli_diff, cli_fmt, cli_run
 
     commands: dict[str, Callable[[argparse.Namespace], int]] = {
         "check": cli_compile.check,
         "compile": cli_compile.compile_file,
         "run": cli_run.run,
         "diff": cli_diff.diff,
+        "fmt": cli_fmt.fmt,
     }
     return commands[name]
 

@@ -130,7 +130,7 @@ def compile(
         functions=tuple(functions),
     )
     reporter = Reporter()
-    _check_input_bounds(job.source, filename, reporter)
+    check_input_bounds(job.source, filename, reporter)
     if reporter.has_errors:
         raise CompileError(reporter.sorted())
     with _process_settings_held():
@@ -150,7 +150,7 @@ def compile(
     return job
 
 
-def _check_input_bounds(text: str, file: str, reporter: Reporter) -> None:
+def check_input_bounds(text: str, file: str, reporter: Reporter) -> None:
     """The bounds on the input (docs/limits.md), checked before any pass: the source's
     length (E0901) and each string literal's or quoted name's (E0902)."""
     if len(text) > MAX_SOURCE_CHARS:
