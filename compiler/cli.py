@@ -56,12 +56,14 @@ __all__ = [
 ]
 
 FORMATS = ("text", "json", "dot", "mermaid")
+#: The graph stages' formats: html is the plan viewer (docs/viewer.md).
+GRAPH_FORMATS = (*FORMATS, "html")
 #: Each stage and the formats it has; ``--emit all`` writes exactly these.
 STAGE_FORMATS: dict[str, tuple[str, ...]] = {
     "ast": ("text", "json"),
-    "transformations": FORMATS,
-    "streamgraph": FORMATS,
-    "jobgraph": FORMATS,
+    "transformations": GRAPH_FORMATS,
+    "streamgraph": GRAPH_FORMATS,
+    "jobgraph": GRAPH_FORMATS,
     "physical": ("text", "json"),
     "pyspark": ("text",),
 }
@@ -93,7 +95,11 @@ def _parser() -> argparse.ArgumentParser:
     compile_ = commands.add_parser("compile", help="compile a file and print one stage")
     compile_.add_argument("file", metavar="FILE")
     compile_.add_argument("--emit", choices=STAGES, default="ast", help="the stage to print")
-    compile_.add_argument("--format", choices=FORMATS, help="output format (default: text)")
+    compile_.add_argument(
+        "--format",
+        choices=GRAPH_FORMATS,
+        help="output format (default: text); html: the plan viewer, one self-contained page",
+    )
     compile_.add_argument("-o", "--output", metavar="PATH", help="write to PATH, not stdout")
     _trust_options(compile_)
     _color_option(compile_)

@@ -87,7 +87,7 @@ _STAGE_ATTRIBUTES = {
     "jobgraph": "job_graph",
     "physical": "physical_plan",
 }
-_EXTENSIONS = {"text": "txt", "json": "json", "dot": "dot", "mermaid": "mmd"}
+_EXTENSIONS = {"text": "txt", "json": "json", "dot": "dot", "mermaid": "mmd", "html": "html"}
 
 
 def _as_warnings(diagnostics: Sequence[Diagnostic]) -> list[Diagnostic]:
@@ -113,6 +113,13 @@ def render_stage(job: CompiledJob, stage: str, fmt: str) -> str:
             return generate_pyspark(job)
         except UnsupportedOnSpark as error:
             raise NotRunnable(str(error)) from None
+    if fmt == "html":
+        from flowc.viewer import TooLargeToView, render_html
+
+        try:
+            return render_html(job, stage)
+        except TooLargeToView as error:
+            raise UsageError(str(error)) from None
     text: str = getattr(getattr(job, _STAGE_ATTRIBUTES[stage]), f"to_{fmt}")()
     return text
 

@@ -17,7 +17,7 @@ STAGE_FORMATS: dict[str, tuple[str, ...]] = {
     "pyspark": ("text",),
 }
 #: File names ``--emit all`` writes: ``<stage>.<extension>``.
-EXTENSIONS = {"text": "txt", "json": "json", "dot": "dot", "mermaid": "mmd"}
+EXTENSIONS = {"text": "txt", "json": "json", "dot": "dot", "mermaid": "mmd", "html": "html"}
 
 
 def emitted_file(stage: str, fmt: str) -> str:
@@ -25,3 +25,8 @@ def emitted_file(stage: str, fmt: str) -> str:
 
 
 COMBINATIONS = [(stage, fmt) for stage, formats in STAGE_FORMATS.items() for fmt in formats]
+#: The graph stages' plan viewer pages (docs/viewer.md): written by ``--emit all`` too, but
+#: not snapshot (tests/test_viewer.py checks them).
+HTML_STAGES = ("transformations", "streamgraph", "jobgraph")
+#: Every (stage, format) ``--emit all`` writes.
+EMITTED = COMBINATIONS + [(stage, "html") for stage in HTML_STAGES]

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from stages import COMBINATIONS, ROOT, STAGE_FORMATS
+from stages import COMBINATIONS, EMITTED, ROOT, STAGE_FORMATS
 
 from flowc.cli import main
 
@@ -145,7 +145,7 @@ def test_emit_all_creates_nested_folders(
     target = tmp_path / "a" / "b"
     assert main(["compile", CLEAN, "--emit", "all", "-o", str(target)]) == 0
     assert capsys.readouterr().out == ""
-    assert len(list(target.iterdir())) == len(SUPPORTED)
+    assert len(list(target.iterdir())) == len(EMITTED)
 
 
 @pytest.mark.parametrize("path", [BROKEN, SYNTAX_ERROR])

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from stages import COMBINATIONS, EXAMPLES, ROOT, STAGE_FORMATS, emitted_file
+from stages import COMBINATIONS, EMITTED, EXAMPLES, ROOT, STAGE_FORMATS, emitted_file
 
 import flowc
 from flowc.cli import main
@@ -368,9 +368,9 @@ def test_emit_all_writes_every_stage_in_every_format(
     target = tmp_path / "out"
     assert main(["compile", _relative(path), "--emit", "all", "-o", str(target)]) == 0
     assert capsys.readouterr().out == ""
-    expected = {emitted_file(stage, fmt) for stage, fmt in COMBINATIONS}
+    expected = {emitted_file(stage, fmt) for stage, fmt in EMITTED}
     assert {p.name for p in target.iterdir()} == expected
-    for stage, fmt in COMBINATIONS:
+    for stage, fmt in EMITTED:
         written = (target / emitted_file(stage, fmt)).read_text(encoding="utf-8")
         if fmt == "json":
             assert json.loads(written)["stage"] == stage
