@@ -178,6 +178,17 @@ def _parser() -> argparse.ArgumentParser:
     )
     fmt.add_argument("--diff", action="store_true", help="with --check: show the changes")
     _color_option(fmt)
+
+    test = commands.add_parser(
+        "test", help="run the YAML tests beside jobs (*.test.yaml), or lock their plans"
+    )
+    test.add_argument("paths", nargs="*", metavar="PATH", help="test files, folders or .flow files")
+    test.add_argument("--plans", metavar="DIR", help="compare every job's plans under DIR")
+    test.add_argument("--update", action="store_true", help="with --plans: lock the plans as now")
+    test.add_argument("--junit-xml", metavar="FILE", help="write a JUnit XML report")
+    test.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
+    _trust_options(test)
+    _color_option(test)
     return parser
 
 
@@ -329,7 +340,7 @@ def _write_crash_report(argv: Sequence[str]) -> str:
 
 def _command(name: str) -> Callable[[argparse.Namespace], int]:
     """The function of one command (its module imports this one, so it is imported here)."""
-    from flowc import cli_compile, cli_diff, cli_fmt, cli_run
+    from flowc import cli_compile, cli_diff, cli_fmt, cli_run, cli_test
 
     commands: dict[str, Callable[[argparse.Namespace], int]] = {
         "check": cli_compile.check,
@@ -337,6 +348,7 @@ def _command(name: str) -> Callable[[argparse.Namespace], int]:
         "run": cli_run.run,
         "diff": cli_diff.diff,
         "fmt": cli_fmt.fmt,
+        "test": cli_test.test,
     }
     return commands[name]
 

@@ -554,6 +554,12 @@ class Code(StrEnum):
         "a state store other than the one the checkpoint froze",
         "state.md",
     )
+    E0830 = (
+        "E0830",
+        "test-file",
+        "a `flowc test` file that cannot run: bad YAML, an unknown source, sink or column",
+        "testing.md",
+    )
     E0901 = ("E0901", "source-too-long", "a program text past flowc's bound", "limits.md")
     E0902 = ("E0902", "literal-too-long", "a literal or comment past flowc's bound", "limits.md")
     E0903 = (

@@ -1,0 +1,104 @@
+"""``flowc test`` on Spark: each test runs the job's generated program over the rows it
+gives and compares what each sink holds (:mod:`flowc.usertest` reads and compares).
+
+Each source reads the test's rows from JSON files, one per micro-batch, modified one after
+the other (Spark reads them in that order); each sink is Spark's memory sink. The queries
+run as ``flowc run --available-now`` does: until the given rows are read, so a window is
+written only once a later row's watermark has passed its end, as the job would write it.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime
+import decimal
+import json
+import os
+import tempfile
+import time
+from typing import Any
+
+from flowc.job import CompiledJob
+from flowc.runtime.failures import spark_errors
+from flowc.runtime.run import load_program
+from flowc.usertest import (
+    Row,
+    TestFile,
+    TestOutcome,
+    UserTest,
+    compare,
+    diff_text,
+    test_program,
+)
+
+
+def run_test(spark: Any, job: CompiledJob, test: UserTest, file: TestFile) -> TestOutcome:
+    """One test: a fresh folder for its inputs and checkpoints, the job's queries run to
+    the end of the given rows, each expected sink compared."""
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="flowc-test-") as folder:
+        inputs = {s.name: os.path.join(folder, "in", s.name) for s in job.program.sources}
+        given = {g.source: g for g in test.given}
+        for name, path in inputs.items():
+            os.makedirs(path)
+            if name in given:
+                _write_batches(path, [list(b) for b in given[name].batches])
+        runnable = copy.copy(job)
+        runnable.program = test_program(job.program, inputs)
+        module = load_program(runnable)
+        # The job's folder: its Python functions import from there; every source and sink
+        # of the test form has a path of its own (or none).
+        module.__dict__["BASE_DIR"] = os.path.abspath(os.path.dirname(job.file) or ".")
+        for query in spark.streams.active:  # a test before that failed half-way
+            query.stop()
+        try:
+            queries = module.start_queries(spark, os.path.join(folder, "checkpoints"), True)
+            for query in queries:
+                query.awaitTermination()
+        except spark_errors() as error:
+            for query in spark.streams.active:
+                query.stop()
+            seconds = time.monotonic() - started
+            return TestOutcome(file.path, test.name, seconds, error=_first_line(error))
+        failures = []
+        for expected in test.expect:
+            frame = spark.table(f"`{expected.sink}`")
+            rows = [_row(r.asDict(recursive=True)) for r in frame.collect()]
+            result = compare(expected, rows, frame.columns)
+            if not result.passed:
+                failures.append(diff_text(result))
+        for query in queries:
+            spark.catalog.dropTempView(query.name)
+    return TestOutcome(
+        file.path,
+        test.name,
+        time.monotonic() - started,
+        failure="\n".join(failures) if failures else None,
+    )
+
+
+def _write_batches(folder: str, batches: list[list[Row]]) -> None:
+    stamp = time.time() - 3600
+    for index, rows in enumerate(batches):
+        path = os.path.join(folder, f"batch-{index:04d}.json")
+        with open(path, "w", encoding="utf-8") as handle:
+            for row in rows:
+                handle.write(json.dumps(row, default=_json_value) + "\n")
+        os.utime(path, (stamp + index, stamp + index))
+
+
+def _json_value(value: object) -> object:
+    if isinstance(value, datetime.datetime | datetime.date):
+        return value.isoformat()
+    if isinstance(value, decimal.Decimal):
+        return str(value)
+    raise TypeError(f"cannot write {value!r} as JSON")
+
+
+def _row(data: dict[str, Any]) -> Row:
+    return dict(data)
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__

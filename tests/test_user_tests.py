@@ -1,0 +1,155 @@
+"""``flowc test`` (issue 15, item 3): users' YAML tests beside their jobs, run on the
+shared local SparkSession, and ``--plans`` snapshots of their plans.
+
+Every example in examples/ has a test file, and ``flowc test examples/`` passes; a wrong
+expected row fails with a readable diff (in the output and in the JUnit report); a test
+file naming what the job does not have is refused at the YAML line and column.
+"""
+
+from __future__ import annotations
+
+import shutil
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from flowc.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = sorted((ROOT / "examples").glob("*.flow"))
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
+    code = main(list(argv))
+    return code, capsys.readouterr().out
+
+
+def copy_job(tmp_path: Path, name: str = "clicks_per_user") -> Path:
+    """The example and its data in a folder of the test's own."""
+    shutil.copy(ROOT / "examples" / f"{name}.flow", tmp_path / f"{name}.flow")
+    shutil.copy(ROOT / "examples" / f"{name}.test.yaml", tmp_path / f"{name}.test.yaml")
+    return tmp_path / f"{name}.flow"
+
+
+def test_every_example_has_a_test_file() -> None:
+    missing = [p.name for p in EXAMPLES if not p.with_name(p.stem + ".test.yaml").is_file()]
+    assert missing == []
+
+
+def test_every_examples_tests_pass(
+    spark: Any, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    report = tmp_path / "junit.xml"
+    code, out = run(capsys, "test", str(ROOT / "examples"), "--junit-xml", str(report))
+    assert code == 0, out
+    suite = ET.parse(report).getroot()
+    cases = suite.findall("testcase")
+    assert {Path(c.get("classname") or "").name for c in cases} == {
+        p.stem + ".test.yaml" for p in EXAMPLES
+    }
+    assert suite.get("failures") == "0" and suite.get("errors") == "0"
+    assert out.strip().splitlines()[-1] == f"{len(cases)} passed, 0 failed"
+
+
+def test_a_wrong_row_fails_with_a_diff(
+    spark: Any, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    job = copy_job(tmp_path)
+    tests = job.with_name("clicks_per_user.test.yaml")
+    tests.write_text(
+        tests.read_text(encoding="utf-8").replace("clicks: 2, pages: 2", "clicks: 3, pages: 2"),
+        encoding="utf-8",
+    )
+    report = tmp_path / "junit.xml"
+    code, out = run(capsys, "test", str(job), "--junit-xml", str(report))
+    assert code == 1
+    expected = (
+        "      expected but not written (1):\n"
+        "        user_id | window_start        | window_end          | clicks | pages\n"
+        "        --------+---------------------+---------------------+--------+------\n"
+        "        a       | 2026-03-02 09:00:00 | 2026-03-02 09:01:00 | 3      | 2\n"
+        "      written but not expected (1):\n"
+    )
+    assert "FAIL " in out and expected in out
+    assert "| 2      | 2\n" in out.split("written but not expected")[1]
+    (case,) = ET.parse(report).getroot().findall("testcase")
+    failure = case.find("failure")
+    assert failure is not None and "expected but not written (1)" in (failure.text or "")
+    assert out.strip().splitlines()[-1] == "0 passed, 1 failed"
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "message", "column"),
+    [
+        ("{user_id: a, url: /A,", "{usr: a, url: /A,", "source 'clicks' has no column 'usr'", 14),
+        ("      clicks:\n", "      clickz:\n", "the job has no source 'clickz'", 7),
+        ("      per_user:\n", "      per_usr:\n", "the job writes no sink 'per_usr'", 7),
+        ("    given:", "    givn:", "unknown key 'givn'", 5),
+    ],
+    ids=["column", "source", "sink", "key"],
+)
+def test_what_the_job_does_not_have_is_refused_where_it_is_written(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    old: str,
+    new: str,
+    message: str,
+    column: int,
+) -> None:
+    job = copy_job(tmp_path)
+    tests = job.with_name("clicks_per_user.test.yaml")
+    text = tests.read_text(encoding="utf-8")
+    assert old in text
+    tests.write_text(text.replace(old, new, 1), encoding="utf-8")
+    line = next(i for i, t in enumerate(tests.read_text().splitlines(), 1) if new.strip() in t)
+    code, out = run(capsys, "test", str(job))
+    assert code == 1
+    assert f"error[E0830]: {message}" in out
+    assert f"--> {tests}:{line}:{column}" in out
+
+
+def test_an_updating_sink_needs_a_key(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    (tmp_path / "job.flow").write_text(
+        "SET max_parallelism = 8;\n"
+        "CREATE SOURCE s (k STRING) WITH (connector = 'files', path = 'in', format = 'json');\n"
+        "CREATE SINK o WITH (connector = 'console', mode = 'update');\n"
+        "INSERT INTO o FROM s |> KEY BY k |> AGGREGATE count(*) AS n;\n",
+        encoding="utf-8",
+    )
+    (tmp_path / "in").mkdir()
+    (tmp_path / "job.test.yaml").write_text(
+        "tests:\n  - name: t\n    given:\n      s: [{k: a}]\n"
+        "    expect:\n      o: [{k: a, n: 1}]\n",
+        encoding="utf-8",
+    )
+    code, out = run(capsys, "test", str(tmp_path))
+    assert code == 1
+    assert "sink 'o' is updated (update mode): say which columns identify a row" in out
+
+
+def test_plans_are_locked_compared_and_updated(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    job = copy_job(tmp_path)
+    code, out = run(capsys, "test", "--plans", str(tmp_path))
+    assert code == 1 and "no locked jobgraph plan" in out
+    code, out = run(capsys, "test", "--plans", str(tmp_path), "--update")
+    assert code == 0 and out.count("UPDATED ") == 4
+    assert sorted(p.name for p in (tmp_path / "__plans__").iterdir()) == [
+        f"clicks_per_user.{s}.json"
+        for s in ("jobgraph", "physical", "streamgraph", "transformations")
+    ]
+    assert run(capsys, "test", "--plans", str(tmp_path))[0] == 0
+    job.write_text(job.read_text().replace("parallelism = 8", "parallelism = 6"), encoding="utf-8")
+    code, out = run(capsys, "test", "--plans", str(tmp_path))
+    assert code == 1 and "FAIL " in out and "the jobgraph plan changed" in out
+    assert '-      "parallelism": 8,' in out and '+      "parallelism": 6,' in out
+
+
+def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    assert main(["test"]) == 2
+    assert main(["test", str(tmp_path / "missing.flow")]) == 2
+    (tmp_path / "lonely.flow").write_text("", encoding="utf-8")
+    assert main(["test", str(tmp_path / "lonely.flow")]) == 2
