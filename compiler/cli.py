@@ -189,6 +189,9 @@ def _parser() -> argparse.ArgumentParser:
     test.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
     _trust_options(test)
     _color_option(test)
+
+    lsp = commands.add_parser("lsp", help="the language server, over stdin and stdout")
+    lsp.add_argument("--stdio", action="store_true", help="(the default; editors pass it)")
     return parser
 
 
@@ -340,7 +343,7 @@ def _write_crash_report(argv: Sequence[str]) -> str:
 
 def _command(name: str) -> Callable[[argparse.Namespace], int]:
     """The function of one command (its module imports this one, so it is imported here)."""
-    from flowc import cli_compile, cli_diff, cli_fmt, cli_run, cli_test
+    from flowc import cli_compile, cli_diff, cli_fmt, cli_lsp, cli_run, cli_test
 
     commands: dict[str, Callable[[argparse.Namespace], int]] = {
         "check": cli_compile.check,
@@ -349,6 +352,7 @@ def _command(name: str) -> Callable[[argparse.Namespace], int]:
         "diff": cli_diff.diff,
         "fmt": cli_fmt.fmt,
         "test": cli_test.test,
+        "lsp": cli_lsp.lsp,
     }
     return commands[name]
 

@@ -1,0 +1,3 @@
+"""``flowc lsp``: the language server (docs/editors.md). :mod:`flowc.lsp.analysis` holds
+what it knows of a document, with no protocol; :mod:`flowc.lsp.server` speaks LSP through
+pygls, installed with ``pip install 'flowc[lsp]'``."""
