@@ -14,15 +14,13 @@ from __future__ import annotations
 import io
 import json
 import re
-from collections.abc import Callable
 from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
-from typing import Any
 
 import pytest
-from fuzzing import EXAMPLES, DrawChooser, generate_program, mutate_tokens
+from fuzzing import EXAMPLES
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from test_fuzz import programs, token_mutants
 
 import flowc
 from flowc.cli import main
@@ -175,17 +173,6 @@ def test_every_example_keeps_its_comments_and_plans() -> None:
 
 
 # ---------------------------------------------------------------- fuzzed programs
-
-
-@st.composite
-def programs(draw: Callable[[Any], Any]) -> str:
-    return generate_program(DrawChooser(draw))
-
-
-@st.composite
-def token_mutants(draw: Callable[[Any], Any]) -> str:
-    chooser = DrawChooser(draw)
-    return mutate_tokens(chooser, EXAMPLES[chooser.choice(sorted(EXAMPLES))])
 
 
 @FUZZ
