@@ -63,7 +63,7 @@ def run_test(spark: Any, job: CompiledJob, test: UserTest, file: TestFile) -> Te
         failures = []
         for expected in test.expect:
             frame = spark.table(f"`{expected.sink}`")
-            rows = [_row(r.asDict(recursive=True)) for r in frame.collect()]
+            rows: list[Row] = [r.asDict(recursive=True) for r in frame.collect()]
             result = compare(expected, rows, frame.columns)
             if not result.passed:
                 failures.append(diff_text(result))
@@ -93,10 +93,6 @@ def _json_value(value: object) -> object:
     if isinstance(value, decimal.Decimal):
         return str(value)
     raise TypeError(f"cannot write {value!r} as JSON")
-
-
-def _row(data: dict[str, Any]) -> Row:
-    return dict(data)
 
 
 def _first_line(error: BaseException) -> str:
