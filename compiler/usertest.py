@@ -30,6 +30,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+import yaml
+
 from flowc.catalog import is_upsert
 from flowc.diagnostics import Diagnostic, Severity
 from flowc.errorcodes import Code
@@ -92,8 +94,6 @@ class TestFile:
 
 def load_test_file(path: str, job: CompiledJob) -> TestFile:
     """Read and check ``path`` against the job's sources, sinks and columns."""
-    import yaml
-
     text = Path(path).read_text(encoding="utf-8")
     problems: list[Diagnostic] = []
     try:
@@ -139,16 +139,12 @@ class _Reader:
         self.problems.append(_error(message, span.file, span.line, span.column, help))
 
     def mapping(self, node: object, what: str) -> list[tuple[object, object]]:
-        import yaml
-
         if not isinstance(node, yaml.MappingNode):
             self.fail(node, f"{what} must be a mapping (key: value)")
             return []
         return list(node.value)
 
     def sequence(self, node: object, what: str) -> list[object]:
-        import yaml
-
         if not isinstance(node, yaml.SequenceNode):
             self.fail(node, f"{what} must be a list")
             return []
@@ -201,8 +197,6 @@ class _Reader:
         return UserTest(name, given, expect, self.span(node))
 
     def given(self, key: object, node: object) -> GivenRows:
-        import yaml
-
         name = str(_scalar(key))
         source = self.sources.get(name)
         if source is None:
@@ -227,20 +221,15 @@ class _Reader:
         columns = {c.name: c.type for c in self.written[name]}
         items = node
         declared_key: tuple[str, ...] = ()
-        import yaml
-
         if isinstance(node, yaml.MappingNode):
             parts = {str(_scalar(k)): (k, v) for k, v in node.value}
             for part, (k, _) in parts.items():
                 if part not in ("key", "rows"):
                     self.fail(k, f"unknown key '{part}'", "a sink's expectation has: key, rows")
             if "key" in parts:
-                declared_key = tuple(
-                    str(_scalar(c)) for c in self.sequence(parts["key"][1], "'key'")
-                )
-                for column, item in zip(
-                    declared_key, self.sequence(parts["key"][1], "'key'"), strict=True
-                ):
+                items_of_key = self.sequence(parts["key"][1], "'key'")
+                declared_key = tuple(str(_scalar(c)) for c in items_of_key)
+                for column, item in zip(declared_key, items_of_key, strict=True):
                     if column not in columns:
                         self.fail(item, f"sink '{name}' has no column '{column}'", _known(columns))
             items = parts.get("rows", (None, None))[1]
@@ -275,8 +264,6 @@ def _known(names: Mapping[str, object]) -> str:
 
 
 def _scalar(node: object) -> object:
-    import yaml
-
     if isinstance(node, yaml.ScalarNode):
         return node.value
     return None
@@ -284,8 +271,6 @@ def _scalar(node: object) -> object:
 
 def _python(node: object) -> Value:
     """A YAML value as Python: YAML's own types, so 12 is a number and '12' a string."""
-    import yaml
-
     value: Value = yaml.safe_load(yaml.serialize(node))
     return value
 
