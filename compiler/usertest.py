@@ -236,17 +236,17 @@ class _Reader:
         rows = tuple(
             self.row(r, columns, f"sink '{name}'") for r in self.sequence(items, f"'{name}'")
         )
-        key = declared_key
-        if sink.mode != "append" and not key:
-            key = upsert_key(sink) if is_upsert(sink.connector, sink.mode) else ()
-            if not key:
+        row_key = declared_key
+        if sink.mode != "append" and not row_key:
+            row_key = upsert_key(sink) if is_upsert(sink.connector, sink.mode) else ()
+            if not row_key:
                 self.fail(
                     key,
                     f"sink '{name}' is updated ({sink.mode} mode): say which columns identify "
                     "a row of its results",
                     f"write {name}: {{key: [column, ...], rows: [...]}}",
                 )
-        return ExpectedRows(name, rows, tuple(key), span)
+        return ExpectedRows(name, rows, tuple(row_key), span)
 
     def row(self, node: object, columns: Mapping[str, str], owner: str) -> Row:
         row: Row = {}

@@ -127,6 +127,7 @@ def test_an_updating_sink_needs_a_key(capsys: pytest.CaptureFixture[str], tmp_pa
     code, out = run(capsys, "test", str(tmp_path))
     assert code == 1
     assert "sink 'o' is updated (update mode): say which columns identify a row" in out
+    assert f"--> {tmp_path / 'job.test.yaml'}:6:7" in out
 
 
 def test_plans_are_locked_compared_and_updated(
