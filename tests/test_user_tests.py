@@ -8,14 +8,17 @@ file naming what the job does not have is refused at the YAML line and column.
 
 from __future__ import annotations
 
+import datetime
 import shutil
 import xml.etree.ElementTree as ET
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from flowc.cli import main
+from flowc.usertest import canonical
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted((ROOT / "examples").glob("*.flow"))
@@ -154,3 +157,23 @@ def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str], tmp_path: Path)
     assert main(["test", str(tmp_path / "missing.flow")]) == 2
     (tmp_path / "lonely.flow").write_text("", encoding="utf-8")
     assert main(["test", str(tmp_path / "lonely.flow")]) == 2
+
+
+@pytest.mark.parametrize(
+    ("written", "held", "equal"),
+    [
+        (25, Decimal("25.00"), True),
+        (25.5, Decimal("25.50"), True),
+        ("123456789012345.678", Decimal("123456789012345.678"), True),
+        ("123456789012345.679", Decimal("123456789012345.678"), False),
+        (Decimal("123456789012345.678"), Decimal("123456789012345.678"), True),
+        ("2026-03-02T09:00:05", datetime.datetime(2026, 3, 2, 9, 0, 5), True),
+        ("2026-03-02 09:00:05.000000", datetime.datetime(2026, 3, 2, 9, 0, 5), True),
+        ("2026-03-02 09:00:06", datetime.datetime(2026, 3, 2, 9, 0, 5), False),
+        (None, None, True),
+        (0, None, False),
+        ([1, 2], [1.0, 2.0], True),
+    ],
+)
+def test_values_compare_by_meaning_not_spelling(written: object, held: object, equal: bool) -> None:
+    assert (canonical(written) == canonical(held)) is equal

@@ -1,0 +1,34 @@
+"""The job's test form: the same program with its inputs and outputs swapped for the
+test's own, so a test never touches the job's real sources and sinks."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+
+from flowc.program import Program, SinkDef, SourceDef
+
+
+def test_program(program: Program, inputs: Mapping[str, str]) -> Program:
+    """The program every source of which reads JSON files from ``inputs[name]`` (one file
+    a micro-batch) and every sink of which is Spark's memory sink (its rows are read back
+    by query name), so a test touches nothing of the job's real inputs and outputs."""
+
+    def source(s: SourceDef) -> SourceDef:
+        options: tuple[tuple[str, object], ...] = (
+            ("path", inputs[s.name]),
+            ("format", "json"),
+        )
+        if not s.bounded:
+            options += (("max_files_per_trigger", 1),)
+        return replace(s, connector="files", options=options, watermark=s.watermark)
+
+    def sink(s: SinkDef) -> SinkDef:
+        return replace(s, connector="memory", options=())
+
+    return replace(
+        program,
+        sources=tuple(source(s) for s in program.sources),
+        sinks=tuple(sink(s) for s in program.sinks),
+        _index={},  # the lookup index is built anew, from the new definitions
+    )
