@@ -100,7 +100,10 @@ def _pairs(paths: list[str]) -> list[tuple[str, str]]:
                 raise UsageError(f"{path}: no test file {test_path} beside it")
             pairs.append((test_path, path))
         elif Path(path).exists():
-            pairs += list(test_files([path]))
+            found = list(test_files([path]))
+            if not found:
+                raise UsageError(f"{path}: no *{TEST_SUFFIX} files under it")
+            pairs += found
         else:
             raise UsageError(f"{path}: no such file or folder")
     return pairs

@@ -157,6 +157,8 @@ def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str], tmp_path: Path)
     assert main(["test", str(tmp_path / "missing.flow")]) == 2
     (tmp_path / "lonely.flow").write_text("", encoding="utf-8")
     assert main(["test", str(tmp_path / "lonely.flow")]) == 2
+    assert main(["test", str(tmp_path)]) == 2
+    assert "no *.test.yaml files under it" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(
