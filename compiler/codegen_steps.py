@@ -3,9 +3,14 @@ the exchange the Spark plan chose on every edge into an operator."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from sqlglot import exp
+
 from flowc import ast
 from flowc.codegen_base import ProgramText
 from flowc.program import (
+    Column,
     FromSideOutput,
     FromSource,
     FromSourceErrors,
@@ -31,6 +36,43 @@ from flowc.vocabulary import (
     StepKind,
     WindowKind,
 )
+
+#: Types whose equal values are the same value, so a group's key of one of them is the same
+#: in every row of the group (not FLOAT or DOUBLE: Spark groups -0.0 with 0.0).
+_EXACT_TYPES = frozenset(
+    (
+        "TINYINT",
+        "SMALLINT",
+        "INT",
+        "BIGINT",
+        "BOOLEAN",
+        "DATE",
+        "TIMESTAMP",
+        "TIMESTAMP_NTZ",
+        "STRING",
+    )
+)
+
+
+def tie_breaks(top: ast.Top, keys: Sequence[str], columns: Sequence[Column]) -> list[Column]:
+    """The columns that break a TOP's ties, after its order: every column but a MAP (Spark
+    cannot order one), a column the order already compares, and a group key of an exact
+    type (the same in the whole group). Each comparison is per input row in ``max_by``,
+    so the fewer the cheaper; rows still tied are equal in every orderable column."""
+    ordered = {
+        o.expr.tree.name
+        for o in top.order
+        if isinstance(o.expr.tree, exp.Column) and not o.expr.tree.table
+    }
+    constant = set(keys)
+    return [
+        c
+        for c in columns
+        if not c.type.startswith("MAP")
+        and c.name not in ordered
+        and not (c.name in constant and (c.type in _EXACT_TYPES or c.type.startswith("DECIMAL(")))
+    ]
+
 
 #: The join type Spark's ``DataFrame.join`` takes for each kind of JOIN.
 _SPARK_JOIN_TYPES = {
@@ -224,9 +266,11 @@ class StepWriter(ProgramText):
         columns = step.schema[:width]
         row = ", ".join(quote_name(c.name) for c in columns)
         order = [sql_of(o.expr) for o in node.order] + [
-            quote_name(c.name) for c in columns if not c.type.startswith("MAP")
+            quote_name(c.name) for c in tie_breaks(node, step.keys, columns)
         ]
         function = "max_by" if node.order[0].descending else "min_by"
+        # Always a struct, one field or more: max_by skips a row whose order is NULL, and
+        # a struct is never NULL, so such a row still counts, lowest (docs/language.md).
         top = f"{function}(struct({row}), struct({', '.join(order)}), {node.count})"
         w(f"{df} = {df}.groupBy({', '.join(groups)}).agg(F.expr({top!r}).alias('__flowc_top'))", 1)
         window = "'__flowc_window', " if step.window is not None else ""

@@ -8,6 +8,7 @@ computed in plain Python from the same input: after every micro-batch for the up
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -18,12 +19,15 @@ from test_streaming_rules_on_spark import (
     at,
     compiled,
     into_memory,
+    minute_of,
     run_generated,
     source,
     spark_codes,
     table,
     write_batches,
 )
+
+from flowc.codegen import generate_pyspark
 
 #: Prices are distinct, so every order is a total one, as Flink's arrival order would be.
 BIDS: list[list[Row]] = [
@@ -128,3 +132,102 @@ def test_a_global_top_per_window(spark: Any, tmp_path: Path) -> None:
     )
     assert len(expected) == 5
     assert table(spark, "best") == expected
+
+
+#: Equal prices within a group: the tie is broken by the rows' other columns; a NULL price
+#: is a row too, ordered lowest.
+TIED: list[list[Row]] = [
+    [
+        {"auction": 1, "bidder": 7, "price": 30, "ts": at(0)},
+        {"auction": 1, "bidder": 9, "price": 30, "ts": at(1)},
+        {"auction": 1, "bidder": 9, "price": 30, "ts": at(3)},
+        {"auction": 2, "bidder": 4, "price": 5, "ts": at(4)},
+        {"auction": 4, "bidder": 3, "price": None, "ts": at(10)},
+    ],
+    [
+        {"auction": 1, "bidder": 8, "price": 30, "ts": at(5)},
+        {"auction": 2, "bidder": 6, "price": 5, "ts": at(20)},
+        {"auction": 2, "bidder": 2, "price": 5, "ts": at(21)},
+    ],
+    [{"auction": 3, "bidder": 1, "price": 1, "ts": at(200)}],
+]
+
+
+def lowest_null(row: Row) -> tuple[Any, ...]:
+    """Spark's order of a struct (price, bidder, ts): a NULL price before every price."""
+    return (row["price"] is not None, row["price"] or 0, row["bidder"], row["ts"])
+
+
+def test_ties_in_the_order_are_broken_by_the_other_columns(spark: Any, tmp_path: Path) -> None:
+    """Spark's max_by keeps whichever tied row it meets first; flowc's order goes on with the
+    row's other columns (bidder, then ts, the same direction), so the result is the same
+    however the rows arrive. A row whose price is NULL counts, lowest (max_by skips a
+    NULL order: flowc's order is a struct, never NULL)."""
+    write_batches(tmp_path / "bids", TIED)
+    job = compiled(
+        tmp_path,
+        source("bids", "auction BIGINT, bidder BIGINT, price BIGINT, ts TIMESTAMP", "5 SECONDS")
+        + "SET max_parallelism = 16;\n"
+        + "CREATE SINK best WITH (connector = 'memory');\n"
+        + "INSERT INTO best FROM bids |> WINDOW TUMBLE(ts, INTERVAL 1 MINUTE)\n"
+        + "  |> TOP 2 BY price DESC PER auction;\n",
+    )
+    assert spark_codes(job) == set()
+    run_generated(spark, tmp_path, job)
+    windows: dict[tuple[int, datetime], list[Row]] = defaultdict(list)
+    for batch in TIED:
+        for row in batch:
+            windows[(row["auction"], minute_of(row["ts"]))].append(row)
+    closed = datetime.fromisoformat(at(200)) - timedelta(seconds=5)
+    expected = sorted(
+        (a, r["bidder"], r["price"], datetime.fromisoformat(r["ts"]), s, s + timedelta(minutes=1))
+        for (a, s), rows in windows.items()
+        if s + timedelta(minutes=1) <= closed
+        for r in sorted(rows, key=lowest_null, reverse=True)[:2]
+    )
+    assert [row[:2] for row in expected] == [(1, 9), (1, 9), (2, 4), (2, 6), (4, 3)]
+    assert table(spark, "best") == expected
+
+
+def _top_call(program: str, tmp_path: Path) -> str:
+    """The max_by/min_by call the generated program makes for the program's one TOP."""
+    text = generate_pyspark(compiled(tmp_path, program))
+    (call,) = re.findall(r"F\.expr\('((?:max|min)_by\(.*?)'\)\.alias\('__flowc_top'\)", text)
+    return str(call)
+
+
+def test_the_tie_break_leaves_out_what_cannot_differ_within_a_group(tmp_path: Path) -> None:
+    """Per input row, max_by compares the order; a group key of an exact type and a column
+    the order already has cannot break a tie, so they are left out. A DOUBLE key stays:
+    Spark groups -0.0 with 0.0, which are different values."""
+    head = (
+        "SET max_parallelism = 16;\nCREATE SINK best WITH (connector = 'noop', mode = 'update');\n"
+    )
+    columns = "auction BIGINT, seller STRING, score DOUBLE, price BIGINT, tags MAP<STRING, INT>"
+    call = _top_call(
+        source("bids", columns)
+        + head
+        + "INSERT INTO best FROM bids |> TOP 2 BY price PER auction, seller;\n",
+        tmp_path,
+    )
+    assert call == (
+        "min_by(struct(`auction`, `seller`, `score`, `price`, `tags`), struct(`price`, `score`), 2)"
+    )
+    call = _top_call(
+        source("bids", columns)
+        + head
+        + "INSERT INTO best FROM bids |> TOP 1 BY price * 2 DESC PER score;\n",
+        tmp_path,
+    )
+    assert call == (
+        "max_by(struct(`auction`, `seller`, `score`, `price`, `tags`), "
+        "struct(`price` * 2, `auction`, `seller`, `score`, `price`), 1)"
+    )
+    narrow = "auction BIGINT, price BIGINT, tags MAP<STRING, INT>"
+    call = _top_call(
+        source("bids", narrow)
+        + head
+        + "INSERT INTO best FROM bids |> TOP 3 BY price DESC PER auction;\n",
+        tmp_path,
+    )
+    assert call == "max_by(struct(`auction`, `price`, `tags`), struct(`price`), 3)"
