@@ -22,13 +22,18 @@ def machine() -> str:
 
 
 def update_section(path: str, title: str, body: str) -> None:
-    """Replace the ``## title`` section of ``path`` (or add it), keeping the others."""
+    """Replace the ``## title`` section of ``path`` where it stands (or add it at the end),
+    keeping the others and their order: prose written after a section stays after it."""
     file = Path(path)
     text = file.read_text(encoding="utf-8") if file.exists() else HEADER
     if not text.startswith(HEADER):
         text = HEADER + "\n" + text
-    sections = text[len(HEADER) :].split("\n## ")
-    kept = [s for s in sections if s.strip() and not s.lstrip("# ").startswith(title)]
-    new = f"{title}\n\n{body.strip()}\n"
-    parts = [s.strip("\n") for s in kept] + [new.strip("\n")]
-    file.write_text(HEADER + "\n## " + "\n\n## ".join(p.lstrip("# ") for p in parts) + "\n")
+    sections = [s.strip("\n") for s in text[len(HEADER) :].split("\n## ") if s.strip()]
+    new = f"{title}\n\n{body.strip()}"
+    mine = [i for i, s in enumerate(sections) if s.lstrip("# ").startswith(title)]
+    if mine:
+        sections[mine[0]] = new
+        sections = [s for i, s in enumerate(sections) if i not in mine[1:]]
+    else:
+        sections.append(new)
+    file.write_text(HEADER + "\n## " + "\n\n## ".join(s.lstrip("# ") for s in sections) + "\n")

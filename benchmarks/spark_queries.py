@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 import statistics
 import tempfile
 import time
@@ -232,26 +233,55 @@ def write_input(spark: Any, folder: str, rows: int) -> None:
 @dataclass
 class Run:
     seconds: float
+    #: CPU seconds the JVM spent on the run, every thread (tasks, planning, JIT, GC): less
+    #: moved than the wall clock by what else the machine runs.
+    cpu_seconds: float
     shuffles: int
     peak_state_rows: int
     median_batch_ms: float
 
 
-def measure(start: Callable[[int], Any], round_: int) -> Run:
+def measure(spark: Any, start: Callable[[str], Any], checkpoint: str) -> Run:
+    pid = spark.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getPid()
+    cpu_began = _cpu_seconds(pid)
     began = time.perf_counter()
-    query = start(round_)
+    query = start(checkpoint)
     query.awaitTermination()
     seconds = time.perf_counter() - began
+    cpu_seconds = _cpu_seconds(pid) - cpu_began
     plan = str(query._jsq.streamingQuery().lastExecution().executedPlan().toString())
     progress = [p for p in query.recentProgress if p["numInputRows"]]
     state = [sum(o["numRowsTotal"] for o in p.get("stateOperators", [])) for p in progress]
     batches = [p["durationMs"]["triggerExecution"] for p in progress]
+    _forget(spark, checkpoint)
     return Run(
         seconds,
+        cpu_seconds,
         count_exchanges(plan),
         max(state, default=0),
         statistics.median(batches) if batches else float("nan"),
     )
+
+
+def _cpu_seconds(pid: int) -> float:
+    """The CPU seconds (user and system) process ``pid`` has used, from Linux's /proc; NaN
+    elsewhere. (The JVM's own OperatingSystemMXBean is not open to py4j on Java 17.)"""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _forget(spark: Any, checkpoint: str) -> None:
+    """Leave the JVM as the run found it, so no run pays for the one before: Spark keeps a
+    finished query's state stores loaded (and on the heap) until its maintenance thread
+    unloads them, every 60 s; unload them now, drop the checkpoint, collect the garbage."""
+    jvm = spark.sparkContext._jvm
+    jvm.org.apache.spark.sql.execution.streaming.state.StateStore.stop()
+    shutil.rmtree(checkpoint, ignore_errors=True)
+    jvm.java.lang.System.gc()
 
 
 def hand_start(spark: Any, query: Query, folder: str, checkpoint: str, partitions: int) -> Any:
@@ -268,43 +298,87 @@ def hand_start(spark: Any, query: Query, folder: str, checkpoint: str, partition
 
 
 def _starts(
-    spark: Any, query: Query, program: Any, folder: str, checkpoints: str, partitions: int
-) -> dict[str, Callable[[int], Any]]:
-    """How each of the three runs of ``query`` starts, given the round (a checkpoint each)."""
+    spark: Any, query: Query, program: Any, folder: str, partitions: int
+) -> dict[str, Callable[[str], Any]]:
+    """How each of the three runs of ``query`` starts, given its (new) checkpoint."""
     return {
-        "flowc": lambda r: program.start_queries(spark, f"{checkpoints}/f{r}", True)[0],
-        "default": lambda r: hand_start(spark, query, folder, f"{checkpoints}/d{r}", 200),
-        "same": lambda r: hand_start(spark, query, folder, f"{checkpoints}/s{r}", partitions),
+        "flowc": lambda c: program.start_queries(spark, c, True)[0],
+        "default": lambda c: hand_start(spark, query, folder, c, 200),
+        "same": lambda c: hand_start(spark, query, folder, c, partitions),
     }
 
 
-#: Runs of about a second vary by 10-15% on a shared 2-core machine: each side runs at
-#: least ``rounds`` times and on until it has run MIN_SECONDS in all (at most MAX_ROUNDS).
+#: Runs of about a second vary by 10-30% on a shared 2-core machine, and the first runs
+#: of a query are slower still (Spark compiles its generated code, the JIT warms up: 7.8 s,
+#: then 3.7, 3.5, 3.3, 2.9 for the same Top-N). So each side first warms up, unmeasured,
+#: for WARM_UP runs or MIN_SECONDS, whichever comes first, then runs at least ``rounds``
+#: measured times and on until it has run MIN_SECONDS in all (at most MAX_ROUNDS).
+WARM_UP = 2
 MIN_SECONDS = 15.0
 MAX_ROUNDS = 15
+#: Sides that run in lockstep, the same number of warm-up and measured runs, side by side
+#: in every round: flowc and the hand-written job with its partitions, whose plans are the
+#: same, so neither gets later (warmer) runs than the other. Spark's defaults, ten times
+#: slower on stateful queries, goes on alone.
+PAIRED = (("flowc", "same"), ("default",))
 
 
-def run_suite(spark: Any, folder: str, rows: int, rounds: int) -> list[dict[str, Any]]:
+def _warmed(warm_up: list[Run]) -> bool:
+    return len(warm_up) >= WARM_UP or sum(r.seconds for r in warm_up) >= MIN_SECONDS
+
+
+def _wanted(warm_up: list[Run], runs: list[Run], rounds: int) -> bool:
+    """Whether a side with these warm-up and measured runs runs again."""
+    if not _warmed(warm_up):
+        return True
+    return len(runs) < rounds or (
+        len(runs) < MAX_ROUNDS and sum(r.seconds for r in runs) < MIN_SECONDS
+    )
+
+
+def paired_ratio(mine: list[Run], theirs: list[Run], cpu: bool = False) -> float:
+    """The median, over the rounds the two ran side by side, of their time over mine: above
+    1 when mine is faster. Unlike two bests, each round compares runs made a second apart."""
+    seconds: Callable[[Run], float] = (lambda r: r.cpu_seconds) if cpu else (lambda r: r.seconds)
+    return statistics.median(seconds(t) / seconds(m) for m, t in zip(mine, theirs, strict=True))
+
+
+def run_suite(
+    spark: Any, folder: str, rows: int, rounds: int, only: str | None = None
+) -> list[dict[str, Any]]:
     results = []
     for query in _queries():
+        if only is not None and only not in query.name:
+            continue
         flow = os.path.join(folder, "bench.flow")
         job = flowc.compile(query.flow, flow, for_spark=True)
         program = load_program(job)
         program.__dict__["BASE_DIR"] = folder
         partitions = job.spark_plan.shuffle_partitions
         runs: dict[str, list[Run]] = {"flowc": [], "default": [], "same": []}
+        warm: dict[str, list[Run]] = {name: [] for name in runs}
         with tempfile.TemporaryDirectory(dir=folder) as checkpoints:
-            starts = _starts(spark, query, program, folder, checkpoints, partitions)
+            starts = _starts(spark, query, program, folder, partitions)
             round_ = 0
-            while round_ < rounds or (
-                round_ < MAX_ROUNDS
-                and min(sum(run.seconds for run in r) for r in runs.values()) < MIN_SECONDS
-            ):
+            while True:
+                # Decided for the round before it runs: a group's sides run together.
+                warming = {n: not all(_warmed(warm[m]) for m in g) for g in PAIRED for n in g}
+                going = {
+                    n
+                    for g in PAIRED
+                    if any(_wanted(warm[m], runs[m], rounds) for m in g)
+                    for n in g
+                }
+                if not going:
+                    break
                 order = list(starts.items())
                 if round_ % 2:
                     order.reverse()  # no side always runs on the warmer JVM
                 for name, start in order:
-                    runs[name].append(measure(start, round_))
+                    if name in going:
+                        checkpoint = os.path.join(checkpoints, f"{name}-{round_}")
+                        run = measure(spark, start, checkpoint)
+                        (warm if warming[name] else runs)[name].append(run)
                 round_ += 1
         best = {name: min(r, key=lambda run: run.seconds) for name, r in runs.items()}
         results.append(
@@ -314,9 +388,15 @@ def run_suite(spark: Any, folder: str, rows: int, rounds: int) -> list[dict[str,
                 "partitions": partitions,
                 **{name: best[name] for name in runs},
                 "rows": rows,
-                "runs": round_,
+                "runs": "/".join(str(len(r)) for r in runs.values()),
+                "paired": paired_ratio(runs["flowc"], runs["same"]),
+                "paired_cpu": paired_ratio(runs["flowc"], runs["same"], cpu=True),
             }
         )
         line = ", ".join(f"{n} {rows / b.seconds:,.0f} rows/s" for n, b in best.items())
-        print(f"{query.name}: {line} (best of {round_})", flush=True)
+        print(
+            f"{query.name}: {line} (best of {results[-1]['runs']}); same/flowc paired: "
+            f"time {results[-1]['paired']:.3f}, CPU {results[-1]['paired_cpu']:.3f}",
+            flush=True,
+        )
     return results

@@ -3,6 +3,7 @@ PySpark (:mod:`benchmarks.spark_queries`), and the median micro-batch time of a 
 stateful query with flowc's default shuffle partitions.
 
     python -m benchmarks.spark_speed [--rows 2000000] [--rounds 3] [--output BENCHMARKS.md]
+        [--driver-memory 4g] [--only TEXT]
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from benchmarks.spark_queries import (
     MAX_ROUNDS,
     MIN_SECONDS,
     PER_TRIGGER,
+    WARM_UP,
     run_suite,
     write_input,
 )
@@ -47,15 +49,22 @@ def main() -> int:
         "in the interval join's state)",
     )
     parser.add_argument("--output", default="BENCHMARKS.md")
+    parser.add_argument(
+        "--only",
+        metavar="TEXT",
+        help="run only the queries whose name contains TEXT, print them and write nothing",
+    )
     args = parser.parse_args()
     memory = f"SET spark.driver.memory = '{args.driver_memory}';\n"
     tiny = flowc.compile(memory + TINY, "tiny.flow", for_spark=True)
     tiny_program = load_program(tiny)
-    spark = tiny_program.start_session("local[2]")
+    spark = tiny_program.start_session("local[2]", quiet=True)
     spark.sparkContext.setLogLevel("ERROR")
     with tempfile.TemporaryDirectory() as directory:
         write_input(spark, directory, args.rows)
-        results = run_suite(spark, directory, args.rows, args.rounds)
+        results = run_suite(spark, directory, args.rows, args.rounds, args.only)
+        if args.only is not None:
+            return 0
         shuffle = tiny.spark_plan.shuffle_partitions
         spark.conf.set("spark.sql.streaming.noDataMicroBatches.enabled", "true")
         query = tiny_program.start_queries(spark, f"{directory}/tiny", False)[0]
@@ -86,7 +95,8 @@ def main() -> int:
             f"| {r['query']} ({r['runs']}) | {rate['flowc']:,.0f} | {rate['default']:,.0f} | "
             f"{rate['same']:,.0f} | {f.shuffles} / {d.shuffles} (planned {r['planned']}) | "
             f"{f.peak_state_rows:,} / {d.peak_state_rows:,} | "
-            f"{f.median_batch_ms:.0f} / {d.median_batch_ms:.0f} / {same.median_batch_ms:.0f} |"
+            f"{f.median_batch_ms:.0f} / {d.median_batch_ms:.0f} / {same.median_batch_ms:.0f} | "
+            f"{r['paired']:.2f} ({r['paired_cpu']:.2f}) |"
         )
     checks = [
         (
@@ -118,14 +128,22 @@ def main() -> int:
             f"read {PER_TRIGGER} files per micro-batch with `availableNow`; each query compiled",
             "by flowc and hand-written in PySpark as the Spark documentation writes it, with",
             "Spark's defaults (200 shuffle partitions) and with flowc's partition count; the",
-            "three run alternately in one SparkSession, each at least "
-            f"{args.rounds} times and on until it has run {MIN_SECONDS:.0f} s in all (at most",
-            f"{MAX_ROUNDS} runs; the count is beside each query); the best run counts; noop sink.",
+            "three run alternately in one SparkSession; each side warms up unmeasured for "
+            f"{WARM_UP} runs or {MIN_SECONDS:.0f} s,",
+            f"then runs at least {args.rounds} times and on until it has run "
+            f"{MIN_SECONDS:.0f} s in all (at most {MAX_ROUNDS}",
+            "runs; the counts, flowc / defaults / same partitions, are beside each query); flowc",
+            "and the same-partitions job run in lockstep, side by side in every round; the best",
+            "run counts; between runs each run's state stores are unloaded, its checkpoint",
+            "removed and the JVM's garbage collected; noop sink. The last column is the median,",
+            "over the rounds, of the same-partitions job's time over flowc's (above 1: flowc",
+            "faster), and in brackets the same for the JVM's CPU seconds.",
             "",
             "| query | flowc rows/s | hand-written, Spark defaults | hand-written, flowc's "
             "partitions | shuffles flowc / hand | peak state rows flowc / hand | median "
-            "micro-batch ms flowc / defaults / same partitions |",
-            "|---|---|---|---|---|---|---|",
+            "micro-batch ms flowc / defaults / same partitions | paired same / flowc, time "
+            "(CPU) |",
+            "|---|---|---|---|---|---|---|---|",
             *rows,
             "",
             "| goal | measured | target | met |",
