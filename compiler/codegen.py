@@ -31,6 +31,7 @@ from flowc.generated_runtime import (
     FAILURE_HELPERS,
     FUNCTION_HELPERS,
     FUNCTION_NOT_LOADED,
+    SESSION_HELPERS,
     UPSERT_HELPERS,
     file_upsert,
     postgres_upsert,
@@ -119,6 +120,8 @@ class PysparkGenerator(SourceWriter, StepWriter, SinkWriter):
     def python_functions(self) -> None:
         """The program's Python functions and their calls (:mod:`flowc.python_functions`)."""
         w = self.w
+        w("#: An untrusted job's installed modules come first: no file of its folder shadows one.")
+        w(f"INSTALLED_FIRST = {not self.job.trust.trusted!r}")
         w("FUNCTIONS: dict[str, tuple[str | None, str | None, str, bool, str]] = {")
         for function in self.program.functions:
             entry = (
@@ -144,6 +147,7 @@ class PysparkGenerator(SourceWriter, StepWriter, SinkWriter):
 
     def failure_helpers(self) -> None:
         """Functions of ``main()`` that turn a failure of Spark into one message."""
+        self.copy_functions(source_text(SESSION_HELPERS))
         text = source_text(FAILURE_HELPERS)
         if not self.parsed_sources:  # no malformed record can stop a query
             assert text.count(_MALFORMED_MESSAGE) == 1
@@ -213,6 +217,7 @@ class PysparkGenerator(SourceWriter, StepWriter, SinkWriter):
         w("for key, value in settings.items():", 1)
         w("builder = builder.config(key, value)", 2)
         w("spark = builder.getOrCreate()", 1)
+        w("no_variable_substitution(spark)", 1)
         w("return spark", 1)
         w("")
         w("")
@@ -234,6 +239,7 @@ class PysparkGenerator(SourceWriter, StepWriter, SinkWriter):
                 "-> list[StreamingQuery]:"
             )
             w('"""Build every stream and start one query per INSERT."""', 1)
+        w("no_variable_substitution(spark)", 1)
         if self.program.functions:
             w("register_functions(spark)", 1)
         w("spark.conf.set('spark.sql.shuffle.partitions', str(SHUFFLE_PARTITIONS))", 1)

@@ -611,6 +611,24 @@ class Code(StrEnum):
         "(untrusted programs) a sink that connects to a database server",
         "security.md",
     )
+    E0958 = (
+        "E0958",
+        "variable-substitution",
+        "'${' in text handed to Spark, or Spark's variable substitution turned on",
+        "security.md",
+    )
+    E0959 = (
+        "E0959",
+        "check-not-finished",
+        "(untrusted programs) a check that could not finish: refused, not allowed",
+        "security.md",
+    )
+    E0960 = (
+        "E0960",
+        "untrusted-module-link",
+        "(untrusted programs) a Python module file that leads out of the base directory",
+        "security.md",
+    )
     W0001 = (
         "W0001",
         "stateful-without-max-parallelism",

@@ -33,6 +33,8 @@ PARSED_SOURCES: list[str] = []
 #: the kind of value returned); the callables given to flowc.compile; and each call's
 #: registered name, function and place.
 BASE_DIR = "."
+#: Whether installed modules come before the job's folder's (an untrusted job's).
+INSTALLED_FIRST = False
 FUNCTIONS: dict[str, tuple[str | None, str | None, str, bool, str]] = {}
 EMBEDDED_FUNCTIONS: dict[str, Callable[..., object]] = {}
 CALLS: list[tuple[str, str, str]] = []
@@ -61,6 +63,17 @@ def executed_plan(df: DataFrame) -> str | None:
     """The physical plan Spark will run, to count its exchanges (None through Spark Connect)."""
     jdf = getattr(df, '_jdf', None)
     return None if jdf is None else str(jdf.queryExecution().executedPlan().toString())
+
+
+# ---------------------------------------------------------------- the session
+
+
+def no_variable_substitution(spark: SparkSession) -> None:
+    """Turn Spark's SQL variable substitution off before any SQL text is handed over: on,
+    Spark replaces ${env:VAR}, ${system:prop} and ${spark:key} in every expression with
+    the environment, JVM properties and settings, and an unset ${hivevar:x} with nothing,
+    which can make a comment's text code. This program's text means what it says."""
+    spark.conf.set('spark.sql.variable.substitute', 'false')
 
 
 # ---------------------------------------------------------------- failures
@@ -270,59 +283,98 @@ def load_functions() -> dict[str, Callable[..., object]]:
     A module of the job's folder is run afresh under a name of its own path, so two jobs
     with a pricing.py each, in one process, never call each other's. Modules that are
     neither installed nor the standard library's are pickled by value: Spark's Python
-    workers need not find them on their path."""
+    workers need not find them on their path. An untrusted job's (INSTALLED_FIRST)
+    installed modules are imported as installed, its folder left off the path, so no file
+    there shadows one; its own modules run with its folder last on the path, and those
+    they import are dropped from sys.modules afterwards. The path is restored either way."""
     import hashlib
     import importlib
     import importlib.util
     import sys
     import sysconfig
+    from importlib.machinery import PathFinder
 
-    if BASE_DIR not in sys.path:
-        sys.path.insert(0, BASE_DIR)
+    root = os.path.join(os.path.realpath(BASE_DIR), '')
+
+    def in_folder(path: str) -> bool:
+        return os.path.join(os.path.realpath(path), '').startswith(root)
+
+    def installed(top: str, path: list[str]) -> bool:
+        for finder in sys.meta_path:
+            try:
+                if finder is PathFinder:
+                    spec = PathFinder.find_spec(top, path)
+                elif hasattr(finder, 'find_spec'):
+                    spec = finder.find_spec(top, None)
+                else:
+                    continue
+            except (ImportError, ValueError):
+                continue
+            if spec is not None:
+                origin = spec.origin
+                return not (origin and os.path.isabs(origin) and in_folder(origin))
+        return False
+
+    saved = list(sys.path)
+    before = set(sys.modules)
+    outside = [entry for entry in saved if not in_folder(entry or os.getcwd())]
     loaded = {}
-    for name, (module, attribute, _, _, _) in FUNCTIONS.items():
-        if module is None:
-            if name not in EMBEDDED_FUNCTIONS:
-                raise FunctionNotLoaded(
-                    f"function '{name}' was given to flowc.compile as a callable: run the "
-                    'job with flowc.runtime.run.run_job, which hands it over')
-            loaded[name] = EMBEDDED_FUNCTIONS[name]
-            continue
-        assert attribute is not None
-        parts = module.split('.')
-        folder = os.path.join(BASE_DIR, *parts[:-1])
-        files = [os.path.join(folder, parts[-1] + '.py'),
-                 os.path.join(folder, parts[-1], '__init__.py')]
-        path = next((f for f in files if os.path.isfile(f)), None)
-        try:
-            if path is None:
-                found = getattr(importlib.import_module(module), attribute)
+    try:
+        for name, (module, attribute, _, _, _) in FUNCTIONS.items():
+            if module is None:
+                if name not in EMBEDDED_FUNCTIONS:
+                    raise FunctionNotLoaded(
+                        f"function '{name}' was given to flowc.compile as a callable: run the "
+                        'job with flowc.runtime.run.run_job, which hands it over')
+                loaded[name] = EMBEDDED_FUNCTIONS[name]
+                continue
+            assert attribute is not None
+            parts = module.split('.')
+            folder = os.path.join(BASE_DIR, *parts[:-1])
+            files = [os.path.join(folder, parts[-1] + '.py'),
+                     os.path.join(folder, parts[-1], '__init__.py')]
+            path = next((f for f in files if os.path.isfile(f)), None)
+            if INSTALLED_FIRST:
+                if installed(parts[0], outside):
+                    path = None
+                sys.path[:] = outside if path is None else [*outside, BASE_DIR]
             else:
-                unique = 'flowc_module_' + hashlib.sha256(
-                    os.path.abspath(path).encode()).hexdigest()[:16]
-                spec = importlib.util.spec_from_file_location(unique, path)
-                assert spec is not None and spec.loader is not None
-                own = importlib.util.module_from_spec(spec)
-                sys.modules[unique] = own
-                spec.loader.exec_module(own)
-                found = getattr(own, attribute)
-        except Exception as error:
-            raise FunctionNotLoaded(
-                f"function '{name}' ({module}:{attribute}) could not be loaded: "
-                f'{type(error).__name__}: {error}') from None
-        if not callable(found):
-            raise FunctionNotLoaded(f"function '{name}': {module}:{attribute} is not callable")
-        loaded[name] = found
-    installed = tuple(
+                sys.path[:] = saved if BASE_DIR in saved else [BASE_DIR, *saved]
+            try:
+                if path is None:
+                    found = getattr(importlib.import_module(module), attribute)
+                else:
+                    unique = 'flowc_module_' + hashlib.sha256(
+                        os.path.abspath(path).encode()).hexdigest()[:16]
+                    spec = importlib.util.spec_from_file_location(unique, path)
+                    assert spec is not None and spec.loader is not None
+                    own = importlib.util.module_from_spec(spec)
+                    sys.modules[unique] = own
+                    spec.loader.exec_module(own)
+                    found = getattr(own, attribute)
+            except Exception as error:
+                raise FunctionNotLoaded(
+                    f"function '{name}' ({module}:{attribute}) could not be loaded: "
+                    f'{type(error).__name__}: {error}') from None
+            if not callable(found):
+                raise FunctionNotLoaded(f"function '{name}': {module}:{attribute} is not callable")
+            loaded[name] = found
+    finally:
+        sys.path[:] = saved
+    installed_paths = tuple(
         os.path.join(os.path.abspath(sysconfig.get_paths()[key]), '')
         for key in ('stdlib', 'platstdlib', 'purelib', 'platlib'))
     used = {getattr(function, '__module__', None) for function in loaded.values()}
     for module_name, module_object in list(sys.modules.items()):
         path = os.path.abspath(getattr(module_object, '__file__', None) or os.sep)
         in_job = path.startswith(os.path.join(os.path.abspath(BASE_DIR), ''))
-        given = module_name in used and os.path.isfile(path) and not path.startswith(installed)
+        given = (module_name in used and os.path.isfile(path)
+                 and not path.startswith(installed_paths))
         if (in_job or given) and not module_name.startswith(('pyspark', 'py4j')):
             cloudpickle.register_pickle_by_value(module_object)  # type: ignore[no-untyped-call]
+            own_name = module_name.startswith('flowc_module_')
+            if INSTALLED_FIRST and in_job and module_name not in before and not own_name:
+                del sys.modules[module_name]  # pickled by value; no later import finds it
     return loaded
 
 
@@ -559,6 +611,9 @@ FUNCTION_HELPERS = (
     checked_value,
 )
 
+
+#: What every program carries to prepare the session it runs on, its own or a given one.
+SESSION_HELPERS = (no_variable_substitution,)
 
 #: What a batch program carries: the plan each write ran, to count its exchanges.
 BATCH_HELPERS = (executed_plan,)

@@ -248,10 +248,11 @@ _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):")
 _GLOB = re.compile(r"[*?\[\]{}\\]")
 
 
-def local_source_path(file: str, path: str) -> Path | None:
+def local_source_path(file: str, path: str, base_dir: str | None = None) -> Path | None:
     """Where a ``files`` source's ``path`` is on this machine, resolved as the generated
-    program resolves it (relative to the .flow file's folder); None when it cannot be
-    checked here: no real .flow file for a relative path, a remote file system, a glob."""
+    program resolves it (relative to ``base_dir``, by default the .flow file's folder);
+    None when it cannot be checked here: no real .flow file for a relative path, a remote
+    file system, a glob."""
     if not file or file.startswith("<"):
         return None
     scheme = _SCHEME.match(path)
@@ -263,7 +264,7 @@ def local_source_path(file: str, path: str) -> Path | None:
         return None
     resolved = Path(path)
     if not resolved.is_absolute():
-        folder = Path(file).parent
+        folder = Path(base_dir) if base_dir is not None else Path(file).parent
         if not Path(file).is_file():
             return None
         resolved = folder / resolved
@@ -271,12 +272,19 @@ def local_source_path(file: str, path: str) -> Path | None:
 
 
 def check_source_path(
-    file: str, source: str, option: ast.Option, path: object, reporter: Reporter
+    file: str,
+    source: str,
+    option: ast.Option,
+    path: object,
+    reporter: Reporter,
+    base_dir: str | None = None,
 ) -> None:
-    """W0020 at ``option``'s value when a files source's ``path`` does not exist."""
+    """W0020 at ``option``'s value when a files source's ``path`` does not exist, looked
+    for where the job reads it: relative to ``base_dir`` (``--base-dir``), by default the
+    .flow file's folder."""
     if not isinstance(path, str):
         return
-    resolved = local_source_path(file, path)
+    resolved = local_source_path(file, path, base_dir)
     if resolved is None or resolved.exists():
         return
     where = "" if str(resolved) == path else f" (looked for {resolved})"

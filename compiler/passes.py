@@ -91,7 +91,9 @@ def _spark_checks(job: CompiledJob, reporter: Reporter) -> tuple[Diagnostic, ...
     if not job.for_spark:
         return ()
     backend = Reporter()
-    check_function_sources(job.program, job.trust.base(job.file), backend)
+    check_function_sources(
+        job.program, job.trust.base(job.file), backend, trusted=job.trust.trusted
+    )
     check_spark(job.program, backend)
     return tuple(backend.sorted())
 

@@ -16,9 +16,12 @@ from __future__ import annotations
 
 import ast as python_ast
 import importlib.util
+import os
 import re
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from importlib.machinery import ModuleSpec, PathFinder
 from pathlib import Path
 
 from flowc.sqltypes import TypeSyntaxError, normalize_type
@@ -146,16 +149,27 @@ def split_target(text: str) -> tuple[str, str] | None:
     return module, attribute
 
 
-def find_module(module: str, base: str) -> Path | bool | None:
+def find_module(module: str, base: str, installed_first: bool = False) -> Path | bool | None:
     """Where ``module`` is, without running any of it: its source file in the job's folder
     ``base`` (``a/b.py`` or ``a/b/__init__.py``), else an installed top-level module's
-    source (None for one with no Python source: compiled, built in). False: nowhere."""
+    source (None for one with no Python source: compiled, built in). False: nowhere.
+
+    ``installed_first`` (untrusted programs): an installed module is found first, and the
+    job's folder is searched only for a module that is not installed, so no file there
+    shadows an installed module the platform allowed (the generated program loads them
+    the same way, :func:`flowc.generated_runtime.load_functions`).
+    """
     parts = module.split(".")
+    if installed_first:
+        spec = installed_spec(parts[0], base)
+        if spec is not None:
+            return _installed_source(spec, parts)
     folder = Path(base).joinpath(*parts[:-1])
     for candidate in (folder / f"{parts[-1]}.py", folder / parts[-1] / "__init__.py"):
         if candidate.is_file():
             return candidate
-    if (Path(base) / parts[0]).is_dir() or (Path(base) / f"{parts[0]}.py").is_file():
+    own = (Path(base) / parts[0]).is_dir() or (Path(base) / f"{parts[0]}.py").is_file()
+    if installed_first or own:
         return False  # the job's own module or package, without that submodule
     try:
         spec = importlib.util.find_spec(parts[0])
@@ -163,10 +177,53 @@ def find_module(module: str, base: str) -> Path | bool | None:
         return False
     if spec is None:
         return False
+    return _installed_source(spec, parts)
+
+
+def _installed_source(spec: ModuleSpec, parts: list[str]) -> Path | None:
     if len(parts) > 1:
         return None  # a submodule of an installed package: importing it would run code
     origin = spec.origin
     return Path(origin) if origin and origin.endswith(".py") else None
+
+
+def installed_spec(name: str, base: str) -> ModuleSpec | None:
+    """The top-level module ``name`` as installed: found by Python's finders on
+    ``sys.path`` without the job's folder ``base`` (nor any entry inside it, such as the
+    current folder ``''`` when that is in it), and not from a file inside ``base``; modules
+    already imported are not asked (one could come from an earlier job's folder), and
+    ``sys.path`` is left as it is (compiles run in threads)."""
+    root = os.path.realpath(base)
+    path = [entry for entry in sys.path if not _inside(entry or os.getcwd(), root)]
+    for finder in sys.meta_path:
+        try:
+            if finder is PathFinder:
+                spec = PathFinder.find_spec(name, path)
+            elif hasattr(finder, "find_spec"):
+                spec = finder.find_spec(name, None)
+            else:
+                continue
+        except (ImportError, ValueError):
+            continue
+        if spec is not None:
+            origin = spec.origin
+            if origin and os.path.isabs(origin) and _inside(origin, root):
+                return None
+            return spec
+    return None
+
+
+def leads_out(source: Path, base: str) -> bool:
+    """Whether a module file found in the job's folder ``base`` is, links followed,
+    outside it (an installed module's file is not in ``base`` to begin with)."""
+    written = os.path.abspath(source)
+    in_folder = written.startswith(os.path.join(os.path.abspath(base), ""))
+    return in_folder and not _inside(written, os.path.realpath(base))
+
+
+def _inside(path: str, root: str) -> bool:
+    real = os.path.realpath(path)
+    return real == root or real.startswith(root.rstrip(os.sep) + os.sep)
 
 
 def attribute_problem(source: Path, attribute: str) -> str | None:

@@ -65,8 +65,11 @@ from flowc.trust_lists import (
     KAFKA_OPTIONS,
     KAFKA_VALUE,
     SPARK_SETTINGS,
+    SUBSTITUTION_KEY,
+    SYMLINK_SCAN_LIMIT,
 )
 from flowc.trust_paths import path_problem
+from flowc.trust_text import check_text
 
 __all__ = [
     "COMMAND_LINE",
@@ -119,8 +122,10 @@ def check_program(
     for part in parts:
         if isinstance(part, ast.SqlExpr) and not _no_queries(part, reporter):
             clean = False
+    _check_substitution_setting(tree, overrides, policy, reporter)
     if policy.trusted:
         return clean
+    check_text(tree, overrides, reporter)
     _check_settings(tree, overrides, reporter)
     for part in parts:
         _check_functions(part, reporter)
@@ -226,6 +231,27 @@ def _check_settings(tree: ast.Program, overrides: Sequence[Override], reporter: 
                 "untrusted program",
                 option.value.span,
                 help=f"'{option.key}' takes {description}",
+            )
+
+
+def _check_substitution_setting(
+    tree: ast.Program, overrides: Sequence[Override], policy: TrustPolicy, reporter: Reporter
+) -> None:
+    """E0958 for turning Spark's variable substitution on, trusted too: flowc turns it off
+    on every session (a string literal is the string written, as in Flink). Untrusted, the
+    key is outside the allow-list anyway (E0951)."""
+    if not policy.trusted:
+        return
+    options = [s.option for s in tree.statements if isinstance(s, ast.SetStmt)]
+    options += [o.option() for o in overrides if o.is_setting]
+    for option in options:
+        if option.key == SUBSTITUTION_KEY and str(option.value.python).lower() != "false":
+            reporter.error(
+                Code.E0958,
+                f"'{SUBSTITUTION_KEY}' cannot be turned on: flowc keeps Spark's variable "
+                "substitution off, so that no '${...}' in a job's text is replaced",
+                option.value.span,
+                help="leave the setting out; compute values with Spark SQL functions",
             )
 
 
@@ -375,8 +401,13 @@ def _check_path(option: ast.Option, role: str, name: str, base: str, reporter: R
         code,
         f"the path '{shown(path)}' of {role} '{name}' {problem}",
         option.value.span,
-        help="write a path relative to the base directory (the .flow file's folder, or "
-        "--base-dir), that stays inside it",
+        help=(
+            f"use a folder with at most {SYMLINK_SCAN_LIMIT:,} entries below it, all of "
+            "which flowc can list: what flowc could not check is refused"
+            if code is Code.E0959
+            else "write a path relative to the base directory (the .flow file's folder, or "
+            "--base-dir), that stays inside it"
+        ),
     )
 
 

@@ -119,3 +119,7 @@ URI_SCHEMES: frozenset[str] = frozenset()
 
 #: Entries of a source's or sink's folder looked at for symbolic links leading out.
 SYMLINK_SCAN_LIMIT = 10_000
+
+#: Spark's SQL variable substitution (``${...}`` in SQL text): flowc sets it to false on
+#: every session it runs a job on.
+SUBSTITUTION_KEY = "spark.sql.variable.substitute"

@@ -152,6 +152,7 @@ def start_session() -> Any:
         SparkSession.builder.master("local[1]")
         .appName("flowc-function-list")
         .config("spark.ui.enabled", "false")
+        .config("spark.sql.variable.substitute", "false")  # no ${...} is read as a variable
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")

@@ -31,6 +31,7 @@ from flowc.python_functions import (
     PythonFunction,
     attribute_problem,
     find_module,
+    leads_out,
     runs_on_arrow,
     signature_problem,
     split_target,
@@ -156,16 +157,29 @@ def _declare(
     )
 
 
-def check_function_sources(program: Program, base: str, reporter: Reporter) -> None:
+def check_function_sources(
+    program: Program, base: str, reporter: Reporter, trusted: bool = True
+) -> None:
     """E0282 for a module not in the job's folder ``base`` nor installed, or a module of
     the job's folder without the function at its top level (read, never run). Only where
     the job runs on Spark (check, run): a plan needs no module, and a .flow file compiled
-    away from its folder still has its plans."""
+    away from its folder still has its plans. Untrusted, installed modules come first (no
+    file of the job's folder shadows one), and a module file of the job's folder that
+    leads out of it through a symbolic link is E0960 (it is not read)."""
     for function in program.functions:
         if function.module is None or function.attribute is None:
             continue
         span = function.target_span or function.span
-        found = find_module(function.module, base)
+        found = find_module(function.module, base, installed_first=not trusted)
+        if isinstance(found, Path) and not trusted and leads_out(found, base):
+            reporter.error(
+                Code.E0960,
+                f"the file of Python module '{function.module}' leads out of the base "
+                "directory through a symbolic link",
+                span,
+                help="put the module's file itself in the base directory, or install it",
+            )
+            continue
         if found is False:
             reporter.error(
                 Code.E0282,
