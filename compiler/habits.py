@@ -292,8 +292,8 @@ def check_source_path(
         Code.W0020,
         f"source '{source}' reads '{path}', which does not exist{where}",
         option.value.span,
-        help="flowc run needs it: create the folder or fix the path (relative paths are "
-        "relative to the .flow file's folder)",
+        help="flowc run needs it: create the folder or fix the path (relative paths start "
+        "from the .flow file's folder, or --base-dir)",
     )
 
 

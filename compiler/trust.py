@@ -20,7 +20,12 @@ Spark. An **untrusted** one (``TrustPolicy(trusted=False)``, ``flowc ... --untru
 - E0954 a path with a URI scheme (``hdfs:``, ``http:``, ``file:``...): only plain
   relative paths are allowed;
 - E0955 connector options handed on as written: ``kafka.*`` outside
-  :data:`KAFKA_OPTIONS`, a ``compression`` that is not a codec's short name.
+  :data:`KAFKA_OPTIONS`, a ``compression`` that is not a codec's short name;
+- E0958 ``${`` in text handed to Spark (:mod:`flowc.trust_text`): Spark's variable
+  substitution would read it (flowc turns it off; turning it on is E0958 trusted too);
+- E0959 a look for symbolic links that could not finish: refused, never allowed;
+- E0960 (in :mod:`flowc.analyze.udfs`) a Python module file linked out of the base
+  directory.
 
 ``--set KEY=VALUE`` (:func:`read_overrides`) gives one value to one key: it never becomes
 program text. Its diagnostics point at the command line (file :data:`COMMAND_LINE`,

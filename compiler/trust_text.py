@@ -93,15 +93,13 @@ def _check_value(value: ast.Value, reporter: Reporter) -> None:
 
 
 def _check_sql(node: ast.SqlExpr | ast.SqlQuery, reporter: Reporter) -> None:
-    """At each ``${`` written; else at each string or name whose escapes make one; else
-    at the whole expression if the Spark SQL written for it holds one."""
-    if _report_all(node.text, node.span, reporter):
-        return
-    found = False
+    """At each ``${`` written and each string or name whose escapes make one; where there
+    is none, at the whole expression if the Spark SQL written for it holds one."""
+    found = _report_all(node.text, node.span, reporter)
     for token in _tokens(node.text):
-        if MARKER in token.text:
-            start, end = int(token.start), int(token.end) + 1
-            written = node.text[start:end]
+        start, end = int(token.start), int(token.end) + 1
+        written = node.text[start:end]
+        if MARKER in token.text and MARKER not in written:
             what = f"{shown(written)}, its escapes read,"
             _report(_within(node.text, node.span, start, end), what, reporter)
             found = True
