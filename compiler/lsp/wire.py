@@ -21,7 +21,7 @@ import logging
 import re
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import BinaryIO
+from typing import BinaryIO, Protocol
 
 from lsprotocol import types
 from pygls.protocol import LanguageServerProtocol
@@ -120,6 +120,14 @@ def _invalid_request(data: object) -> str | None:
     return "a message has a method (a request or notification) or a result or error"
 
 
+class Reader(Protocol):
+    """Where :func:`serve` reads frames from."""
+
+    async def readline(self) -> bytes: ...
+
+    async def read(self, size: int) -> bytes: ...
+
+
 class StdinReader:
     """Blocking reads of stdin on a thread of their own, bounded per header line."""
 
@@ -136,9 +144,23 @@ class StdinReader:
         return await loop.run_in_executor(self.thread, self.stream.read, size)
 
 
-async def serve(stop: threading.Event, reader: StdinReader, protocol: FlowProtocol) -> None:
-    """Read frames until end of input (or exit), each body to the protocol."""
+class Receiver(Protocol):
+    """What :func:`serve` hands frames to (:class:`FlowProtocol`)."""
+
+    def receive(self, body: bytes) -> None: ...
+
+    def reply_error(self, request_id: int | str | None, code: int, message: str) -> None: ...
+
+
+async def serve(stop: threading.Event, reader: Reader, protocol: Receiver) -> None:
+    """Read frames until end of input (or exit), each body to the protocol.
+
+    Bytes that are no frame are answered with one Parse error per run of them, and
+    skipped: whole lines before a frame's ``Content-Length``, and silently, what comes
+    before a ``Content-Length`` header on its line (the rest of a frame whose length was
+    wrong, already answered). So a valid frame after any junk is still served."""
     carry = b""  # the end of a line too long to be a header, where the next one may start
+    junk = False  # inside a run of junk already answered
     while not stop.is_set():
         length: int | None = None
         problems: list[str] = []
@@ -148,18 +170,23 @@ async def serve(stop: threading.Event, reader: StdinReader, protocol: FlowProtoc
             if not chunk:
                 return
             line, carry = carry + chunk, b""
-            if not line.endswith(b"\n"):
-                carry = line[-64:]  # a long line: a header may begin at its very end
-                started = True
-                continue
             header = _CONTENT_LENGTH.search(line)
             if header is not None and header.start() > 0:
                 log.warning("flowc lsp: skipped %d bytes that are no frame", header.start())
                 line, length, problems, started = line[header.start() :], None, [], False
+            if not line.endswith(b"\n") or (length is None and not _HEADER.fullmatch(line)):
+                if line.strip() == b"" and line.endswith(b"\n"):
+                    if started:
+                        break
+                    continue  # blank lines between frames
+                if not line.endswith(b"\n"):
+                    carry = line[-64:]  # a long line: a header may begin at its very end
+                if not junk:
+                    protocol.reply_error(None, PARSE_ERROR, f"Parse error: no frame: {line[:80]!r}")
+                junk, length, problems, started = True, None, [], False
+                continue
             if line.strip() == b"":
-                if started:
-                    break
-                continue  # blank lines between frames
+                break
             started = True
             if not _HEADER.fullmatch(line):
                 problems.append(f"a header line that is no 'Name: value': {line[:80]!r}")
@@ -175,6 +202,7 @@ async def serve(stop: threading.Event, reader: StdinReader, protocol: FlowProtoc
                 length = -1
             elif length is None:
                 length = int(text)
+        junk = False
         if length is None:
             problems.append("a frame without Content-Length")
         if length is not None and length >= 0 and not problems:
@@ -184,6 +212,9 @@ async def serve(stop: threading.Event, reader: StdinReader, protocol: FlowProtoc
             protocol.receive(body)
             continue
         known = length is not None and length >= 0 and "two Content-Length headers" not in problems
-        if known and length is not None and len(await reader.read(length)) < length:
-            return
+        if known and length is not None:
+            if len(await reader.read(length)) < length:
+                return
+        else:
+            junk = True  # its body follows, of unknown length: answered by this reply
         protocol.reply_error(None, PARSE_ERROR, "Parse error: " + "; ".join(problems))
