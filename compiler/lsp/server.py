@@ -155,14 +155,22 @@ class FlowServer(LanguageServer):
     ) -> None:
         work = on_thread(analyse_or_report, uri, text)
         try:
+            late = False
             try:
                 document = await asyncio.wait_for(asyncio.shield(work), self.budget)
             except TimeoutError:
                 log.warning("flowc lsp: %s: analysis past its budget of %s s", uri, self.budget)
-                self.finish(uri, state, generation, version, past_budget(uri, text, self.budget))
+                document, late = past_budget(uri, text, self.budget), True
+            if not self.finish(uri, state, generation, version, document):
+                self.window_log_message(
+                    types.LogMessageParams(
+                        type=types.MessageType.Log,
+                        message=f"flowc lsp: dropped the analysis of {uri} version {version}: "
+                        "the text changed, or the document closed, since",
+                    )
+                )
+            if late:
                 await asyncio.wait([work])  # a thread cannot be stopped: it still counts
-            else:
-                self.finish(uri, state, generation, version, document)
         finally:
             state.running -= 1
             if self.tracked.get(uri) is state and state.timer is None:
@@ -170,10 +178,10 @@ class FlowServer(LanguageServer):
 
     def finish(
         self, uri: str, state: Tracked, generation: int, version: int | None, document: Document
-    ) -> None:
-        """Keep and publish ``document`` if it is still of the newest text."""
+    ) -> bool:
+        """Keep and publish ``document`` if it is still of the newest text (True)."""
         if self.tracked.get(uri) is not state or state.generation != generation:
-            return
+            return False
         state.done, state.done_generation = document, generation
         _wake(state)
         self.text_document_publish_diagnostics(
@@ -183,6 +191,7 @@ class FlowServer(LanguageServer):
                 version=version,
             )
         )
+        return True
 
     async def document(self, uri: str) -> Document | None:
         """The analysis of the newest text of ``uri``, waited for (within the budget); an
