@@ -355,6 +355,11 @@ def test_malformed_frames_are_answered_and_the_server_keeps_serving(wire: Wire) 
     wire.send_raw(b"Content-Length: 2\r\n\r\n{}}}}garbage")
     assert wire.error_code(None, "a short Content-Length") == -32600
     still_serving(wire, uri)
+    # A response, even an invalid one, is never answered (JSON-RPC).
+    wire.send({"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "?"}})
+    wire.send({"jsonrpc": "2.0", "id": "no-such-request", "result": 1})
+    still_serving(wire, uri)
+    assert [m for m in wire.seen if "error" in m] == []
     assert wire.process.poll() is None
 
 

@@ -57,6 +57,13 @@ class FlowProtocol(LanguageServerProtocol):
             return
         problem = _invalid_request(data)
         if problem is not None:
+            if (
+                isinstance(data, dict)
+                and "method" not in data
+                and ("result" in data or "error" in data)
+            ):
+                log.warning("flowc lsp: dropped an invalid response: %s", problem)
+                return  # JSON-RPC never answers a response
             self.reply_error(_request_id(data), INVALID_REQUEST, f"Invalid Request: {problem}")
             return
         request_id = _request_id(data) if "method" in data else None
