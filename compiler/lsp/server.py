@@ -4,8 +4,9 @@
 Diagnostics are ``flowc check``'s, published when a document opens or is saved and 0.3 s
 after the last change (debounced). Analyses run on threads of their own, never on the
 event loop, so a big document never holds up another's requests; each has a time budget
-(a document past it gets E0991), one runs at a time per document and only the newest
-text's result is published (a stale analysis never overwrites a newer one). A crash
+(a document past it gets E0991), at most two run per document (the newest text's and
+one left behind) and only the newest text's result is published (a stale analysis never
+overwrites a newer one). A crash
 inside flowc while analysing is published as E0990; while answering a request, it is
 logged and answered as "nothing here" (never a dead server). Every frame and request is
 answered, invalid ones with JSON-RPC's errors (:mod:`flowc.lsp.wire`).
