@@ -6,10 +6,10 @@ after the last change (debounced). Analyses run on threads of their own, never o
 event loop, so a big document never holds up another's requests; each has a time budget
 (a document past it gets E0991), at most two run per document (the newest text's and
 one left behind) and only the newest text's result is published (a stale analysis never
-overwrites a newer one). A crash
-inside flowc while analysing is published as E0990; while answering a request, it is
-logged and answered as "nothing here" (never a dead server). Every frame and request is
-answered, invalid ones with JSON-RPC's errors (:mod:`flowc.lsp.wire`).
+overwrites a newer one). A crash inside flowc while analysing is published as E0990;
+while answering a request, it is logged and answered as "nothing here" (never a dead
+server). Every frame and request is answered, invalid ones with JSON-RPC's errors
+(:mod:`flowc.lsp.wire`).
 """
 
 from __future__ import annotations
