@@ -629,6 +629,18 @@ class Code(StrEnum):
         "(untrusted programs) a Python module file that leads out of the base directory",
         "security.md",
     )
+    E0990 = (
+        "E0990",
+        "internal-error",
+        "flowc crashed analysing a document in `flowc lsp` (a bug in flowc: report it)",
+        "editors.md#when-analysis-fails",
+    )
+    E0991 = (
+        "E0991",
+        "analysis-timeout",
+        "`flowc lsp`'s analysis of a document took longer than its time budget",
+        "editors.md#when-analysis-fails",
+    )
     W0001 = (
         "W0001",
         "stateful-without-max-parallelism",

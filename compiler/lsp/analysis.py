@@ -57,7 +57,9 @@ class Symbol:
 
 @dataclass(slots=True)
 class Document:
-    """One analysed text: the job when it compiles, the AST when it parses."""
+    """One analysed text: the job when it compiles, the AST when it parses. Not
+    ``complete`` when its analysis was abandoned (past the server's budget): then no
+    request looks into it."""
 
     uri: str
     text: str
@@ -65,6 +67,8 @@ class Document:
     tree: ast.Program | None
     diagnostics: tuple[Diagnostic, ...]
     symbols: tuple[Symbol, ...] = field(default_factory=tuple)
+    complete: bool = True
+    names: list[Word] | None = field(default=None, repr=False, compare=False)
 
     def lines(self) -> list[str]:
         return self.text.splitlines()
@@ -83,6 +87,17 @@ def analyse(uri: str, text: str, file: str) -> Document:
     document = Document(uri, text, job, tree, diagnostics)
     document.symbols = tuple(_symbols(tree)) if tree is not None else ()
     return document
+
+
+def outline(uri: str, text: str, file: str, diagnostics: tuple[Diagnostic, ...]) -> Document:
+    """The parse alone (symbols, no job) with ``diagnostics``: what is known of a text
+    whose compilation failed inside flowc. Never raises."""
+    try:
+        tree = _parse(text, file)
+        symbols = tuple(_symbols(tree)) if tree is not None else ()
+    except Exception:
+        tree, symbols = None, ()
+    return Document(uri, text, None, tree, diagnostics, symbols)
 
 
 def _parse(text: str, file: str) -> ast.Program | None:
@@ -148,7 +163,13 @@ def word_at(document: Document, line: int, column: int) -> Word | None:
 
 def words(document: Document) -> list[Word]:
     """Every name of the text with its span (the formatter's tokens, so strings and
-    comments are never names)."""
+    comments are never names); worked out once per document (seconds for 1 MB)."""
+    if document.names is None:
+        document.names = _words(document)
+    return document.names
+
+
+def _words(document: Document) -> list[Word]:
     found: list[Word] = []
     line, column = 1, 1
     for token in tokens(document.text):

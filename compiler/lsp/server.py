@@ -2,29 +2,49 @@
 :mod:`flowc.lsp.analysis`.
 
 Diagnostics are ``flowc check``'s, published when a document opens or is saved and 0.3 s
-after the last change (debounced). Every request is answered from the document's last
-analysis; an exception inside flowc while answering is logged and answered as "nothing
-here" (never a dead server).
+after the last change (debounced). Analyses run on threads of their own, never on the
+event loop, so a big document never holds up another's requests; each has a time budget
+(a document past it gets E0991), at most two run per document (the newest text's and
+one left behind) and only the newest text's result is published (a stale analysis never
+overwrites a newer one). A crash inside flowc while analysing is published as E0990;
+while answering a request, it is logged and answered as "nothing here" (never a dead
+server). Every frame and request is answered, invalid ones with JSON-RPC's errors
+(:mod:`flowc.lsp.wire`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import sys
+import threading
 from collections.abc import Callable
-from typing import TypeVar
+from dataclasses import dataclass, field
+from typing import BinaryIO, TypeVar
 from urllib.parse import unquote, urlparse
 
 from lsprotocol import types
+from pygls.io_ import StdoutWriter
 from pygls.lsp.server import LanguageServer
 
 from flowc import __version__
 from flowc.diagnostics import Diagnostic, Severity
+from flowc.errorcodes import Code
 from flowc.lsp import analysis
 from flowc.lsp.analysis import Document
+from flowc.lsp.wire import FlowProtocol, StdinReader, serve
 from flowc.spans import Span
 
 DEBOUNCE_SECONDS = 0.3
+#: Seconds one analysis may take before its document gets E0991 instead (the client may
+#: set another with the initialization option ``analysisTimeout``).
+ANALYSIS_BUDGET = 15.0
+#: Bytes of stack of an analysis thread: flowc's parsers recurse up to 8,000 frames deep.
+ANALYSIS_STACK = 64 * 1024 * 1024
+#: Analyses of one document at once: the newest text's, and one left behind (stale, or
+#: past its budget: a thread cannot be stopped); more edits wait for one to end.
+ANALYSES_PER_DOCUMENT = 2
 log = logging.getLogger("flowc.lsp")
 T = TypeVar("T")
 
@@ -46,44 +66,249 @@ _COMPLETION_KINDS = {
 }
 
 
+@dataclass(eq=False)
+class Tracked:
+    """One open document: its text's generation (one more at each change), the newest
+    finished analysis and the generation it is of, the analyses running and the newest
+    generation one was started for, and the debounced start of the next."""
+
+    generation: int = 0
+    version: int | None = None
+    done: Document | None = None
+    done_generation: int = -1
+    running: int = 0
+    started: int = -1
+    timer: asyncio.TimerHandle | None = None
+    finished: list[asyncio.Future[None]] = field(default_factory=list)
+
+
 class FlowServer(LanguageServer):
-    """Keeps each open document's last analysis and its pending debounced check."""
+    """Keeps each open document's newest analysis and schedules the next."""
 
     def __init__(self) -> None:
-        super().__init__("flowc", __version__)
-        self.documents: dict[str, Document] = {}
-        self.pending: dict[str, asyncio.Task[None]] = {}
+        super().__init__("flowc", __version__, protocol_cls=FlowProtocol)
+        self.tracked: dict[str, Tracked] = {}
+        self.budget = ANALYSIS_BUDGET
+        self.tasks: set[asyncio.Task[None]] = set()  # held: the loop keeps weak references
 
-    def check(self, uri: str) -> Document:
+    # ---------------------------------------------------------------- analyses
+
+    def opened(self, uri: str, version: int | None) -> None:
+        self.tracked[uri] = Tracked()
+        self.changed(uri, version, 0)
+
+    def changed(self, uri: str, version: int | None, delay: float) -> None:
+        """The text of open document ``uri`` changed: analyse it after ``delay`` s."""
+        state = self.tracked.get(uri)
+        if state is None:  # never opened: nothing to analyse (no file is read)
+            return
+        state.generation += 1
+        state.version = version
+        self.schedule(uri, delay)
+
+    def saved(self, uri: str) -> None:
+        """Check again at once (a file the program names may have appeared meanwhile)."""
+        state = self.tracked.get(uri)
+        if state is not None:
+            self.changed(uri, state.version, 0)
+
+    def schedule(self, uri: str, delay: float) -> None:
+        state = self.tracked.get(uri)
+        if state is None:
+            return
+        if state.timer is not None:
+            state.timer.cancel()
+            state.timer = None
+        if delay > 0:
+            state.timer = asyncio.get_running_loop().call_later(delay, self.start, uri)
+        else:
+            self.start(uri)
+
+    def closed(self, uri: str) -> None:
+        state = self.tracked.pop(uri, None)
+        if state is not None:
+            if state.timer is not None:
+                state.timer.cancel()
+            _wake(state)
+
+    def start(self, uri: str) -> None:
+        """Analyse the newest text of ``uri`` unless that is under way, or done, or
+        ANALYSES_PER_DOCUMENT are running (then it starts when one ends)."""
+        state = self.tracked.get(uri)
+        if state is None or state.started == state.generation:
+            return
+        if state.running >= ANALYSES_PER_DOCUMENT:
+            return
+        if state.timer is not None:
+            state.timer.cancel()
+            state.timer = None
+        state.running += 1
+        state.started = state.generation
         text = self.workspace.get_text_document(uri).source
-        document = safely(
-            lambda: analysis.analyse(uri, text, _file_of(uri)),
-            Document(uri, text, None, None, ()),
+        task = asyncio.get_running_loop().create_task(
+            self.analyse(uri, state, state.generation, state.version, text)
         )
-        self.documents[uri] = document
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    async def analyse(
+        self, uri: str, state: Tracked, generation: int, version: int | None, text: str
+    ) -> None:
+        work = on_thread(analyse_or_report, uri, text)
+        try:
+            late = False
+            try:
+                document = await asyncio.wait_for(asyncio.shield(work), self.budget)
+            except TimeoutError:
+                log.warning("flowc lsp: %s: analysis past its budget of %s s", uri, self.budget)
+                document, late = past_budget(uri, text, self.budget), True
+            if not self.finish(uri, state, generation, version, document):
+                self.window_log_message(
+                    types.LogMessageParams(
+                        type=types.MessageType.Log,
+                        message=f"flowc lsp: dropped the analysis of {uri} version {version}: "
+                        "the text changed, or the document closed, since",
+                    )
+                )
+            if late:
+                await asyncio.wait([work])  # a thread cannot be stopped: it still counts
+        finally:
+            state.running -= 1
+            if self.tracked.get(uri) is state and state.timer is None:
+                self.start(uri)
+
+    def finish(
+        self, uri: str, state: Tracked, generation: int, version: int | None, document: Document
+    ) -> bool:
+        """Keep and publish ``document`` if it is still of the newest text (True)."""
+        if self.tracked.get(uri) is not state or state.generation != generation:
+            return False
+        state.done, state.done_generation = document, generation
+        _wake(state)
         self.text_document_publish_diagnostics(
             types.PublishDiagnosticsParams(
-                uri=uri, diagnostics=[_diagnostic(d) for d in document.diagnostics if _ours(d, uri)]
+                uri=uri,
+                diagnostics=[_diagnostic(d) for d in document.diagnostics if _ours(d, uri)],
+                version=version,
             )
         )
-        return document
+        return True
 
-    def document(self, uri: str) -> Document:
-        found = self.documents.get(uri)
-        return found if found is not None else self.check(uri)
+    async def document(self, uri: str) -> Document | None:
+        """The analysis of the newest text of ``uri``, waited for (within the budget); an
+        older one if it does not come in time; None for a document that is not open."""
+        state = self.tracked.get(uri)
+        if state is None:
+            return None
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.budget + 1
+        while state.done_generation != state.generation and self.tracked.get(uri) is state:
+            self.start(uri)  # at once: someone waits
+            finished: asyncio.Future[None] = loop.create_future()
+            state.finished.append(finished)
+            try:
+                await asyncio.wait_for(finished, max(deadline - loop.time(), 0))
+            except TimeoutError:
+                break
+        if self.tracked.get(uri) is not state:
+            return None  # closed meanwhile
+        if state.done is not None:
+            return state.done
+        text = self.workspace.get_text_document(uri).source
+        return Document(uri, text, None, None, ())
 
-    def later(self, uri: str) -> None:
-        """Check ``uri`` once no change came for DEBOUNCE_SECONDS."""
-        previous = self.pending.pop(uri, None)
-        if previous is not None:
-            previous.cancel()
+    def text(self, uri: str) -> str | None:
+        return self.workspace.get_text_document(uri).source if uri in self.tracked else None
 
-        async def wait_then_check() -> None:
-            await asyncio.sleep(DEBOUNCE_SECONDS)
-            self.pending.pop(uri, None)
-            self.check(uri)
+    # ---------------------------------------------------------------- transport
 
-        self.pending[uri] = asyncio.get_running_loop().create_task(wait_then_check())
+    def start_io(self, stdin: BinaryIO | None = None, stdout: BinaryIO | None = None) -> None:
+        """pygls's stdio server with :func:`flowc.lsp.wire.serve` reading the frames."""
+        self._stop_event = stop = threading.Event()
+        reader = StdinReader(stdin or sys.stdin.buffer)
+        self.protocol.set_writer(StdoutWriter(stdout or sys.stdout.buffer))
+        assert isinstance(self.protocol, FlowProtocol)
+        try:
+            asyncio.run(serve(stop, reader, self.protocol))
+        except BrokenPipeError:
+            log.error("flowc lsp: the client is gone")
+        except (KeyboardInterrupt, SystemExit):
+            pass
+        finally:
+            reader.thread.shutdown(wait=False, cancel_futures=True)
+            self.shutdown()  # type: ignore[no-untyped-call]
+
+
+def _wake(state: Tracked) -> None:
+    for waiting in state.finished:
+        if not waiting.done():
+            waiting.set_result(None)
+    state.finished.clear()
+
+
+def on_thread(
+    work: Callable[[str, str], Document], uri: str, text: str
+) -> asyncio.Future[Document]:
+    """``work(uri, text)`` on a new thread with a deep stack; its result on the loop."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[Document] = loop.create_future()
+
+    def deliver(result: Document | BaseException) -> None:
+        if future.done():
+            return
+        if isinstance(result, BaseException):
+            future.set_exception(result)
+        else:
+            future.set_result(result)
+
+    def run() -> None:
+        result: Document | BaseException
+        try:
+            result = work(uri, text)
+        except BaseException as error:  # delivered to the loop, which reports it
+            result = error
+        with contextlib.suppress(RuntimeError):  # a closed loop: the server has exited
+            loop.call_soon_threadsafe(deliver, result)
+
+    previous = threading.stack_size(ANALYSIS_STACK)
+    try:
+        threading.Thread(target=run, name=f"flowc-lsp-analysis {uri}", daemon=True).start()
+    finally:
+        threading.stack_size(previous)
+    return future
+
+
+def analyse_or_report(uri: str, text: str) -> Document:
+    """:func:`analysis.analyse`; if flowc crashes, the parse alone with E0990 at 1:1."""
+    file = _file_of(uri)
+    try:
+        return analysis.analyse(uri, text, file)
+    except Exception as error:
+        log.exception("flowc lsp: analysing %s crashed", uri)
+        crash = Diagnostic(
+            Code.E0990,
+            Severity.ERROR,
+            f"internal error: flowc crashed analysing this document ({type(error).__name__}: "
+            f"{error}); this is a bug in flowc, not in your program: please report it",
+            Span(file, 1, 1, 1, 1),
+            "report it with the document and the traceback from the language server's log "
+            "(`flowc check` on the file may write a crash report too)",
+        )
+        return analysis.outline(uri, text, file, (crash,))
+
+
+def past_budget(uri: str, text: str, budget: float) -> Document:
+    file = _file_of(uri)
+    diagnostic = Diagnostic(
+        Code.E0991,
+        Severity.ERROR,
+        f"flowc's analysis of this document took longer than its budget of {budget:g} s: "
+        "no diagnostics, hover or definitions until it is edited",
+        Span(file, 1, 1, 1, 1),
+        "`flowc check` on the file checks it without a budget; or raise the budget "
+        "(the initialization option analysisTimeout, in seconds)",
+    )
+    return Document(uri, text, None, None, (diagnostic,), complete=False)
 
 
 def safely(answer: Callable[[], T], otherwise: T) -> T:
@@ -92,6 +317,12 @@ def safely(answer: Callable[[], T], otherwise: T) -> T:
     except Exception:  # a bug in flowc: logged, and the editor gets no answer, not a crash
         log.exception("flowc lsp: a request failed")
         return otherwise
+
+
+async def answered(answer: Callable[[], T], otherwise: T) -> T:
+    """``answer()`` on a worker thread (a request on a big document never holds the event
+    loop), guarded as :func:`safely`."""
+    return await asyncio.get_running_loop().run_in_executor(None, safely, answer, otherwise)
 
 
 def _file_of(uri: str) -> str:
@@ -131,72 +362,81 @@ def _at(position: types.Position) -> tuple[int, int]:
 def build() -> FlowServer:
     server = FlowServer()
 
+    @server.feature(types.INITIALIZE)
+    def initialize(ls: FlowServer, params: types.InitializeParams) -> None:
+        options = params.initialization_options
+        budget = options.get("analysisTimeout") if isinstance(options, dict) else None
+        if isinstance(budget, int | float) and not isinstance(budget, bool) and budget > 0:
+            ls.budget = float(budget)
+
     @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
     def did_open(ls: FlowServer, params: types.DidOpenTextDocumentParams) -> None:
-        ls.check(params.text_document.uri)
+        ls.opened(params.text_document.uri, params.text_document.version)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
     def did_change(ls: FlowServer, params: types.DidChangeTextDocumentParams) -> None:
-        ls.documents.pop(params.text_document.uri, None)
-        ls.later(params.text_document.uri)
+        ls.changed(params.text_document.uri, params.text_document.version, DEBOUNCE_SECONDS)
 
     @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
     def did_save(ls: FlowServer, params: types.DidSaveTextDocumentParams) -> None:
-        ls.check(params.text_document.uri)
+        ls.saved(params.text_document.uri)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(ls: FlowServer, params: types.DidCloseTextDocumentParams) -> None:
         uri = params.text_document.uri
-        ls.documents.pop(uri, None)
-        pending = ls.pending.pop(uri, None)
-        if pending is not None:
-            pending.cancel()
+        ls.closed(uri)
         ls.text_document_publish_diagnostics(
             types.PublishDiagnosticsParams(uri=uri, diagnostics=[])
         )
 
     @server.feature(types.TEXT_DOCUMENT_HOVER)
-    def hover(ls: FlowServer, params: types.HoverParams) -> types.Hover | None:
-        def answer() -> types.Hover | None:
-            text = analysis.hover(ls.document(params.text_document.uri), *_at(params.position))
-            if text is None:
-                return None
-            return types.Hover(
-                contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=text)
-            )
-
-        return safely(answer, None)
+    async def hover(ls: FlowServer, params: types.HoverParams) -> types.Hover | None:
+        document = await ls.document(params.text_document.uri)
+        if document is None or not document.complete:
+            return None
+        text = await answered(lambda: analysis.hover(document, *_at(params.position)), None)
+        if text is None:
+            return None
+        return types.Hover(contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=text))
 
     @server.feature(types.TEXT_DOCUMENT_DEFINITION)
-    def definition(ls: FlowServer, params: types.DefinitionParams) -> types.Location | None:
-        def answer() -> types.Location | None:
-            uri = params.text_document.uri
-            span = analysis.definition(ls.document(uri), *_at(params.position))
-            return None if span is None else types.Location(uri=uri, range=_range(span))
-
-        return safely(answer, None)
+    async def definition(ls: FlowServer, params: types.DefinitionParams) -> types.Location | None:
+        uri = params.text_document.uri
+        document = await ls.document(uri)
+        if document is None or not document.complete:
+            return None
+        span = await answered(lambda: analysis.definition(document, *_at(params.position)), None)
+        return None if span is None else types.Location(uri=uri, range=_range(span))
 
     @server.feature(types.TEXT_DOCUMENT_REFERENCES)
-    def references(ls: FlowServer, params: types.ReferenceParams) -> list[types.Location]:
+    async def references(ls: FlowServer, params: types.ReferenceParams) -> list[types.Location]:
+        uri = params.text_document.uri
+        document = await ls.document(uri)
+        if document is None or not document.complete:
+            return []
+
         def answer() -> list[types.Location]:
-            uri = params.text_document.uri
-            spans = analysis.references(ls.document(uri), *_at(params.position))
+            spans = analysis.references(document, *_at(params.position))
             return [types.Location(uri=uri, range=_range(s)) for s in spans]
 
-        return safely(answer, [])
+        return await answered(answer, [])
 
     @server.feature(
         types.TEXT_DOCUMENT_COMPLETION,
         types.CompletionOptions(trigger_characters=[">", " ", "'", "("]),
     )
-    def completion(ls: FlowServer, params: types.CompletionParams) -> types.CompletionList:
+    async def completion(ls: FlowServer, params: types.CompletionParams) -> types.CompletionList:
+        """From the newest text and the last analysis, not waiting for the next (typing)."""
+        uri = params.text_document.uri
+        text = ls.text(uri)
+        nothing = types.CompletionList(is_incomplete=False, items=[])
+        if text is None:
+            return nothing
+        state = ls.tracked[uri]
+        last = state.done or Document(uri, text, None, None, ())
+        document = Document(uri, text, last.job, last.tree, last.diagnostics, last.symbols)
+
         def answer() -> types.CompletionList:
-            uri = params.text_document.uri
-            text = ls.workspace.get_text_document(uri).source
-            document = ls.documents.get(uri) or Document(uri, text, None, None, ())
-            document = Document(
-                uri, text, document.job, document.tree, document.diagnostics, document.symbols
-            )
             found = analysis.completions(document, *_at(params.position))
             return types.CompletionList(
                 is_incomplete=False,
@@ -210,24 +450,25 @@ def build() -> FlowServer:
                 ],
             )
 
-        return safely(answer, types.CompletionList(is_incomplete=False, items=[]))
+        return await answered(answer, nothing)
 
     @server.feature(types.TEXT_DOCUMENT_DOCUMENT_SYMBOL)
-    def symbols(ls: FlowServer, params: types.DocumentSymbolParams) -> list[types.DocumentSymbol]:
-        def answer() -> list[types.DocumentSymbol]:
-            document = ls.document(params.text_document.uri)
-            return [
-                types.DocumentSymbol(
-                    name=s.name,
-                    detail=s.kind,
-                    kind=_KINDS.get(s.kind, types.SymbolKind.Variable),
-                    range=_range(s.span),
-                    selection_range=_range(s.name_span),
-                )
-                for s in document.symbols
-            ]
-
-        return safely(answer, [])
+    async def symbols(
+        ls: FlowServer, params: types.DocumentSymbolParams
+    ) -> list[types.DocumentSymbol]:
+        document = await ls.document(params.text_document.uri)
+        if document is None:
+            return []
+        return [
+            types.DocumentSymbol(
+                name=s.name,
+                detail=s.kind,
+                kind=_KINDS.get(s.kind, types.SymbolKind.Variable),
+                range=_range(s.span),
+                selection_range=_range(s.name_span),
+            )
+            for s in document.symbols
+        ]
 
     @server.feature(types.TEXT_DOCUMENT_CODE_ACTION)
     def code_actions(ls: FlowServer, params: types.CodeActionParams) -> list[types.CodeAction]:
