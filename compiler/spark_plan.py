@@ -762,9 +762,7 @@ def _through(step: Step, hashed: frozenset[tuple[str, ...]]) -> frozenset[tuple[
                 name = (item.alias.value if item.alias is not None else tree.name).lower()
                 renamed.setdefault(tree.name.lower(), name)
         return frozenset(
-            tuple(renamed[k] for k in keys)
-            for keys in hashed
-            if all(k in renamed for k in keys)
+            tuple(renamed[k] for k in keys) for keys in hashed if all(k in renamed for k in keys)
         )
     if isinstance(node, ast.Extend):
         redefined = {
