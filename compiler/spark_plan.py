@@ -26,13 +26,16 @@ as Flink's bounded execution does with its final watermark.
 
 from __future__ import annotations
 
+import re
 from collections import deque
 from dataclasses import dataclass
 from enum import StrEnum
 
+from sqlglot import exp
+
 from flowc import ast
 from flowc.catalog import is_upsert, partition_columns
-from flowc.program import Program, SinkDef
+from flowc.program import Program, SinkDef, Step
 from flowc.spark_distinct import UnsupportedDistinct, rewrite_distinct
 from flowc.spark_sql import registered_name
 from flowc.state_store import StateStore, choose_state_store
@@ -251,6 +254,7 @@ def build_spark_plan(program: Program, tree: TransformationTree, graph: StreamGr
         settings.checkpoint_dir if settings.checkpoint_dir is not None else DEFAULT_CHECKPOINT_ROOT
     )
     rewrites = _distinct_rewrites(program, tree)
+    hashed = _HashedOutputs(graph, _node_steps(program, tree), static_joins)
     for insert, sink_id in zip(program.inserts, graph.sinks, strict=True):
         nodes = _upstream(graph, sink_id)
         stateful = tuple(n.id for n in nodes if n.id in stateful_nodes)
@@ -260,7 +264,12 @@ def build_spark_plan(program: Program, tree: TransformationTree, graph: StreamGr
                 if edge.partitioner == Partitioner.FORWARD:
                     continue
                 exchange = _exchange(
-                    edge, graph, partitions, static_joins, settings.exchanges == "minimal"
+                    edge,
+                    graph,
+                    partitions,
+                    static_joins,
+                    settings.exchanges == "minimal",
+                    hashed.of(edge.source_id),
                 )
                 exchanges[(edge.source_id, edge.target_id)] = exchange
                 query_exchanges.append(exchange)
@@ -485,10 +494,13 @@ def _exchange(
     partitions: int,
     static_joins: frozenset[int],
     minimal: bool = True,
+    producer_hashed: frozenset[tuple[str, ...]] = frozenset(),
 ) -> SparkExchange:
     """The one place an exchange is decided: Flink's ship strategy → Spark's operation.
     ``minimal`` (SET exchanges = 'minimal', the default): Flink's own REBALANCE, there only
-    because the parallelism changes, runs no shuffle where Spark needs none."""
+    because the parallelism changes, runs no shuffle where Spark needs none.
+    ``producer_hashed``: the key lists the producer's rows are already hash-partitioned on
+    (:class:`_HashedOutputs`), which a stateful consumer on exactly those keys reuses."""
     producer = graph.nodes[edge.source_id]
     consumer = graph.nodes[edge.target_id]
     p = consumer.parallelism
@@ -541,6 +553,19 @@ def _exchange(
                 "sends every row to its single subtask",
             )
         operation = "join" if consumer.operator == Operator.JOIN else "groupBy"
+        windowed = consumer.operator in (Operator.WINDOW, Operator.WINDOW_RANK)
+        if not windowed and _names(keys) in producer_hashed:  # a window is a key of its own
+            return make(
+                ExchangeKind.STATEFUL,
+                partitions,
+                f"{operation}({key_list})",
+                f"HashPartitioning([{key_list}], {partitions}) of {producer.name}, reused",
+                False,
+                f"{producer.name}'s rows are hash-partitioned on exactly ({key_list}) in "
+                f"{partitions} partitions already: Spark's EnsureRequirements finds the "
+                f"stateful {consumer.name}'s StatefulOpClusteredDistribution satisfied and "
+                "adds no exchange",
+            )
         return make(
             ExchangeKind.STATEFUL,
             partitions,
@@ -644,6 +669,113 @@ def _exchange(
             "PARTITION BY: partitions chosen from the expression's value",
         )
     return make(ExchangeKind.NONE, p, "none", "unchanged", False, "rows stay in their partition")
+
+
+#: A key Spark can match to a column: a plain (unqualified) name.
+_PLAIN_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def _names(keys: tuple[str, ...]) -> tuple[str, ...]:
+    """Keys as column names compared the way Spark resolves them (case-insensitively)."""
+    return tuple(k.lower() for k in keys)
+
+
+def _node_steps(program: Program, tree: TransformationTree) -> dict[int, Step]:
+    """The program step each StreamGraph node runs, where one does."""
+    out: dict[int, Step] = {}
+    pending = [v.stream for v in program.views] + [i.stream for i in program.inserts]
+    while pending:
+        stream = pending.pop()
+        for step in stream.steps:
+            node = tree.step_nodes.get(id(step))
+            if node is not None:
+                out.setdefault(node, step)
+            pending.extend(step.inputs)
+    return out
+
+
+class _HashedOutputs:
+    """Which key lists each node's output rows are hash-partitioned on, as Spark's physical
+    plan says (``outputPartitioning``), so that an exchange Spark will not run is not
+    counted. Spark's EnsureRequirements adds a shuffle before a stateful operator only
+    where its input does not satisfy the operator's StatefulOpClusteredDistribution: a
+    HashPartitioning on exactly the operator's keys, in that order, in
+    ``spark.sql.shuffle.partitions`` partitions (a subset of the keys does not do; checked
+    on Spark, tests/test_run.py). Modelled: a keyed (not windowed) aggregation,
+    deduplication or TOP keeps its keys' partitioning, a stream-stream join both sides'
+    keys (Spark's PartitioningCollection), a join with a table the stream's (a broadcast
+    join keeps its streamed side's), WHERE keeps it, SELECT/RENAME/DROP/EXTEND keep a key
+    column passed through as it is (Spark's alias-aware Project). A windowed step's
+    partitioning includes the window, which its output does not: none. Anything else:
+    none, so a shuffle is planned."""
+
+    def __init__(
+        self, graph: StreamGraph, steps: dict[int, Step], static_joins: frozenset[int]
+    ) -> None:
+        self.graph = graph
+        self.steps = steps
+        self.static_joins = static_joins
+        self.memo: dict[int, frozenset[tuple[str, ...]]] = {}
+
+    def of(self, node_id: int) -> frozenset[tuple[str, ...]]:
+        if node_id not in self.memo:
+            self.memo[node_id] = frozenset()  # a cycle (there is none) finds nothing
+            self.memo[node_id] = self._compute(self.graph.nodes[node_id])
+        return self.memo[node_id]
+
+    def _compute(self, node: StreamNode) -> frozenset[tuple[str, ...]]:
+        step = self.steps.get(node.id)
+        if node.kind == NodeKind.SOURCE or step is None:
+            return frozenset()
+        edges = node.in_edges
+        if node.id in self.static_joins:
+            found = frozenset(k for e in edges for k in self.of(e.source_id))
+        elif node.operator in STATEFUL_OPERATORS:
+            if node.operator in (Operator.WINDOW, Operator.WINDOW_RANK):
+                return frozenset()
+            found = frozenset(
+                _names(e.keys) for e in edges if e.partitioner == Partitioner.HASH and e.keys
+            )
+        elif len(edges) == 1 and edges[0].partitioner == Partitioner.FORWARD:
+            found = _through(step, self.of(edges[0].source_id))
+        else:
+            return frozenset()
+        columns = [c.name.lower() for c in step.schema]
+        return frozenset(
+            keys
+            for keys in found
+            if all(_PLAIN_NAME.match(k) and columns.count(k) == 1 for k in keys)
+        )
+
+
+def _through(step: Step, hashed: frozenset[tuple[str, ...]]) -> frozenset[tuple[str, ...]]:
+    """The partitionings a row-wise step passes on, its key columns renamed as it renames
+    them; a key it drops or computes anew ends that partitioning."""
+    node = step.node
+    if step.kind == StepKind.WHERE:
+        return hashed
+    renamed: dict[str, str] = {}
+    if isinstance(node, ast.Select):
+        for item in node.items:
+            tree = item.expr.tree
+            if isinstance(tree, exp.Column) and not tree.table:
+                name = (item.alias.value if item.alias is not None else tree.name).lower()
+                renamed.setdefault(tree.name.lower(), name)
+        return frozenset(
+            tuple(renamed[k] for k in keys) for keys in hashed if all(k in renamed for k in keys)
+        )
+    if isinstance(node, ast.Extend):
+        redefined = {
+            (i.alias.value if i.alias is not None else i.expr.text).lower() for i in node.items
+        }
+        return frozenset(keys for keys in hashed if not redefined & set(keys))
+    if isinstance(node, ast.Drop):
+        dropped = {c.value.lower() for c in node.columns}
+        return frozenset(keys for keys in hashed if not dropped & set(keys))
+    if isinstance(node, ast.Rename):
+        renamed = {i.old.value.lower(): i.new.value.lower() for i in node.items}
+        return frozenset(tuple(renamed.get(k, k) for k in keys) for keys in hashed)
+    return frozenset()
 
 
 def _trigger(interval_ms: int | None, batch: bool) -> str:

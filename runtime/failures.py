@@ -43,6 +43,7 @@ from flowc.program import InsertDef, Program, Step, Stream, view_of
 from flowc.spans import Span
 from flowc.spark_plan import DEFAULT_CHECKPOINT_ROOT
 from flowc.spark_sql import UnsupportedOnSpark, sql_of
+from flowc.vocabulary import STATEFUL_STEPS, StepKind
 
 EXPRESSION_FAILED = Code.E0802
 CHECKPOINT_INCOMPATIBLE = Code.E0803
@@ -78,7 +79,6 @@ _CHECKPOINT_ADVICE = (
     "changed since?): run with a new --checkpoint-dir, where it starts over, or revert "
     "the change"
 )
-_STATEFUL_KINDS = ("aggregate", "window_aggregate", "deduplicate", "join")
 
 _ERROR_CLASS = re.compile(r"\[([A-Z][A-Z0-9_]*(?:\.[A-Z0-9_]+)*)\]")
 #: Spark's query context for SQL text: the line of the SQL text and carets under the part
@@ -516,10 +516,16 @@ def _span_between(source: str, file: str, first: int, last: int) -> Span:
     return Span(file, line, column, end_line, end_column)
 
 
+def stateful_kinds() -> frozenset[StepKind]:
+    """The steps whose state a checkpoint holds: the compiler's own list, not a copy here
+    that a new stateful step (TOP) could miss."""
+    return STATEFUL_STEPS
+
+
 def _stateful_step(streams: list[Stream], read: SparkError) -> Step | None:
     """The stateful step whose state the checkpoint holds: the only one in the query, or
     the one whose keys Spark's message names."""
-    steps = [s for s in _steps(streams) if s.kind in _STATEFUL_KINDS]
+    steps = [s for s in _steps(streams) if s.kind in stateful_kinds()]
     if len(steps) <= 1:
         return steps[0] if steps else None
     text = " ".join(read.details)

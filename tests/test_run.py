@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast as python_ast
 import io
 import json
+import os
 import queue
 import re
 import socket
@@ -163,6 +164,134 @@ def test_rescale_runs_the_exchange_decided_for_it(
         started.stop()
     assert operator in executed, executed
     assert count_exchanges(executed) == shuffles, executed
+
+
+NEXMARK_HEAD = """
+SET parallelism = 2;
+SET max_parallelism = 16;
+CREATE SOURCE bids (auction BIGINT, bidder BIGINT, price BIGINT, ts TIMESTAMP,
+  WATERMARK FOR ts AS ts - INTERVAL 5 SECONDS)
+  WITH (connector = 'files', path = 'bids', format = 'json', max_files_per_trigger = 1);
+CREATE SOURCE auctions (id BIGINT, seller BIGINT, category BIGINT, opened TIMESTAMP,
+  WATERMARK FOR opened AS opened - INTERVAL 5 SECONDS)
+  WITH (connector = 'files', path = 'auctions', format = 'json', max_files_per_trigger = 1);
+CREATE TABLE persons (pid BIGINT, city STRING)
+  WITH (connector = 'files', path = 'persons', format = 'json');
+"""
+APPEND_SINK = "CREATE SINK out WITH (connector = 'noop');\n"
+UPDATE_SINK = "CREATE SINK out WITH (connector = 'noop', mode = 'update');\n"
+AUCTION_BIDS = """INSERT INTO out FROM auctions |> JOIN bids ON id = bids.auction
+  AND ts BETWEEN opened AND opened + INTERVAL 1 MINUTE
+"""
+
+#: Nexmark's shapes, with the shuffles Spark runs for each (read from its executed plan).
+SHUFFLE_CORPUS = [
+    (  # q7: a window's maximum joined back to the bids it came from
+        "window joined back to its input",
+        APPEND_SINK
+        + """CREATE VIEW maxes AS FROM bids |> KEY BY auction
+  |> WINDOW TUMBLE(ts, INTERVAL 10 SECONDS) |> AGGREGATE max(price) AS maxprice;
+INSERT INTO out FROM bids |> JOIN maxes ON bids.auction = maxes.auction AND price = maxprice
+  AND ts BETWEEN window_start AND window_end |> SELECT bids.auction AS auction, price;""",
+        3,
+    ),
+    (
+        "cascading windows",
+        APPEND_SINK
+        + """CREATE VIEW per_auction AS FROM bids |> KEY BY auction
+  |> WINDOW TUMBLE(ts, INTERVAL 10 SECONDS) |> AGGREGATE max(price) AS top;
+INSERT INTO out FROM per_auction |> KEY BY auction
+  |> WINDOW TUMBLE(window_end, INTERVAL 20 SECONDS) |> AGGREGATE max(top) AS best;""",
+        2,
+    ),
+    (  # q9: the winning bid of each auction, the join's key partitioning reused
+        "top-1 after a join on its key",
+        UPDATE_SINK + AUCTION_BIDS + "  |> TOP 1 BY price DESC PER id;",
+        2,
+    ),
+    (
+        "top-1 after a join, the key renamed",
+        UPDATE_SINK
+        + AUCTION_BIDS
+        + "  |> WHERE price > 0 |> SELECT id AS item, price |> TOP 1 BY price DESC PER item;",
+        2,
+    ),
+    (
+        "top-1 after a join and a dimension join",
+        UPDATE_SINK
+        + AUCTION_BIDS
+        + "  |> JOIN persons ON bidder = pid |> TOP 1 BY price DESC PER id;",
+        2,
+    ),
+    (
+        "top-1 after a join, the key computed anew",
+        UPDATE_SINK
+        + AUCTION_BIDS
+        + "  |> SELECT id + 1 AS id, price |> TOP 1 BY price DESC PER id;",
+        3,
+    ),
+    (
+        "windowed top-1 after a join: the window is a key",
+        APPEND_SINK
+        + AUCTION_BIDS
+        + "  |> WINDOW TUMBLE(ts, INTERVAL 1 MINUTE) |> TOP 1 BY price DESC PER id;",
+        3,
+    ),
+    (
+        "aggregate after a join on a subset of its keys",
+        UPDATE_SINK
+        + """INSERT INTO out FROM auctions
+  |> JOIN bids ON id = bids.auction AND seller = bids.bidder
+  AND ts BETWEEN opened AND opened + INTERVAL 1 MINUTE |> KEY BY id |> AGGREGATE count(*) AS n;""",
+        3,
+    ),
+    (
+        "dimension join, then a window",
+        APPEND_SINK
+        + """INSERT INTO out FROM bids |> JOIN persons ON bidder = pid |> KEY BY bidder
+  |> WINDOW TUMBLE(ts, INTERVAL 10 SECONDS) |> AGGREGATE count(*) AS n;""",
+        1,
+    ),
+    (
+        "deduplicate, then aggregate on the same key",
+        UPDATE_SINK + "INSERT INTO out FROM bids |> DEDUPLICATE ON auction |> KEY BY auction\n"
+        "  |> AGGREGATE count(*) AS n;",
+        1,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("program", "shuffles"),
+    [pytest.param(p, n, id=name) for name, p, n in SHUFFLE_CORPUS],
+)
+def test_planned_shuffles_are_the_ones_spark_runs(
+    spark: Any, tmp_path: Path, program: str, shuffles: int
+) -> None:
+    """Spark's EnsureRequirements adds no exchange where a stateful operator's input is
+    hash-partitioned on exactly its keys already (a TOP or aggregation after a join or a
+    deduplication on the same key): the plan counts what Spark executes."""
+    start = datetime(2026, 1, 1, 12, 0, 0)
+    for index in range(3):
+        at = start + timedelta(seconds=30 * index)
+        bids = [
+            {"auction": k % 5, "bidder": k, "price": 10 * index + k,
+             "ts": (at + timedelta(seconds=k)).isoformat()}
+            for k in range(10)
+        ]  # fmt: skip
+        opened = [
+            {"id": k, "seller": k, "category": k % 2, "opened": at.isoformat()} for k in range(5)
+        ]
+        for folder, rows in (("bids", bids), ("auctions", opened)):
+            path = tmp_path / folder / f"part-{index}.json"
+            write_json_lines(path, rows)
+            stamp = 1_700_000_000 + index * 10
+            os.utime(path, (stamp, stamp))
+    write_json_lines(tmp_path / "persons" / "p.json", [{"pid": k, "city": "c"} for k in range(10)])
+    report = run(tmp_path, NEXMARK_HEAD + program)
+    (query,) = report.queries
+    assert query.error is None, query.error
+    assert (query.exchanges_planned, query.exchanges_executed) == (shuffles, shuffles)
 
 
 def test_tumbling_window_counts(spark: Any, tmp_path: Path) -> None:

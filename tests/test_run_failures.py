@@ -218,3 +218,32 @@ def test_other_failures_point_at_the_insert_and_checkpoint_ones_are_E0803() -> N
     refused = explain(job, "out", legacy, None)
     assert refused is not None and refused.code == CHECKPOINT_INCOMPATIBLE
     assert explain(job, None, legacy, None) is None  # no query: no place in the file
+
+
+TOP_JOB = """\
+SET parallelism = 1;
+CREATE SOURCE bids (auction BIGINT, price BIGINT)
+  WITH (connector = 'files', path = 'in', format = 'json');
+CREATE SINK out WITH (connector = 'files', path = 'out', format = 'json', mode = 'update',
+  key = 'auction, rank');
+INSERT INTO out FROM bids |> WHERE price > 0
+  |> TOP 2 BY price DESC PER auction AS rank;
+"""
+
+
+def test_a_checkpoint_a_changed_top_cannot_use_is_placed_at_the_top() -> None:
+    """The stateful steps E0803 can point at are the compiler's own list (STATEFUL_STEPS),
+    TOP among them: the caret is under the TOP, not the INSERT."""
+    job = flowc.compile(TOP_JOB, "job.flow", for_spark=True)
+    changed = RuntimeError(
+        "This query does not support recovering from checkpoint location. Delete /x to start over."
+    )
+    diagnostic = explain(job, "out", changed, None)
+    assert diagnostic is not None and diagnostic.code == CHECKPOINT_INCOMPATIBLE
+    line = TOP_JOB.splitlines()[6]
+    assert (diagnostic.span.line, diagnostic.span.column) == (7, line.index("TOP") + 1)
+    from flowc.runtime.failures import stateful_kinds
+    from flowc.vocabulary import STATEFUL_STEPS, StepKind
+
+    assert stateful_kinds() == STATEFUL_STEPS
+    assert {StepKind.TOP, StepKind.WINDOW_TOP} <= stateful_kinds()

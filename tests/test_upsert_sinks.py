@@ -295,3 +295,32 @@ def test_a_running_aggregate_upserted_into_a_files_table(spark: Any, tmp_path: P
     assert [q.error for q in run_in(job, tmp_path).queries] == [None]
     later = {r[0]: r[1:] for r in _current_table(spark, table)}
     assert later == {**expected_totals(BIDS), 3: (2, 50, 55)}
+
+
+def test_an_upsert_run_reports_one_state_row_per_key_and_each_input_row_once(
+    spark: Any, tmp_path: Path
+) -> None:
+    """The foreachBatch function reads its micro-batch twice (its keys, then the rows it
+    writes), persisted, so the batch is computed once: Spark's per-batch metrics (input
+    rows, numRowsTotal of the aggregation's state) are not doubled by a second run of the
+    batch, and the end-of-run report says 20 rows held for 20 keys."""
+    keys = 20
+    batches: list[list[Row]] = [
+        [{"auction": k, "price": 10 * i + k, "ts": at(5 * i + k)} for k in range(keys)]
+        for i in range(3)
+    ]
+    write_batches(tmp_path / "bids", batches)
+    program = (
+        source("bids", COLUMNS)
+        + "SET max_parallelism = 16;\n"
+        + "CREATE SINK totals WITH (connector = 'files', path = 'out/totals', "
+        "format = 'parquet', mode = 'update', key = 'auction');\n"
+        + f"INSERT INTO totals FROM bids {TOTALS};\n"
+    )
+    job = flowc.compile(program, str(tmp_path / "job.flow"), for_spark=True)
+    report = run_in(job, tmp_path)
+    (query,) = report.queries
+    assert query.error is None, query.error
+    assert (query.batches, query.input_rows) == (3, 3 * keys)
+    assert [(h.kind, h.rows) for h in query.state] == [("keyed_aggregate", keys)]
+    assert len(_current_table(spark, tmp_path / "out" / "totals")) == keys
