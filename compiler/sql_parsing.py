@@ -65,8 +65,12 @@ def sql_tools(dialect: str) -> tuple[Any, Any]:
     if found is None:
         from sqlglot.dialects.dialect import Dialect
 
+        from flowc.spark_patterns import SparkParser
+
         instance = Dialect.get_or_raise(dialect)
-        found = mine[dialect] = (instance.tokenizer_class(dialect=instance), instance.parser())
+        # Spark's own SQL keeps its datetime patterns as written (flowc.spark_patterns).
+        parser = SparkParser(dialect=instance) if dialect == "spark" else instance.parser()
+        found = mine[dialect] = (instance.tokenizer_class(dialect=instance), parser)
     return found
 
 
