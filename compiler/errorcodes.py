@@ -162,6 +162,12 @@ class Code(StrEnum):
         "a CHAR or VARCHAR column in a schema Spark reads records with",
         "functions-and-literals",
     )
+    E0228 = (
+        "E0228",
+        "impossible-cast",
+        "a CAST between kinds of type Spark cannot cast (STRING to ARRAY, INT to DATE)",
+        "functions-and-literals",
+    )
     E0230 = (
         "E0230",
         "unknown-function",

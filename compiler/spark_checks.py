@@ -30,7 +30,7 @@ from flowc.spark_sql import (
     sql_of,
     watermark_delay,
 )
-from flowc.sqltypes import sub_span
+from flowc.sqltypes import node_span, sub_span
 
 #: Connectors whose generated program hands Spark the source's schema (a reader's
 #: ``.schema(...)``, ``from_json``), where Spark refuses CHAR and VARCHAR.
@@ -106,6 +106,7 @@ def _check_step(step: Step, reporter: Reporter) -> None:
     for expr in _expressions(step.node):
         _check_spark_syntax(expr, reporter)
         _check_patterns(expr, reporter)
+        _check_casts(expr, reporter)
         try:
             sql_of(expr)
         except UnsupportedOnSpark as error:
@@ -210,3 +211,105 @@ def _literal_span(
         if expr.text[start + 1 : end - 1] == pattern:
             return sub_span(expr, start + 1 + found.start, start + 1 + found.end)
     return sub_span(expr, start, end)
+
+
+#: Calls that build a nested value, and X'..' literals, with the kind of type they build
+#: (sqlglot's typing leaves them unknown).
+_NESTED_BUILDERS: dict[type[exp.Expr], str] = {
+    exp.Array: "array",
+    exp.VarMap: "map",
+    exp.Map: "map",
+    exp.Struct: "struct",
+    exp.HexString: "binary",
+}
+
+_T = exp.DataType.Type
+_KINDS: dict[_T, str] = {
+    **{kind: "string" for kind in exp.DataType.TEXT_TYPES},
+    **{kind: "numeric" for kind in exp.DataType.NUMERIC_TYPES},
+    _T.BOOLEAN: "boolean",
+    _T.DATE: "date",
+    _T.TIMESTAMP: "timestamp",
+    _T.TIMESTAMPLTZ: "timestamp",
+    _T.TIMESTAMPTZ: "timestamp",
+    _T.TIMESTAMPNTZ: "timestamp_ntz",
+    _T.BINARY: "binary",
+    _T.VARBINARY: "binary",
+    _T.ARRAY: "array",
+    _T.MAP: "map",
+    _T.STRUCT: "struct",
+}
+
+#: What Spark's ANSI CAST (``Cast.canAnsiCast``; ANSI is Spark 4's default) takes between
+#: different kinds of type, besides any type to STRING.
+_ANSI_CASTS = frozenset(
+    {
+        *(("string", to) for to in ("numeric", "boolean", "date", "timestamp")),
+        ("string", "timestamp_ntz"),
+        ("string", "binary"),
+        ("numeric", "boolean"),
+        ("numeric", "timestamp"),
+        ("boolean", "numeric"),
+        ("date", "timestamp"),
+        ("date", "timestamp_ntz"),
+        ("timestamp", "date"),
+        ("timestamp", "timestamp_ntz"),
+        ("timestamp", "numeric"),
+        ("timestamp_ntz", "date"),
+        ("timestamp_ntz", "timestamp"),
+    }
+)
+
+
+def _kind(node: exp.Expr) -> str | None:
+    if type(node) in _NESTED_BUILDERS:
+        return _NESTED_BUILDERS[type(node)]
+    data_type = node.type
+    if not isinstance(data_type, exp.DataType):
+        return None
+    return _KINDS.get(data_type.this)
+
+
+def _struct_width(node: exp.Expr) -> int | None:
+    if isinstance(node, exp.Struct):
+        return len(node.expressions)
+    if isinstance(node.type, exp.DataType) and node.type.is_type(_T.STRUCT):
+        return len(node.type.expressions) or None
+    return None
+
+
+def _check_casts(expr: ast.SqlExpr, reporter: Reporter) -> None:
+    """A CAST between kinds of type Spark's analyzer refuses (``Cast.canAnsiCast``): an
+    ARRAY to a MAP, a STRING to an ARRAY, a number to a DATE."""
+    for node in expr.tree.find_all(exp.Cast):
+        target = node.args.get("to")
+        if not isinstance(node.this, exp.Expr) or not isinstance(target, exp.DataType):
+            continue
+        source_kind, target_kind = _kind(node.this), _KINDS.get(target.this)
+        if source_kind == "struct" and target_kind == "struct":
+            width = _struct_width(node.this)
+            if width is not None and width != len(target.expressions):
+                reporter.error(
+                    Code.E0228,
+                    f"Spark cannot cast a STRUCT of {width} fields to {target.sql('spark')} "
+                    f"({len(target.expressions)} fields)",
+                    node_span(expr, node),
+                    help="a STRUCT casts field by field: give the target as many fields",
+                )
+            continue
+        if source_kind is None or target_kind is None or source_kind == target_kind:
+            continue
+        if target_kind == "string" or (source_kind, target_kind) in _ANSI_CASTS:
+            continue
+        shown_to = target.sql("spark")
+        nested = target_kind in ("array", "map", "struct")
+        reporter.error(
+            Code.E0228,
+            f"Spark cannot cast {source_kind.upper()} to {shown_to}",
+            node_span(expr, node),
+            help="build the value with array(...), map(...) or named_struct(...), or parse "
+            "text with from_json(x, 'ARRAY<INT>')"
+            if nested
+            else f"CAST to STRING first, or use a function that converts {source_kind} "
+            f"values (to_date, timestamp_seconds, unix_date...)",
+        )
