@@ -14,7 +14,8 @@ import re
 from collections.abc import Iterator
 
 from sqlglot import exp
-from sqlglot.tokens import TokenType
+from sqlglot.expressions.datatypes import DType
+from sqlglot.tokenizer_core import TokenType
 
 from flowc import ast
 from flowc.diagnostics import Reporter
@@ -224,7 +225,7 @@ _NESTED_BUILDERS: dict[type[exp.Expr], str] = {
 }
 
 _T = exp.DataType.Type
-_KINDS: dict[_T, str] = {
+_KINDS: dict[DType, str] = {
     **{kind: "string" for kind in exp.DataType.TEXT_TYPES},
     **{kind: "numeric" for kind in exp.DataType.NUMERIC_TYPES},
     _T.BOOLEAN: "boolean",

@@ -17,6 +17,8 @@ from typing import ClassVar
 
 from sqlglot import exp
 from sqlglot.dialects.spark import Spark
+from sqlglot.generators.spark import SparkGenerator as _SparkGenerator
+from sqlglot.parsers.spark import SparkParser as _SparkParser
 from sqlglot.time import format_time
 
 #: Letter -> the counts Spark formats with (None: any count). Every other ASCII letter is
@@ -65,7 +67,7 @@ _INSTEAD = {
     "e": "'E' (day-of-week text) or dayofweek(ts)",
     "c": "'E' (day-of-week text) or dayofweek(ts)",
     "u": "'E' (day-of-week text) or dayofweek(ts); 'y' for the year",
-    "T": "quote literal text: \"yyyy-MM-dd'T'HH:mm\" (a '' inside '...' is no quote in Spark SQL)",
+    "T": "quote literal text: \"yyyy-MM-dd'T'HH:mm\" or 'yyyy-MM-dd''T''HH:mm'",
     "A": "'S' (fraction of second) and 'm', 's'",
     "n": "'S' (fraction of second)",
     "N": "'S' (fraction of second)",
@@ -238,7 +240,14 @@ def _keeping_pattern(name: str, builder: Callable[..., exp.Expr]) -> Callable[..
     return build
 
 
-class SparkParser(Spark.Parser):  # type: ignore[name-defined,misc]
+class SparkTokenizer(Spark.Tokenizer):
+    """Spark's tokenizer, reading ``''`` inside a string as a quote, as Spark 4 does
+    (``'it''s'`` is ``it's``; sqlglot read two literals and wrote ``CONCAT('it', 's')``)."""
+
+    STRING_ESCAPES: ClassVar[list[str]] = ["\\", "'"]
+
+
+class SparkParser(_SparkParser):
     """Spark's parser, keeping each datetime pattern as written."""
 
     FUNCTIONS: ClassVar[dict[str, Callable[..., exp.Expr]]] = {
@@ -251,7 +260,7 @@ class SparkParser(Spark.Parser):  # type: ignore[name-defined,misc]
     }
 
 
-class SparkGenerator(Spark.Generator):  # type: ignore[name-defined,misc]
+class SparkGenerator(_SparkGenerator):
     """Spark's generator, writing each call parsed by :class:`SparkParser` with the
     pattern as written, under the function's own name."""
 

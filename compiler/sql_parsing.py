@@ -65,12 +65,14 @@ def sql_tools(dialect: str) -> tuple[Any, Any]:
     if found is None:
         from sqlglot.dialects.dialect import Dialect
 
-        from flowc.spark_patterns import SparkParser
+        from flowc.spark_patterns import SparkParser, SparkTokenizer
 
         instance = Dialect.get_or_raise(dialect)
-        # Spark's own SQL keeps its datetime patterns as written (flowc.spark_patterns).
-        parser = SparkParser(dialect=instance) if dialect == "spark" else instance.parser()
-        found = mine[dialect] = (instance.tokenizer_class(dialect=instance), parser)
+        if dialect == "spark":  # Spark's own SQL read as Spark reads it (flowc.spark_patterns)
+            found = (SparkTokenizer(dialect=instance), SparkParser(dialect=instance))
+        else:
+            found = (instance.tokenizer_class(dialect=instance), instance.parser())
+        mine[dialect] = found
     return found
 
 

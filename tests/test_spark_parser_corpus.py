@@ -11,7 +11,9 @@ DataFrame, through its analysis and evaluation (where Spark builds datetime form
 - datetime patterns: every letter A-Z a-z at counts 1-7 (and long runs of the letters that
   take them), special characters, quotes and brackets, formatting and parsing: flowc
   refuses exactly what Spark refuses (E0225), and what it accepts gives in Spark the value
-  of the pattern as written (sqlglot's strftime round trip is not used).
+  of the pattern as written (sqlglot's strftime round trip is not used);
+- the generated text of each form means in Spark what the written text means (a string
+  ``'it''s'`` is ``it's``, not sqlglot's ``CONCAT('it', 's')``).
 """
 
 from __future__ import annotations
@@ -218,6 +220,21 @@ def test_what_flowc_accepts_of_the_grammar_runs_in_spark(spark: Any) -> None:
     finally:
         spark.conf.set("spark.sql.ansi.enabled", before)
     assert sorted(corpus[index] for index in failures) == []
+    # the generated text means what the written text means in Spark ('it''s' is it's)
+    forms = {
+        index: f"({text}) <=> ({corpus[index]})"
+        for index, text in generated.items()
+        if index < len(_FORMS)
+    }
+    spark.conf.set("spark.sql.ansi.enabled", "false")
+    try:
+        assert sorted(corpus[index] for index in _spark_failures(spark, forms)) == []
+        frame = spark.createDataFrame([_ROW], _SPARK_SCHEMA)
+        keys = sorted(forms)
+        same = frame.selectExpr(*(forms[key] for key in keys)).collect()[0]
+    finally:
+        spark.conf.set("spark.sql.ansi.enabled", before)
+    assert [corpus[key] for key, equal in zip(keys, same, strict=True) if not equal] == []
     # what flowc refuses with this check's codes, Spark refuses too
     similar = {index for index, text in enumerate(corpus) if "SIMILAR TO" in text}
     assert similar <= {index for index, codes in refused.items() if "E0224" in codes}
