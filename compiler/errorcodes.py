@@ -138,6 +138,36 @@ class Code(StrEnum):
     )
     E0222 = ("E0222", "union-columns", "UNION ALL inputs with different columns", "pipe-steps")
     E0223 = ("E0223", "duplicate-side-output", "a ROUTE side output defined twice", "pipe-steps")
+    E0224 = (
+        "E0224",
+        "spark-syntax",
+        "an expression form Spark's SQL parser does not have (SIMILAR TO)",
+        "functions-and-literals",
+    )
+    E0225 = (
+        "E0225",
+        "datetime-pattern",
+        "a datetime pattern Spark refuses (a letter, a count, a quote or a bracket)",
+        "functions-and-literals",
+    )
+    E0226 = (
+        "E0226",
+        "pattern-not-literal",
+        "a datetime pattern that is not a string literal, so it cannot be checked",
+        "functions-and-literals",
+    )
+    E0227 = (
+        "E0227",
+        "char-varchar-schema",
+        "a CHAR or VARCHAR column in a schema Spark reads records with",
+        "functions-and-literals",
+    )
+    E0228 = (
+        "E0228",
+        "impossible-cast",
+        "a CAST between kinds of type Spark cannot cast (STRING to ARRAY, INT to DATE)",
+        "functions-and-literals",
+    )
     E0230 = (
         "E0230",
         "unknown-function",

@@ -19,6 +19,7 @@ from sqlglot.tokens import Tokenizer
 from flowc import ast
 from flowc.program import FUNCTION_CALL, SourceDef
 from flowc.spark_distinct import UnsupportedDistinct, rewrite_distinct
+from flowc.spark_patterns import SparkGenerator
 
 #: Column types the datagen connector's generated program can compute.
 DATAGEN_TYPES = frozenset(
@@ -74,7 +75,7 @@ def sql_of(expr: ast.SqlExpr) -> str:
     """Spark SQL for a checked expression, identifiers quoted; Python functions' calls
     under their registered names."""
     try:
-        return str(with_call_names(expr.tree).sql(dialect="spark", identify=True))
+        return spark_text(with_call_names(expr.tree))
     except GENERATOR_ERRORS:
         raise UnsupportedOnSpark(
             f"cannot write '{expr.text}' in Spark SQL (check the arguments of its functions)"
@@ -91,7 +92,7 @@ def aggregate_sql(expr: ast.SqlExpr) -> str:
     if tree is expr.tree:
         return sql_of(expr)
     try:
-        return str(with_call_names(tree).sql(dialect="spark", identify=True))
+        return spark_text(with_call_names(tree))
     except GENERATOR_ERRORS:
         raise UnsupportedOnSpark(
             f"cannot write '{expr.text}' in Spark SQL (check the arguments of its functions)"
@@ -161,8 +162,17 @@ _tools = threading.local()
 def spark_generator() -> Generator:
     generator: Generator | None = getattr(_tools, "generator", None)
     if generator is None:
-        generator = _tools.generator = _spark().generator()
+        generator = _tools.generator = SparkGenerator(dialect=_spark())
     return generator
+
+
+def spark_text(tree: exp.Expr) -> str:
+    """The Spark SQL flowc hands Spark for ``tree``: identifiers quoted, datetime patterns
+    as written (:class:`~flowc.spark_patterns.SparkGenerator`)."""
+    generator: Generator | None = getattr(_tools, "identifying", None)
+    if generator is None:
+        generator = _tools.identifying = SparkGenerator(dialect=_spark(), identify=True)
+    return str(generator.generate(tree))
 
 
 def spark_tokenizer() -> Tokenizer:

@@ -65,8 +65,14 @@ def sql_tools(dialect: str) -> tuple[Any, Any]:
     if found is None:
         from sqlglot.dialects.dialect import Dialect
 
+        from flowc.spark_patterns import SparkParser, SparkTokenizer
+
         instance = Dialect.get_or_raise(dialect)
-        found = mine[dialect] = (instance.tokenizer_class(dialect=instance), instance.parser())
+        if dialect == "spark":  # Spark's own SQL read as Spark reads it (flowc.spark_patterns)
+            found = (SparkTokenizer(dialect=instance), SparkParser(dialect=instance))
+        else:
+            found = (instance.tokenizer_class(dialect=instance), instance.parser())
+        mine[dialect] = found
     return found
 
 
