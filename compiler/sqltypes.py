@@ -17,6 +17,7 @@ from sqlglot.optimizer.annotate_types import TypeAnnotator
 from sqlglot.schema import Schema as SqlglotSchema
 from sqlglot.schema import ensure_schema
 
+from flowc import spark_typing
 from flowc.ast import SqlExpr
 from flowc.diagnostics import Reporter, did_you_mean
 from flowc.errorcodes import Code
@@ -353,7 +354,7 @@ def type_text(node: exp.Expr) -> str:
     dtype = node.type
     if dtype is None or dtype.this == exp.DataType.Type.UNKNOWN:
         return UNKNOWN
-    if not dtype.expressions and not dtype.args.get("values"):
+    if not dtype.expressions and not dtype.args.get("values") and isinstance(dtype.this, exp.DType):
         return _simple_type_name(dtype.this)
     try:
         return normalize_type(str(dtype.sql("spark")))
@@ -477,21 +478,111 @@ def _struct_field(struct_type: str, field: str) -> str | None:
 
 
 def _fill_unknown_types(tree: exp.Expr, functions: Mapping[str, str]) -> None:
-    """Type what sqlglot leaves UNKNOWN, children first; a Python function's call has the
-    type it declares."""
+    """Give each node Spark's type where sqlglot's rules differ from Spark's (see
+    :mod:`flowc.spark_typing`) and type what sqlglot leaves UNKNOWN, children first; a
+    Python function's call has the type it declares."""
     for node in list(tree.walk(bfs=False))[::-1]:
-        if not _is_unknown(node):
-            continue
         if isinstance(node, exp.Anonymous) and node.name.lower() in functions:
             inferred: str | None = functions[node.name.lower()]
         else:
-            inferred = _infer(node)
+            inferred = _spark_rule(node)
+            if inferred is None and _is_unknown(node):
+                inferred = _infer(node)
         if inferred is None or UNKNOWN in inferred:
             continue
         try:
             node.type = data_type(inferred)
         except TypeSyntaxError:
             continue
+
+
+def _spark_rule(node: exp.Expr) -> str | None:
+    """Spark's type of ``node`` from its children's, where flowc knows Spark's rule."""
+    if isinstance(node, exp.Literal):
+        return spark_typing.literal_type(node)
+    if isinstance(node, exp.Interval):
+        return spark_typing.interval_type(node)
+    if isinstance(node, exp.Paren):
+        inner = type_text(node.this)
+        return inner if inner != UNKNOWN else None
+    if isinstance(node, exp.Neg):
+        inner = type_text(node.this)
+        return inner if is_numeric(inner) or inner.startswith("INTERVAL") else None
+    if isinstance(node, _ARITHMETIC):
+        left, right = _operand_type(node.left), _operand_type(node.right)
+        return spark_typing.datetime_arithmetic(node, left, right) or spark_typing.arithmetic(
+            node, left, right
+        )
+    name = node.name.lower() if isinstance(node, exp.Anonymous) else ""
+    if isinstance(node, exp.Func):
+        called = name or node.sql_name().lower()
+        if called in spark_typing.FIXED_RESULTS:
+            return spark_typing.FIXED_RESULTS[called]
+    if isinstance(node, exp.SafeDivide):  # try_divide: the type of ``/``
+        division = exp.Div(this=node.this, expression=node.expression)
+        return spark_typing.arithmetic(division, type_text(node.this), type_text(node.expression))
+    if isinstance(node, exp.DateTrunc):  # trunc(d, 'MM'); date_trunc is TimestampTrunc
+        return "DATE"
+    if isinstance(node, exp.UnixDate):  # written DATEDIFF(DAY, ...), which is BIGINT
+        return "BIGINT"
+    if isinstance(node, exp.Sum) or name == "try_sum":
+        return spark_typing.sum_type(_argument_type(node))
+    if isinstance(node, exp.Avg) or name in ("mean", "try_avg"):
+        return spark_typing.average_type(_argument_type(node))
+    if isinstance(node, exp.Round | exp.Ceil | exp.Floor) or name in ("bround", "ceiling"):
+        return _rounding_type(node, ceiling=not isinstance(node, exp.Round) and name != "bround")
+    if isinstance(node, exp.Case):
+        branches = [_operand_type(i.args["true"]) for i in node.args.get("ifs") or []]
+        default = node.args.get("default")
+        branches.append(_operand_type(default) if default is not None else "NULL")
+        return _known(spark_typing.widest(branches))
+    if isinstance(node, exp.If):
+        false = node.args.get("false")
+        branches = [_operand_type(node.args["true"])]
+        branches.append(_operand_type(false) if false is not None else "NULL")
+        return _known(spark_typing.widest(branches))
+    if isinstance(node, exp.Coalesce | exp.Greatest | exp.Least):
+        operands = [node.this, *node.expressions]
+        return _known(spark_typing.widest([_operand_type(o) for o in operands]))
+    return None
+
+
+def _rounding_type(node: exp.Expr, ceiling: bool) -> str | None:
+    arguments = node.expressions if isinstance(node, exp.Anonymous) else [node.this]
+    digits = node.args.get("decimals") if not isinstance(node, exp.Anonymous) else None
+    if isinstance(node, exp.Anonymous) and len(arguments) == 2:
+        arguments, digits = arguments[:1], arguments[1]
+    if len(arguments) != 1:
+        return None
+    scale = 0
+    if digits is not None:
+        literal = digits.this if isinstance(digits, exp.Neg) else digits
+        if not (isinstance(literal, exp.Literal) and literal.name.isdigit()):
+            return None
+        scale = -int(literal.name) if isinstance(digits, exp.Neg) else int(literal.name)
+    return spark_typing.rounded(type_text(arguments[0]), scale, ceiling)
+
+
+_ARITHMETIC = (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Mod, exp.IntDiv)
+
+
+def _operand_type(node: exp.Expr) -> str:
+    """A node's type, with NULL for the NULL literal (it takes any type)."""
+    return "NULL" if isinstance(node, exp.Null) else type_text(node)
+
+
+def _argument_type(node: exp.Expr) -> str:
+    arguments = [node.this] if not isinstance(node, exp.Anonymous) else node.expressions
+    if len(arguments) != 1 or not isinstance(arguments[0], exp.Expr):
+        return UNKNOWN
+    argument = arguments[0]
+    if isinstance(argument, exp.Distinct) and len(argument.expressions) == 1:
+        argument = argument.expressions[0]
+    return type_text(argument)
+
+
+def _known(type_text: str | None) -> str | None:
+    return None if type_text is None or UNKNOWN in type_text or type_text == "NULL" else type_text
 
 
 def _infer(node: exp.Expr) -> str | None:
