@@ -598,6 +598,12 @@ class Code(StrEnum):
         "a plan past one of flowc's bounds (operators, chains, key groups)",
         "limits.md",
     )
+    E0904 = (
+        "E0904",
+        "lone-surrogate",
+        "a source text holding a lone UTF-16 surrogate, which no file can hold",
+        "limits.md",
+    )
     E0950 = ("E0950", "subquery", "a query inside an expression", "security.md")
     E0951 = (
         "E0951",

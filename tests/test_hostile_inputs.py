@@ -786,3 +786,34 @@ def test_hostile_test_file_exit_code_of_the_process(kind: str, tmp_path: Path) -
     assert result.returncode == 1, result.stdout[-500:] + result.stderr[-500:]
     assert f"error[{code}]" in result.stdout
     _no_traceback(result.stdout + result.stderr)
+
+
+# ------------------------------------------- 10. lone surrogates (issue 25, item 7)
+
+
+@pytest.mark.parametrize("where", ["'\ud800'", "`col\udfff`", "-- \udc80 in a comment"])
+def test_lone_surrogate_in_the_source_is_refused_where_it_is(where: str) -> None:
+    """A str may hold a surrogate no file can: the JSON and HTML writers crashed on it."""
+    text = CLEAN.replace("WHERE k >= 0;", f"WHERE k >= 0 {where}\n;")
+    with pytest.raises(flowc.CompileError) as raised:
+        flowc.compile(text, "t.flow")
+    (diagnostic,) = raised.value.diagnostics
+    assert diagnostic.code == "E0904"
+    surrogate = next(i for i, c in enumerate(text) if "\ud800" <= c <= "\udfff")
+    line = text.count("\n", 0, surrogate) + 1
+    column = surrogate - text.rfind("\n", 0, surrogate)
+    assert diagnostic.span is not None
+    assert (diagnostic.span.line, diagnostic.span.column) == (line, column)
+    json.dumps(diagnostic.message, ensure_ascii=False).encode("utf-8")  # writable
+
+
+def test_lone_surrogate_escape_in_a_test_file_is_refused(tmp_path: Path) -> None:
+    from flowc.usertest import TestFileError, load_test_file
+
+    path = tmp_path / "job.test.yaml"
+    path.write_text(_rows_test('        - {k: 1, v: "a\\ud800"}\n'), encoding="utf-8")
+    with pytest.raises(TestFileError) as raised:
+        load_test_file(str(path), flowc.compile(TESTED_JOB, "job.flow"))
+    (diagnostic,) = raised.value.diagnostics
+    assert diagnostic.code == "E0904"
+    assert diagnostic.span is not None and diagnostic.span.line == 5

@@ -1,5 +1,6 @@
 """The YAML of a test file, composed with bounds: its size, its nesting, the values its
-aliases expand to, no alias inside its own anchor, and only YAML's core tags.
+aliases expand to, no alias inside its own anchor, only YAML's core tags, and no lone
+surrogate.
 
 A test file is data a user (or a tool) hands flowc, so nothing in it may crash flowc,
 run code or take unbounded time: pyyaml's SafeLoader constructs no Python objects, but
@@ -11,10 +12,11 @@ diagnostic (docs/limits.md).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import yaml
-from yaml.events import AliasEvent, NodeEvent
+from yaml.events import AliasEvent, Event, NodeEvent, ScalarEvent
 from yaml.nodes import Node
 
 from flowc.errorcodes import Code
@@ -26,6 +28,8 @@ MAX_YAML_VALUES = 1_000_000
 #: Nesting of YAML lists and mappings (E0835); a test file needs four or five.
 MAX_YAML_NESTING = 64
 
+#: A UTF-16 surrogate on its own, which YAML's escapes can make and no writer can write.
+_SURROGATE = re.compile("[\ud800-\udfff]")
 _CORE = "tag:yaml.org,2002:"
 #: The tags a test file may write: YAML's core schema (what plain values resolve to).
 ALLOWED_TAGS = frozenset(
@@ -44,7 +48,8 @@ class YamlRefused(Exception):
     help: str
 
 
-def _refuse(code: Code, message: str, mark: yaml.Mark | None, help: str) -> YamlRefused:
+def _refuse(code: Code, message: str, event: Event, help: str) -> YamlRefused:
+    mark = event.start_mark
     line, column = (mark.line + 1, mark.column + 1) if mark is not None else (1, 1)
     return YamlRefused(code, message, line, column, help)
 
@@ -60,27 +65,35 @@ class _BoundedLoader(yaml.SafeLoader):
         self._open: set[str] = set()
         self._sizes: dict[str, int] = {}
 
-    def compose_node(self, parent: Node | None, index: object) -> Node | None:
-        event = self.peek_event()
+    def compose_node(self, parent: Node | None, index: int) -> Node | None:
+        event: Event = self.peek_event()  # type: ignore[no-untyped-call]
         if isinstance(event, AliasEvent):
-            anchor = str(event.anchor)
-            if anchor in self._open:
+            alias = str(event.anchor)
+            if alias in self._open:
                 raise _refuse(
                     Code.E0834,
-                    f"the alias *{anchor} is inside its own anchor &{anchor} (a cycle)",
-                    event.start_mark,
+                    f"the alias *{alias} is inside its own anchor &{alias} (a cycle)",
+                    event,
                     "repeat the values instead of the alias",
                 )
-            self._count(self._sizes.get(anchor, 1), event)
+            self._count(self._sizes.get(alias, 1), event)
             return super().compose_node(parent, index)
         assert isinstance(event, NodeEvent)
-        tag = event.tag
+        tag: str | None = getattr(event, "tag", None)
         if tag is not None and tag != "!" and tag not in ALLOWED_TAGS:
             raise _refuse(
                 Code.E0832,
                 f"the tag {tag.replace(_CORE, '!!')} is not read in a test file",
-                event.start_mark,
+                event,
                 "write plain values: numbers, strings, true/false, null, lists, mappings",
+            )
+        if isinstance(event, ScalarEvent) and _SURROGATE.search(event.value):
+            raise _refuse(
+                Code.E0904,
+                "the value holds a lone surrogate (an escape such as \\ud800), which is no "
+                "character",
+                event,
+                "write the character itself, or a pair of escapes that make one",
             )
         self._depth += 1
         if self._depth > MAX_YAML_NESTING:
@@ -88,7 +101,7 @@ class _BoundedLoader(yaml.SafeLoader):
                 Code.E0835,
                 f"lists and mappings nest {self._depth} deep; at most {MAX_YAML_NESTING} "
                 "are allowed",
-                event.start_mark,
+                event,
                 "a test file needs a few levels: tests, given, rows, values",
             )
         before = self._values
@@ -113,7 +126,7 @@ class _BoundedLoader(yaml.SafeLoader):
                 Code.E0833,
                 f"the test file holds more than {MAX_YAML_VALUES:,} values (each alias "
                 "counted as the values it repeats)",
-                event.start_mark,
+                event,
                 "a test needs a few rows: write fewer, or fewer aliases of large values",
             )
 
