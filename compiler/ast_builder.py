@@ -14,25 +14,22 @@ from sqlglot.errors import ParseError, SqlglotError
 from flowc import ast
 from flowc.diagnostics import Reporter
 from flowc.errorcodes import Code
+from flowc.habits import text_span
 from flowc.lalr import Bounds, Token
-from flowc.limits import MAX_TOKENS
+from flowc.limits import MAX_NESTING, MAX_TOKENS
 from flowc.source_text import LineIndex
 from flowc.spans import Span
-from flowc.sql_parsing import LONG_EXPRESSION, count_tokens, parse_sql, sql_keywords
+from flowc.sql_parsing import LONG_EXPRESSION, TooDeep, count_tokens, parse_sql, sql_keywords
 from flowc.syntax_errors import first_line, report_sqlglot_error
 from flowc.vocabulary import JoinKind, LiteralKind, Partitioner, WindowKind
 
 if TYPE_CHECKING:
     import lark
 
-#: Deepest bracket nesting accepted in one expression. sqlglot parses recursively
-#: (about twenty Python frames per level), so the limit keeps far from the stack's end.
-MAX_EXPRESSION_DEPTH = 64
+#: Deepest nesting accepted in one expression (flowc.limits.MAX_NESTING).
+MAX_EXPRESSION_DEPTH = MAX_NESTING
 
 DEFAULT_DIALECT = "spark"
-
-_BRACKET_OPEN = frozenset({"LPAR", "LSQB", "CASE"})
-_BRACKET_CLOSE = frozenset({"RPAR", "RSQB", "END"})
 
 
 _BARE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -56,6 +53,13 @@ def query_steps(tree: exp.Expr) -> int:
         steps += sum(1 for clause in ("where", "having", "distinct") if args.get(clause))
         steps += 2 if args.get("group") else 0
     return steps
+
+
+class _Failed:
+    """A part whose problem is reported, so the statement it is in is dropped."""
+
+
+_FAILED = _Failed()
 
 
 class AstBuilder:
@@ -152,6 +156,14 @@ class AstBuilder:
                 return None
         try:
             tree, tokens = parse_sql(text, self.dialect)
+        except TooDeep as error:
+            self.reporter.error(
+                Code.E0004,
+                f"{'query' if statement else 'expression'} {error}",
+                text_span(text, span, error.start, error.end),
+                help="split it into several steps, or name parts with EXTEND",
+            )
+            return None
         except ParseError as error:
             report_sqlglot_error(self.reporter, error, text, span)
             return None
@@ -252,8 +264,36 @@ class AstBuilder:
     def options(self, meta: Bounds, children: list[Any]) -> tuple[tuple[ast.Option, ...], Span]:
         return tuple(c for c in children if isinstance(c, ast.Option)), self._span(meta)
 
-    def type(self, meta: Bounds, children: list[Any]) -> ast.TypeRef:
-        return ast.TypeRef(text=self._text(meta), span=self._span(meta))
+    def type(self, meta: Bounds, children: list[Any]) -> Bounds:
+        """Only where the type is: its text is taken where it is used, once, and not again for
+        each type nested in it (which would cost the square of its length)."""
+        return meta
+
+    def _type_ref(self, meta: Bounds) -> ast.TypeRef | None:
+        """The type at ``meta``; None (and E0004) if it nests past the bound, which keeps
+        sqlglot's recursive type parser far from Python's stack limit."""
+        text = self._text(meta)
+        span = self._span(meta)
+        depth = 0
+        quoted = False
+        for offset, char in enumerate(text):
+            if char == "`":
+                quoted = not quoted
+            elif quoted:
+                continue
+            elif char in "<(":
+                depth += 1
+                if depth > MAX_NESTING:
+                    self.reporter.error(
+                        Code.E0004,
+                        f"type nests {depth} deep; at most {MAX_NESTING} are allowed",
+                        text_span(text, span, offset, offset + 1),
+                        help="flatten the type: a STRUCT of fewer levels",
+                    )
+                    return None
+            elif char in ">)":
+                depth -= 1
+        return ast.TypeRef(text=text, span=span)
 
     def type_arg(self, meta: Bounds, children: list[Any]) -> None:
         return None
@@ -272,8 +312,11 @@ class AstBuilder:
         )
         return ast.SetStmt(option=option, span=span)
 
-    def column_def(self, meta: Bounds, children: list[Any]) -> ast.ColumnDef:
-        name, type_ref = children
+    def column_def(self, meta: Bounds, children: list[Any]) -> ast.ColumnDef | _Failed:
+        name, where = children
+        type_ref = self._type_ref(where)
+        if type_ref is None:
+            return _FAILED
         return ast.ColumnDef(name=name, type=type_ref, span=self._span(meta))
 
     def watermark_def(self, meta: Bounds, children: list[Any]) -> ast.WatermarkDef | None:
@@ -290,7 +333,9 @@ class AstBuilder:
             return None
         return ast.ComputedColumn(name=name, expr=expr, span=self._span(meta))
 
-    def create_source(self, meta: Bounds, children: list[Any]) -> ast.CreateSource:
+    def create_source(self, meta: Bounds, children: list[Any]) -> ast.CreateSource | None:
+        if any(c is _FAILED for c in children):
+            return None
         name = children[2]
         elements = [c for c in children[3:-1] if c is not None]
         options, _ = self._options(children[-1])
@@ -304,7 +349,9 @@ class AstBuilder:
             computed=tuple(e for e in elements if isinstance(e, ast.ComputedColumn)),
         )
 
-    def create_sink(self, meta: Bounds, children: list[Any]) -> ast.CreateSink:
+    def create_sink(self, meta: Bounds, children: list[Any]) -> ast.CreateSink | None:
+        if any(c is _FAILED for c in children):
+            return None
         name = children[2]
         columns = tuple(c for c in children[3:-1] if isinstance(c, ast.ColumnDef))
         options, _ = self._options(children[-1])
@@ -317,11 +364,20 @@ class AstBuilder:
             return None
         return ast.CreateView(name=children[2], query=children[4], span=self._span(meta))
 
-    def function_signature(self, meta: Bounds, children: list[Any]) -> ast.FunctionSignature:
+    def function_signature(
+        self, meta: Bounds, children: list[Any]
+    ) -> ast.FunctionSignature | _Failed:
         params = tuple(c for c in children if isinstance(c, ast.ColumnDef))
-        return ast.FunctionSignature(params=params, returns=children[-1], span=self._span(meta))
+        if any(c is _FAILED for c in children):
+            return _FAILED
+        returns = self._type_ref(children[-1])
+        if returns is None:
+            return _FAILED
+        return ast.FunctionSignature(params=params, returns=returns, span=self._span(meta))
 
-    def create_function(self, meta: Bounds, children: list[Any]) -> ast.CreateFunction:
+    def create_function(self, meta: Bounds, children: list[Any]) -> ast.CreateFunction | None:
+        if children[3] is _FAILED:
+            return None
         tokens = [c for c in children if isinstance(c, Token)]
         target = next(t for t in tokens if t.type == "STRING")
         language = next((c for c in children[3:] if isinstance(c, ast.Name)), None)
@@ -363,22 +419,6 @@ class AstBuilder:
 
     def expr(self, meta: Bounds, children: list[Token]) -> ast.SqlExpr | None:
         span = self._span(meta)
-        depth = deepest = 0
-        for token in children:
-            if token.type in _BRACKET_OPEN:
-                depth += 1
-                deepest = max(deepest, depth)
-            elif token.type in _BRACKET_CLOSE:
-                depth -= 1
-        if deepest > MAX_EXPRESSION_DEPTH:
-            self.reporter.error(
-                Code.E0004,
-                f"expression nests brackets {deepest} deep; at most {MAX_EXPRESSION_DEPTH} "
-                "are allowed",
-                span,
-                help="split it into several steps, or name parts with EXTEND",
-            )
-            return None
         text = self._text(meta)
         tree = self._sql(text, span, statement=False)
         if tree is None:

@@ -363,7 +363,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.getLogger("sqlglot").setLevel(logging.CRITICAL)
     try:
         args = _parser().parse_args(arguments)
-        return _command(args.command)(args)
+        from flowc.sql_parsing import deep_recursion
+
+        # as flowc.compile does: the writers after it walk the same (bounded) trees
+        with deep_recursion():
+            return _command(args.command)(args)
     except UsageError as error:
         write_stderr(f"error: {error}\n")
         return EXIT_USAGE

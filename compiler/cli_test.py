@@ -70,7 +70,7 @@ def _run_tests(args: argparse.Namespace, run: TestRun) -> None:
             job = compile_source(args, text, job_path)
             tests = load_test_file(test_path, job)
         except (CompileError, TestFileError) as error:
-            sources = {job_path: text, test_path: Path(test_path).read_text(encoding="utf-8")}
+            sources = {job_path: text, test_path: _shown(test_path)}
             # On standard output: standard error is Spark's log file here.
             write_stdout(render_text(list(error.diagnostics), sources, color=False))
             run.outcomes.append(TestOutcome(test_path, "(file)", 0.0, error="does not compile"))
@@ -89,6 +89,15 @@ def _run_tests(args: argparse.Namespace, run: TestRun) -> None:
             for text_block in (outcome.failure, outcome.error):
                 if text_block:
                     write_stdout("".join(f"    {line}\n" for line in text_block.splitlines()))
+
+
+def _shown(path: str) -> str:
+    """A test file's text to show under its diagnostics: its start only, if it is too large
+    to read (E0831), and bytes that are not UTF-8 replaced."""
+    from flowc.usertest.safe_yaml import MAX_TEST_FILE_BYTES
+
+    with open(path, "rb") as file:
+        return file.read(MAX_TEST_FILE_BYTES).decode("utf-8", errors="replace")
 
 
 def _pairs(paths: list[str]) -> list[tuple[str, str]]:

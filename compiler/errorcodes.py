@@ -590,12 +590,48 @@ class Code(StrEnum):
         "a `flowc test` file that cannot run: bad YAML, an unknown source, sink or column",
         "testing.md",
     )
+    E0831 = (
+        "E0831",
+        "test-file-too-large",
+        "a `flowc test` file past flowc's bound on its bytes",
+        "limits.md",
+    )
+    E0832 = (
+        "E0832",
+        "test-file-tag",
+        "a YAML tag in a `flowc test` file other than the core ones (`!!python/...`, `!!set`)",
+        "limits.md",
+    )
+    E0833 = (
+        "E0833",
+        "test-file-aliases",
+        "a `flowc test` file whose values, aliases expanded, pass flowc's bound",
+        "limits.md",
+    )
+    E0834 = (
+        "E0834",
+        "test-file-cycle",
+        "a YAML alias inside its own anchor in a `flowc test` file",
+        "limits.md",
+    )
+    E0835 = (
+        "E0835",
+        "test-file-too-deep",
+        "YAML lists and mappings nested past flowc's bound in a `flowc test` file",
+        "limits.md",
+    )
     E0901 = ("E0901", "source-too-long", "a program text past flowc's bound", "limits.md")
     E0902 = ("E0902", "literal-too-long", "a literal or comment past flowc's bound", "limits.md")
     E0903 = (
         "E0903",
         "plan-too-large",
         "a plan past one of flowc's bounds (operators, chains, key groups)",
+        "limits.md",
+    )
+    E0904 = (
+        "E0904",
+        "lone-surrogate",
+        "a source text holding a lone UTF-16 surrogate, which no file can hold",
         "limits.md",
     )
     E0950 = ("E0950", "subquery", "a query inside an expression", "security.md")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import re
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -150,6 +151,11 @@ def compile(
     return job
 
 
+#: A UTF-16 surrogate on its own: a str may hold one, no encoding can write it (the JSON
+#: and HTML writers, a terminal, Spark).
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def check_input_bounds(text: str, file: str, reporter: Reporter) -> None:
     """The bounds on the input (docs/limits.md), checked before any pass: the source's
     length (E0901) and each string literal's or quoted name's (E0902)."""
@@ -163,6 +169,19 @@ def check_input_bounds(text: str, file: str, reporter: Reporter) -> None:
             f"{MAX_SOURCE_CHARS:,} (4 MiB)",
             Span(file, line, column, line, column + 1),
             help="split the job into several files (docs/limits.md lists flowc's bounds)",
+        )
+        return
+    surrogate = _SURROGATE.search(text)
+    if surrogate is not None:
+        start = surrogate.start()
+        line = text.count("\n", 0, start) + 1
+        column = start - text.rfind("\n", 0, start)
+        reporter.error(
+            Code.E0904,
+            f"the source holds a lone surrogate (U+{ord(surrogate.group()):04X}), which is "
+            "no character: no file can hold it",
+            Span(file, line, column, line, column + 1),
+            help="the text was decoded wrongly; decode the file as UTF-8",
         )
         return
     if len(text) <= MAX_LITERAL_CHARS:

@@ -8,7 +8,7 @@ changes them, the last to leave puts back what it found, unless the application 
 them in between (then the application's values stay).
 
 The bounds themselves are checked where the thing they bound is built; the diagnostic
-codes (E0901-E0903) live there too.
+codes (E0004, E0901-E0903, E0831-E0836) live there too.
 """
 
 from __future__ import annotations
@@ -43,6 +43,25 @@ MAX_STREAM_EDGES = 50_000
 #: tree description of a task indents each operator by its depth in the chain, so it grows
 #: with the square of that depth (a fan-out of many operators chained to one is not deep).
 MAX_CHAINED_OPERATORS = 1_000
+
+#: Nesting of one expression, query or type (E0004), counted on its tokens before any
+#: recursive parser sees them: each open bracket ``(`` ``[`` ``{``, ``CASE``, the ``<`` of
+#: ``ARRAY<``/``MAP<``/``STRUCT<``, each prefix operator (``-`` ``+`` ``~`` ``NOT``) and each
+#: lambda arrow is one level while it is open. sqlglot's recursive descent spends about
+#: twenty Python frames a level.
+MAX_NESTING = 64
+#: Type names called as functions nested in one another (E0004): ``date(date(x))`` is two.
+#: sqlglot parses each first as a type, then again as a call, so every level doubles the
+#: parse (measured: about 2.5x a level; 20 levels take hours).
+MAX_TYPE_CALLS = 4
+#: Depth of a parsed expression's tree (E0004), counted before any later pass walks it:
+#: each node below another is one level deeper, except the links every pass walks in a
+#: loop (``a + b + c``, ``a AND b OR c``). Chains that build a deep tree without nesting
+#: (``x IS NULL = true IS NULL = ...``, ``x BETWEEN 1 AND 2 BETWEEN ...``, alternating
+#: ``+``/``-``) stop here. The deepest pass after parsing (sqlglot's SQL generator) spends
+#: at most five Python frames a level, so every pass after parsing stays under Python's
+#: default recursion limit of 1,000 (the writers run after ``flowc.compile`` returns).
+MAX_TREE_DEPTH = 160
 
 # ---------------------------------------------------------------- memo caches
 

@@ -16,9 +16,17 @@ from typing import Any
 
 from sqlglot import exp
 from sqlglot.errors import ParseError
+from sqlglot.parser import Parser
+from sqlglot.tokenizer_core import Token, TokenType
 
 from flowc.habits import KEYWORD_FUNCTION_WORDS, keyword_calls_as_functions
-from flowc.limits import BoundedCache, SharedSetting
+from flowc.limits import (
+    MAX_NESTING,
+    MAX_TREE_DEPTH,
+    MAX_TYPE_CALLS,
+    BoundedCache,
+    SharedSetting,
+)
 
 #: Python's recursion limit while sqlglot works on an expression.
 _RECURSION_LIMIT = 8000
@@ -156,13 +164,186 @@ def _parse_and_count(text: str, dialect: str) -> tuple[exp.Expr, int]:
     """sqlglot's parse of one expression, and its number of tokens."""
     tokenizer, parser = sql_tools(dialect)
     tokens = tokenizer.tokenize(text)
+    check_nesting(tokens)
     if KEYWORD_FUNCTION_WORDS.search(text):  # GROUP BY window(ts, '1 minute')
         tokens = keyword_calls_as_functions(tokens)
     statements = parser.parse(tokens, text)
     if len(statements) != 1 or statements[0] is None:
         raise ParseError(f"expected one expression in '{text}'")
     tree: exp.Expr = statements[0]
+    check_tree_depth(tree, text)
     return tree, len(tokens)
+
+
+class TooDeep(Exception):
+    """Text nested past one of flowc's bounds (E0004): what is deep, how deep, the bound,
+    and the characters ``[start, end)`` of the text where the bound is passed."""
+
+    def __init__(self, what: str, depth: int, bound: int, start: int, end: int) -> None:
+        super().__init__(f"{what} {depth} deep; at most {bound} are allowed")
+        self.what = what
+        self.depth = depth
+        self.bound = bound
+        self.start = start
+        self.end = end
+
+
+_OPENERS = frozenset({TokenType.L_PAREN, TokenType.L_BRACKET, TokenType.L_BRACE, TokenType.CASE})
+_CLOSERS = frozenset({TokenType.R_PAREN, TokenType.R_BRACKET, TokenType.R_BRACE, TokenType.END})
+#: Words whose ``<`` opens a type's parameters, not a comparison.
+_TYPE_WORDS = frozenset({TokenType.ARRAY, TokenType.MAP, TokenType.STRUCT})
+#: Type names that sqlglot, seeing them before a bracket, first tries to parse as a type
+#: (``DATE(...)``, ``DECIMAL(10, 2)``, ``ARRAY[...]``) and parses again as a call when that
+#: fails: each such level nested in another doubles the work (``date(date(...))`` 20 deep
+#: takes hours). ``array(`` and ``map(`` do not (measured).
+_TYPE_CALLS = frozenset(Parser.TYPE_TOKENS)
+_TYPE_CALL_BRACKETS = {
+    word: (
+        frozenset({TokenType.L_BRACKET})
+        if word in (TokenType.ARRAY, TokenType.MAP)
+        else frozenset({TokenType.L_PAREN, TokenType.L_BRACKET})
+    )
+    for word in _TYPE_CALLS
+}
+#: Prefix operators whose operand is one term: open until the next operator.
+_ARITHMETIC_PREFIX = frozenset(
+    {TokenType.DASH, TokenType.PLUS, TokenType.TILDE, TokenType.PIPE_SLASH, TokenType.DPIPE_SLASH}
+)
+#: What ends the operand of NOT (``NOT a = NOT b`` nests) and of a lambda's arrow (``x ->
+#: y -> ...``): they are open until a comma, AND, OR, a CASE word or the bracket closes.
+_LOOSE_ENDS = frozenset(
+    {
+        TokenType.COMMA,
+        TokenType.AND,
+        TokenType.OR,
+        TokenType.XOR,
+        TokenType.WHEN,
+        TokenType.THEN,
+        TokenType.ELSE,
+    }
+)
+#: Tokens after which a ``-``/``+``/``NOT`` is a binary operator (``a - b``, ``a NOT IN``).
+_OPERAND_ENDS = frozenset(
+    {
+        TokenType.VAR,
+        TokenType.NUMBER,
+        TokenType.STRING,
+        TokenType.IDENTIFIER,
+        TokenType.NULL,
+        TokenType.TRUE,
+        TokenType.FALSE,
+        TokenType.STAR,
+        TokenType.R_PAREN,
+        TokenType.R_BRACKET,
+        TokenType.R_BRACE,
+        TokenType.END,
+    }
+)
+
+
+def check_nesting(tokens: list[Token]) -> None:
+    """Raise TooDeep where ``tokens`` nest past :data:`flowc.limits.MAX_NESTING`, before
+    sqlglot's recursive parser sees them (a linear scan, no recursion).
+
+    A level is an open bracket, CASE or type ``<``, or a prefix operator whose operand is
+    not over: ``- - x`` is two levels until the next operator, ``NOT a = NOT b`` two until
+    a comma, AND or OR. Only where a prefix operator is counted too long (an ``a - -b``
+    read as unary) is the count high; never is it low.
+    """
+    # Per open bracket: its kind, and the prefix operators open inside it (tight, loose).
+    kinds: list[TokenType] = [TokenType.L_PAREN]
+    tight: list[int] = [0]
+    loose: list[int] = [0]
+    calls: list[bool] = [False]
+    depth = type_calls = 0
+    previous: TokenType | None = None
+    for token in tokens:
+        kind = token.token_type
+        opens = kind in _OPENERS or (kind is TokenType.LT and previous in _TYPE_WORDS)
+        if opens:
+            call = previous in _TYPE_CALLS and kind in _TYPE_CALL_BRACKETS[previous]
+            kinds.append(kind)
+            tight.append(0)
+            loose.append(0)
+            calls.append(call)
+            depth += 1
+            type_calls += call
+            if type_calls > MAX_TYPE_CALLS:
+                raise TooDeep(
+                    "nests type names called as functions (date(...), struct(...))",
+                    type_calls,
+                    MAX_TYPE_CALLS,
+                    token.start,
+                    token.end + 1,
+                )
+        elif (kind in _CLOSERS or (kind is TokenType.GT and kinds[-1] is TokenType.LT)) and len(
+            kinds
+        ) > 1:
+            kinds.pop()
+            depth -= 1 + tight.pop() + loose.pop()
+            type_calls -= calls.pop()
+            kind = TokenType.R_PAREN  # what follows a closed bracket follows an operand
+        elif kind in _ARITHMETIC_PREFIX and previous not in _OPERAND_ENDS:
+            tight[-1] += 1
+            depth += 1
+        elif kind is TokenType.ARROW or (
+            kind is TokenType.NOT and previous not in _OPERAND_ENDS and previous is not TokenType.IS
+        ):
+            loose[-1] += 1
+            depth += 1
+        elif kind in _LOOSE_ENDS:
+            depth -= tight[-1] + loose[-1]
+            tight[-1] = loose[-1] = 0
+        elif kind not in _OPERAND_ENDS and previous in _OPERAND_ENDS:
+            # an operator after an operand ends the tight prefix operators' operand
+            depth -= tight[-1]
+            tight[-1] = 0
+        if depth > MAX_NESTING:
+            raise TooDeep("nests", depth, MAX_NESTING, token.start, token.end + 1)
+        previous = kind
+
+
+def _chained(parent: exp.Expr, child: exp.Expr, key: str) -> bool:
+    """Whether every pass walks from ``parent`` to ``child`` in a loop, not a call: the
+    left operand of the same binary operator (sqlglot's generator, typing), AND and OR."""
+    if isinstance(parent, exp.Connector) and isinstance(child, exp.Connector):
+        return True
+    return (
+        key == "this"
+        and type(child) is type(parent)
+        and isinstance(parent, exp.Binary)
+        and child.args.get("negate") == parent.args.get("negate")
+    )
+
+
+def check_tree_depth(tree: exp.Expr, text: str) -> None:
+    """Raise TooDeep if ``tree`` is deeper than :data:`flowc.limits.MAX_TREE_DEPTH`
+    (see there), before any recursive pass walks it; a walk with a stack."""
+    stack: list[tuple[exp.Expr, int]] = [(tree, 1)]
+    expr_class = exp.Expr
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_TREE_DEPTH:
+            start, end = _position(node, text)
+            raise TooDeep("has operators nested", depth, MAX_TREE_DEPTH, start, end)
+        for key, value in node.args.items():
+            if isinstance(value, expr_class):
+                stack.append((value, depth if _chained(node, value, key) else depth + 1))
+            elif type(value) is list:
+                stack.extend((v, depth + 1) for v in value if isinstance(v, expr_class))
+
+
+def _position(node: exp.Expr, text: str) -> tuple[int, int]:
+    """The characters from the first to the last name in ``node`` that sqlglot located, or
+    the whole text."""
+    starts: list[int] = []
+    ends: list[int] = []
+    for part in node.walk():
+        meta = part.meta if isinstance(part, exp.Identifier) else None
+        if meta and "start" in meta and "end" in meta:
+            starts.append(int(meta["start"]))
+            ends.append(int(meta["end"]) + 1)
+    return (min(starts), max(ends)) if starts else (0, len(text))
 
 
 def copy_tree(tree: exp.Expr) -> exp.Expr:

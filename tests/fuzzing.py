@@ -1174,6 +1174,88 @@ def run_cli_subprocess(paths: Sequence[Path], arguments: Sequence[str]) -> tuple
     return process.returncode, process.stderr.decode("utf-8", "replace")
 
 
+# ------------------------------------------------------------------- nesting and YAML
+
+NESTED_HEADER = (
+    "CREATE SOURCE s (k BIGINT, x BIGINT, b BOOLEAN) WITH (connector = 'datagen');\n"
+    "CREATE SINK o WITH (connector = 'console');\n"
+)
+
+#: Each kind of nesting as (prefix, suffix) wrapped around an operand once a level, or
+#: (chain link, "") appended once a level: what crashed flowc with exit 101 past some
+#: depth (issue 25, item 7).
+NESTINGS: dict[str, tuple[str, str]] = {
+    "brackets": ("(", ")"),
+    "brackets of arrays": ("array(", ")"),
+    "unary minus": ("- ", ""),
+    "unary minus bracketed": ("-(", ")"),
+    "bitwise not": ("~ ", ""),
+    "NOT": ("NOT ", ""),
+    "function calls": ("abs(", ")"),
+    "CASE": ("CASE WHEN x > 1 THEN ", " END"),
+    "CAST": ("CAST(", " AS BIGINT)"),
+    "type names called": ("string(", ")"),
+    "coalesce": ("coalesce(", ", 1)"),
+    "IS NOT NULL chain": (" = true IS NOT NULL", "chain"),
+    "BETWEEN chain": (" BETWEEN 1 AND 2", "chain"),
+    "cast chain": ("::BIGINT", "chain"),
+    "alternating + and -": (" + 1 - 1", "chain"),
+}
+
+
+def nested_expression(chooser: Chooser) -> tuple[str, int]:
+    """An expression nesting one to four kinds, each a random number of levels (often
+    near or far past flowc's bounds); and the most levels of one kind."""
+    kinds = chooser.subset(sorted(NESTINGS), low=1)[:4]
+    expression = "x"
+    total = 0
+    for kind in kinds:
+        levels = chooser.choice([1, 3, 4, 5, 30, 63, 64, 65, 100, 159, 161, 400, 3000])
+        total = max(total, levels)
+        before, after = NESTINGS[kind]
+        if after == "chain":
+            expression = "(" + expression + ")" + before * levels
+        else:
+            expression = before * levels + expression + after * levels
+    return expression, total
+
+
+def nested_program(chooser: Chooser) -> tuple[str, int]:
+    expression, levels = nested_expression(chooser)
+    where = chooser.choice(["WHERE {e} IS NOT NULL", "SELECT {e} AS y", "EXTEND {e} AS y"])
+    step = where.format(e=expression)
+    return NESTED_HEADER + f"INSERT INTO o FROM s |> {step};\n", levels
+
+
+def nested_yaml(chooser: Chooser) -> str:
+    """A test file's YAML with random nesting, aliases, tags and cycles."""
+    parts = ["tests:\n  - name: t\n    given:\n      s:\n"]
+    kind = chooser.choice(["nesting", "aliases", "tag", "cycle", "plain", "laughs"])
+    if kind == "nesting":
+        depth = chooser.choice([1, 10, 60, 65, 1000, 20_000])
+        parts.append("        - {k: " + "[" * depth + "]" * depth + "}\n")
+    elif kind == "tag":
+        tag = chooser.choice(
+            ["!!python/object:os.system", "!!set", "!!binary", "!local", "!!str", "!!int"]
+        )
+        parts.append(f"        - {{k: {tag} 1}}\n")
+    elif kind == "cycle":
+        parts.append("        - &a {k: [*a]}\n")
+    elif kind == "laughs":
+        levels = chooser.integer(1, 12)
+        parts = ["l0: &l0 [x, x, x, x, x, x, x, x, x, x]\n"]
+        for level in range(1, levels + 1):
+            parts.append(f"l{level}: &l{level} [" + ", ".join([f"*l{level - 1}"] * 10) + "]\n")
+        parts.append(f"tests: *l{levels}\n")
+        return "".join(parts)
+    elif kind == "aliases":
+        parts.append("        - &row {k: 1, v: a}\n" + "        - *row\n" * chooser.integer(1, 50))
+    else:
+        parts.append("        - {k: 1, v: a}\n")
+    parts.append("    expect:\n      o: []\n")
+    return "".join(parts)
+
+
 def seeded(seed: int) -> RandomChooser:
     return RandomChooser(random.Random(seed))
 
@@ -1193,6 +1275,9 @@ __all__ = [
     "generate_program",
     "mutate_bytes",
     "mutate_tokens",
+    "nested_expression",
+    "nested_program",
+    "nested_yaml",
     "run_cli",
     "run_cli_subprocess",
     "run_data",

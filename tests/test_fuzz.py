@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import collections
 import re
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,8 @@ from fuzzing import (
     generate_program,
     mutate_bytes,
     mutate_tokens,
+    nested_program,
+    nested_yaml,
     run_cli,
     run_cli_subprocess,
     run_data,
@@ -234,3 +237,74 @@ def test_harness_sees_crashes(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -
     results = run_cli(text.encode(), tmp_path, Outcome("compiled"))
     assert [r.code for r in results] == [101] * len(results)
     assert all(cli_problem(r) is not None for r in results)
+
+
+@st.composite
+def nested_programs(draw: Callable[[Any], Any]) -> tuple[str, int]:
+    return nested_program(DrawChooser(draw))
+
+
+@st.composite
+def nested_test_files(draw: Callable[[Any], Any]) -> str:
+    return nested_yaml(DrawChooser(draw))
+
+
+@settings(FUZZ, max_examples=60)
+@given(nested_programs())
+def test_nesting_of_every_kind_never_crashes_and_past_the_bounds_is_e0004(
+    case: tuple[str, int],
+) -> None:
+    """Kinds of nesting mixed, at and past the bounds (docs/limits.md): every stage runs
+    or a diagnostic stops it, in bounded time; one kind 161 levels deep is past every
+    bound (the tree's 160, the tokens' 64); a few levels of each are within them all."""
+    text, levels = case
+    started = time.monotonic()
+    outcome = run_passes(text)
+    assert time.monotonic() - started < 30
+    if levels > 160:
+        assert "E0004" in outcome.codes, outcome
+    if levels <= 3:
+        assert "E0004" not in outcome.codes, outcome
+
+
+@settings(FUZZ, max_examples=60)
+@given(nested_test_files())
+def test_test_files_with_any_nesting_aliases_tags_or_cycles_never_crash(
+    tmp_path_factory: pytest.TempPathFactory, text: str
+) -> None:
+    """A test file is read or refused with a located diagnostic, quickly, whatever its
+    aliases, tags, cycles or nesting."""
+    from flowc.usertest import TestFileError, load_test_file
+
+    path = tmp_path_factory.mktemp("yaml") / "job.test.yaml"
+    path.write_text(text, encoding="utf-8")
+    job = flowc.compile(_TESTED, "job.flow")
+    started = time.monotonic()
+    try:
+        load_test_file(str(path), job)
+    except TestFileError as error:
+        assert error.diagnostics
+        assert all(d.span is not None and d.span.line >= 1 for d in error.diagnostics)
+    assert time.monotonic() - started < 10
+
+
+_TESTED = """\
+CREATE SOURCE s (k BIGINT, v STRING) WITH (connector = 'files', path = 'in', format = 'json');
+CREATE SINK o WITH (connector = 'files', path = 'out', format = 'json');
+INSERT INTO o FROM s;
+"""
+
+
+def test_nested_programs_through_cli_processes(tmp_path: Path) -> None:
+    """Real processes on nested programs: exit 0 or 1, never 101, no traceback."""
+    from fuzzing import seeded
+
+    paths = []
+    for seed in range(6):
+        text, _ = nested_program(seeded(1000 + seed))
+        path = tmp_path / f"n{seed}.flow"
+        path.write_text(text, encoding="utf-8")
+        paths.append(path)
+    code, err = run_cli_subprocess(paths, ["check"])
+    assert code in (0, 1), err[-800:]
+    assert "Traceback" not in err and "internal error" not in err

@@ -721,7 +721,7 @@ def test_a_syntax_error_costs_one_statement() -> None:
     assert program.statements[1].span.line == 4
 
 
-def test_too_deep_nesting_is_reported_over_the_expression() -> None:
+def test_too_deep_nesting_is_reported_at_the_bracket_past_the_bound() -> None:
     depth = MAX_EXPRESSION_DEPTH + 1
     expression = "(" * depth + "k" + ")" * depth
     text = f"INSERT INTO o FROM s |> SELECT {expression} AS j;"
@@ -729,7 +729,8 @@ def test_too_deep_nesting_is_reported_over_the_expression() -> None:
     (error,) = diagnostics
     assert error.code == "E0004"
     assert f"{depth} deep" in error.message
-    assert at(error.span) == where(text, expression)
+    column = where(text, expression)[1] + MAX_EXPRESSION_DEPTH
+    assert at(error.span) == (1, column, 1, column + 1)
     assert program.statements == ()
     limit = "(" * MAX_EXPRESSION_DEPTH + "k" + ")" * MAX_EXPRESSION_DEPTH
     step = only_step(f"INSERT INTO o FROM s |> SELECT {limit} AS j;")

@@ -8,12 +8,16 @@ a FIFO, /dev/zero) runs ``python -m flowc`` in a subprocess; the rest calls ``ma
 from __future__ import annotations
 
 import ast as pyast
+import contextlib
 import io
 import json
 import os
 import stat
 import subprocess
 import sys
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -509,3 +513,307 @@ def test_renamed_job_is_refused_not_rows_lost(
 
     run(_files_job(tmp_path, job_name="first"))  # the old name: its checkpoint goes on
     assert [r["id"] for r in _rows(tmp_path / "out" / "o")] == [1, 2, 3, 4, 5]
+
+
+# ------------------------------------------------------------ 8. nesting (issue 25, item 7)
+
+NEST_HEADER = (
+    "CREATE SOURCE s (k BIGINT, x BIGINT, b BOOLEAN) WITH (connector = 'datagen');\n"
+    "CREATE SINK o WITH (connector = 'console');\n"
+)
+
+
+def _struct(depth: int) -> str:
+    text = "BIGINT"
+    for _ in range(depth):
+        text = f"STRUCT<a {text}>"
+    return text
+
+
+def _where(condition: str) -> str:
+    return NEST_HEADER + f"INSERT INTO o FROM s |> WHERE {condition};\n"
+
+
+def _select(expression: str) -> str:
+    return NEST_HEADER + f"INSERT INTO o FROM s |> SELECT {expression} AS y;\n"
+
+
+def _alternating(terms: int) -> str:
+    return "x > 1" + "".join(f" {'+-'[i % 2]} {i}" for i in range(terms))
+
+
+#: Each kind of nesting, far past its bound (and a few of them past the stack): programs
+#: that crashed with exit 101, or took hours, before the bounds (docs/limits.md).
+TOO_DEEP = {
+    "brackets": _where("(" * 20_000 + "k > 1" + ")" * 20_000),
+    "unary minus": _select("- " * 3000 + "x"),
+    "unary minus unspaced in brackets": _select("-(" * 1000 + "x" + ")" * 1000),
+    "NOT": _where("NOT " * 3000 + "b"),
+    "IS NOT NULL chain": _where("x IS NOT NULL" + " = true IS NOT NULL" * 500),
+    "BETWEEN chain": _where("x" + " BETWEEN 1 AND 2" * 500),
+    "alternating + and -": _where(_alternating(2000)),
+    "cast chain": _select("x" + "::BIGINT" * 500),
+    "CASE": _select("CASE WHEN x > 1 THEN " * 300 + "x" + " END" * 300),
+    "function calls": _select("abs(" * 300 + "x" + ")" * 300),
+    "type names called": _select("date(" * 30 + "x" + ")" * 30),
+    "struct calls": _select("struct(" * 60 + "x" + ")" * 60),
+    "CAST to a nested ARRAY": _select("CAST(x AS " + "ARRAY<" * 300 + "INT" + ">" * 300 + ")"),
+    "STRUCT column": (
+        f"CREATE SOURCE s (k {_struct(800)}) WITH (connector = 'datagen');\n"
+        "CREATE SINK o WITH (connector = 'console');\nINSERT INTO o FROM s;\n"
+    ),
+    "STRUCT sink column": (
+        NEST_HEADER.splitlines()[0]
+        + f"\nCREATE SINK o (k {_struct(800)}) WITH (connector = 'console');\n"
+        "INSERT INTO o FROM s;\n"
+    ),
+    "STRUCT parameter of a function": (
+        NEST_HEADER + f"CREATE FUNCTION f(v {_struct(500)}) RETURNS BIGINT AS 'm.f';\n"
+    ),
+    "SQL query brackets": NEST_HEADER
+    + "INSERT INTO o SELECT "
+    + "(" * 5000
+    + "x"
+    + ")" * 5000
+    + " AS y FROM s;\n",
+}
+
+
+def _main(argv: list[str]) -> tuple[int, str]:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+        code = main(argv)
+    return code, out.getvalue()
+
+
+@pytest.mark.parametrize("kind", sorted(TOO_DEEP))
+def test_nesting_of_every_kind_is_e0004_in_check_compile_and_diff(
+    kind: str, tmp_path: Path
+) -> None:
+    path = str(_write(tmp_path, TOO_DEEP[kind]))
+    for argv in (
+        ["check", path],
+        ["compile", "--emit", "all", "-o", str(tmp_path / "out"), path],
+        ["diff", path, path],
+    ):
+        started = time.monotonic()
+        code, out = _main(argv)
+        assert code == 1, (argv[0], out[-500:])
+        assert "error[E0004]" in out, (argv[0], out[-500:])
+        assert "job.flow:" in out  # located
+        assert time.monotonic() - started < 60
+
+
+@pytest.mark.parametrize("kind", ["unary minus", "BETWEEN chain", "STRUCT column"])
+def test_nesting_exit_code_of_the_process(kind: str, tmp_path: Path) -> None:
+    _write(tmp_path, TOO_DEEP[kind])
+    for args in (("check", "job.flow"), ("compile", "--emit", "pyspark", "job.flow")):
+        result = _flowc(*args, cwd=tmp_path)
+        assert result.returncode == 1, result.stderr[-500:]
+        assert "error[E0004]" in result.stderr
+        _no_traceback(result.stderr)
+
+
+#: The deepest program of each kind flowc accepts: at the bounds, not past them.
+AT_THE_BOUND = {
+    "brackets": _where("(" * 64 + "k > 1" + ")" * 64),
+    "SQL query brackets": NEST_HEADER
+    + "INSERT INTO o SELECT "
+    + "(" * 63
+    + "x"
+    + ")" * 63
+    + " AS y FROM s;\n",
+    "unary minus": _select("- " * 64 + "x"),
+    "NOT": _where("NOT " * 64 + "b"),
+    "IS NOT NULL chain": _where("x IS NOT NULL" + " = true IS NOT NULL" * 30),
+    "BETWEEN chain": _where("x" + " BETWEEN 1 AND 2" * 150),
+    "alternating + and -": _where(_alternating(150)),
+    "cast chain": _select("x" + "::BIGINT" * 150),
+    "CASE": _select("CASE WHEN x > 1 THEN " * 64 + "x" + " END" * 64),
+    "function calls": _select("abs(" * 64 + "x" + ")" * 64),
+    "type names called": _select("string(" * 4 + "x" + ")" * 4),
+    "STRUCT column": (
+        f"CREATE SOURCE s (k {_struct(63)}) WITH (connector = 'files', path = 'in', "
+        "format = 'json');\n"
+        "CREATE SINK o WITH (connector = 'console');\nINSERT INTO o FROM s;\n"
+    ),
+    "long AND/OR chain": _where(" OR ".join(f"x = {i} AND b" for i in range(3000))),
+}
+
+
+def _deepest_stack(work: Callable[[], object]) -> int:
+    """How many Python frames deeper than its caller ``work`` goes (a profile hook)."""
+    depth = deepest = 0
+
+    def hook(frame: object, event: str, arg: object) -> None:
+        nonlocal depth, deepest
+        if event == "call":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif event == "return":
+            depth -= 1
+
+    sys.setprofile(hook)
+    try:
+        work()
+    finally:
+        sys.setprofile(None)
+    return deepest
+
+
+@pytest.mark.parametrize("kind", sorted(AT_THE_BOUND))
+def test_nesting_at_the_bounds_stays_far_from_the_recursion_limit_in_a_small_thread(
+    kind: str,
+) -> None:
+    """Compiling goes at most half way to the recursion limit compiling holds (8,000), and
+    every writer after it stays under Python's default limit (1,000) without holding any,
+    in a thread of a 2 MiB stack (C frames too, not only Python's count)."""
+    from flowc.diff import diff_plans
+    from flowc.viewer import GRAPH_STAGES, render_html
+
+    found: dict[str, object] = {}
+
+    def run() -> None:
+        try:
+            job: list[flowc.CompiledJob] = []
+            found["compile"] = _deepest_stack(
+                lambda: job.append(flowc.compile(AT_THE_BOUND[kind], "t.flow", for_spark=True))
+            )
+            assert sys.getrecursionlimit() == 1000
+            found["writers"] = _deepest_stack(
+                lambda: (
+                    generate_pyspark(job[0]),
+                    [render_html(job[0], stage) for stage in GRAPH_STAGES],
+                    diff_plans(job[0], job[0]),
+                    job[0].physical_plan.to_json(),
+                )
+            )
+        except BaseException as error:  # handed to the test's thread
+            found["error"] = error
+
+    previous = threading.stack_size(2 << 20)
+    try:
+        thread = threading.Thread(target=run)
+        thread.start()
+        thread.join(timeout=120)
+    finally:
+        threading.stack_size(previous)
+    assert not thread.is_alive()
+    error = found.get("error")
+    if isinstance(error, BaseException):
+        raise AssertionError(kind) from error
+    assert isinstance(found["compile"], int) and found["compile"] < 4000, found
+    assert isinstance(found["writers"], int) and found["writers"] < 900, found
+
+
+# ------------------------------------------------ 9. test files (YAML) (issue 25, item 7)
+
+TESTED_JOB = """\
+CREATE SOURCE s (k BIGINT, v STRING) WITH (connector = 'files', path = 'in', format = 'json');
+CREATE SINK o WITH (connector = 'files', path = 'out', format = 'json');
+INSERT INTO o FROM s |> WHERE k > 0;
+"""
+
+
+def _rows_test(rows: str) -> str:
+    return f"tests:\n  - name: t\n    given:\n      s:\n{rows}    expect:\n      o: []\n"
+
+
+_LAUGHS = "".join(
+    f"{name}: &{name} [{', '.join([f'*{previous}'] * 9) if previous else 'x, ' * 8 + 'x'}]\n"
+    for previous, name in zip(["", *"abcdefg"], "abcdefgh", strict=True)
+)
+
+#: Test files that crashed ``flowc test`` (exit 101) or ran for minutes, and the code each
+#: now gets, at the line and column given.
+HOSTILE_TEST_FILES = {
+    "python tag": (
+        _rows_test("        - {k: !!python/object/apply:os.system ['true']}\n"),
+        "E0832",
+        5,
+    ),
+    "set tag": (_rows_test("        - {k: 1, v: !!set {a, b}}\n"), "E0832", 5),
+    "local tag": (_rows_test("        - {k: !mine 1}\n"), "E0832", 5),
+    "self-referencing anchor": (_rows_test("        - &a [*a]\n"), "E0834", 5),
+    "deep nesting": (
+        _rows_test("        - {k: 1, v: " + "[" * 5000 + "]" * 5000 + "}\n"),
+        "E0835",
+        5,
+    ),
+    "billion laughs": (_LAUGHS + "tests: *h\n", "E0833", None),
+    "larger than the bound": (
+        _rows_test("".join(f"        - {{k: {i}, v: value{i}}}\n" for i in range(400_000))),
+        "E0831",
+        1,
+    ),
+    "not UTF-8": (_rows_test("        - {k: 1, v: caf\udce9}\n"), "E0830", 5),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(HOSTILE_TEST_FILES))
+def test_hostile_test_file_is_a_located_diagnostic(kind: str, tmp_path: Path) -> None:
+    from flowc.usertest import TestFileError, load_test_file
+
+    text, code, line = HOSTILE_TEST_FILES[kind]
+    path = tmp_path / "job.test.yaml"
+    path.write_bytes(text.encode("utf-8", "surrogateescape"))
+    job = flowc.compile(TESTED_JOB, "job.flow")
+    started = time.monotonic()
+    with pytest.raises(TestFileError) as raised:
+        load_test_file(str(path), job)
+    assert time.monotonic() - started < 10
+    (diagnostic,) = raised.value.diagnostics
+    assert diagnostic.code == code
+    assert diagnostic.span is not None and diagnostic.span.file == str(path)
+    if line is not None:
+        assert diagnostic.span.line == line
+
+
+def test_aliases_within_the_bound_are_read() -> None:
+    """The bound counts what aliases expand to, and a few shared rows are fine."""
+    from flowc.usertest.safe_yaml import compose
+
+    node = compose("rows: &r [{k: 1}, {k: 2}]\nagain: *r\nthird: *r\n")
+    assert node is not None
+
+
+@pytest.mark.parametrize("kind", ["python tag", "billion laughs", "self-referencing anchor"])
+def test_hostile_test_file_exit_code_of_the_process(kind: str, tmp_path: Path) -> None:
+    _write(tmp_path, TESTED_JOB)
+    text, code, _ = HOSTILE_TEST_FILES[kind]
+    (tmp_path / "job.test.yaml").write_text(text, encoding="utf-8")
+    result = _flowc("test", "job.flow", cwd=tmp_path)
+    assert result.returncode == 1, result.stdout[-500:] + result.stderr[-500:]
+    assert f"error[{code}]" in result.stdout
+    _no_traceback(result.stdout + result.stderr)
+
+
+# ------------------------------------------- 10. lone surrogates (issue 25, item 7)
+
+
+@pytest.mark.parametrize("where", ["'\ud800'", "`col\udfff`", "-- \udc80 in a comment"])
+def test_lone_surrogate_in_the_source_is_refused_where_it_is(where: str) -> None:
+    """A str may hold a surrogate no file can: the JSON and HTML writers crashed on it."""
+    text = CLEAN.replace("WHERE k >= 0;", f"WHERE k >= 0 {where}\n;")
+    with pytest.raises(flowc.CompileError) as raised:
+        flowc.compile(text, "t.flow")
+    (diagnostic,) = raised.value.diagnostics
+    assert diagnostic.code == "E0904"
+    surrogate = next(i for i, c in enumerate(text) if "\ud800" <= c <= "\udfff")
+    line = text.count("\n", 0, surrogate) + 1
+    column = surrogate - text.rfind("\n", 0, surrogate)
+    assert diagnostic.span is not None
+    assert (diagnostic.span.line, diagnostic.span.column) == (line, column)
+    json.dumps(diagnostic.message, ensure_ascii=False).encode("utf-8")  # writable
+
+
+def test_lone_surrogate_escape_in_a_test_file_is_refused(tmp_path: Path) -> None:
+    from flowc.usertest import TestFileError, load_test_file
+
+    path = tmp_path / "job.test.yaml"
+    path.write_text(_rows_test('        - {k: 1, v: "a\\ud800"}\n'), encoding="utf-8")
+    with pytest.raises(TestFileError) as raised:
+        load_test_file(str(path), flowc.compile(TESTED_JOB, "job.flow"))
+    (diagnostic,) = raised.value.diagnostics
+    assert diagnostic.code == "E0904"
+    assert diagnostic.span is not None and diagnostic.span.line == 5

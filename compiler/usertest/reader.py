@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
-from pathlib import Path
 
 import yaml
 
@@ -24,14 +23,27 @@ from flowc.usertest.model import (
     UserTest,
     Value,
 )
+from flowc.usertest.safe_yaml import MAX_TEST_FILE_BYTES, YamlRefused, compose
 
 
 def load_test_file(path: str, job: CompiledJob) -> TestFile:
     """Read and check ``path`` against the job's sources, sinks and columns."""
-    text = Path(path).read_text(encoding="utf-8")
+    text = _read(path)
     problems: list[Diagnostic] = []
     try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        root = compose(text)
+    except YamlRefused as refused:
+        raise TestFileError(
+            [
+                Diagnostic(
+                    refused.code,
+                    Severity.ERROR,
+                    refused.message,
+                    Span(path, refused.line, refused.column, refused.line, refused.column + 1),
+                    refused.help,
+                )
+            ]
+        ) from None
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         line, column = (mark.line + 1, mark.column + 1) if mark is not None else (1, 1)
@@ -43,6 +55,42 @@ def load_test_file(path: str, job: CompiledJob) -> TestFile:
     if problems:
         raise TestFileError(problems)
     return TestFile(path, job.file, tests)
+
+
+def _read(path: str) -> str:
+    """The test file's text: at most MAX_TEST_FILE_BYTES (E0831, before it is read), UTF-8
+    (E0830 at the first byte that is not)."""
+    with open(path, "rb") as file:
+        data = file.read(MAX_TEST_FILE_BYTES + 1)
+    if len(data) > MAX_TEST_FILE_BYTES:
+        raise TestFileError(
+            [
+                Diagnostic(
+                    Code.E0831,
+                    Severity.ERROR,
+                    f"the test file is larger than flowc's bound of {MAX_TEST_FILE_BYTES:,} bytes",
+                    Span(path, 1, 1, 1, 2),
+                    "a test needs a few rows: split the file or write fewer",
+                )
+            ]
+        )
+    try:
+        return data.decode("utf-8").removeprefix("\ufeff")
+    except UnicodeDecodeError as error:
+        before = data[: error.start]
+        line = before.count(b"\n") + 1
+        column = len(before) - (before.rfind(b"\n") + 1) + 1
+        raise TestFileError(
+            [
+                _error(
+                    f"not valid UTF-8 (byte 0x{data[error.start]:02x})",
+                    path,
+                    line,
+                    column,
+                    "save the file as UTF-8",
+                )
+            ]
+        ) from None
 
 
 def _error(message: str, file: str, line: int, column: int, help: str | None = None) -> Diagnostic:
