@@ -666,3 +666,64 @@ def test_batch_mode_writes_no_manifest(tmp_path: Path) -> None:
     guard = guard_state(job, str(tmp_path / "ck"), str(tmp_path))
     assert isinstance(guard, StateGuard) and guard.started([]) == []
     assert not (tmp_path / "ck").exists()
+
+
+# ---------------------------------------------------------------- SET checkpoint.dir
+
+
+def test_set_checkpoint_dir_is_the_checkpoint_the_run_uses(spark: Any, tmp_path: Path) -> None:
+    """The plan shows ``<checkpoint.dir>/<job>/<query>``: flowc run keeps the checkpoint
+    (and the state manifest) there, the restart guard reads it there, and
+    ``--checkpoint-dir`` still wins over the setting."""
+    folder = tmp_path / "job"
+    folder.mkdir()
+    _write_rows(folder, INPUTS_A["keyed"], MTIME_A)
+    text = "SET checkpoint.dir = 'state/ck';\n" + PROGRAMS["keyed"]
+    job = flowc.compile(text, str(folder / "job.flow"), for_spark=True)
+    assert job.spark_plan.query("o").checkpoint_location == "state/ck/job/o"
+    _run(folder, text)
+    shown = folder / "state" / "ck" / "job" / "o"
+    assert (shown / "offsets" / "0").is_file() and (shown / STATE_MANIFEST).is_file()
+    assert not (folder / ".flowc-checkpoints" / "job" / "o" / "offsets").exists()
+    assert _keyed_result(spark) == _counts(ROWS_A)
+    # A restart on it goes on from its state: B's rows are added to A's counts.
+    _write_rows(folder, INPUTS_B["keyed"], MTIME_B)
+    _run(folder, text)
+    assert _keyed_result(spark) == _counts(ROWS_A + ROWS_B)
+    # The guard reads the checkpoint the plan shows: an incompatible edit is refused.
+    edited = text.replace("count(*) AS n", "sum(v) AS n")
+    job = flowc.compile(edited, str(folder / "job.flow"), for_spark=True)
+    with pytest.raises(CompileError) as caught:
+        run_job(job, available_now=True, master="local[2]", out=io.StringIO())
+    assert [d.code for d in caught.value.diagnostics] == ["E0820"]
+    # --checkpoint-dir wins over the setting: a new folder, state started over.
+    _run(folder, edited, checkpoint_dir=str(tmp_path / "elsewhere"))
+    assert (tmp_path / "elsewhere" / "job" / "o" / STATE_MANIFEST).is_file()
+    sums: Counter[tuple[str, str]] = Counter()
+    for r in ROWS_A + ROWS_B:
+        sums[(r["k"], r["z"])] += r["v"]
+    assert _keyed_result(spark) == sums
+
+
+def test_generated_program_uses_the_plans_checkpoint_dir() -> None:
+    from flowc.codegen import generate_pyspark
+
+    text = "SET checkpoint.dir = 'state/ck';\n" + PROGRAMS["keyed"]
+    code = generate_pyspark(flowc.compile(text, "job.flow", for_spark=True))
+    assert "checkpoint_dir = args.checkpoint_dir or os.path.join(BASE_DIR, 'state/ck')" in code
+    absolute = text.replace("'state/ck'", "'/var/ck'")
+    code = generate_pyspark(flowc.compile(absolute, "job.flow", for_spark=True))
+    assert "checkpoint_dir = args.checkpoint_dir or '/var/ck'" in code
+    default = generate_pyspark(flowc.compile(PROGRAMS["keyed"], "job.flow", for_spark=True))
+    assert "args.checkpoint_dir or os.path.join(BASE_DIR, '.flowc-checkpoints')" in default
+
+
+def test_untrusted_checkpoint_dir_stays_in_the_base_directory(tmp_path: Path) -> None:
+    text = "SET checkpoint.dir = '/tmp/elsewhere';\n" + PROGRAMS["keyed"]
+    with pytest.raises(CompileError) as caught:
+        flowc.compile(text, str(tmp_path / "job.flow"), trusted=False)
+    (error,) = [d for d in caught.value.diagnostics if d.code == "E0953"]
+    assert "checkpoint.dir '/tmp/elsewhere' is absolute" in error.message
+    assert error.span.line == 1
+    inside = "SET checkpoint.dir = 'ck';\n" + PROGRAMS["keyed"]
+    flowc.compile(inside, str(tmp_path / "job.flow"), trusted=False)
