@@ -727,3 +727,77 @@ def test_untrusted_checkpoint_dir_stays_in_the_base_directory(tmp_path: Path) ->
     assert error.span.line == 1
     inside = "SET checkpoint.dir = 'ck';\n" + PROGRAMS["keyed"]
     flowc.compile(inside, str(tmp_path / "job.flow"), trusted=False)
+
+
+# ---------------------------------------------------------------- functions and options
+
+
+UDF_MODULE = "def f(v):\n    return v * 2\n\n\ndef g(v):\n    return v * 3\n"
+UDF_PROGRAM = (
+    "CREATE FUNCTION f(v BIGINT) RETURNS BIGINT LANGUAGE python AS 'udfs:f';\n"
+    + PROGRAMS["keyed"].replace("count(*) AS n", "sum(f(v)) AS n")
+)
+
+
+def test_a_function_swapped_on_a_restart_is_refused(spark: Any, tmp_path: Path) -> None:
+    """sum(f(v)) over A with f = udfs:f; then f is declared as udfs:g, same signature:
+    Spark would add g's values to f's sums. The guard refuses it at the CREATE FUNCTION,
+    and so it does when the module's body of f changes; nothing on disk is touched."""
+    folder = tmp_path / "job"
+    folder.mkdir()
+    (folder / "udfs.py").write_text(UDF_MODULE, encoding="utf-8")
+    _write_rows(folder, INPUTS_A["keyed"], MTIME_A)
+    _run(folder, UDF_PROGRAM)
+    expected: Counter[tuple[str, str]] = Counter()
+    for r in ROWS_A:
+        expected[(r["k"], r["z"])] += 2 * r["v"]
+    assert _keyed_result(spark) == expected
+    _write_rows(folder, INPUTS_B["keyed"], MTIME_B)
+    flow = folder / "job.flow"
+    for text, module, said in (
+        (UDF_PROGRAM.replace("'udfs:f'", "'udfs:g'"), UDF_MODULE, "now runs udfs:g, was udfs:f"),
+        (UDF_PROGRAM, UDF_MODULE.replace("v * 2", "v * 4"), "its code in udfs.py changed"),
+    ):
+        flow.write_text(text, encoding="utf-8")
+        (folder / "udfs.py").write_text(module, encoding="utf-8")
+        before = _files(folder)
+        job = flowc.compile(text, str(flow), for_spark=True)
+        with pytest.raises(CompileError) as caught:
+            run_job(job, available_now=True, master="local[2]", out=io.StringIO())
+        (error,) = [d for d in caught.value.diagnostics if d.severity is Severity.ERROR]
+        assert error.code == "E0820" and "function 'f'" in error.message, error
+        assert said in error.message
+        assert (error.span.file, error.span.line) == (str(flow), 1)  # the CREATE FUNCTION
+        assert error.help is not None and "--reset-state o" in error.help
+        assert _files(folder) == before
+    # The same function again goes on from the state: A's sums and B's.
+    (folder / "udfs.py").write_text(UDF_MODULE, encoding="utf-8")
+    _run(folder, UDF_PROGRAM)
+    for r in ROWS_B:
+        expected[(r["k"], r["z"])] += 2 * r["v"]
+    assert _keyed_result(spark) == expected
+
+
+def test_partition_by_changed_on_a_restart_is_refused(bases: Callable[[str], Base]) -> None:
+    """A files sink's partition_by changed: Spark would write the new micro-batches under
+    other folders and the sink's folder could no longer be read
+    (CONFLICTING_PARTITION_COLUMN_NAMES). Refused at the option, before Spark."""
+    base = bases("window")
+    text = base.text.replace(
+        "CREATE SINK o WITH (connector = 'files', path = 'out', format = 'json');",
+        "CREATE SINK o WITH (connector = 'files', path = 'out', format = 'json',\n"
+        "  partition_by = 'k');",
+    )
+    flow = base.folder / "job.flow"
+    flow.write_text(text, encoding="utf-8")
+    before = _files(base.folder)
+    job = flowc.compile(text, str(flow), for_spark=True)
+    with pytest.raises(CompileError) as caught:
+        run_job(job, available_now=True, master="local[2]", out=io.StringIO())
+    (error,) = [d for d in caught.value.diagnostics if d.severity is Severity.ERROR]
+    assert error.code == "E0820"
+    assert "option partition_by is now 'k', was unset" in error.message
+    assert "CONFLICTING_PARTITION_COLUMN_NAMES" in error.message
+    assert error.span.line == _line_of(text, "partition_by = 'k'")
+    assert error.help is not None and "--reset-state o" in error.help
+    assert _files(base.folder) == before
