@@ -814,7 +814,7 @@ def test_option_matrix(tmp_path: Path, capsys: pytest.CaptureFixture[str], edit:
     result, document = _json(tmp_path, capsys, old, new)
     assert result == exit_code
     (query,) = document["state"]
-    found = [f for f in query["findings"] if f["aspect"] == "options"]
+    found = [f for f in query["findings"] if f["aspect"].endswith(("options", "settings"))]
     assert found, query["findings"]
     (finding,) = found
     assert finding["code"] == code
@@ -929,3 +929,19 @@ def test_a_function_feeding_only_stateless_output_is_a_warning(
     (finding,) = findings
     assert (finding["verdict"], finding["code"]) == ("compatible", "E0825")
     assert "feeds only the output" in finding["message"]
+
+
+def test_state_store_compared_as_planned(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Flink's default written out is the same store; another store is a warning (Spark
+    keeps the checkpoint's, which flowc run says with E0824 from the checkpoint itself)."""
+    code, document = _json(tmp_path, capsys, AGG, "SET state.backend.type = 'hashmap';\n" + AGG)
+    assert code == 0
+    assert [f for f in document["state"][0]["findings"] if f["aspect"] == "state_store"] == []
+    code, document = _json(tmp_path, capsys, AGG, "SET state.backend.type = 'rocksdb';\n" + AGG)
+    assert code == 0
+    found = [f for f in document["state"][0]["findings"] if f["aspect"] == "state_store"]
+    # RocksDB's changelog checkpointing comes with it (allowed), and the store (a warning)
+    assert [f["code"] for f in found] == [None, "E0825"]
+    assert "Spark keeps the store the checkpoint froze" in found[1]["message"]

@@ -399,8 +399,12 @@ class _Describer:
             "job.name": settings.job_name,
             "sql.dialect": settings.sql_dialect,
             "exchanges": settings.exchanges,
-            "state.backend.type": settings.state_backend,
-            "state.backend.changelog.enabled": settings.state_changelog,
+            # the store as planned (Flink's default when unset), so an unset choice and
+            # the default written out are one store
+            "state.backend.type": None
+            if self.plan.state_store.backend == "none"
+            else self.plan.state_store.backend,
+            "state.backend.changelog.enabled": self.plan.state_store.changelog,
             **dict(settings.spark_conf),
         }
         out = []

@@ -57,7 +57,8 @@ class Finding:
     ``aspect`` names what changed: ``keys``, ``aggregates``, ``window``, ``within``,
     ``join``, ``kind``, ``uid``, ``operator_id``, ``removed``, ``added``, ``order``,
     ``parallelism``, ``max_parallelism``, ``shuffle_partitions``, ``watermark``,
-    ``steps``, ``names``, ``sources``, ``sink``, ``query``.
+    ``steps``, ``names``, ``sources``, ``sink``, ``query``, ``source_options``,
+    ``source_columns``, ``sink_options``, ``settings``, ``state_store``, ``functions``.
     """
 
     verdict: Verdict

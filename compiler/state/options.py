@@ -372,6 +372,7 @@ def option_findings(old: QueryState, new: QueryState) -> Iterator[Finding]:
                 after.location if after is not None else None,
                 new.location,
                 old.location,
+                "source_options",
             )
         if was.columns is not None and source.columns is not None and was.columns != source.columns:
             yield Finding(
@@ -397,6 +398,7 @@ def option_findings(old: QueryState, new: QueryState) -> Iterator[Finding]:
                 after.location if after is not None else None,
                 b.location,
                 a.location,
+                "sink_options",
             )
     if old.settings is not None and new.settings is not None:
         for key, before, after in _changed(old.settings, new.settings):
@@ -411,6 +413,7 @@ def option_findings(old: QueryState, new: QueryState) -> Iterator[Finding]:
                 after.location if after is not None else None,
                 new.location,
                 old.location,
+                "state_store" if key.startswith("state.backend.") else "settings",
             )
 
 
@@ -422,11 +425,10 @@ def _finding(
     at: Location | None,
     fallback: Location,
     old: Location,
+    aspect: str,
 ) -> Iterator[Finding]:
     if rule.effect is Effect.ALLOWED:
-        yield Finding(
-            Verdict.COMPATIBLE, "options", f"{what}: {rule.why}", None, old, at or fallback
-        )
+        yield Finding(Verdict.COMPATIBLE, aspect, f"{what}: {rule.why}", None, old, at or fallback)
         return
     refused = rule.effect is Effect.REFUSED or (
         rule.effect is Effect.REFUSED_IF_UPDATING and updating
@@ -434,7 +436,7 @@ def _finding(
     if refused:
         yield Finding(
             Verdict.INCOMPATIBLE,
-            "options",
+            aspect,
             f"{what}: {rule.why}",
             ways_out(query),
             old,
@@ -443,7 +445,7 @@ def _finding(
         return
     yield Finding(
         Verdict.COMPATIBLE,
-        "options",
+        aspect,
         f"{what}: {rule.why}",
         f"if that is not what you want, revert it; or start this query over (a new "
         f"--checkpoint-dir, or flowc run --reset-state {query})",
