@@ -41,7 +41,7 @@ from flowc.generated_runtime import (
 from flowc.job import CompiledJob
 from flowc.program import Program, view_of
 from flowc.python_functions import result_kind
-from flowc.spark_plan import DEFAULT_CHECKPOINT_ROOT
+from flowc.spark_plan import join_root
 from flowc.spark_sql import UnsupportedOnSpark, registered_name
 
 #: UnsupportedOnSpark is what generation raises; importable from here as before.
@@ -171,9 +171,13 @@ class PysparkGenerator(SourceWriter, StepWriter, SinkWriter):
         )
         w("args = parser.parse_args(argv)", 1)
         w("BASE_DIR = os.path.abspath(args.base_dir)", 1)
+        # The plan's checkpoint root (SET checkpoint.dir, relative to BASE_DIR), as
+        # flowc.spark_plan.checkpoint_root decides it for flowc run.
+        root = self.spark_plan.checkpoint_root
+        joined = join_root("BASE_DIR", root)
         w(
             "checkpoint_dir = args.checkpoint_dir or "
-            f"os.path.join(BASE_DIR, {DEFAULT_CHECKPOINT_ROOT!r})",
+            + (f"os.path.join(BASE_DIR, {root!r})" if joined != root else repr(root)),
             1,
         )
         # A failure of Spark is one error message and exit code 1, never a traceback.

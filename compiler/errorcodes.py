@@ -584,6 +584,12 @@ class Code(StrEnum):
         "a state store other than the one the checkpoint froze",
         "state.md",
     )
+    E0825 = (
+        "E0825",
+        "state-kept-output-changes",
+        "an edit the state survives, but that changes what the job reads or writes from now on",
+        "state.md",
+    )
     E0830 = (
         "E0830",
         "test-file",

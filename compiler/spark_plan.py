@@ -26,6 +26,7 @@ as Flink's bounded execution does with its final watermark.
 
 from __future__ import annotations
 
+import os
 import re
 from collections import deque
 from dataclasses import dataclass
@@ -165,6 +166,9 @@ class SparkPlan:
     functions: tuple[str, ...] = ()
     #: What Spark does with each source's processing-time column (PROCTIME()).
     processing_time: tuple[str, ...] = ()
+    #: The folder the queries' checkpoints go under, as the plan shows it: ``SET
+    #: checkpoint.dir`` (relative to the job's folder), else ``.flowc-checkpoints``.
+    checkpoint_root: str = DEFAULT_CHECKPOINT_ROOT
 
     @property
     def engine(self) -> str:
@@ -316,6 +320,7 @@ def build_spark_plan(program: Program, tree: TransformationTree, graph: StreamGr
         source_nodes=dict(tree.source_nodes),
         sink_nodes=tuple(graph.sinks),
         stateful=stateful_nodes,
+        checkpoint_root=root,
         functions=_function_lines(program),
         processing_time=tuple(
             f"source '{s.name}': {s.proctime} is current_timestamp(), the start time of "
@@ -443,6 +448,27 @@ def _top_realization(node: ast.Top) -> str:
         f"per group, then one row per rank: the aggregation's state keeps each group's "
         f"{node.count} first rows; ties in the order are broken by the rows' other columns"
     )
+
+
+_URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+:")
+
+
+def checkpoint_root(plan: SparkPlan, flag: str | None, base_dir: str) -> str:
+    """The folder a run keeps the queries' checkpoints in: ``--checkpoint-dir`` as given
+    (the command line wins, as ``--set`` does), else the plan's (``SET checkpoint.dir``;
+    relative to ``base_dir``, the job's folder, as every path of the .flow file is), else
+    ``.flowc-checkpoints`` in ``base_dir``. ``flowc run``, the generated program and
+    the failure log all take it from here, so a run uses the checkpoint the plan shows."""
+    if flag:
+        return flag
+    return join_root(base_dir, plan.checkpoint_root)
+
+
+def join_root(base_dir: str, root: str) -> str:
+    """``root`` under ``base_dir`` unless it is absolute or a URI (``s3a://...``)."""
+    if _URI.match(root) or os.path.isabs(root):
+        return root
+    return os.path.join(base_dir, root)
 
 
 def checkpoint_segment(name: str) -> str:

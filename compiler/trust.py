@@ -135,6 +135,7 @@ def check_program(
     for part in parts:
         _check_functions(part, reporter)
     _check_connectors(tree, overrides, policy.base(tree.file), reporter)
+    _check_checkpoint_dir(tree, overrides, policy.base(tree.file), reporter)
     return clean
 
 
@@ -414,6 +415,29 @@ def _check_path(option: ast.Option, role: str, name: str, base: str, reporter: R
             "--base-dir), that stays inside it"
         ),
     )
+
+
+def _check_checkpoint_dir(
+    tree: ast.Program, overrides: Sequence[Override], base: str, reporter: Reporter
+) -> None:
+    """``checkpoint.dir`` is where ``flowc run`` writes: inside the base directory, as a
+    files path must be (E0953, E0954)."""
+    options = [s.option for s in tree.statements if isinstance(s, ast.SetStmt)]
+    options += [o.option() for o in overrides if o.is_setting]
+    for option in options:
+        if option.key != "checkpoint.dir":
+            continue
+        path = str(option.value.python)
+        found = path_problem(path, base)
+        if found is not None:
+            code, problem = found
+            reporter.error(
+                code,
+                f"checkpoint.dir '{shown(path)}' {problem}",
+                option.value.span,
+                help="write a folder relative to the base directory (the .flow file's folder, "
+                "or --base-dir), that stays inside it",
+            )
 
 
 def path_allowed(policy: TrustPolicy, file: str, path: str) -> bool:

@@ -41,7 +41,7 @@ from flowc.errorcodes import Code
 from flowc.job import CompiledJob
 from flowc.program import InsertDef, Program, Step, Stream, view_of
 from flowc.spans import Span
-from flowc.spark_plan import DEFAULT_CHECKPOINT_ROOT
+from flowc.spark_plan import checkpoint_root
 from flowc.spark_sql import UnsupportedOnSpark, sql_of
 from flowc.vocabulary import STATEFUL_STEPS, StepKind
 
@@ -122,7 +122,7 @@ def log_path(job: CompiledJob, checkpoint_dir: str | None, base_dir: str | None)
     the checkpoint folder when that is a local folder (else in the temporary folder). The
     folder is created and its oldest logs of the job are deleted."""
     folder = base_dir if base_dir is not None else str(Path(job.file).parent)
-    root = checkpoint_dir or os.path.join(os.path.abspath(folder), DEFAULT_CHECKPOINT_ROOT)
+    root = checkpoint_root(job.spark_plan, checkpoint_dir, os.path.abspath(folder))
     if root.startswith("file:"):
         root = re.sub(r"^file:(//)?", "", root)
     elif re.match(r"^[A-Za-z][\w+.-]*:", root) and not os.path.isabs(root):

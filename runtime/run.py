@@ -29,7 +29,7 @@ from flowc.runtime.failures import FailureLog, code_of, explain, spark_errors, s
 from flowc.runtime.ownership import check_sink_ownership
 from flowc.runtime.state_guard import guard_state
 from flowc.runtime.state_report import HeldState, held_state, state_lines
-from flowc.spark_plan import DEFAULT_CHECKPOINT_ROOT
+from flowc.spark_plan import checkpoint_root
 from flowc.spark_sql import UnsupportedOnSpark
 
 _EXCHANGE = re.compile(r"^[\s:+\-|]*Exchange ", re.M)
@@ -155,7 +155,7 @@ def run_job(
     module.__dict__["EMBEDDED_FUNCTIONS"] = {f.name.lower(): f.call for f in job.functions}
     folder = base_dir if base_dir is not None else str(Path(job.file).parent)
     module.__dict__["BASE_DIR"] = base = os.path.abspath(folder)
-    checkpoints = checkpoint_dir or os.path.join(base, DEFAULT_CHECKPOINT_ROOT)
+    checkpoints = checkpoint_root(job.spark_plan, checkpoint_dir, base)
     # Before Spark: state the edited job cannot go on from (E0820), --reset-state.
     guard = guard_state(job, checkpoints, base, reset_state, out)
     check_sink_ownership(job, checkpoints, base)  # before Spark: folders flowc refuses

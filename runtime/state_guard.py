@@ -143,7 +143,7 @@ def guard_state(
     incompatible edit; warnings (E0821, E0822) are written to ``out`` and kept.
     ``base_dir`` is the folder the job's relative paths start from; a name in
     ``reset_state`` that is no query of the job is a ValueError."""
-    manifest = describe_state(job)
+    manifest = describe_state(job, base_dir)
     guard = StateGuard(manifest)
     if job.spark_plan.batch:
         return guard  # a batch run keeps no checkpoint
@@ -189,9 +189,11 @@ def guard_state(
         )
         comparison = compare(old_manifest, manifest.only(q.name for q in old_states))
         for name, finding in comparison.findings():
+            if finding.aspect == "state_store":
+                continue  # E0824 above says it from the store the checkpoint froze
             if finding.verdict is Verdict.INCOMPATIBLE:
                 errors.append(_diagnostic(job, name, finding, Severity.ERROR))
-            elif finding.verdict is Verdict.RESCALED:
+            elif finding.verdict is Verdict.RESCALED or finding.warning:
                 guard.warnings.append(_diagnostic(job, name, finding, Severity.WARNING))
     if errors:
         everything = sorted(

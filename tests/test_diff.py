@@ -733,3 +733,215 @@ def test_diff_never_imports_pyspark(tmp_path: Path) -> None:
         check=False,
     )
     assert done.stderr.strip().endswith("1 []"), done.stderr
+
+
+# ---------------------------------------------------------------- options, settings, functions
+
+FILES_SINK = AGG.replace(
+    "CREATE SINK o WITH (connector = 'console', mode = 'update');",
+    "CREATE SINK o WITH (connector = 'files', path = 'out', format = 'csv', header = true,\n"
+    "  partition_by = 'z');",
+).replace("  |> KEY BY k\n  |> AGGREGATE count(*) AS n;", "  |> SELECT k, z, v;")
+POSTGRES = AGG.replace(
+    "CREATE SINK o WITH (connector = 'console', mode = 'update');",
+    "CREATE SINK o WITH (connector = 'postgres', database = 'd', table = 't', key = 'k',\n"
+    "  mode = 'update');",
+)
+CSV_SOURCE = AGG.replace(
+    "path = 'data/s', format = 'json');",
+    "path = 'data/s', format = 'csv',\n    timestamp_format = 'yyyy-MM-dd HH:mm:ss');",
+)
+
+#: (old, new, exit code, the code of the query's finding (None: a compatible note), a
+#: text on the line the finding is at).
+OPTION_MATRIX: dict[str, tuple[str, str, int, str | None, str]] = {
+    "partition_by": (
+        FILES_SINK,
+        FILES_SINK.replace("partition_by = 'z'", "partition_by = 'k'"),
+        1,
+        "E0820",
+        "partition_by = 'k'",
+    ),
+    "csv sink header": (
+        FILES_SINK,
+        FILES_SINK.replace("header = true", "header = false"),
+        1,
+        "E0820",
+        "header = false",
+    ),
+    "source timestamp format": (
+        CSV_SOURCE,
+        CSV_SOURCE.replace("yyyy-MM-dd HH:mm:ss", "dd/MM/yyyy HH:mm"),
+        0,
+        "E0825",
+        "timestamp_format",
+    ),
+    "session time zone": (
+        "SET spark.sql.session.timeZone = 'UTC';\n" + AGG,
+        "SET spark.sql.session.timeZone = 'Europe/Paris';\n" + AGG,
+        0,
+        "E0825",
+        "spark.sql.session.timeZone",
+    ),
+    "frozen spark setting": (
+        AGG,
+        "SET spark.sql.streaming.stateStore.compression.codec = 'zstd';\n" + AGG,
+        0,
+        "E0825",
+        "compression.codec",
+    ),
+    "postgres table of an updating query": (
+        POSTGRES,
+        POSTGRES.replace("table = 't'", "table = 't2'"),
+        1,
+        "E0820",
+        "table = 't2'",
+    ),
+    "postgres key": (POSTGRES, POSTGRES.replace("key = 'k'", "key = 'n'"), 1, "E0820", "key"),
+    "source rate limit": (
+        AGG.replace("format = 'json'", "format = 'json', max_files_per_trigger = 1"),
+        AGG.replace("format = 'json'", "format = 'json', max_files_per_trigger = 2"),
+        0,
+        None,
+        "max_files_per_trigger",
+    ),
+}
+
+
+@pytest.mark.parametrize("edit", list(OPTION_MATRIX))
+def test_option_matrix(tmp_path: Path, capsys: pytest.CaptureFixture[str], edit: str) -> None:
+    old, new, exit_code, code, at = OPTION_MATRIX[edit]
+    result, document = _json(tmp_path, capsys, old, new)
+    assert result == exit_code
+    (query,) = document["state"]
+    found = [f for f in query["findings"] if f["aspect"].endswith(("options", "settings"))]
+    assert found, query["findings"]
+    (finding,) = found
+    assert finding["code"] == code
+    assert at in finding["new"]["text"]
+    assert finding["new"]["line"] == next(
+        n for n, line in enumerate(new.split("\n"), 1) if at in line
+    )
+    _, out, _ = _diff(capsys, str(tmp_path / "old.flow"), str(tmp_path / "new.flow"))
+    assert not out.startswith("no changes")
+    if code is not None:
+        assert f"[{code}]" in out
+
+
+def test_checkpoint_dir_changed_is_a_plan_change(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, document = _json(tmp_path, capsys, AGG, "SET checkpoint.dir = 'ck';\n" + AGG)
+    assert code == 0
+    (change,) = [s for s in document["plan"]["spark"] if s["kind"] == "checkpoint_root"]
+    assert (change["old"], change["new"]) == (".flowc-checkpoints", "ck")
+    assert "starts over with empty state" in change["message"]
+
+
+UDF_HEAD = "CREATE FUNCTION f(v BIGINT) RETURNS BIGINT LANGUAGE python AS '{target}';\n"
+UDF_STATE = UDF_HEAD + AGG.replace("count(*) AS n", "sum(f(v)) AS n")
+UDF_OUTPUT = UDF_HEAD + AGG.replace(
+    "  |> KEY BY k\n  |> AGGREGATE count(*) AS n;", "  |> SELECT k, f(v) AS fv;"
+).replace("mode = 'update'", "mode = 'append'")
+MODULE = (
+    "import math\n\n\nSCALE = 2\n\n\ndef helper(v):\n    return v * SCALE\n\n\n"
+    "def f(v):\n    '''Doubles.'''\n    return helper(v)\n\n\ndef g(v):\n    return v + 1\n"
+)
+
+
+def _udf_files(tmp_path: Path, old: str, new: str, old_module: str, new_module: str) -> list[str]:
+    for side, text, module in (("old", old, old_module), ("new", new, new_module)):
+        folder = tmp_path / side
+        folder.mkdir(exist_ok=True)
+        (folder / "job.flow").write_text(text, encoding="utf-8")
+        (folder / "udfs.py").write_text(module, encoding="utf-8")
+    return [str(tmp_path / "old" / "job.flow"), str(tmp_path / "new" / "job.flow")]
+
+
+def _function_findings(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    old: str,
+    new: str,
+    old_module: str = MODULE,
+    new_module: str = MODULE,
+) -> tuple[int, list[dict[str, Any]]]:
+    files = _udf_files(tmp_path, old, new, old_module, new_module)
+    code, out, err = _diff(capsys, *files, "--format", "json")
+    assert err == "", err
+    (query,) = json.loads(out)["state"]
+    return code, [f for f in query["findings"] if f["aspect"] == "functions"]
+
+
+def test_a_function_swapped_for_another_of_the_same_signature_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    old = UDF_STATE.format(target="udfs:f")
+    code, findings = _function_findings(tmp_path, capsys, old, UDF_STATE.format(target="udfs:g"))
+    assert code == 1
+    (finding,) = findings
+    assert finding["code"] == "E0820"
+    assert "function 'f' (udfs:g) now runs udfs:g, was udfs:f" in finding["message"]
+    assert finding["new"]["line"] == 1 and finding["new"]["text"].startswith("CREATE FUNCTION f")
+    files = _udf_files(tmp_path, old, UDF_STATE.format(target="udfs:g"), MODULE, MODULE)
+    _, out, _ = _diff(capsys, *files)
+    assert "error[E0820]: function 'f'" in out and "job.flow:1:1" in out
+
+
+@pytest.mark.parametrize(
+    ("module", "verdict", "code"),
+    [
+        (MODULE.replace("return v * SCALE", "return v * SCALE + 1"), "incompatible", "E0820"),
+        (MODULE.replace("SCALE = 2", "SCALE = 3"), "incompatible", "E0820"),
+        (MODULE.replace("'''Doubles.'''", "# doubles\n    '''Twice.'''"), "compatible", None),
+        (MODULE.replace("return v + 1", "return v + 2"), "compatible", None),
+        (MODULE, None, None),
+    ],
+    ids=["helper", "constant", "comment_and_docstring", "another_function", "same"],
+)
+def test_a_functions_code_changed(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    module: str,
+    verdict: str | None,
+    code: str | None,
+) -> None:
+    text = UDF_STATE.format(target="udfs:f")
+    result, findings = _function_findings(tmp_path, capsys, text, text, MODULE, module)
+    if verdict is None:
+        assert findings == [] and result == 0
+        return
+    (finding,) = findings
+    if verdict == "compatible":
+        assert "not the function's code nor what it uses" in finding["message"]
+    assert (finding["verdict"], finding["code"]) == (verdict, code)
+    assert result == (1 if verdict == "incompatible" else 0)
+    if verdict == "incompatible":
+        assert "its code in udfs.py changed" in finding["message"]
+
+
+def test_a_function_feeding_only_stateless_output_is_a_warning(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    old = UDF_OUTPUT.format(target="udfs:f")
+    code, findings = _function_findings(tmp_path, capsys, old, UDF_OUTPUT.format(target="udfs:g"))
+    assert code == 0
+    (finding,) = findings
+    assert (finding["verdict"], finding["code"]) == ("compatible", "E0825")
+    assert "feeds only the output" in finding["message"]
+
+
+def test_state_store_compared_as_planned(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Flink's default written out is the same store; another store is a warning (Spark
+    keeps the checkpoint's, which flowc run says with E0824 from the checkpoint itself)."""
+    code, document = _json(tmp_path, capsys, AGG, "SET state.backend.type = 'hashmap';\n" + AGG)
+    assert code == 0
+    assert [f for f in document["state"][0]["findings"] if f["aspect"] == "state_store"] == []
+    code, document = _json(tmp_path, capsys, AGG, "SET state.backend.type = 'rocksdb';\n" + AGG)
+    assert code == 0
+    found = [f for f in document["state"][0]["findings"] if f["aspect"] == "state_store"]
+    # RocksDB's changelog checkpointing comes with it (allowed), and the store (a warning)
+    assert [f["code"] for f in found] == [None, "E0825"]
+    assert "Spark keeps the store the checkpoint froze" in found[1]["message"]

@@ -666,3 +666,138 @@ def test_batch_mode_writes_no_manifest(tmp_path: Path) -> None:
     guard = guard_state(job, str(tmp_path / "ck"), str(tmp_path))
     assert isinstance(guard, StateGuard) and guard.started([]) == []
     assert not (tmp_path / "ck").exists()
+
+
+# ---------------------------------------------------------------- SET checkpoint.dir
+
+
+def test_set_checkpoint_dir_is_the_checkpoint_the_run_uses(spark: Any, tmp_path: Path) -> None:
+    """The plan shows ``<checkpoint.dir>/<job>/<query>``: flowc run keeps the checkpoint
+    (and the state manifest) there, the restart guard reads it there, and
+    ``--checkpoint-dir`` still wins over the setting."""
+    folder = tmp_path / "job"
+    folder.mkdir()
+    _write_rows(folder, INPUTS_A["keyed"], MTIME_A)
+    text = "SET checkpoint.dir = 'state/ck';\n" + PROGRAMS["keyed"]
+    job = flowc.compile(text, str(folder / "job.flow"), for_spark=True)
+    assert job.spark_plan.query("o").checkpoint_location == "state/ck/job/o"
+    _run(folder, text)
+    shown = folder / "state" / "ck" / "job" / "o"
+    assert (shown / "offsets" / "0").is_file() and (shown / STATE_MANIFEST).is_file()
+    assert not (folder / ".flowc-checkpoints" / "job" / "o" / "offsets").exists()
+    assert _keyed_result(spark) == _counts(ROWS_A)
+    # A restart on it goes on from its state: B's rows are added to A's counts.
+    _write_rows(folder, INPUTS_B["keyed"], MTIME_B)
+    _run(folder, text)
+    assert _keyed_result(spark) == _counts(ROWS_A + ROWS_B)
+    # The guard reads the checkpoint the plan shows: an incompatible edit is refused.
+    edited = text.replace("count(*) AS n", "sum(v) AS n")
+    job = flowc.compile(edited, str(folder / "job.flow"), for_spark=True)
+    with pytest.raises(CompileError) as caught:
+        run_job(job, available_now=True, master="local[2]", out=io.StringIO())
+    assert [d.code for d in caught.value.diagnostics] == ["E0820"]
+    # --checkpoint-dir wins over the setting: a new folder, state started over.
+    _run(folder, edited, checkpoint_dir=str(tmp_path / "elsewhere"))
+    assert (tmp_path / "elsewhere" / "job" / "o" / STATE_MANIFEST).is_file()
+    sums: Counter[tuple[str, str]] = Counter()
+    for r in ROWS_A + ROWS_B:
+        sums[(r["k"], r["z"])] += r["v"]
+    assert _keyed_result(spark) == sums
+
+
+def test_generated_program_uses_the_plans_checkpoint_dir() -> None:
+    from flowc.codegen import generate_pyspark
+
+    text = "SET checkpoint.dir = 'state/ck';\n" + PROGRAMS["keyed"]
+    code = generate_pyspark(flowc.compile(text, "job.flow", for_spark=True))
+    assert "checkpoint_dir = args.checkpoint_dir or os.path.join(BASE_DIR, 'state/ck')" in code
+    absolute = text.replace("'state/ck'", "'/var/ck'")
+    code = generate_pyspark(flowc.compile(absolute, "job.flow", for_spark=True))
+    assert "checkpoint_dir = args.checkpoint_dir or '/var/ck'" in code
+    default = generate_pyspark(flowc.compile(PROGRAMS["keyed"], "job.flow", for_spark=True))
+    assert "args.checkpoint_dir or os.path.join(BASE_DIR, '.flowc-checkpoints')" in default
+
+
+def test_untrusted_checkpoint_dir_stays_in_the_base_directory(tmp_path: Path) -> None:
+    text = "SET checkpoint.dir = '/tmp/elsewhere';\n" + PROGRAMS["keyed"]
+    with pytest.raises(CompileError) as caught:
+        flowc.compile(text, str(tmp_path / "job.flow"), trusted=False)
+    (error,) = [d for d in caught.value.diagnostics if d.code == "E0953"]
+    assert "checkpoint.dir '/tmp/elsewhere' is absolute" in error.message
+    assert error.span.line == 1
+    inside = "SET checkpoint.dir = 'ck';\n" + PROGRAMS["keyed"]
+    flowc.compile(inside, str(tmp_path / "job.flow"), trusted=False)
+
+
+# ---------------------------------------------------------------- functions and options
+
+
+UDF_MODULE = "def f(v):\n    return v * 2\n\n\ndef g(v):\n    return v * 3\n"
+UDF_PROGRAM = (
+    "CREATE FUNCTION f(v BIGINT) RETURNS BIGINT LANGUAGE python AS 'udfs:f';\n"
+    + PROGRAMS["keyed"].replace("count(*) AS n", "sum(f(v)) AS n")
+)
+
+
+def test_a_function_swapped_on_a_restart_is_refused(spark: Any, tmp_path: Path) -> None:
+    """sum(f(v)) over A with f = udfs:f; then f is declared as udfs:g, same signature:
+    Spark would add g's values to f's sums. The guard refuses it at the CREATE FUNCTION,
+    and so it does when the module's body of f changes; nothing on disk is touched."""
+    folder = tmp_path / "job"
+    folder.mkdir()
+    (folder / "udfs.py").write_text(UDF_MODULE, encoding="utf-8")
+    _write_rows(folder, INPUTS_A["keyed"], MTIME_A)
+    _run(folder, UDF_PROGRAM)
+    expected: Counter[tuple[str, str]] = Counter()
+    for r in ROWS_A:
+        expected[(r["k"], r["z"])] += 2 * r["v"]
+    assert _keyed_result(spark) == expected
+    _write_rows(folder, INPUTS_B["keyed"], MTIME_B)
+    flow = folder / "job.flow"
+    for text, module, said in (
+        (UDF_PROGRAM.replace("'udfs:f'", "'udfs:g'"), UDF_MODULE, "now runs udfs:g, was udfs:f"),
+        (UDF_PROGRAM, UDF_MODULE.replace("v * 2", "v * 4"), "its code in udfs.py changed"),
+    ):
+        flow.write_text(text, encoding="utf-8")
+        (folder / "udfs.py").write_text(module, encoding="utf-8")
+        before = _files(folder)
+        job = flowc.compile(text, str(flow), for_spark=True)
+        with pytest.raises(CompileError) as caught:
+            run_job(job, available_now=True, master="local[2]", out=io.StringIO())
+        (error,) = [d for d in caught.value.diagnostics if d.severity is Severity.ERROR]
+        assert error.code == "E0820" and "function 'f'" in error.message, error
+        assert said in error.message
+        assert (error.span.file, error.span.line) == (str(flow), 1)  # the CREATE FUNCTION
+        assert error.help is not None and "--reset-state o" in error.help
+        assert _files(folder) == before
+    # The same function again goes on from the state: A's sums and B's.
+    (folder / "udfs.py").write_text(UDF_MODULE, encoding="utf-8")
+    _run(folder, UDF_PROGRAM)
+    for r in ROWS_B:
+        expected[(r["k"], r["z"])] += 2 * r["v"]
+    assert _keyed_result(spark) == expected
+
+
+def test_partition_by_changed_on_a_restart_is_refused(bases: Callable[[str], Base]) -> None:
+    """A files sink's partition_by changed: Spark would write the new micro-batches under
+    other folders and the sink's folder could no longer be read
+    (CONFLICTING_PARTITION_COLUMN_NAMES). Refused at the option, before Spark."""
+    base = bases("window")
+    text = base.text.replace(
+        "CREATE SINK o WITH (connector = 'files', path = 'out', format = 'json');",
+        "CREATE SINK o WITH (connector = 'files', path = 'out', format = 'json',\n"
+        "  partition_by = 'k');",
+    )
+    flow = base.folder / "job.flow"
+    flow.write_text(text, encoding="utf-8")
+    before = _files(base.folder)
+    job = flowc.compile(text, str(flow), for_spark=True)
+    with pytest.raises(CompileError) as caught:
+        run_job(job, available_now=True, master="local[2]", out=io.StringIO())
+    (error,) = [d for d in caught.value.diagnostics if d.severity is Severity.ERROR]
+    assert error.code == "E0820"
+    assert "option partition_by is now 'k', was unset" in error.message
+    assert "CONFLICTING_PARTITION_COLUMN_NAMES" in error.message
+    assert error.span.line == _line_of(text, "partition_by = 'k'")
+    assert error.help is not None and "--reset-state o" in error.help
+    assert _files(base.folder) == before

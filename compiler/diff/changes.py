@@ -262,6 +262,7 @@ class OperatorIdChange:
 
 class SparkChangeKind(StrEnum):
     SHUFFLE_PARTITIONS = "shuffle_partitions"
+    CHECKPOINT_ROOT = "checkpoint_root"
     QUERY_ADDED = "query_added"
     QUERY_REMOVED = "query_removed"
     EXCHANGE_ADDED = "exchange_added"

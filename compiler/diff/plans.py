@@ -297,6 +297,18 @@ def _spark_changes(old: Side, new: Side, pairs: dict[int, int]) -> tuple[SparkCh
                 f"{after.shuffle_partitions} ({after.shuffle_partitions_reason}){note}",
             )
         )
+    if before.checkpoint_root != after.checkpoint_root and not (before.batch and after.batch):
+        changes.append(
+            SparkChange(
+                SparkChangeKind.CHECKPOINT_ROOT,
+                None,
+                before.checkpoint_root,
+                after.checkpoint_root,
+                f"checkpoint.dir {before.checkpoint_root} -> {after.checkpoint_root}: every "
+                "query starts over with empty state in the new folder, and the state in the "
+                "old one is left behind",
+            )
+        )
     old_queries = {q.name: q for q in before.queries}
     new_names = {q.name for q in after.queries}
     for query in after.queries:

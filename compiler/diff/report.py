@@ -103,7 +103,7 @@ class DiffReport:
                 out.append(f"checkpoint: {self.checkpoint.note}")
             return "\n".join(out) + "\n"
         for query, finding in self.state.findings():
-            if finding.verdict in (Verdict.INCOMPATIBLE, Verdict.RESCALED):
+            if finding.verdict in (Verdict.INCOMPATIBLE, Verdict.RESCALED) or finding.warning:
                 out.append(_finding_text(query, finding, sources, paint, self.new_file))
         out.extend(self._verdicts(paint))
         plan = self.plan.to_text()

@@ -19,6 +19,7 @@ from flowc.state.findings import (
 )
 from flowc.state.manifest import QueryState, SinkWrite, StatefulOperator, StateManifest
 from flowc.state.operator_compare import compare_operator
+from flowc.state.options import option_findings
 
 
 def compare(old: StateManifest, new: StateManifest) -> StateComparison:
@@ -98,6 +99,8 @@ def _query_findings(old: QueryState, new: QueryState) -> Iterator[Finding]:
             new.location,
         )
     yield from _sink_findings(old, new)
+    yield from option_findings(old, new)
+    yield from _function_findings(old, new)
     if new.operators and old.operators and new.shuffle_partitions != old.shuffle_partitions:
         explained = {o.parallelism for o in old.operators} != {o.parallelism for o in new.operators}
         if not explained:
@@ -149,6 +152,71 @@ def _sink_findings(old: QueryState, new: QueryState) -> Iterator[Finding]:
             a.location,
             b.location,
         )
+
+
+def _function_findings(old: QueryState, new: QueryState) -> Iterator[Finding]:
+    """A Python function the query calls whose code changed: refused where a stateful
+    operator keeps what it computes (the state would mix both functions' values), a
+    warning where it feeds the output only (rows from now on are the new code's)."""
+    if old.functions is None or new.functions is None:
+        return  # a manifest of an older flowc: not recorded
+    before = {f.name: f for f in old.functions}
+    for function in new.functions:
+        was = before.get(function.name)
+        if was is None:
+            continue  # newly called: the expressions that call it changed, and say so
+        changes = []
+        if was.target != function.target:
+            changes.append(f"now runs {function.target}, was {was.target}")
+        elif (
+            was.digest is not None and function.digest is not None and was.digest != function.digest
+        ):
+            where = f" in {function.file}" if function.file else ""
+            changes.append(
+                f"its code{where} changed (the function or what it uses of its module: "
+                f"digest {was.digest[:8]} → {function.digest[:8]})"
+            )
+        if not changes:
+            if was.module_digest != function.module_digest and was.digest == function.digest:
+                yield Finding(
+                    Verdict.COMPATIBLE,
+                    "functions",
+                    f"function '{function.name}': its module's file changed, but not the "
+                    "function's code nor what it uses of the module (comments, docstrings and "
+                    "layout do not count)",
+                    None,
+                    was.location,
+                    function.location,
+                )
+            continue
+        what = f"function '{function.name}' ({function.target}) {'; '.join(changes)}"
+        if "state" in (was.feeds, function.feeds):
+            yield Finding(
+                Verdict.INCOMPATIBLE,
+                "functions",
+                f"{what}: query '{new.name}' keeps values it computed in state, and Spark "
+                "would go on from them, mixing the old function's values with the new one's; "
+                f"was: {was.location.text} (line {was.location.line})",
+                "revert the function; or keep the old state and start this query over with a "
+                f"new --checkpoint-dir, or with flowc run --reset-state {new.name} (moves its "
+                "old checkpoint aside, never deletes it); or declare the new code under "
+                "another name, so the state's expressions change too",
+                was.location,
+                function.location,
+            )
+        else:
+            yield Finding(
+                Verdict.COMPATIBLE,
+                "functions",
+                f"{what}: it feeds only the output of query '{new.name}', which no state "
+                "keeps: rows from now on are the new code's, rows written before keep the old "
+                "code's values",
+                "if rows written before must be recomputed, start this query over (flowc run "
+                f"--reset-state {new.name})",
+                was.location,
+                function.location,
+                warning=True,
+            )
 
 
 def _sink_shown(sink: SinkWrite) -> str:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -23,6 +26,7 @@ from flowc.program import (
 )
 from flowc.spans import Span
 from flowc.spark_sql import UnsupportedOnSpark, select_columns, watermark_delay
+from flowc.state.functions import function_identity
 from flowc.state.lineage import (
     Env,
     aggregate_state,
@@ -39,8 +43,10 @@ from flowc.state.lineage import (
 from flowc.state.manifest import (
     MANIFEST_VERSION,
     AggregateState,
+    FunctionState,
     JoinState,
     Location,
+    OptionValue,
     QueryState,
     SinkWrite,
     SourceRead,
@@ -51,6 +57,7 @@ from flowc.state.manifest import (
     WatermarkState,
     WindowState,
 )
+from flowc.state.options import stored_value
 from flowc.stream_graph import StreamNode
 from flowc.vocabulary import AGGREGATE_STEPS, NodeKind, Partitioner, StepKind, WindowKind
 
@@ -61,9 +68,11 @@ if TYPE_CHECKING:
 # ---------------------------------------------------------------- describe_state
 
 
-def describe_state(job: CompiledJob) -> StateManifest:
-    """The state every query of ``job`` keeps, operator by operator in Spark's order."""
-    return _Describer(job).manifest()
+def describe_state(job: CompiledJob, base_dir: str | None = None) -> StateManifest:
+    """The state every query of ``job`` keeps, operator by operator in Spark's order.
+    ``base_dir`` is the folder the job's Python modules are read from (its run's base
+    folder; by default the .flow file's)."""
+    return _Describer(job, base_dir).manifest()
 
 
 #: The state kind of the stateful steps that have one kind only.
@@ -87,8 +96,16 @@ class _StepInfo:
 
 
 class _Describer:
-    def __init__(self, job: CompiledJob) -> None:
+    def __init__(self, job: CompiledJob, base_dir: str | None) -> None:
         self.job = job
+        self.base = base_dir if base_dir is not None else job.trust.base(job.file)
+        #: Where each option of each source and sink, and each setting, is written.
+        self.option_spans: dict[tuple[str, str], Span] = {}
+        for statement in job.ast.statements:
+            if isinstance(statement, ast.CreateSource | ast.CreateSink):
+                for option in statement.options:
+                    self.option_spans[(statement.name.value, option.key)] = option.span
+        self.identities: dict[str, tuple[str | None, str | None, str | None]] = {}
         self.program: Program = job.program
         self.plan = job.spark_plan
         self.graph = job.stream_graph
@@ -308,12 +325,22 @@ class _Describer:
             source = self.program.source(source_name)
             options = dict(source.options)
             where = options.get("path", options.get("topic"))
+            columns = ", ".join(f"{c.name} {c.type}" for c in source.schema)
+            if source.proctime is not None:
+                columns += f", {source.proctime} AS PROCTIME()"
+            if source.watermark is not None:
+                columns += (
+                    f", WATERMARK FOR {source.watermark.column} AS "
+                    f"{one_line(source.watermark.expr.text)}"
+                )
             sources.append(
                 SourceRead(
                     source.name,
                     source.connector,
                     None if where is None else str(where),
                     _optional(options.get("format")),
+                    self._options(source.name, source.options),
+                    columns,
                 )
             )
         operators = [
@@ -330,6 +357,7 @@ class _Describer:
                 _optional(sink_options.get("format")),
                 sink_def.mode,
                 self._location(sink_def.span),
+                self._options(sink_def.name, (("mode", sink_def.mode), *sink_def.options)),
             ),
             sources=tuple(sorted(sources, key=lambda s: s.name)),
             output_mode=query.output_mode,
@@ -338,7 +366,96 @@ class _Describer:
             operators=tuple(operators),
             steps=steps,
             location=self._location(span),
+            settings=self._settings(),
+            functions=self._functions(steps, operators),
         )
+
+    def _options(
+        self, owner: str, options: Iterable[tuple[str, object]]
+    ) -> tuple[OptionValue, ...]:
+        out = []
+        for key, value in sorted(options, key=lambda item: item[0]):
+            span = self.option_spans.get((owner, key))
+            out.append(
+                OptionValue(
+                    key,
+                    stored_value(key, value),
+                    None if span is None else self._location(span),
+                )
+            )
+        return tuple(out)
+
+    def _settings(self) -> tuple[OptionValue, ...]:
+        """The settings as set (in the file or with --set), each where it is written."""
+        settings = self.program.settings
+        values: dict[str, object] = {
+            "parallelism": settings.parallelism,
+            "max_parallelism": settings.max_parallelism,
+            "chaining": settings.chaining,
+            "execution.mode": settings.execution_mode,
+            "checkpoint.interval": settings.checkpoint_interval_ms,
+            "checkpoint.mode": settings.checkpoint_mode,
+            "checkpoint.dir": settings.checkpoint_dir,
+            "job.name": settings.job_name,
+            "sql.dialect": settings.sql_dialect,
+            "exchanges": settings.exchanges,
+            # the store as planned (Flink's default when unset), so an unset choice and
+            # the default written out are one store
+            "state.backend.type": None
+            if self.plan.state_store.backend == "none"
+            else self.plan.state_store.backend,
+            "state.backend.changelog.enabled": self.plan.state_store.changelog,
+            **dict(settings.spark_conf),
+        }
+        out = []
+        for key in sorted(values):
+            if values[key] is None:
+                continue
+            span = settings.spans.get(key)
+            out.append(
+                OptionValue(
+                    key,
+                    stored_value(key, values[key]),
+                    None if span is None or span.file != self.job.file else self._location(span),
+                )
+            )
+        return tuple(out)
+
+    def _functions(
+        self, steps: tuple[str, ...], operators: list[StatefulOperator]
+    ) -> tuple[FunctionState, ...]:
+        """The Python functions the query's steps call; ``state`` for those whose values
+        a stateful operator keeps (in its keys, values, window, join or rows)."""
+        functions = self.program.functions
+        if not functions:
+            return ()
+        text = "\n".join(steps)
+        kept = json.dumps([o.to_json() for o in operators])
+        given = {f.name.lower(): f.call for f in self.job.functions}
+        out = []
+        for function in functions:
+            call = re.compile(rf"(?<![\w.]){re.escape(function.name)}\s*\(", re.IGNORECASE)
+            if call.search(text) is None:
+                continue
+            if function.name not in self.identities:
+                self.identities[function.name] = function_identity(
+                    function, self.base, given.get(function.name)
+                )
+            file, digest, module_digest = self.identities[function.name]
+            out.append(
+                FunctionState(
+                    name=function.name,
+                    target=function.target
+                    if not function.embedded
+                    else _given_target(given.get(function.name)),
+                    file=file,
+                    digest=digest,
+                    module_digest=module_digest,
+                    feeds="state" if call.search(kept) else "output",
+                    location=self._location(function.span),
+                )
+            )
+        return tuple(out)
 
     def _spark_order(self, sink_node: int) -> list[int]:
         """The query's stateful nodes as Spark numbers them: pre-order from the sink (the
@@ -532,3 +649,10 @@ class _Describer:
 
 def _optional(value: object) -> str | None:
     return None if value is None else str(value)
+
+
+def _given_target(call: object) -> str:
+    """A callable given to flowc.compile, as ``module:qualified name``."""
+    module = getattr(call, "__module__", None) or "?"
+    name = getattr(call, "__qualname__", None) or getattr(call, "__name__", None) or "?"
+    return f"{module}:{name} (given)"

@@ -23,6 +23,7 @@ COMPARISON_FORMAT = "flowc-state-comparison"
 #: Diagnostic codes of the findings (the restart guard adds E0822).
 INCOMPATIBLE_CODE = Code.E0820
 RESCALED_CODE = Code.E0821
+WARNING_CODE = Code.E0825
 
 #: Lineage text longer than this is cut (with a digest, so it still compares exactly).
 _MAX_LINEAGE = 400
@@ -56,7 +57,8 @@ class Finding:
     ``aspect`` names what changed: ``keys``, ``aggregates``, ``window``, ``within``,
     ``join``, ``kind``, ``uid``, ``operator_id``, ``removed``, ``added``, ``order``,
     ``parallelism``, ``max_parallelism``, ``shuffle_partitions``, ``watermark``,
-    ``steps``, ``names``, ``sources``, ``sink``, ``query``.
+    ``steps``, ``names``, ``sources``, ``sink``, ``query``, ``source_options``,
+    ``source_columns``, ``sink_options``, ``settings``, ``state_store``, ``functions``.
     """
 
     verdict: Verdict
@@ -66,6 +68,9 @@ class Finding:
     #: The old definition (text and span) and where it is now.
     old: Location | None
     new: Location | None
+    #: A compatible change worth a warning (E0825): the state is kept, but what the job
+    #: reads or writes from now on changes in a way the user should confirm.
+    warning: bool = False
 
     @property
     def code(self) -> Code | None:
@@ -73,6 +78,8 @@ class Finding:
             return INCOMPATIBLE_CODE
         if self.verdict is Verdict.RESCALED:
             return RESCALED_CODE
+        if self.warning:
+            return WARNING_CODE
         return None
 
     def to_json(self) -> dict[str, Any]:

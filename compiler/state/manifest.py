@@ -162,6 +162,35 @@ class StatefulOperator(JsonRecord):
 
 
 @dataclass(frozen=True, slots=True)
+class OptionValue(JsonRecord):
+    """An option of a source or sink, or a setting, as written (a secret as a digest),
+    and where it is written."""
+
+    key: str
+    value: str
+    location: Location | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FunctionState(JsonRecord):
+    """A Python function a query calls, and what identifies its code.
+
+    ``digest`` covers the function's code and the top-level definitions of its module it
+    uses, transitively (helpers, constants, imports), read with Python's parser: a comment,
+    a docstring or the layout do not count, and neither does an edit elsewhere in the
+    module (``module_digest`` is the whole file's). ``feeds`` is ``state`` when a
+    stateful operator keeps a value it computes, else ``output``."""
+
+    name: str
+    target: str
+    file: str | None
+    digest: str | None
+    module_digest: str | None
+    feeds: str
+    location: Location
+
+
+@dataclass(frozen=True, slots=True)
 class SourceRead(JsonRecord):
     """A source a query reads: where its rows come from."""
 
@@ -169,6 +198,10 @@ class SourceRead(JsonRecord):
     connector: str
     path: str | None
     format: str | None
+    #: Every option as written (None in a manifest of an older flowc).
+    options: tuple[OptionValue, ...] | None = None
+    #: The declared columns and watermark, as one line.
+    columns: str | None = None
 
     @property
     def where(self) -> tuple[str, str | None, str | None]:
@@ -189,6 +222,8 @@ class SinkWrite(JsonRecord):
     format: str | None
     mode: str
     location: Location
+    #: Every option as written, ``mode`` among them (None in an older flowc's manifest).
+    options: tuple[OptionValue, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,6 +247,10 @@ class QueryState(JsonRecord):
     #: Every step of the query (views it reads included), as written, in pipeline order.
     steps: tuple[str, ...]
     location: Location
+    #: The job's settings as set (None in a manifest of an older flowc).
+    settings: tuple[OptionValue, ...] | None = None
+    #: The Python functions the query calls (None in a manifest of an older flowc).
+    functions: tuple[FunctionState, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
