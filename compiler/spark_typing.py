@@ -285,7 +285,7 @@ def rounded(arg: str, scale: int, ceiling: bool) -> str | None:
     found = decimal(arg)
     if found is None and ceiling and scale != 0:
         found = _INTEGRAL_DECIMAL.get(arg) or _FRACTIONAL_DECIMAL.get(arg)
-    if found is not None and ceiling and found[1] == 0 and scale >= 0:
+    if found is not None and ceiling and found[1] == 0 and scale == 0:
         return decimal_text(*found)
     if found is None:
         if arg in _INTEGRAL_ORDER:
@@ -325,5 +325,5 @@ FIXED_RESULTS = {
     "year": "INT", "month": "INT", "day": "INT", "dayofmonth": "INT", "dayofweek": "INT",
     "dayofyear": "INT", "weekofyear": "INT", "weekday": "INT", "quarter": "INT",
     "hour": "INT", "minute": "INT", "timestampdiff": "BIGINT", "array_position": "BIGINT",
-    "bit_get": "TINYINT", "getbit": "TINYINT",
+    "bit_get": "TINYINT", "getbit": "TINYINT", "week_of_year": "INT",
 }  # fmt: skip

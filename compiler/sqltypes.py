@@ -521,6 +521,8 @@ def _spark_rule(node: exp.Expr) -> str | None:
     if isinstance(node, exp.SafeDivide):  # try_divide: the type of ``/``
         division = exp.Div(this=node.this, expression=node.expression)
         return spark_typing.arithmetic(division, type_text(node.this), type_text(node.expression))
+    if isinstance(node, exp.Abs) and type_text(node.this).startswith("INTERVAL"):
+        return type_text(node.this)
     if isinstance(node, exp.DateTrunc):  # trunc(d, 'MM'); date_trunc is TimestampTrunc
         return "DATE"
     if isinstance(node, exp.UnixDate):  # written DATEDIFF(DAY, ...), which is BIGINT
