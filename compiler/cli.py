@@ -357,12 +357,19 @@ def _command(name: str) -> Callable[[argparse.Namespace], int]:
     return commands[name]
 
 
+#: Commands whose writers walk expression trees after compiling, under the recursion limit
+#: compiling holds (not the commands that start Spark or serve an editor for long).
+_WRITERS = frozenset({"check", "compile", "diff", "fmt"})
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
     # flowc reports sqlglot's problems as diagnostics; its log lines would only repeat them.
     logging.getLogger("sqlglot").setLevel(logging.CRITICAL)
     try:
         args = _parser().parse_args(arguments)
+        if args.command not in _WRITERS:
+            return _command(args.command)(args)
         from flowc.sql_parsing import deep_recursion
 
         # as flowc.compile does: the writers after it walk the same (bounded) trees
