@@ -206,6 +206,13 @@ class Code(StrEnum):
         "a RIGHT or FULL JOIN of a table (its unmatched rows are never final)",
         "tables-and-dimension-joins",
     )
+    E0265 = (
+        "E0265",
+        "temporal-join",
+        "FOR SYSTEM_TIME AS OF other than the left stream's PROCTIME() column (an event-time "
+        "temporal join), or another AS OF form",
+        "tables-and-dimension-joins",
+    )
     E0270 = ("E0270", "top-count", "TOP n with n not a whole number from 1 to 10000", "top-n")
     E0271 = (
         "E0271",

@@ -263,6 +263,50 @@ def check_deduplicate_within(query: Query, lineage: Lineage, reporter: _OncePerP
         )
 
 
+def check_temporal_joins(program: Program, reporter: Reporter) -> None:
+    """E0265 for every target, not only Spark: an event-time temporal join would have
+    Flink's plans wrong too (:func:`_temporal_joins`)."""
+    lineage = Lineage(program)
+    once = _OncePerPlace(reporter)
+    for insert in program.inserts:
+        _temporal_joins(_query(program, lineage, insert), lineage, once)
+
+
+def _temporal_joins(query: Query, lineage: Lineage, reporter: _OncePerPlace) -> None:
+    """E0265: ``JOIN t FOR SYSTEM_TIME AS OF x`` is Flink's lookup join only when ``x`` is
+    the left stream's processing time; that join reads the table's current rows, which
+    for a flowc table are the rows it holds when the job starts (every row of a key, as
+    a lookup returns). With any other ``x`` it is an event-time temporal join, whose row
+    meets one version per key: flowc does not run it, and refuses rather than join them
+    all."""
+    for step in query.steps:
+        node = step.node
+        if not isinstance(node, ast.Join) or node.as_of is None:
+            continue
+        tree = node.as_of.tree
+        processing = lineage.processing_before(query.insert, step)
+        if (
+            isinstance(tree, exp.Column)
+            and tree.name in processing
+            and tree.table != node.right.name.value
+        ):
+            continue
+        what = (
+            f"'{tree.name}' is not the processing time (PROCTIME()) of the stream joined"
+            if isinstance(tree, exp.Column)
+            else "the time is not a column of the stream joined"
+        )
+        reporter.error(
+            Code.E0265,
+            f"FOR SYSTEM_TIME AS OF: {what}, so this is an event-time temporal join (each "
+            "row meets the table's version as of its time), which flowc does not run",
+            node.as_of_span or node.as_of.span,
+            help="a flowc table is one version, its rows when the job starts: to join them "
+            "declare pt AS PROCTIME() on the stream and write FOR SYSTEM_TIME AS OF s.pt "
+            "(Flink's lookup join), or write a plain JOIN",
+        )
+
+
 Rule = Callable[[Query, "Lineage", "_OncePerPlace"], None]
 
 #: Spark's rules, checked in this order for each INSERT.
@@ -317,6 +361,8 @@ class Lineage:
         self._places: dict[int, dict[int, tuple[Stream, int]]] = {}
         #: _aggregated() by (id(stream), upto).
         self._aggregations: dict[tuple[int, int | None], bool] = {}
+        #: processing() by (id(stream), upto).
+        self._processing: dict[tuple[int, int | None], frozenset[str]] = {}
 
     def watermarked(self, stream: Stream, upto: int | None = None) -> frozenset[str]:
         """Columns that carry an event-time watermark after the stream's steps.
@@ -355,20 +401,48 @@ class Lineage:
             columns = self._after(step, columns)
         return columns
 
+    def processing(self, stream: Stream, upto: int | None = None) -> frozenset[str]:
+        """Columns that are a source's processing time (its ``PROCTIME()`` column) after
+        the stream's steps: read unchanged, renamed or selected, as Flink keeps a time
+        attribute; an aggregation or TOP keeps none (memoized like :meth:`watermarked`)."""
+        return _bottom_up(
+            self._processing, stream, upto, self._lineage_inputs, self._processing_columns
+        )
+
+    def _processing_columns(self, stream: Stream, upto: int | None) -> frozenset[str]:
+        """:meth:`processing`, once what it reads is known."""
+        origin = stream.origin
+        if isinstance(origin, FromSource):
+            proctime = self.program.source(origin.name).proctime
+            columns = frozenset({proctime} if proctime else ())
+        elif isinstance(origin, FromView):
+            columns = self.processing(self.program.view(origin.name).stream)
+        elif isinstance(origin, FromSourceErrors):
+            columns = frozenset()
+        else:
+            view, output = self.program.side_output(origin)
+            columns = self.processing(view.stream, upto=output.step_index + 1)
+        for step in stream.steps[:upto]:
+            if step.kind in _GROUPING:
+                columns = frozenset()
+            elif step.kind in (StepKind.JOIN, StepKind.DIMENSION_JOIN):
+                columns |= self.processing(step.inputs[0])
+            elif step.kind == StepKind.UNION:
+                for other in step.inputs:
+                    columns &= self.processing(other)
+            else:
+                columns = _projected(step.node, columns)
+        return columns
+
+    def processing_before(self, insert: InsertDef, target: Step) -> frozenset[str]:
+        """Processing-time columns at the input of ``target``."""
+        found = self._place(insert, target)
+        if found is None:
+            return frozenset()
+        stream, index = found
+        return self.processing(stream, upto=index)
+
     def _after(self, step: Step, columns: frozenset[str]) -> frozenset[str]:
-        node = step.node
-        if isinstance(node, ast.Select | ast.Extend):
-            kept = set(columns) if isinstance(node, ast.Extend) else set()
-            for item in node.items:
-                tree = item.expr.tree
-                if isinstance(tree, exp.Column) and tree.name in columns:
-                    kept.add(item.alias.value if item.alias else tree.name)
-            return frozenset(kept)
-        if isinstance(node, ast.Drop):
-            return columns - {c.value for c in node.columns}
-        if isinstance(node, ast.Rename):
-            renamed = {i.old.value: i.new.value for i in node.items}
-            return frozenset(renamed.get(c, c) for c in columns)
         if step.kind in _GROUPING:
             return _window_end_kept(step, columns)
         if step.kind == StepKind.JOIN:
@@ -377,7 +451,7 @@ class Lineage:
             for other in step.inputs:
                 columns &= self.watermarked(other)
             return columns
-        return columns
+        return _projected(step.node, columns)
 
     def steps(self, stream: Stream, upto: int | None = None) -> list[Step]:
         """Every step the query runs: upstream views' first, then the stream's own.
@@ -461,6 +535,24 @@ class Lineage:
             return frozenset()
         stream, index = found
         return self.watermarked(stream, upto=index)
+
+
+def _projected(node: object, columns: frozenset[str]) -> frozenset[str]:
+    """Which of ``columns`` a row step keeps, under which names: a column read unchanged
+    by SELECT or EXTEND, renamed, or not dropped."""
+    if isinstance(node, ast.Select | ast.Extend):
+        kept = set(columns) if isinstance(node, ast.Extend) else set()
+        for item in node.items:
+            tree = item.expr.tree
+            if isinstance(tree, exp.Column) and tree.name in columns:
+                kept.add(item.alias.value if item.alias else tree.name)
+        return frozenset(kept)
+    if isinstance(node, ast.Drop):
+        return columns - {c.value for c in node.columns}
+    if isinstance(node, ast.Rename):
+        renamed = {i.old.value: i.new.value for i in node.items}
+        return frozenset(renamed.get(c, c) for c in columns)
+    return columns
 
 
 class _OncePerPlace:
