@@ -332,7 +332,8 @@ class Top(StepBase):
 class Join(StepBase):
     """``kind`` is INNER, LEFT, RIGHT or FULL. ``as_of`` is SQL's ``FOR SYSTEM_TIME AS OF
     x`` on the right relation (its expression ``x``; ``as_of_span`` covers the whole
-    clause), which only a processing-time column passes (E0265)."""
+    clause): the stream's processing time (a lookup) or, of a versioned table, its event
+    time (a temporal join); anything else is E0265."""
 
     kind: JoinKind
     right: Relation

@@ -387,4 +387,8 @@ def _requalify(select: exp.Select, old: str, new: str) -> None:
             select,
             None,
         ):
-            column.set("table", exp.to_identifier(new, quoted=True))
+            named = exp.to_identifier(new, quoted=True)
+            written = column.args.get("table")
+            if isinstance(written, exp.Identifier):  # where the alias stands, for spans
+                named.meta.update(written.meta)
+            column.set("table", named)

@@ -273,38 +273,83 @@ def check_temporal_joins(program: Program, reporter: Reporter) -> None:
 
 
 def _temporal_joins(query: Query, lineage: Lineage, reporter: _OncePerPlace) -> None:
-    """E0265: ``JOIN t FOR SYSTEM_TIME AS OF x`` is Flink's lookup join only when ``x`` is
-    the left stream's processing time; that join reads the table's current rows, which
-    for a flowc table are the rows it holds when the job starts (every row of a key, as
-    a lookup returns). With any other ``x`` it is an event-time temporal join, whose row
-    meets one version per key: flowc does not run it, and refuses rather than join them
-    all."""
+    """``JOIN t FOR SYSTEM_TIME AS OF x``: with ``x`` the left stream's processing time it
+    is Flink's lookup join, which reads the table's current rows (for a flowc table, the
+    rows it holds when the job starts: every row of a key, as a lookup returns), unless
+    the table is versioned (E0268: Flink has no processing-time temporal join of one).
+    With ``x`` the left stream's event time and a versioned table (options ``key`` and
+    ``version_time``) it is Flink's event-time temporal join, whose ON must equate every
+    key column (E0267). Anything else is E0265: joining every row would give each stream
+    row every version, future ones included."""
     for step in query.steps:
         node = step.node
         if not isinstance(node, ast.Join) or node.as_of is None:
             continue
         tree = node.as_of.tree
-        processing = lineage.processing_before(query.insert, step)
-        if (
-            isinstance(tree, exp.Column)
-            and tree.name in processing
-            and tree.table != node.right.name.value
-        ):
+        table = node.right.name.value
+        column = tree.name if isinstance(tree, exp.Column) and tree.table != table else None
+        span = node.as_of_span or node.as_of.span
+        if column is not None and column in lineage.processing_before(query.insert, step):
+            if step.temporal:
+                reporter.error(
+                    Code.E0268,
+                    f"FOR SYSTEM_TIME AS OF the processing time '{column}': table '{table}' "
+                    "is versioned, and Flink joins a versioned table as of event time only",
+                    span,
+                    help="join AS OF the stream's event time (its WATERMARK column) to meet "
+                    "the version valid at each row's time, or drop the table's key and "
+                    "version_time options to look up all of its rows",
+                )
+            continue
+        if column is not None and column in lineage.columns_before(query.insert, step):
+            if step.temporal:
+                _temporal_key(lineage.program, step, node, reporter)
+                continue
+            reporter.error(
+                Code.E0265,
+                f"FOR SYSTEM_TIME AS OF the event time '{column}': an event-time temporal "
+                f"join needs a versioned table, and table '{table}' declares no versions",
+                span,
+                help="declare them: WITH (..., key = 'k', version_time = 't'), t a TIMESTAMP "
+                "column from which each row is its key's version; or join the table's "
+                "current rows AS OF s.pt, where the stream declares pt AS PROCTIME()",
+            )
             continue
         what = (
-            f"'{tree.name}' is not the processing time (PROCTIME()) of the stream joined"
+            f"'{tree.name}' is neither the processing time (PROCTIME()) nor the event time "
+            "of the stream joined"
             if isinstance(tree, exp.Column)
             else "the time is not a column of the stream joined"
         )
         reporter.error(
             Code.E0265,
-            f"FOR SYSTEM_TIME AS OF: {what}, so this is an event-time temporal join (each "
-            "row meets the table's version as of its time), which flowc does not run",
-            node.as_of_span or node.as_of.span,
-            help="a flowc table is one version, its rows when the job starts: to join them "
-            "declare pt AS PROCTIME() on the stream and write FOR SYSTEM_TIME AS OF s.pt "
-            "(Flink's lookup join), or write a plain JOIN",
+            f"FOR SYSTEM_TIME AS OF: {what}",
+            span,
+            help="AS OF s.pt, where the stream declares pt AS PROCTIME(), joins the table's "
+            "current rows (Flink's lookup join); AS OF the stream's WATERMARK column joins "
+            "the version valid at each row's time, from a table that declares key and "
+            "version_time (an event-time temporal join)",
         )
+
+
+def _temporal_key(program: Program, step: Step, node: ast.Join, reporter: _OncePerPlace) -> None:
+    """E0267: Flink's temporal join needs an equality on every column of the versioned
+    table's PRIMARY KEY, which decides the versions a row chooses from."""
+    table = node.right.name.value
+    (right,) = step.inputs
+    key = program.source(table).version_key
+    missing = [k for k in key if k not in (right.keys or ())]
+    if not missing:
+        return
+    assert node.condition is not None
+    reporter.error(
+        Code.E0267,
+        f"an event-time temporal join needs an equality on every key column of table "
+        f"'{table}'; the ON has none on {', '.join(repr(m) for m in missing)}",
+        node.condition.span,
+        help=f"add it: ON ... AND s.x = {table}.{missing[0]} (each version is the version of "
+        "its key; another key would choose among versions of other rows)",
+    )
 
 
 Rule = Callable[[Query, "Lineage", "_OncePerPlace"], None]
