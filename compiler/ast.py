@@ -330,11 +330,16 @@ class Top(StepBase):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Join(StepBase):
-    """``kind`` is INNER, LEFT, RIGHT or FULL."""
+    """``kind`` is INNER, LEFT, RIGHT or FULL. ``as_of`` is SQL's ``FOR SYSTEM_TIME AS OF
+    x`` on the right relation (its expression ``x``; ``as_of_span`` covers the whole
+    clause): the stream's processing time (a lookup) or, of a versioned table, its event
+    time (a temporal join); anything else is E0265."""
 
     kind: JoinKind
     right: Relation
     condition: SqlExpr | None
+    as_of: SqlExpr | None = None
+    as_of_span: Span | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

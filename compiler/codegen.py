@@ -32,6 +32,8 @@ from flowc.generated_runtime import (
     FUNCTION_HELPERS,
     FUNCTION_NOT_LOADED,
     SESSION_HELPERS,
+    TABLE_VERSIONS_REFUSED,
+    TEMPORAL_JOIN_HELPERS,
     UPSERT_HELPERS,
     file_upsert,
     postgres_upsert,
@@ -112,6 +114,9 @@ class PysparkGenerator(SourceWriter, StepWriter, SinkWriter):
             self.copy_functions(source_text(tuple(helpers)))
         if self.batch:
             self.copy_functions(source_text(BATCH_HELPERS))
+        if self.temporal_joins:
+            self.copy_functions(TABLE_VERSIONS_REFUSED)
+            self.copy_functions(source_text(TEMPORAL_JOIN_HELPERS))
         for source in self.program.sources:
             self.source(source)
         self.main()
@@ -190,8 +195,13 @@ class PysparkGenerator(SourceWriter, StepWriter, SinkWriter):
             w("queries = start_queries(spark, checkpoint_dir, args.available_now)", 2)
             w("for query in queries:", 2)
             w("query.awaitTermination()", 3)
-        if self.program.functions:
-            w("except FunctionNotLoaded as error:", 1)
+        refusals = [
+            *(["FunctionNotLoaded"] if self.program.functions else []),
+            *(["TableVersionsRefused"] if self.temporal_joins else []),
+        ]
+        if refusals:
+            caught = refusals[0] if len(refusals) == 1 else f"({', '.join(refusals)})"
+            w(f"except {caught} as error:", 1)
             w("stop_queries(spark)", 2)
             w("print(f'error: {error}', file=sys.stderr)", 2)
             w("return 1", 2)

@@ -329,13 +329,29 @@ class StepWriter(ProgramText):
         (right,) = step.inputs
         other = self.combined(self.origin_parts(right), self.spark_plan.step_nodes[id(step)], None)
         alias = _relation(right.origin)
+        condition = sql_of(node.condition)
+        if step.temporal:
+            # Each version is valid from its time until its key's next version: the row
+            # meets the one whose interval holds its time (Flink's temporal join).
+            assert node.as_of is not None and isinstance(right.origin, FromSource)
+            table = self.program.source(right.origin.name)
+            assert table.version_time is not None
+            key = list(table.version_key)
+            other = f"table_versions({other}, {table.name!r}, {key!r}, {table.version_time!r})"
+            time = sql_of(node.as_of)
+            since = f"{quote_name(alias)}.{quote_name(table.version_time)}"
+            until = f"{quote_name(alias)}.{quote_name(VALID_TO)}"
+            condition = (
+                f"({condition}) AND {time} >= {since} AND ({until} IS NULL OR {time} < {until})"
+            )
         if step.kind == StepKind.DIMENSION_JOIN:
             # A table is broadcast, whatever Spark's size estimate: the plan says so, and
             # no state, no shuffle of the stream.
             other = f"F.broadcast({other})"
+        dropped = f".drop({VALID_TO!r})" if step.temporal else ""
         self.w(
-            f"{df} = {df}.join({other}.alias({alias!r}), F.expr({sql_of(node.condition)!r}), "
-            f"{_SPARK_JOIN_TYPES[JoinKind(node.kind)]!r})",
+            f"{df} = {df}.join({other}.alias({alias!r}), F.expr({condition!r}), "
+            f"{_SPARK_JOIN_TYPES[JoinKind(node.kind)]!r}){dropped}",
             1,
         )
 
@@ -357,6 +373,10 @@ class StepWriter(ProgramText):
             taken.append(condition)
         rest = " AND ".join(f"NOT {t}" for t in taken)
         w(f"{df} = {source}.where(F.expr({rest!r}))", 1)
+
+
+#: The column :func:`flowc.generated_runtime.table_versions` adds: where a version ends.
+VALID_TO = "__flowc_valid_to"
 
 
 def _relation(origin: Origin) -> str:

@@ -236,6 +236,40 @@ class Code(StrEnum):
         "a RIGHT or FULL JOIN of a table (its unmatched rows are never final)",
         "tables-and-dimension-joins",
     )
+    E0265 = (
+        "E0265",
+        "temporal-join",
+        "FOR SYSTEM_TIME AS OF other than the left stream's PROCTIME() column or, on a "
+        "versioned table, its event time; or another AS OF form",
+        "tables-and-dimension-joins",
+    )
+    E0266 = (
+        "E0266",
+        "table-versions",
+        "a table's key and version_time options: one without the other, not columns of the "
+        "table, or a version time that is not a TIMESTAMP",
+        "tables-and-dimension-joins",
+    )
+    E0267 = (
+        "E0267",
+        "temporal-join-key",
+        "an event-time temporal join whose ON has no equality on a key column of the "
+        "versioned table",
+        "tables-and-dimension-joins",
+    )
+    E0268 = (
+        "E0268",
+        "temporal-join-time",
+        "a versioned table joined AS OF processing time (a processing-time temporal join)",
+        "tables-and-dimension-joins",
+    )
+    E0269 = (
+        "E0269",
+        "table-duplicate-version",
+        "a versioned table holds two rows of one key with the same version time (found when "
+        "the job starts)",
+        "tables-and-dimension-joins",
+    )
     E0270 = ("E0270", "top-count", "TOP n with n not a whole number from 1 to 10000", "top-n")
     E0271 = (
         "E0271",

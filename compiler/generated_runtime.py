@@ -486,6 +486,38 @@ def distinct_keys(rows: list[tuple[object, ...]], key_positions: list[int], sink
         seen.add(key)
 
 
+class TableVersionsRefused(Exception):
+    """A versioned table holds two versions of a key at one time: its message says which.
+
+    Code generation writes this class as :data:`TABLE_VERSIONS_REFUSED` says (as
+    :class:`FunctionNotLoaded`)."""
+
+
+def table_versions(df: DataFrame, table: str, key: list[str], since: str) -> DataFrame:
+    """A versioned table's rows, each with the end of its validity: the next version's
+    time of its key (NULL after the last), so that a row at time t meets the version
+    with since <= t < __flowc_valid_to. Two rows of one key and one time have no order
+    in files, and Flink would keep whichever came last: refused, before any query runs."""
+    from pyspark.sql import Window
+
+    def column(name: str) -> Column:
+        return F.col('`' + name.replace('`', '``') + '`')
+
+    named = [column(name) for name in [*key, since]]
+    known = df
+    for part in named:  # a NULL key or time never matches: it cannot clash
+        known = known.where(part.isNotNull())
+    clash = known.groupBy(*named).count().where(F.col('count') > 1).limit(1).collect()
+    if clash:
+        row = clash[0]
+        values = ', '.join(f'{name} = {row[i]!r}' for i, name in enumerate(key))
+        raise TableVersionsRefused(
+            f"table '{table}' has {row['count']} rows with {values} and {since} = "
+            f'{row[len(key)]}: a key has one version at a time')
+    window = Window.partitionBy(*named[:-1]).orderBy(named[-1])
+    return df.withColumn('__flowc_valid_to', F.lead(named[-1]).over(window))
+
+
 def postgres_upsert(sink: str, table: str, columns: list[tuple[str, str]], keys: list[str],
                     connection: dict[str, object], checkpoint: str
                     ) -> Callable[[DataFrame, int], None]:
@@ -602,6 +634,14 @@ FUNCTION_NOT_LOADED = (
     "class FunctionNotLoaded(Exception):\n"
     '    """A Python function the job calls could not be loaded: its message says which."""'
 )
+
+#: The generated program's TableVersionsRefused, as text, and what a program with an
+#: event-time temporal join carries after it.
+TABLE_VERSIONS_REFUSED = (
+    "class TableVersionsRefused(Exception):\n"
+    '    """A versioned table holds two versions of a key at one time: its message says which."""'
+)
+TEMPORAL_JOIN_HELPERS = (table_versions,)
 
 #: What a program that calls Python functions carries: their loading, one UDF per call,
 #: and the check of every value they return (after FUNCTION_NOT_LOADED).

@@ -95,6 +95,11 @@ def lower_sql_query(query: ast.SqlQuery, reporter: Reporter) -> ast.PipeQuery | 
         return None
 
 
+#: The last word of an AS OF clause's words (``AS OF``, ``BETWEEN``, ``FROM``, ``CONTAINED
+#: IN``).
+_CLAUSE_ENDS = frozenset({"OF", "BETWEEN", "FROM", "IN"})
+
+
 class QueryPositions:
     """Where the nodes of one SQL query stand in the file, for code that rewrites the
     query (:mod:`flowc.sql_forms`): spans, and expressions located at their text."""
@@ -104,6 +109,9 @@ class QueryPositions:
 
     def span(self, node: exp.Expr | None, keyword: TokenType | None = None) -> Span:
         return self._lowering.span_of(node, keyword)
+
+    def version_clause(self, table: exp.Table) -> tuple[str, Span]:
+        return self._lowering.version_clause(table)
 
     def expr(self, node: exp.Expr) -> ast.SqlExpr:
         return self._lowering.expr(node)
@@ -213,6 +221,46 @@ class _Lowering:
         located = ast.SqlExpr(text=self.query.text, tree=exp.Null(), span=self.span)
         return sub_span(located, lo, hi)
 
+    def version_clause(self, table: exp.Table) -> tuple[str, Span]:
+        """A table's AS OF clause: its words before the expression (``FOR SYSTEM_TIME AS
+        OF``; sqlglot reads Spark's ``TIMESTAMP AS OF`` into the same tree) and its span,
+        from its first word to the end of its expression (a call's brackets included)."""
+        version = table.args.get("version")
+        expression = version.expression if isinstance(version, exp.Version) else None
+        name = table.this
+        after = name.meta.get("end", -1) if isinstance(name, exp.Identifier) else -1
+        tokens = self.tokens()
+        rest = [i for i, t in enumerate(tokens) if t.start > after]
+        ends = [i for i in rest if tokens[i].text.upper() in _CLAUSE_ENDS]
+        if not rest:
+            return "", self.span
+        first, last = rest[0], ends[0] if ends else rest[0]
+        text = " ".join(t.text.upper() for t in tokens[first : last + 1])
+        located = ast.SqlExpr(text=self.query.text, tree=exp.Null(), span=self.span)
+        stops = [
+            part.meta["end"]
+            for part in (expression.walk() if expression is not None else ())
+            if "end" in part.meta
+        ]
+        alias = table.args.get("alias")
+        named = alias.this if isinstance(alias, exp.TableAlias) else None
+        at = named.meta.get("start") if isinstance(named, exp.Identifier) else None
+        if at is not None:  # ends before ``AS a``: all of the expression, unplaced parts too
+            before = max(i for i, t in enumerate(tokens) if t.start < at)
+            last = before - 1 if tokens[before].token_type is TokenType.ALIAS else before
+            return text, sub_span(located, tokens[first].start, tokens[last].end + 1)
+        if stops:
+            last = max(i for i, t in enumerate(tokens) if t.start <= max(stops))
+        else:  # an expression sqlglot does not place (a literal): the next token
+            last = min(last + 1, len(tokens) - 1)
+        depth = 0
+        while last + 1 < len(tokens) and (
+            depth > 0 or tokens[last + 1].token_type is TokenType.L_PAREN
+        ):
+            last += 1
+            depth += _bracket(tokens[last])
+        return text, sub_span(located, tokens[first].start, tokens[last].end + 1)
+
     # ------------------------------------------------------------ AST pieces
 
     def expr(self, node: exp.Expr, tree: exp.Expr | None = None) -> ast.SqlExpr:
@@ -308,11 +356,19 @@ class _Lowering:
             side = (join.side or "").upper()
             kind = JoinKind(side) if side in ("LEFT", "RIGHT", "FULL") else JoinKind.INNER
             on = join.args.get("on")
+            table = join.this
+            version = table.args.get("version") if isinstance(table, exp.Table) else None
+            as_of, as_of_span = None, None
+            if isinstance(version, exp.Version) and version.expression is not None:
+                assert isinstance(table, exp.Table)
+                as_of, as_of_span = self.expr(version.expression), self.version_clause(table)[1]
             steps.append(
                 ast.Join(
                     kind=kind,
-                    right=self.relation(join.this),
+                    right=self.relation(table),
                     condition=self.expr(on) if on is not None else None,
+                    as_of=as_of,
+                    as_of_span=as_of_span,
                     **fields,
                 )
             )

@@ -36,6 +36,9 @@ def step_name(step: Step) -> str:
         return rank_name(step.node, step.keys, step.window)
     if step.kind in (StepKind.JOIN, StepKind.DIMENSION_JOIN) and isinstance(step.node, ast.Join):
         kind = step.node.kind
+        if step.temporal:  # Flink SQL's name for its event-time temporal join
+            joined = "InnerJoin" if kind == JoinKind.INNER else "LeftOuterJoin"
+            return f"TemporalJoin(joinType=[{joined}])"
         return "Join" if kind == JoinKind.INNER else f"{kind.capitalize()} Outer Join"
     return str(step.kind)
 

@@ -28,7 +28,7 @@ from flowc.program import Program
 from flowc.spark_checks import check_spark
 from flowc.spark_plan import SparkPlan, build_spark_plan
 from flowc.stream_graph import StreamGraph, build_stream_graph
-from flowc.streaming import check_streaming
+from flowc.streaming import check_streaming, check_temporal_joins
 from flowc.transformations import TransformationTree, build_transformations
 
 T = TypeVar("T")
@@ -63,7 +63,10 @@ def _parse(job: CompiledJob, reporter: Reporter) -> ast.Program:
 
 
 def _analyze(job: CompiledJob, reporter: Reporter) -> Program:
-    return analyze(job.ast, reporter, job.overrides, job.trust, job.functions)
+    program = analyze(job.ast, reporter, job.overrides, job.trust, job.functions)
+    if not reporter.has_errors:
+        check_temporal_joins(program, reporter)
+    return program
 
 
 def _streaming_rules(job: CompiledJob, reporter: Reporter) -> tuple[Diagnostic, ...]:

@@ -88,6 +88,10 @@ class SourceDef:
     bounded: bool = False
     #: The processing-time column (``pt AS PROCTIME()``): added after reading, not read.
     proctime: str | None = None
+    #: A versioned table (options ``key`` and ``version_time``): each row is the version
+    #: of its key valid from its ``version_time`` until the key's next version.
+    version_key: tuple[str, ...] = ()
+    version_time: str | None = None
 
     @property
     def output_schema(self) -> Schema:
@@ -220,6 +224,9 @@ class Step:
     keys: tuple[str, ...] = ()
     window: ast.Window | None = None
     partition: str | None = None
+    #: A DIMENSION_JOIN ``FOR SYSTEM_TIME AS OF`` a versioned table: Flink's event-time
+    #: temporal join (each row meets the one version of its key valid at its time).
+    temporal: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

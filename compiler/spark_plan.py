@@ -243,6 +243,7 @@ def build_spark_plan(program: Program, tree: TransformationTree, graph: StreamGr
     settings = program.settings
     batch = settings.execution_mode == "batch"
     static_joins = _static_joins(program, tree)
+    temporal_joins = _static_joins(program, tree, temporal=True)
     stateful_nodes = {
         n.id: n
         for n in graph.nodes.values()
@@ -273,6 +274,7 @@ def build_spark_plan(program: Program, tree: TransformationTree, graph: StreamGr
                     partitions,
                     static_joins,
                     settings.exchanges == "minimal",
+                    temporal_joins,
                     hashed.of(edge.source_id),
                 )
                 exchanges[(edge.source_id, edge.target_id)] = exchange
@@ -402,14 +404,19 @@ def _function_lines(program: Program) -> tuple[str, ...]:
     return tuple(lines)
 
 
-def _static_joins(program: Program, tree: TransformationTree) -> frozenset[int]:
-    """The StreamGraph nodes of joins with a table: stateless on Spark."""
+def _static_joins(
+    program: Program, tree: TransformationTree, temporal: bool = False
+) -> frozenset[int]:
+    """The StreamGraph nodes of joins with a table: stateless on Spark (``temporal``: of
+    those, the event-time temporal joins)."""
     streams = [v.stream for v in program.views] + [i.stream for i in program.inserts]
     return frozenset(
         tree.step_nodes[id(step)]
         for stream in streams
         for step in stream.steps
-        if step.kind == StepKind.DIMENSION_JOIN and id(step) in tree.step_nodes
+        if step.kind == StepKind.DIMENSION_JOIN
+        and id(step) in tree.step_nodes
+        and (step.temporal or not temporal)
     )
 
 
@@ -520,6 +527,7 @@ def _exchange(
     partitions: int,
     static_joins: frozenset[int],
     minimal: bool = True,
+    temporal_joins: frozenset[int] = frozenset(),
     producer_hashed: frozenset[tuple[str, ...]] = frozenset(),
 ) -> SparkExchange:
     """The one place an exchange is decided: Flink's ship strategy → Spark's operation.
@@ -556,6 +564,20 @@ def _exchange(
         return make(ExchangeKind.COALESCE, p, f"coalesce({p})", partitioning, False, why)
 
     key_list = ", ".join(keys)
+    if strategy == Partitioner.HASH and consumer.id in temporal_joins:
+        return make(
+            ExchangeKind.STATIC_JOIN,
+            partitions,
+            f"join({key_list}, time in [version_time, next version_time)) with "
+            "broadcast(table's versions)",
+            "BroadcastExchange of the table, the stream not exchanged",
+            False,
+            "a stream-static join: when the job starts each version of the table gets its "
+            "end, the next version time of its key (lead over a window partitioned by the "
+            "key), and every task joins its rows of each micro-batch with the version valid "
+            "at their time, keeping no state; Flink's TemporalJoin hash-partitions both "
+            "inputs on the key and keeps both in state until the watermark passes",
+        )
     if strategy == Partitioner.HASH and consumer.id in static_joins:
         return make(
             ExchangeKind.STATIC_JOIN,

@@ -14,7 +14,9 @@ BY x DESC) AS rn FROM s) WHERE rn <= n`` becomes a hidden view ending in ``TOP n
 DESC PER k AS rn`` (Flink's Rank); every other OVER stays E0232.
 
 Codes: E0250 (WITH RECURSIVE), E0251 (a CTE name given twice), E0252 (FOR SYSTEM_TIME AS
-OF on a stream), E0253 (ROW_NUMBER() not filtered by an upper bound).
+OF on a stream), E0253 (ROW_NUMBER() not filtered by an upper bound), E0265 (an AS OF
+clause other than FOR SYSTEM_TIME AS OF: Spark's time travel; whether its expression is
+processing time is checked with the streams' columns, :mod:`flowc.streaming`).
 """
 
 from __future__ import annotations
@@ -36,6 +38,12 @@ __all__ = ["expand_sql_forms"]
 _TOP_HELP = (
     "Flink's Top-N: SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY k ORDER BY x "
     "DESC) AS rn FROM s) WHERE rn <= 3, or the pipe step |> TOP 3 BY x DESC PER k AS rn"
+)
+
+
+_AS_OF_HELP = (
+    "join the table's current rows with FOR SYSTEM_TIME AS OF s.pt, where the stream "
+    "declares pt AS PROCTIME() (Flink's lookup join), or with a plain JOIN"
 )
 
 
@@ -201,7 +209,8 @@ class _Expansion:
 
     def aliases(self, select: exp.Select) -> None:
         """``FROM bids AS b``: ``b.x`` is ``bids.x``, and the alias goes. ``FOR SYSTEM_TIME
-        AS OF`` is read on a table (a lookup of its current rows), refused on a stream."""
+        AS OF`` is kept on a table for :mod:`flowc.lower_sql` (the JOIN's ``as_of``),
+        refused on a stream (E0252); other AS OF forms are E0265."""
         tables = [select.args.get("from_"), *(select.args.get("joins") or [])]
         relations = [t.this for t in tables if t is not None and isinstance(t.this, exp.Table)]
         names = {t.name for t in relations}
@@ -216,7 +225,25 @@ class _Expansion:
                         help="declare the dimension with CREATE TABLE, or join two streams "
                         "with a time bound (ON ... AND b.ts BETWEEN a.ts - INTERVAL ... AND ...)",
                     )
-                table.set("version", None)
+                words, span = self.positions.version_clause(table)
+                if words != "FOR SYSTEM_TIME AS OF":
+                    self.reporter.error(
+                        Code.E0265,
+                        f"'{words}' reads a table's past versions, and a flowc table has "
+                        "one: the rows it holds when the job starts",
+                        span,
+                        help=_AS_OF_HELP,
+                    )
+                    raise _Refused()
+                if not isinstance(version.expression, exp.Column):
+                    self.reporter.error(
+                        Code.E0265,
+                        "FOR SYSTEM_TIME AS OF takes a column of the stream joined, its "
+                        "processing time (as Flink: the left table's time attribute)",
+                        span,
+                        help=_AS_OF_HELP,
+                    )
+                    raise _Refused()
             alias = table.alias
             if alias and alias != table.name:
                 if alias in names:
@@ -360,4 +387,8 @@ def _requalify(select: exp.Select, old: str, new: str) -> None:
             select,
             None,
         ):
-            column.set("table", exp.to_identifier(new, quoted=True))
+            named = exp.to_identifier(new, quoted=True)
+            written = column.args.get("table")
+            if isinstance(written, exp.Identifier):  # where the alias stands, for spans
+                named.meta.update(written.meta)
+            column.set("table", named)

@@ -263,6 +263,95 @@ def check_deduplicate_within(query: Query, lineage: Lineage, reporter: _OncePerP
         )
 
 
+def check_temporal_joins(program: Program, reporter: Reporter) -> None:
+    """E0265 for every target, not only Spark: an event-time temporal join would have
+    Flink's plans wrong too (:func:`_temporal_joins`)."""
+    lineage = Lineage(program)
+    once = _OncePerPlace(reporter)
+    for insert in program.inserts:
+        _temporal_joins(_query(program, lineage, insert), lineage, once)
+
+
+def _temporal_joins(query: Query, lineage: Lineage, reporter: _OncePerPlace) -> None:
+    """``JOIN t FOR SYSTEM_TIME AS OF x``: with ``x`` the left stream's processing time it
+    is Flink's lookup join, which reads the table's current rows (for a flowc table, the
+    rows it holds when the job starts: every row of a key, as a lookup returns), unless
+    the table is versioned (E0268: Flink has no processing-time temporal join of one).
+    With ``x`` the left stream's event time and a versioned table (options ``key`` and
+    ``version_time``) it is Flink's event-time temporal join, whose ON must equate every
+    key column (E0267). Anything else is E0265: joining every row would give each stream
+    row every version, future ones included."""
+    for step in query.steps:
+        node = step.node
+        if not isinstance(node, ast.Join) or node.as_of is None:
+            continue
+        tree = node.as_of.tree
+        table = node.right.name.value
+        column = tree.name if isinstance(tree, exp.Column) and tree.table != table else None
+        span = node.as_of_span or node.as_of.span
+        if column is not None and column in lineage.processing_before(query.insert, step):
+            if step.temporal:
+                reporter.error(
+                    Code.E0268,
+                    f"FOR SYSTEM_TIME AS OF the processing time '{column}': table '{table}' "
+                    "is versioned, and Flink joins a versioned table as of event time only",
+                    span,
+                    help="join AS OF the stream's event time (its WATERMARK column) to meet "
+                    "the version valid at each row's time, or drop the table's key and "
+                    "version_time options to look up all of its rows",
+                )
+            continue
+        if column is not None and column in lineage.columns_before(query.insert, step):
+            if step.temporal:
+                _temporal_key(lineage.program, step, node, reporter)
+                continue
+            reporter.error(
+                Code.E0265,
+                f"FOR SYSTEM_TIME AS OF the event time '{column}': an event-time temporal "
+                f"join needs a versioned table, and table '{table}' declares no versions",
+                span,
+                help="declare them: WITH (..., key = 'k', version_time = 't'), t a TIMESTAMP "
+                "column from which each row is its key's version; or join the table's "
+                "current rows AS OF s.pt, where the stream declares pt AS PROCTIME()",
+            )
+            continue
+        what = (
+            f"'{tree.name}' is neither the processing time (PROCTIME()) nor the event time "
+            "of the stream joined"
+            if isinstance(tree, exp.Column)
+            else "the time is not a column of the stream joined"
+        )
+        reporter.error(
+            Code.E0265,
+            f"FOR SYSTEM_TIME AS OF: {what}",
+            span,
+            help="AS OF s.pt, where the stream declares pt AS PROCTIME(), joins the table's "
+            "current rows (Flink's lookup join); AS OF the stream's WATERMARK column joins "
+            "the version valid at each row's time, from a table that declares key and "
+            "version_time (an event-time temporal join)",
+        )
+
+
+def _temporal_key(program: Program, step: Step, node: ast.Join, reporter: _OncePerPlace) -> None:
+    """E0267: Flink's temporal join needs an equality on every column of the versioned
+    table's PRIMARY KEY, which decides the versions a row chooses from."""
+    table = node.right.name.value
+    (right,) = step.inputs
+    key = program.source(table).version_key
+    missing = [k for k in key if k not in (right.keys or ())]
+    if not missing:
+        return
+    assert node.condition is not None
+    reporter.error(
+        Code.E0267,
+        f"an event-time temporal join needs an equality on every key column of table "
+        f"'{table}'; the ON has none on {', '.join(repr(m) for m in missing)}",
+        node.condition.span,
+        help=f"add it: ON ... AND s.x = {table}.{missing[0]} (each version is the version of "
+        "its key; another key would choose among versions of other rows)",
+    )
+
+
 Rule = Callable[[Query, "Lineage", "_OncePerPlace"], None]
 
 #: Spark's rules, checked in this order for each INSERT.
@@ -317,6 +406,8 @@ class Lineage:
         self._places: dict[int, dict[int, tuple[Stream, int]]] = {}
         #: _aggregated() by (id(stream), upto).
         self._aggregations: dict[tuple[int, int | None], bool] = {}
+        #: processing() by (id(stream), upto).
+        self._processing: dict[tuple[int, int | None], frozenset[str]] = {}
 
     def watermarked(self, stream: Stream, upto: int | None = None) -> frozenset[str]:
         """Columns that carry an event-time watermark after the stream's steps.
@@ -355,20 +446,48 @@ class Lineage:
             columns = self._after(step, columns)
         return columns
 
+    def processing(self, stream: Stream, upto: int | None = None) -> frozenset[str]:
+        """Columns that are a source's processing time (its ``PROCTIME()`` column) after
+        the stream's steps: read unchanged, renamed or selected, as Flink keeps a time
+        attribute; an aggregation or TOP keeps none (memoized like :meth:`watermarked`)."""
+        return _bottom_up(
+            self._processing, stream, upto, self._lineage_inputs, self._processing_columns
+        )
+
+    def _processing_columns(self, stream: Stream, upto: int | None) -> frozenset[str]:
+        """:meth:`processing`, once what it reads is known."""
+        origin = stream.origin
+        if isinstance(origin, FromSource):
+            proctime = self.program.source(origin.name).proctime
+            columns = frozenset({proctime} if proctime else ())
+        elif isinstance(origin, FromView):
+            columns = self.processing(self.program.view(origin.name).stream)
+        elif isinstance(origin, FromSourceErrors):
+            columns = frozenset()
+        else:
+            view, output = self.program.side_output(origin)
+            columns = self.processing(view.stream, upto=output.step_index + 1)
+        for step in stream.steps[:upto]:
+            if step.kind in _GROUPING:
+                columns = frozenset()
+            elif step.kind in (StepKind.JOIN, StepKind.DIMENSION_JOIN):
+                columns |= self.processing(step.inputs[0])
+            elif step.kind == StepKind.UNION:
+                for other in step.inputs:
+                    columns &= self.processing(other)
+            else:
+                columns = _projected(step.node, columns)
+        return columns
+
+    def processing_before(self, insert: InsertDef, target: Step) -> frozenset[str]:
+        """Processing-time columns at the input of ``target``."""
+        found = self._place(insert, target)
+        if found is None:
+            return frozenset()
+        stream, index = found
+        return self.processing(stream, upto=index)
+
     def _after(self, step: Step, columns: frozenset[str]) -> frozenset[str]:
-        node = step.node
-        if isinstance(node, ast.Select | ast.Extend):
-            kept = set(columns) if isinstance(node, ast.Extend) else set()
-            for item in node.items:
-                tree = item.expr.tree
-                if isinstance(tree, exp.Column) and tree.name in columns:
-                    kept.add(item.alias.value if item.alias else tree.name)
-            return frozenset(kept)
-        if isinstance(node, ast.Drop):
-            return columns - {c.value for c in node.columns}
-        if isinstance(node, ast.Rename):
-            renamed = {i.old.value: i.new.value for i in node.items}
-            return frozenset(renamed.get(c, c) for c in columns)
         if step.kind in _GROUPING:
             return _window_end_kept(step, columns)
         if step.kind == StepKind.JOIN:
@@ -377,7 +496,7 @@ class Lineage:
             for other in step.inputs:
                 columns &= self.watermarked(other)
             return columns
-        return columns
+        return _projected(step.node, columns)
 
     def steps(self, stream: Stream, upto: int | None = None) -> list[Step]:
         """Every step the query runs: upstream views' first, then the stream's own.
@@ -461,6 +580,24 @@ class Lineage:
             return frozenset()
         stream, index = found
         return self.watermarked(stream, upto=index)
+
+
+def _projected(node: object, columns: frozenset[str]) -> frozenset[str]:
+    """Which of ``columns`` a row step keeps, under which names: a column read unchanged
+    by SELECT or EXTEND, renamed, or not dropped."""
+    if isinstance(node, ast.Select | ast.Extend):
+        kept = set(columns) if isinstance(node, ast.Extend) else set()
+        for item in node.items:
+            tree = item.expr.tree
+            if isinstance(tree, exp.Column) and tree.name in columns:
+                kept.add(item.alias.value if item.alias else tree.name)
+        return frozenset(kept)
+    if isinstance(node, ast.Drop):
+        return columns - {c.value for c in node.columns}
+    if isinstance(node, ast.Rename):
+        renamed = {i.old.value: i.new.value for i in node.items}
+        return frozenset(renamed.get(c, c) for c in columns)
+    return columns
 
 
 class _OncePerPlace:

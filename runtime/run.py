@@ -177,6 +177,8 @@ def run_job(
     except spark_errors() as error:
         raise _refused(job, spark, running, checkpoints, error, failure_log) from None
     except Exception as error:
+        if _versions_refused(module, error):
+            _stop_started(spark, running)
         raise _not_loaded(module, job, error) from None
     guard.started(queries)  # the state manifests, beside the checkpoints they describe
     display = ProgressDisplay(out)
@@ -292,6 +294,8 @@ def _not_loaded(module: types.ModuleType, job: CompiledJob, error: Exception) ->
     """A Python function the job calls could not be loaded (the generated program's
     FunctionNotLoaded): E0282 at its CREATE FUNCTION. Any other exception is returned as it
     is: a bug, to be raised with its traceback."""
+    if _versions_refused(module, error):
+        return _table_versions(job, str(error))
     not_loaded = getattr(module, "FunctionNotLoaded", None)
     if not_loaded is None or not isinstance(error, not_loaded):
         return error
@@ -308,6 +312,40 @@ def _not_loaded(module: types.ModuleType, job: CompiledJob, error: Exception) ->
         "check that the module is beside the .flow file (or installed) and defines it",
     )
     return SparkRefused(f"error[E0282]: {text}\n", diagnostic)
+
+
+def _versions_refused(module: types.ModuleType, error: Exception) -> bool:
+    """Whether ``error`` is the generated program's TableVersionsRefused."""
+    refused = getattr(module, "TableVersionsRefused", None)
+    return refused is not None and isinstance(error, refused)
+
+
+def _table_versions(job: CompiledJob, text: str) -> SparkRefused:
+    """E0269 at the CREATE TABLE of a versioned table with two versions of a key at one
+    time (the generated program's table_versions found them when the job started)."""
+    named = re.match(r"table '([^']+)'", text)
+    tables = {s.name: s for s in job.program.sources}
+    table = tables.get(named.group(1)) if named else None
+    span = table.span if table is not None else job.program.span
+    diagnostic = Diagnostic(
+        Code.E0269,
+        Severity.ERROR,
+        text,
+        span,
+        "keep one row per key and version time in the table's files (which one is valid "
+        "is not in the files: Flink keeps the last one it reads)",
+    )
+    return SparkRefused(f"error[E0269]: {text}\n", diagnostic)
+
+
+def _stop_started(spark: Any, running: set[str]) -> None:
+    """Stop the queries this run started before one of them was refused."""
+    for query in spark.streams.active:
+        if query.id not in running:
+            try:
+                query.stop()
+            except spark_errors():
+                pass  # the refusal is the error to report
 
 
 class SparkRefused(Exception):
@@ -344,12 +382,7 @@ def _refused(
 ) -> SparkRefused:
     """Spark refused to start a query: stop the ones this run started, and name the
     query whose checkpoint Spark's message names, if it names one."""
-    for query in spark.streams.active:
-        if query.id not in running:
-            try:
-                query.stop()
-            except spark_errors():
-                pass  # the refusal is the error to report
+    _stop_started(spark, running)
     root = os.path.abspath(checkpoints)
     text = str(error)
     named = [q.name for q in job.spark_plan.queries if os.path.join(root, *q.checkpoint) in text]

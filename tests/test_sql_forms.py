@@ -128,15 +128,17 @@ def test_ctes_and_a_subquery_on_spark(spark: Any, tmp_path: Path) -> None:
     )
     job = compiled(
         tmp_path,
-        source("bids", "auction BIGINT, bidder BIGINT, price BIGINT, ts TIMESTAMP")
+        source(
+            "bids", "auction BIGINT, bidder BIGINT, price BIGINT, ts TIMESTAMP, pt AS PROCTIME()"
+        )
         + "SET max_parallelism = 16;\n"
         + "CREATE TABLE auctions (id BIGINT, category BIGINT)"
         " WITH (connector = 'files', path = 'auctions', format = 'json');\n"
         + "CREATE SINK per_category WITH (connector = 'noop', mode = 'update');\n"
         + "INSERT INTO per_category\n"
-        "  WITH big AS (SELECT auction, price FROM bids WHERE price > 100),\n"
+        "  WITH big AS (SELECT auction, price, pt FROM bids WHERE price > 100),\n"
         "       typed AS (SELECT b.price AS price, a.category AS category\n"
-        "                 FROM big AS b JOIN auctions FOR SYSTEM_TIME AS OF b.price AS a\n"
+        "                 FROM big AS b JOIN auctions FOR SYSTEM_TIME AS OF b.pt AS a\n"
         "                 ON b.auction = a.id)\n"
         "  SELECT category, count(*) AS n, max(price) AS top\n"
         "  FROM (SELECT * FROM typed WHERE category > 0) AS t GROUP BY category;\n",

@@ -30,9 +30,12 @@ def check_source(ctx: Context, node: ast.CreateSource) -> None:
     if node.bounded and not _table_reads_files(ctx, node):
         return
     schema = _columns(ctx, node.columns, name)
-    connector, options, hints = _connector_options(
-        ctx, "source", node.name, node.options, node.span
-    )
+    written = node.options
+    versioning = [o for o in written if node.bounded and o.key in _VERSION_OPTIONS]
+    if versioning:
+        written = tuple(o for o in written if o not in versioning)
+    connector, options, hints = _connector_options(ctx, "source", node.name, written, node.span)
+    versions = _versions(ctx, node, schema, versioning)
     if schema is not None and not schema:
         ctx.reporter.error(
             Code.E0407,
@@ -68,7 +71,92 @@ def check_source(ctx: Context, node: ast.CreateSource) -> None:
         span=node.span,
         bounded=node.bounded,
         proctime=proctime,
+        version_key=versions[0],
+        version_time=versions[1],
     )
+
+
+#: A table's options that declare its versions (Flink's PRIMARY KEY and event time of a
+#: versioned table): read by flowc, never handed to Spark's reader.
+_VERSION_OPTIONS = ("key", "version_time")
+
+
+def _versions(
+    ctx: Context, node: ast.CreateSource, schema: Schema | None, options: list[ast.Option]
+) -> tuple[tuple[str, ...], str | None]:
+    """A table's ``key`` columns and ``version_time`` column (E0266), both or neither;
+    neither after an error (the table stays declared: its uses say no more)."""
+    if not options:
+        return (), None
+    given = {o.key: o for o in options}
+    for key, other in (("key", "version_time"), ("version_time", "key")):
+        if key in given and other not in given:
+            ctx.reporter.error(
+                Code.E0266,
+                f"table '{node.name.value}' gives '{key}' without '{other}'",
+                given[key].key_span,
+                help="a versioned table declares both: key = 'k' (the columns each version "
+                "is of) and version_time = 't' (the TIMESTAMP column from which it is valid)",
+            )
+            return (), None
+    if len(given) < len(options):
+        repeated = next(o for o in options if given[o.key] is not o)
+        ctx.reporter.error(
+            Code.E0266,
+            f"option '{repeated.key}' is given twice",
+            repeated.key_span,
+            help=f"first given at {given[repeated.key].key_span}",
+        )
+        return (), None
+    types = {c.name: c.type for c in schema or ()}
+    words: dict[str, list[str]] = {}
+    for option in options:
+        value = option.value.python
+        names = [n.strip() for n in value.split(",")] if isinstance(value, str) else []
+        if option.value.kind != LiteralKind.STRING or not all(names):
+            ctx.reporter.error(
+                Code.E0266,
+                f"option '{option.key}' takes column names in a string",
+                option.value.span,
+                help=f"write {option.key} = 'column'"
+                + (" (several: 'a, b')" if option.key == "key" else ""),
+            )
+            return (), None
+        if schema is not None:
+            for column in names:
+                if column not in types:
+                    ctx.reporter.error(
+                        Code.E0266,
+                        f"option '{option.key}': table '{node.name.value}' has no column "
+                        f"'{column}'",
+                        option.value.span,
+                        help=did_you_mean(column, types) or f"columns: {', '.join(types)}",
+                    )
+                    return (), None
+        words[option.key] = names
+    columns = tuple(words["key"])
+    time, *more = words["version_time"]
+    twice = next((k for k in columns if columns.count(k) > 1), None)
+    problem: tuple[str, str] | None = None
+    if twice is not None:
+        problem = ("key", f"column '{twice}' is given twice")
+    elif more:
+        problem = ("version_time", "names more than one column")
+    elif time in columns:
+        problem = ("version_time", f"'{time}' is also a key column")
+    elif schema is not None and types[time] != TIMESTAMP:
+        problem = ("version_time", f"'{time}' is {types[time]}, not TIMESTAMP")
+    if problem is not None:
+        which, why = problem
+        ctx.reporter.error(
+            Code.E0266,
+            f"option '{which}': {why}",
+            given[which].value.span,
+            help="key = 'k' names the columns each version is of, version_time = 't' the "
+            "one TIMESTAMP column, apart from them, from which it is valid",
+        )
+        return (), None
+    return columns, time
 
 
 def _proctime(

@@ -74,8 +74,12 @@ def check_join(ctx: Context, node: ast.Join, step: StepInput) -> Step | None:
     right_stream = Stream(
         origin=origin, steps=(), schema=right_schema, keys=right_keys, span=node.right.span
     )
+    versioned = ctx.sources.get(right_name) if table else None
     return Step(
         kind=StepKind.DIMENSION_JOIN if table else StepKind.JOIN,
+        temporal=node.as_of is not None
+        and versioned is not None
+        and versioned.version_time is not None,
         node=node,
         schema=combined,
         hints=hints,
