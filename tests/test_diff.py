@@ -945,3 +945,16 @@ def test_state_store_compared_as_planned(
     # RocksDB's changelog checkpointing comes with it (allowed), and the store (a warning)
     assert [f["code"] for f in found] == [None, "E0825"]
     assert "Spark keeps the store the checkpoint froze" in found[1]["message"]
+
+
+def test_a_function_in_a_filter_before_the_state_is_a_warning(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A filter decides which rows reach the state, not what a stored value means: as an
+    edited WHERE is compatible, so is a changed function in one (a warning, E0825)."""
+    filtered = UDF_HEAD + AGG.replace("FROM s\n", "FROM s\n  |> WHERE f(v) > 0\n")
+    old, new = filtered.format(target="udfs:f"), filtered.format(target="udfs:g")
+    code, findings = _function_findings(tmp_path, capsys, old, new)
+    assert code == 0
+    (finding,) = findings
+    assert (finding["verdict"], finding["code"]) == ("compatible", "E0825")
