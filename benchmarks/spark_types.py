@@ -200,6 +200,7 @@ def column_cases(examples: dict[str, tuple[str, str]]) -> list[Case]:
     for name in _OTHER_AGGREGATES:
         cases.extend(Case(f"{name}({c})", f"aggregate {name}", True) for c in OTHERS)
     cases.extend(Case(f"sum(DISTINCT {c})", "aggregate sum", True) for c in NUMERIC)
+    cases.extend(Case(f"avg(DISTINCT {c})", "aggregate avg", True) for c in NUMERIC)
     cases.extend(Case(f"avg({c} * 2)", "aggregate avg", True) for c in NUMERIC)
     return cases
 

@@ -10,7 +10,7 @@ group has seen, ``collect_set``, which Spark keeps in the aggregation's state:
   no column is NULL;
 - ``sum(DISTINCT x)`` → a fold of the set (NULL when it is empty, as ``sum``);
 - ``avg(DISTINCT x)`` → that fold over ``size`` of the set, in DOUBLE (or the decimal
-  ``avg`` gives);
+  ``avg`` gives: DECIMAL(p + 4, s + 4));
 - ``min``/``max(DISTINCT x)`` → ``min``/``max(x)``: the same value.
 
 A ``FILTER (WHERE ...)`` clause moves onto the ``collect_set``. Any other distinct
@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
+from flowc.spark_typing import average_type, sum_type
 from flowc.sqltypes import UNKNOWN, type_text
 
 
@@ -90,9 +91,11 @@ def _rewritten(
             this=exp.paren(total),
             expression=exp.Nullif(this=count, expression=exp.Literal.number(0)),
         )
-        return (
-            exp.cast(average, "DOUBLE") if not _sum_type(value).startswith("DECIMAL") else average
-        )
+        if not _sum_type(value).startswith("DECIMAL"):
+            return exp.cast(average, "DOUBLE")
+        # Spark's Average divides the decimal sum by the count, then casts to its result
+        # type, DECIMAL(p + 4, s + 4): so does this (the division alone is wider).
+        return exp.cast(average, average_type(type_text(value)) or "DOUBLE")
     raise UnsupportedDistinct(
         f"{name}(DISTINCT ...) has no streaming form on Spark: flowc rewrites only count, "
         "sum, avg, min and max with DISTINCT"
@@ -122,8 +125,7 @@ def _sum_type(value: exp.Expr) -> str:
     """The type ``sum`` returns for ``value``'s type, as Spark's Sum does."""
     text = type_text(value)
     if text.startswith("DECIMAL"):
-        precision, scale = _decimal(text)
-        return f"DECIMAL({min(38, precision + 10)},{scale})"
+        return sum_type(text) or text
     if text in ("FLOAT", "DOUBLE"):
         return "DOUBLE"
     if text == UNKNOWN or text in ("TINYINT", "SMALLINT", "INT", "BIGINT"):
@@ -131,21 +133,18 @@ def _sum_type(value: exp.Expr) -> str:
     raise UnsupportedDistinct(f"sum(DISTINCT ...) of a {text} has no streaming form on Spark")
 
 
-def _decimal(text: str) -> tuple[int, int]:
-    inner = text[text.index("(") + 1 : text.index(")")]
-    precision, scale = (int(p) for p in inner.split(","))
-    return precision, scale
-
-
 def _fold(values: exp.Expr, type_text: str) -> exp.Expr:
     """``aggregate(values, NULL, (acc, v) -> coalesce(acc, 0) + v)``: NULL for no values."""
     zero = exp.cast(exp.Literal.number(0), type_text)
     acc, item = exp.to_identifier("flowc_acc"), exp.to_identifier("flowc_v")
-    step = exp.Lambda(
-        this=exp.Add(
-            this=exp.func("coalesce", exp.column(acc), zero),
-            expression=exp.cast(exp.column(item), type_text),
-        ),
-        expressions=[acc, item],
+    total: exp.Expr = exp.Add(
+        this=exp.func("coalesce", exp.column(acc), zero),
+        expression=exp.cast(exp.column(item), type_text),
     )
+    if type_text.startswith("DECIMAL"):
+        # Spark widens a decimal sum by a digit (DECIMAL(22, 2) + DECIMAL(22, 2) is
+        # DECIMAL(23, 2)), and aggregate() refuses a step of another type than its start;
+        # Sum keeps its buffer in its result type the same way (ANSI: overflow fails).
+        total = exp.cast(total, type_text)
+    step = exp.Lambda(this=total, expressions=[acc, item])
     return exp.func("aggregate", values, exp.cast(exp.Null(), type_text), step)

@@ -19,6 +19,7 @@ import socket
 import subprocess
 import tempfile
 from collections.abc import Iterator
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -171,6 +172,53 @@ def test_a_running_aggregate_upserted_into_postgres(
         )
     )
     assert types == {"auction": "bigint", "n": "bigint", "top": "bigint", "total": "bigint"}
+
+
+def test_decimal_totals_past_ten_digits_fit_the_table(
+    spark: Any, tmp_path: Path, postgres: dict[str, Any]
+) -> None:
+    """sum(DECIMAL(12, 2)) is Spark's DECIMAL(22, 2), and so is the table's column: a total
+    past 10^10 is stored (flowc once created numeric(12, 2), and the batch that reached
+    10^10 failed), and equals the plain-Python sum of the same Decimals."""
+    amount = "9999999999.99"  # the largest DECIMAL(12, 2) values: three of them pass 10^10
+    batches: list[list[Row]] = [
+        [
+            {"auction": 1, "amount": amount, "ts": at(0)},
+            {"auction": 2, "amount": "1.50", "ts": at(1)},
+        ],
+        [{"auction": 1, "amount": amount, "ts": at(61)}],
+        [
+            {"auction": 1, "amount": amount, "ts": at(120)},
+            {"auction": 2, "amount": "-0.25", "ts": at(121)},
+        ],
+    ]
+    write_batches(tmp_path / "bids", batches)
+    program = (
+        source("bids", "auction BIGINT, amount DECIMAL(12, 2), ts TIMESTAMP")
+        + "SET max_parallelism = 16;\n"
+        + _postgres_sink(postgres, "decimal_totals")
+        + "INSERT INTO totals FROM bids |> KEY BY auction "
+        "|> AGGREGATE sum(amount) AS total, avg(amount) AS mean;\n"
+    )
+    job = flowc.compile(program, str(tmp_path / "job.flow"), for_spark=True)
+    report = run_in(job, tmp_path)
+    assert [q.error for q in report.queries] == [None]
+    expected: dict[int, list[Decimal]] = {}
+    for batch in batches:
+        for row in batch:
+            expected.setdefault(row["auction"], []).append(Decimal(row["amount"]))
+    rows = _rows(postgres, "SELECT auction, total, mean FROM decimal_totals")
+    assert {r[0]: (r[1], r[2]) for r in rows} == {
+        key: (sum(values), (sum(values) / len(values)).quantize(Decimal("0.000001")))
+        for key, values in expected.items()
+    }
+    assert max(r[1] for r in rows) > 10**10
+    columns = _rows(
+        postgres,
+        "SELECT column_name, numeric_precision, numeric_scale FROM information_schema.columns "
+        "WHERE table_name = 'decimal_totals' AND column_name IN ('total', 'mean')",
+    )
+    assert sorted(columns) == [("mean", 16, 6), ("total", 22, 2)]
 
 
 def test_a_replayed_micro_batch_writes_nothing_twice(
