@@ -69,6 +69,10 @@ _JVM = "it calls any static Java method by name, so it reaches all the JVM can"
 _AVRO = "its options can load an Avro schema from a file or URL (avroSchemaUrl)"
 _PROTOBUF = "it reads the Protobuf descriptor file its argument names"
 _USER = "it tells which account the Spark process runs as"
+_XPATH = (
+    "its XML parser loads the external DTD a document names (<!DOCTYPE x SYSTEM '/path'>), "
+    "reading any file or URL"
+)
 
 #: Spark functions an untrusted program may not call (lower case), and why.
 DENIED_FUNCTIONS: dict[str, str] = {
@@ -84,7 +88,14 @@ DENIED_FUNCTIONS: dict[str, str] = {
     "session_user": _USER,
     "python_worker_logs": "it reads the logs of Spark's Python worker processes",
     "identifier": "it makes a name from a string at run time, past flowc's checks",
-}
+    **{
+        name: _XPATH
+        for name in (
+            "xpath", "xpath_boolean", "xpath_double", "xpath_float", "xpath_int",
+            "xpath_long", "xpath_number", "xpath_short", "xpath_string",
+        )
+    },
+}  # fmt: skip
 
 #: Functions whose options argument (at this index, from 0) can name a file or URL.
 FILE_OPTION_ARGUMENTS: dict[str, int] = {"from_xml": 2, "schema_of_xml": 1}
