@@ -63,8 +63,6 @@ def test_xpath_reads_an_external_dtd_outside_the_base_dir_on_spark(
 def test_every_xpath_function_is_refused_untrusted_however_spelled(name: str) -> None:
     for spelled in (name, name.upper(), f"`{name}`"):
         with pytest.raises(flowc.CompileError) as refused:
-            flowc.compile(
-                program(f"{spelled}(v, '/x')"), "job.flow", for_spark=True, trusted=False
-            )
+            flowc.compile(program(f"{spelled}(v, '/x')"), "job.flow", for_spark=True, trusted=False)
         codes = [d.code for d in refused.value.diagnostics if d.severity is Severity.ERROR]
         assert codes == ["E0952"], spelled
