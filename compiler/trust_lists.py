@@ -134,3 +134,15 @@ SYMLINK_SCAN_LIMIT = 10_000
 #: Spark's SQL variable substitution (``${...}`` in SQL text): flowc sets it to false on
 #: every session it runs a job on.
 SUBSTITUTION_KEY = "spark.sql.variable.substitute"
+
+#: Spark functions whose arguments (by position, from 0) Java's regex engine reads.
+REGEX_ARGUMENTS: dict[str, tuple[int, ...]] = {
+    **{
+        name: (1,)
+        for name in (
+            "rlike", "regexp", "regexp_like", "regexp_replace", "regexp_extract",
+            "regexp_extract_all", "regexp_count", "regexp_instr", "regexp_substr", "split",
+        )
+    },
+    "str_to_map": (1, 2),
+}  # fmt: skip

@@ -66,3 +66,53 @@ def test_every_xpath_function_is_refused_untrusted_however_spelled(name: str) ->
             flowc.compile(program(f"{spelled}(v, '/x')"), "job.flow", for_spark=True, trusted=False)
         codes = [d.code for d in refused.value.diagnostics if d.severity is Severity.ERROR]
         assert codes == ["E0952"], spelled
+
+
+# -- regular expressions: a repeated group overflows the stack, which ends Spark's JVM
+
+
+@pytest.mark.parametrize(
+    "expression",
+    [
+        "rlike(v, '(a|b)*c')",
+        "v RLIKE '(a|b)*c'",
+        "v REGEXP '(ab)+'",
+        "regexp(v, '(a)+')",
+        "regexp_like(v, '(a){2,}')",
+        "regexp_replace(v, '(?:ab)+', 'x')",
+        "regexp_extract(v, '(a|b)*', 1)",
+        "regexp_extract_all(v, '(a|b)*', 1)",
+        "regexp_count(v, '(a|b)*')",
+        "regexp_instr(v, '(a|b)*')",
+        "regexp_substr(v, '(a|b)*')",
+        "split(v, '(a|b)+')",
+        "str_to_map(v, ',', '(x)+')",
+        "rlike(v, '(a)\\\\1')",
+        "rlike(v, '(a|b\\u0029*c')",
+        "rlike(v, '(?x)(a) #\\n *')",
+        "rlike(v, v)",
+        "rlike(v, concat('(a', ')*'))",
+    ],
+)
+def test_a_regex_that_repeats_a_group_or_is_not_a_literal_is_refused(expression: str) -> None:
+    with pytest.raises(flowc.CompileError) as refused:
+        flowc.compile(program(expression), "job.flow", for_spark=True, trusted=False)
+    errors = [d for d in refused.value.diagnostics if d.severity is Severity.ERROR]
+    assert [d.code for d in errors] == ["E0961"]
+    assert errors[0].help is not None
+    flowc.compile(program(expression), "job.flow", for_spark=True)
+
+
+@pytest.mark.parametrize(
+    "expression",
+    [
+        "rlike(v, '[ab]*c')",
+        "regexp_replace(v, '\\\\s+', ' ')",
+        "regexp_extract(v, '([a-z]+)-(\\\\d+)', 2)",
+        "split(v, ',')",
+        "rlike(v, '\\\\(a\\\\)*')",
+        "v LIKE '%(a)%'",
+    ],
+)
+def test_a_literal_regex_without_repeated_groups_is_allowed(expression: str) -> None:
+    assert flowc.compile(program(expression), "job.flow", for_spark=True, trusted=False)
