@@ -735,6 +735,13 @@ class Code(StrEnum):
         "(untrusted programs) a Python module file that leads out of the base directory",
         "security.md",
     )
+    E0961 = (
+        "E0961",
+        "untrusted-regex",
+        "(untrusted programs) a regular expression that is not a literal, or that repeats a group "
+        "or refers back to one",
+        "security.md",
+    )
     E0990 = (
         "E0990",
         "internal-error",

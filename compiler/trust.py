@@ -69,6 +69,7 @@ from flowc.trust_lists import (
     FILE_OPTION_ARGUMENTS,
     KAFKA_OPTIONS,
     KAFKA_VALUE,
+    REGEX_ARGUMENTS,
     SPARK_SETTINGS,
     SUBSTITUTION_KEY,
     SYMLINK_SCAN_LIMIT,
@@ -309,6 +310,55 @@ def _check_functions(part: ast.SqlExpr | ast.SqlQuery, reporter: Reporter) -> No
                     help=f"leave out the options argument of {name}",
                 )
             calls[name] = calls.get(name, 0) + 1
+        if isinstance(node, exp.Func):
+            _check_regexes(expr, node, reporter)
+
+
+#: A group closed and then repeated, or a back reference: Java's regex engine recurses
+#: once per repetition of a group, so a long input overflows the stack, and a
+#: StackOverflowError in a Spark task ends the whole JVM (SparkUncaughtExceptionHandler).
+_RISKY_REGEX = re.compile(r"\\(?:[1-9]|k<)|\)\s*[*+?{]|\(\?[a-zA-Z-]*x")
+
+
+def _check_regexes(expr: ast.SqlExpr, node: exp.Func, reporter: Reporter) -> None:
+    """E0961: each regular expression a function hands Java's regex engine must be a string
+    literal that repeats no group and refers back to none."""
+    if isinstance(node, exp.RegexpLike):
+        name, arguments = "rlike", [node.this, node.expression]
+    elif isinstance(node, exp.Anonymous):
+        name, arguments = node.name.lower(), list(node.expressions)
+    else:
+        name = _function_name(node)
+        arguments = [node.args.get(key) for key in node.arg_types]
+    for index in REGEX_ARGUMENTS.get(name, ()):
+        pattern = arguments[index] if index < len(arguments) else None
+        if not isinstance(pattern, exp.Expr):
+            continue
+        if not (isinstance(pattern, exp.Literal) and pattern.is_string):
+            problem = "is not a string literal, so flowc cannot check it"
+        elif _risky_regex(pattern.this):
+            problem = "repeats a group or refers back to one"
+        else:
+            continue
+        reporter.error(
+            Code.E0961,
+            f"the regular expression of '{name}' {problem}: Java's regex engine recurses once "
+            "per repetition of a group, and on a long input the stack overflow ends Spark's "
+            "JVM",
+            node_span(expr, pattern),
+            help="write the pattern as a literal without a repeated group or back reference: "
+            "'[ab]*' instead of '(a|b)*'",
+        )
+
+
+def _risky_regex(pattern: str) -> bool:
+    """Whether ``pattern`` (Java regex syntax) repeats a group or refers back to one.
+
+    Quoted text (``\\Q...\\E``) and escaped characters are skipped; a ``)`` inside a
+    character class is taken as closing a group, which only refuses more."""
+    text = re.sub(r"\\Q.*?(\\E|$)", "", pattern, flags=re.DOTALL)
+    text = re.sub(r"\\[^1-9k]", "", text)
+    return _RISKY_REGEX.search(text) is not None
 
 
 def _function_name(node: exp.Expr) -> str:

@@ -69,6 +69,10 @@ _JVM = "it calls any static Java method by name, so it reaches all the JVM can"
 _AVRO = "its options can load an Avro schema from a file or URL (avroSchemaUrl)"
 _PROTOBUF = "it reads the Protobuf descriptor file its argument names"
 _USER = "it tells which account the Spark process runs as"
+_XPATH = (
+    "its XML parser loads the external DTD a document names (<!DOCTYPE x SYSTEM '/path'>), "
+    "reading any file or URL"
+)
 
 #: Spark functions an untrusted program may not call (lower case), and why.
 DENIED_FUNCTIONS: dict[str, str] = {
@@ -84,7 +88,14 @@ DENIED_FUNCTIONS: dict[str, str] = {
     "session_user": _USER,
     "python_worker_logs": "it reads the logs of Spark's Python worker processes",
     "identifier": "it makes a name from a string at run time, past flowc's checks",
-}
+    **{
+        name: _XPATH
+        for name in (
+            "xpath", "xpath_boolean", "xpath_double", "xpath_float", "xpath_int",
+            "xpath_long", "xpath_number", "xpath_short", "xpath_string",
+        )
+    },
+}  # fmt: skip
 
 #: Functions whose options argument (at this index, from 0) can name a file or URL.
 FILE_OPTION_ARGUMENTS: dict[str, int] = {"from_xml": 2, "schema_of_xml": 1}
@@ -123,3 +134,15 @@ SYMLINK_SCAN_LIMIT = 10_000
 #: Spark's SQL variable substitution (``${...}`` in SQL text): flowc sets it to false on
 #: every session it runs a job on.
 SUBSTITUTION_KEY = "spark.sql.variable.substitute"
+
+#: Spark functions whose arguments (by position, from 0) Java's regex engine reads.
+REGEX_ARGUMENTS: dict[str, tuple[int, ...]] = {
+    **{
+        name: (1,)
+        for name in (
+            "rlike", "regexp", "regexp_like", "regexp_replace", "regexp_extract",
+            "regexp_extract_all", "regexp_count", "regexp_instr", "regexp_substr", "split",
+        )
+    },
+    "str_to_map": (1, 2),
+}  # fmt: skip
