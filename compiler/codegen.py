@@ -89,6 +89,8 @@ class PysparkGenerator(SourceWriter, StepWriter, SinkWriter):
         w("from pyspark.sql.streaming import StreamingQuery")
         if self.batch:
             w("from pyspark.sql import Observation")
+        if self.temporal_joins:
+            w("from pyspark.sql import Window")
         w("")
         w(f"JOB_NAME = {settings.job_name!r}")
         w(f"BASE_DIR = {base_dir!r}")

@@ -23,7 +23,7 @@ from urllib.parse import unquote, urlparse
 if TYPE_CHECKING:
     from pyspark import cloudpickle
     from pyspark.errors import PySparkException
-    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession, Window
     from pyspark.sql import functions as F
 
 #: The generated program defines its own after these functions: its json and csv sources'
@@ -498,7 +498,6 @@ def table_versions(df: DataFrame, table: str, key: list[str], since: str) -> Dat
     time of its key (NULL after the last), so that a row at time t meets the version
     with since <= t < __flowc_valid_to. Two rows of one key and one time have no order
     in files, and Flink would keep whichever came last: refused, before any query runs."""
-    from pyspark.sql import Window
 
     def column(name: str) -> Column:
         return F.col('`' + name.replace('`', '``') + '`')

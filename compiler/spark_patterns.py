@@ -262,23 +262,27 @@ class SparkParser(_SparkParser):
 
 class SparkGenerator(_SparkGenerator):
     """Spark's generator, writing each call parsed by :class:`SparkParser` with the
-    pattern as written, under the function's own name."""
+    pattern as written, under the function's own name. The calls are replaced in the
+    generator's own copy of the tree before it writes, not in an override of ``sql``: that
+    would add a Python frame to every level of every expression, and deep expressions
+    would pass the recursion limit the writers keep (docs/limits.md)."""
 
-    def sql(
-        self, expression: str | exp.Expr | None, key: str | None = None, comment: bool = True
-    ) -> str:
-        if (
-            key is None
-            and isinstance(expression, exp.Expr)
-            and expression._meta
-            and PATTERN_META in expression._meta
-        ):
-            this = expression.this
-            if isinstance(this, exp.TimeStrToTime):
-                this = this.this
-            pattern = exp.Literal.string(expression.meta[PATTERN_META])
-            return str(self.func(expression.meta[FUNCTION_META].upper(), this, pattern))
-        return str(super().sql(expression, key, comment))
+    def preprocess(self, expression: exp.Expr) -> exp.Expr:
+        expression = super().preprocess(expression)
+        for node in list(expression.walk()):
+            if node._meta and PATTERN_META in node._meta:
+                this = node.this
+                if isinstance(this, exp.TimeStrToTime):
+                    this = this.this
+                call = exp.Anonymous(
+                    this=str(node.meta[FUNCTION_META]).upper(),
+                    expressions=[this, exp.Literal.string(node.meta[PATTERN_META])],
+                )
+                if node is expression:
+                    expression = call
+                else:
+                    node.replace(call)
+        return expression
 
 
 @dataclass(frozen=True, slots=True)
