@@ -6,10 +6,10 @@ bad input raises :class:`CompileError`, which carries the diagnostics as objects
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
-
+from flowc._version import __version__
 from flowc.diagnostics import CompileError, Diagnostic, Severity
-from flowc.job import CompiledJob, compile, compile_file
+from flowc.driver import compile, compile_file
+from flowc.job import CompiledJob
 from flowc.python_functions import PythonFunction
 from flowc.spans import Span
 

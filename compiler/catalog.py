@@ -11,6 +11,8 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from sqlglot.dialects.dialect import Dialect
+
 from flowc.ast import Value
 from flowc.flink.keygroups import UPPER_BOUND_MAX_PARALLELISM
 from flowc.vocabulary import LiteralKind
@@ -155,8 +157,6 @@ def _quoted(choices: tuple[str, ...]) -> str:
 
 def _dialect() -> ValueKind:
     def parse(value: Value) -> object:
-        from sqlglot.dialects.dialect import Dialect
-
         name = str(value.python).lower()
         try:
             Dialect.get_or_raise(name)

@@ -1,8 +1,10 @@
-"""The ``flowc`` command line: its arguments, reading a .flow file, and ``main``.
+"""The ``flowc`` command line: its arguments and ``main``.
 
 Each command is a module of its own: :mod:`flowc.cli_compile` (check, compile),
-:mod:`flowc.cli_run` (run), :mod:`flowc.cli_diff` (diff), :mod:`flowc.cli_fmt` (fmt);
-what they write and the errors that end them are :mod:`flowc.cli_output`'s. Exit codes:
+:mod:`flowc.cli_run` (run), :mod:`flowc.cli_diff` (diff), :mod:`flowc.cli_fmt` (fmt),
+:mod:`flowc.cli_test` (test), :mod:`flowc.cli_lsp` (lsp). What they read is
+:mod:`flowc.cli_input`'s; what they write and the errors that end them are
+:mod:`flowc.cli_output`'s. This module imports the commands, never the reverse. Exit codes:
 0 clean (warnings allowed), 1 the program has errors, 2 usage or file errors (missing
 file, bytes that are not UTF-8), 101 a crash inside flowc, with a report written to a
 file. A Python traceback never reaches the user.
@@ -15,15 +17,23 @@ import datetime
 import logging
 import os
 import platform
-import stat
 import sys
 import tempfile
 import traceback
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import NoReturn
 
-from flowc import __version__
+from flowc import cli_compile, cli_diff, cli_fmt, cli_lsp, cli_run, cli_test
+from flowc._version import __version__
+from flowc.cli_input import (
+    FORMATS,
+    GRAPH_FORMATS,
+    MAX_SOURCE_BYTES,
+    STAGE_FORMATS,
+    compile_source,
+    read_source,
+)
 from flowc.cli_output import (
     EXIT_ERRORS,
     EXIT_INTERNAL,
@@ -35,10 +45,7 @@ from flowc.cli_output import (
     discard_stdout,
     write_stderr,
 )
-from flowc.limits import MAX_SOURCE_CHARS
-
-if TYPE_CHECKING:
-    from flowc.job import CompiledJob
+from flowc.sql_parsing import deep_recursion
 
 __all__ = [
     "EXIT_ERRORS",
@@ -55,18 +62,6 @@ __all__ = [
     "read_source",
 ]
 
-FORMATS = ("text", "json", "dot", "mermaid")
-#: The graph stages' formats: html is the plan viewer (docs/viewer.md).
-GRAPH_FORMATS = (*FORMATS, "html")
-#: Each stage and the formats it has; ``--emit all`` writes exactly these.
-STAGE_FORMATS: dict[str, tuple[str, ...]] = {
-    "ast": ("text", "json"),
-    "transformations": GRAPH_FORMATS,
-    "streamgraph": GRAPH_FORMATS,
-    "jobgraph": GRAPH_FORMATS,
-    "physical": ("text", "json"),
-    "pyspark": ("text",),
-}
 STAGES = (*STAGE_FORMATS, "all")
 
 
@@ -219,103 +214,6 @@ def _color_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
-#: bytes for each character flowc compiles (MAX_SOURCE_CHARS, E0901), UTF-8's widest, so a
-#: file the bound refuses could never compile. 16 MiB.
-MAX_SOURCE_BYTES = 4 * MAX_SOURCE_CHARS
-
-
-def _file_kind(mode: int) -> str:
-    if stat.S_ISDIR(mode):
-        return "a directory"
-    if stat.S_ISFIFO(mode):
-        return "a named pipe (FIFO)"
-    if stat.S_ISCHR(mode):
-        return "a character device"
-    if stat.S_ISBLK(mode):
-        return "a block device"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    return "not a regular file"
-
-
-def _not_regular(path: str, mode: int) -> UsageError:
-    kind = _file_kind(mode)
-    if kind == "a directory":
-        return UsageError(f"{path}: is a directory, not a .flow file")
-    return UsageError(f"{path}: is {kind}, not a regular file; save the program to a file")
-
-
-def _too_large(path: str) -> UsageError:
-    return UsageError(
-        f"{path}: larger than {MAX_SOURCE_BYTES // (1024 * 1024)} MiB, the most flowc reads; "
-        "split the job into smaller files"
-    )
-
-
-def read_source(path: str) -> str:
-    """The file's text, or UsageError with a clear reason.
-
-    Only regular files are read (a FIFO with no writer would block forever, /dev/zero
-    never ends), and at most :data:`MAX_SOURCE_BYTES` of them. The kind is checked before
-    opening and again on the open descriptor, which is opened non-blocking, so a file
-    swapped for a FIFO in between cannot hang the read either.
-    """
-    try:
-        found = os.stat(path)
-        if not stat.S_ISREG(found.st_mode):
-            raise _not_regular(path, found.st_mode)
-        if found.st_size > MAX_SOURCE_BYTES:
-            raise _too_large(path)
-        flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
-        descriptor = os.open(path, flags)
-        with open(descriptor, "rb") as handle:
-            opened = os.fstat(descriptor)
-            if not stat.S_ISREG(opened.st_mode):
-                raise _not_regular(path, opened.st_mode)
-            data = handle.read(MAX_SOURCE_BYTES + 1)
-    except FileNotFoundError:
-        raise UsageError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise UsageError(f"{path}: is a directory, not a .flow file") from None
-    except (OSError, ValueError) as error:  # ValueError: a NUL in the path
-        reason = error.strerror if isinstance(error, OSError) and error.strerror else error
-        raise UsageError(f"{path}: cannot read: {reason}") from None
-    if len(data) > MAX_SOURCE_BYTES:
-        raise _too_large(path)
-    try:
-        return data.decode("utf-8").removeprefix("\ufeff")
-    except UnicodeDecodeError as error:
-        before = data[: error.start]
-        line = before.count(b"\n") + 1
-        column = len(before) - (before.rfind(b"\n") + 1) + 1
-        raise UsageError(
-            f"{path}:{line}:{column}: not valid UTF-8 (byte 0x{data[error.start]:02x}); "
-            "save the file as UTF-8"
-        ) from None
-
-
-def compile_source(
-    args: argparse.Namespace,
-    text: str,
-    path: str,
-    *,
-    for_spark: bool = True,
-    overrides: Mapping[str, str] | None = None,
-) -> CompiledJob:
-    """:func:`flowc.compile` of one file's text, as trusted as the command's ``--untrusted``
-    and ``--base-dir`` say; raises CompileError as it does."""
-    from flowc.job import compile
-
-    return compile(
-        text,
-        filename=path,
-        for_spark=for_spark,
-        overrides=overrides,
-        trusted=not args.untrusted,
-        base_dir=args.base_dir,
-    )
-
-
 def _write_crash_report(argv: Sequence[str]) -> str:
     stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
     directory = Path(os.environ.get("FLOWC_CRASH_DIR") or tempfile.gettempdir())
@@ -342,9 +240,7 @@ def _write_crash_report(argv: Sequence[str]) -> str:
 
 
 def _command(name: str) -> Callable[[argparse.Namespace], int]:
-    """The function of one command (its module imports this one, so it is imported here)."""
-    from flowc import cli_compile, cli_diff, cli_fmt, cli_lsp, cli_run, cli_test
-
+    """The function of one command."""
     commands: dict[str, Callable[[argparse.Namespace], int]] = {
         "check": cli_compile.check,
         "compile": cli_compile.compile_file,
@@ -370,8 +266,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = _parser().parse_args(arguments)
         if args.command not in _WRITERS:
             return _command(args.command)(args)
-        from flowc.sql_parsing import deep_recursion
-
         # as flowc.compile does: the writers after it walk the same (bounded) trees
         with deep_recursion():
             return _command(args.command)(args)

@@ -8,7 +8,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from flowc.cli import STAGE_FORMATS, compile_source, read_source
+from flowc.astdump import ast_to_json, ast_to_text
+from flowc.cli_input import STAGE_FORMATS, compile_source, read_source
 from flowc.cli_output import (
     EXIT_ERRORS,
     EXIT_OK,
@@ -21,7 +22,10 @@ from flowc.cli_output import (
     write_stderr,
     write_stdout,
 )
+from flowc.codegen import generate_pyspark
 from flowc.diagnostics import CompileError, Diagnostic, Severity
+from flowc.spark_sql import UnsupportedOnSpark
+from flowc.viewer import TooLargeToView, render_html
 
 if TYPE_CHECKING:
     from flowc.job import CompiledJob
@@ -102,20 +106,13 @@ def render_stage(job: CompiledJob, stage: str, fmt: str) -> str:
     if fmt not in STAGE_FORMATS[stage]:
         raise UsageError(f"--emit {stage} has no --format {fmt}")
     if stage == "ast":
-        from flowc.astdump import ast_to_json, ast_to_text
-
         return ast_to_json(job.ast) if fmt == "json" else ast_to_text(job.ast)
     if stage == "pyspark":
-        from flowc.codegen import generate_pyspark
-        from flowc.spark_sql import UnsupportedOnSpark
-
         try:
             return generate_pyspark(job)
         except UnsupportedOnSpark as error:
             raise NotRunnable(str(error)) from None
     if fmt == "html":
-        from flowc.viewer import TooLargeToView, render_html
-
         try:
             return render_html(job, stage)
         except TooLargeToView as error:

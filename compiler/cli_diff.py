@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from flowc.cli import compile_source, read_source
+from flowc.cli_input import compile_source, read_source
 from flowc.cli_output import (
     EXIT_ERRORS,
     EXIT_OK,
@@ -22,18 +22,18 @@ from flowc.cli_output import (
     write_stdout,
 )
 from flowc.diagnostics import CompileError, Diagnostic, Severity
+from flowc.diff import CheckpointCheck, DiffReport, diff_plans
 from flowc.errorcodes import Code
+from flowc.spark_plan import checkpoint_segment
+from flowc.state import compare, describe_state
 
 if TYPE_CHECKING:
-    from flowc.diff import CheckpointCheck
     from flowc.job import CompiledJob
 
 
 def diff(args: argparse.Namespace) -> int:
     """``flowc diff OLD NEW``: whether NEW can go on from OLD's state, and how its plans
     changed (docs/state.md, "flowc diff"). Never imports pyspark."""
-    from flowc.diff import DiffReport, diff_plans
-    from flowc.state import compare, describe_state
 
     sources: dict[str, str] = {}
     unreadable = False
@@ -80,9 +80,7 @@ def diff_against(args: argparse.Namespace, old: CompiledJob, new: CompiledJob) -
     The job's folder is ``DIR/<job name>``. A job named after its file (no SET job.name)
     is one job in two files, so when ``DIR/<new name>`` is not there, ``DIR/<old name>``
     is checked, with NEW compiled under that name."""
-    from flowc.diff import CheckpointCheck
     from flowc.runtime.state_guard import guard_state
-    from flowc.spark_plan import checkpoint_segment
 
     root = args.against
     if not os.path.isdir(root):

@@ -14,7 +14,7 @@ import difflib
 import sys
 from pathlib import Path
 
-from flowc.cli import read_source
+from flowc.cli_input import read_source
 from flowc.cli_output import (
     EXIT_ERRORS,
     EXIT_OK,

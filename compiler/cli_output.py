@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
-from flowc import __version__
+from flowc._version import __version__
 from flowc.diagnostics import Diagnostic, render_json, render_text
 
 EXIT_OK = 0

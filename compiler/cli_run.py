@@ -12,7 +12,7 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from flowc.cli import compile_source, read_source
+from flowc.cli_input import compile_source, read_source
 from flowc.cli_output import (
     EXIT_ERRORS,
     EXIT_OK,
@@ -26,6 +26,9 @@ from flowc.cli_output import (
     write_stderr,
 )
 from flowc.diagnostics import CompileError
+from flowc.habits import run_blockers
+from flowc.overrides import COMMAND_LINE, command_line_text
+from flowc.spark_sql import UnsupportedOnSpark
 
 if TYPE_CHECKING:
     from flowc.job import CompiledJob
@@ -33,8 +36,6 @@ if TYPE_CHECKING:
 
 
 def run(args: argparse.Namespace) -> int:
-    from flowc.overrides import COMMAND_LINE, command_line_text
-
     text = read_source(args.file)
     overrides = _overrides(args)
     # Diagnostics about an override are on the command line, shown as its --set KEY=VALUE.
@@ -44,15 +45,12 @@ def run(args: argparse.Namespace) -> int:
     except CompileError as error:
         print_diagnostics(error.diagnostics, sources, "text", args.color)
         return EXIT_ERRORS
-    from flowc.habits import run_blockers
-
     blockers = run_blockers(job)  # what check only warns of, but Spark fails on at start
     if blockers:
         print_diagnostics(blockers, sources, "text", args.color)
         return EXIT_ERRORS
     from flowc.runtime.failures import FailureLog, log_path, spark_errors, spark_output, summary
     from flowc.runtime.run import SparkRefused, run_job
-    from flowc.spark_sql import UnsupportedOnSpark
 
     if args.report:
         _check_report_path(args.report)

@@ -13,10 +13,12 @@ from __future__ import annotations
 import argparse
 import difflib
 import os
+import tempfile
 import time
 from pathlib import Path
 
-from flowc.cli import compile_source, read_source
+from flowc.cli_compile import render_stage
+from flowc.cli_input import compile_source, read_source
 from flowc.cli_output import (
     EXIT_ERRORS,
     EXIT_OK,
@@ -35,6 +37,7 @@ from flowc.usertest import (
     load_test_file,
     test_files,
 )
+from flowc.usertest.safe_yaml import MAX_TEST_FILE_BYTES
 
 
 def test(args: argparse.Namespace) -> int:
@@ -42,8 +45,6 @@ def test(args: argparse.Namespace) -> int:
         return _plans(args)
     if not args.paths:
         raise UsageError("give test files, folders or .flow files (or --plans DIR)")
-    import tempfile
-
     from flowc.runtime.failures import spark_output
 
     run = TestRun()
@@ -94,8 +95,6 @@ def _run_tests(args: argparse.Namespace, run: TestRun) -> None:
 def _shown(path: str) -> str:
     """A test file's text to show under its diagnostics: its start only, if it is too large
     to read (E0831), and bytes that are not UTF-8 replaced."""
-    from flowc.usertest.safe_yaml import MAX_TEST_FILE_BYTES
-
     with open(path, "rb") as file:
         return file.read(MAX_TEST_FILE_BYTES).decode("utf-8", errors="replace")
 
@@ -120,8 +119,6 @@ def _pairs(paths: list[str]) -> list[tuple[str, str]]:
 
 def _plans(args: argparse.Namespace) -> int:
     """Each .flow under the folder: every stage's JSON against ``__plans__/NAME.STAGE.json``."""
-    from flowc.cli_compile import render_stage
-
     folder = Path(args.plans)
     if not folder.is_dir():
         raise UsageError(f"{folder}: not a folder")

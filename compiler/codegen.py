@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from flowc import __version__
+from flowc._version import __version__
 from flowc.catalog import is_upsert
 from flowc.codegen_base import in_docstring
 from flowc.codegen_sinks import SinkWriter

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from flowc.diagnostics import Diagnostic, Reporter, Severity
-from flowc.job import check_input_bounds
+from flowc.driver import check_input_bounds
 from flowc.parser import deep_recursion, parse
 
 

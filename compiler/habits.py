@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from sqlglot import exp
 from sqlglot.tokenizer_core import TokenType
 
+from flowc import catalog
 from flowc.diagnostics import Diagnostic, Reporter, Severity
 from flowc.errorcodes import Code
 from flowc.spans import Span
@@ -211,8 +212,6 @@ def create_help(word: str, statement: str) -> str | None:
         and not re.search(r"\btable\b", rest)
     ):
         return "write CREATE VIEW name AS query; a view is defined once, and only for this job"
-    from flowc import catalog
-
     roles: tuple[str, ...] = ("source", "sink")
     match = _CONNECTOR.search(statement)
     connector = catalog.CONNECTORS.get(match.group(1).lower()) if match else None

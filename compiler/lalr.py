@@ -22,6 +22,7 @@ import sys
 from collections.abc import Callable
 from functools import cache
 from importlib import resources
+from pathlib import Path
 from typing import Any, NamedTuple
 
 from flowc.lalr_build import (
@@ -32,6 +33,11 @@ from flowc.lalr_build import (
     lark_parser,
     render_tables_module,
 )
+
+try:
+    from flowc.grammar.tables import TABLES as _SHIPPED
+except ImportError:  # pragma: no cover - the file is shipped
+    _SHIPPED = ""
 
 __all__ = [
     "TABLES_FORMAT",
@@ -202,12 +208,8 @@ def _runs(names: list[str], patterns: dict[str, str]) -> list[list[str]]:
 def tables() -> Tables:
     """The shipped tables when they were built from this grammar; else built from Lark."""
     digest = grammar_digest(grammar_text())
-    try:
-        from flowc.grammar.tables import TABLES as shipped
-    except ImportError:  # pragma: no cover - the file is shipped
-        shipped = ""
-    if shipped:
-        data = json.loads(shipped)
+    if _SHIPPED:
+        data = json.loads(_SHIPPED)
         if data.get("format") == TABLES_FORMAT and data.get("grammar_sha256") == digest:
             return Tables(data)
     return Tables(build_tables(lark_parser(), digest))
@@ -348,8 +350,6 @@ def _reduce(rule: Rule, children: list[Any], builder: Any) -> Any:
 
 def main() -> int:
     """Write grammar/tables.py for the current grammar."""
-    from pathlib import Path
-
     grammar = Path(str(resources.files("flowc.grammar").joinpath("flow.lark")))
     target = grammar.resolve().parent / "tables.py"  # beside the source, not a build's link
     target.write_text(render_tables_module(build_tables(lark_parser())), encoding="utf-8")

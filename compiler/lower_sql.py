@@ -21,6 +21,7 @@ import itertools
 from typing import Any, TypedDict
 
 from sqlglot import exp
+from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import TokenError
 from sqlglot.tokenizer_core import TokenType
 
@@ -135,8 +136,6 @@ def check_flink_windows(query: ast.SqlQuery, reporter: Reporter) -> bool:
 def _tokenize(text: str) -> list[Any]:
     """sqlglot's Spark tokens of ``text``, by a tokenizer of this call's own (a tokenizer
     keeps the state of the text it works on, so threads must not share one)."""
-    from sqlglot.dialects.dialect import Dialect
-
     dialect = Dialect.get_or_raise("spark")
     return list(dialect.tokenizer_class(dialect=dialect).tokenize(text))
 

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from flowc import __version__
+from flowc._version import __version__
 
 #: Bumped when a stage's JSON changes incompatibly.
 SCHEMA_VERSION = 1

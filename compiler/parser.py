@@ -22,13 +22,8 @@ from flowc.errorcodes import Code
 from flowc.lalr import Driver, NoFastPath, lark_parser, tables
 from flowc.limits import MAX_STEPS, MAX_TOKENS
 from flowc.source_text import WORD, Chunk, LineIndex, long_literals, split_statements
-from flowc.sql_parsing import (
-    NODE_BYTES,
-    clear_expression_cache,
-    copy_tree,
-    deep_recursion,
-    tree_bytes,
-)
+from flowc.sql_parsing import NODE_BYTES, clear_parse_cache, copy_tree, deep_recursion, tree_bytes
+from flowc.sqltypes import clear_typing_cache
 from flowc.syntax_errors import report_syntax_error
 
 __all__ = [
@@ -94,6 +89,12 @@ def parse(text: str, file: str, reporter: Reporter) -> ast.Program:
             _too_large(builder, chunk, index, reporter)
             break
     return ast.Program(file=file, statements=tuple(statements), span=index.span(0, len(text)))
+
+
+def clear_expression_cache() -> None:
+    """Forget memoized expression parses and typings (benchmarks measure compiles from cold)."""
+    clear_parse_cache()
+    clear_typing_cache()
 
 
 def _too_large(builder: AstBuilder, chunk: Chunk, index: LineIndex, reporter: Reporter) -> None:

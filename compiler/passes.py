@@ -2,12 +2,12 @@
 
 Each pass is a typed function: it reads the stages made before it from the
 :class:`~flowc.job.CompiledJob` under construction and returns its own stage, which only
-the driver (:func:`flowc.job.compile`) stores. Compilation stops after the first pass that
+the driver (:func:`flowc.driver.compile`) stores. Compilation stops after the first pass that
 reported an error, so later passes only ever see a program that earlier ones accepted.
 
 Spark's limits (the streaming rules, E07xx, and the Spark backend's checks) report into a
 reporter of their own: their diagnostics are a stage, kept apart from the plans' errors,
-so that they stop only what targets Spark (see ``flowc.job.compile``).
+so that they stop only what targets Spark (see ``flowc.driver.compile``).
 """
 
 from __future__ import annotations

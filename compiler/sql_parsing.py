@@ -15,6 +15,7 @@ from functools import cache
 from typing import Any
 
 from sqlglot import exp
+from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import ParseError
 from sqlglot.parser import Parser
 from sqlglot.tokenizer_core import Token, TokenType
@@ -27,6 +28,7 @@ from flowc.limits import (
     BoundedCache,
     SharedSetting,
 )
+from flowc.spark_patterns import SparkParser, SparkTokenizer
 
 #: Python's recursion limit while sqlglot works on an expression.
 _RECURSION_LIMIT = 8000
@@ -71,10 +73,6 @@ def sql_tools(dialect: str) -> tuple[Any, Any]:
         mine = _tools.by_dialect = {}
     found = mine.get(dialect)
     if found is None:
-        from sqlglot.dialects.dialect import Dialect
-
-        from flowc.spark_patterns import SparkParser, SparkTokenizer
-
         instance = Dialect.get_or_raise(dialect)
         if dialect == "spark":  # Spark's own SQL read as Spark reads it (flowc.spark_patterns)
             found = (SparkTokenizer(dialect=instance), SparkParser(dialect=instance))
@@ -148,12 +146,9 @@ def tree_bytes(tree: exp.Expr) -> int:
     return total
 
 
-def clear_expression_cache() -> None:
-    """Forget memoized expression parses and typings (benchmarks measure compiles from cold)."""
-    from flowc.sqltypes import clear_typing_cache
-
+def clear_parse_cache() -> None:
+    """Forget memoized expression parses (:func:`flowc.parser.clear_expression_cache`)."""
     _parsed.clear()
-    clear_typing_cache()
 
 
 def parse_sql_uncached(text: str, dialect: str) -> exp.Expr:
@@ -389,6 +384,4 @@ _SCALARS = frozenset({int, str, bool, float, type(None)})
 
 @cache
 def sql_keywords(dialect: str) -> frozenset[str]:
-    from sqlglot.dialects.dialect import Dialect
-
     return frozenset(Dialect.get_or_raise(dialect).tokenizer_class.KEYWORDS)

@@ -22,9 +22,9 @@ from flowc.ast import SqlExpr
 from flowc.diagnostics import Reporter, did_you_mean
 from flowc.errorcodes import Code
 from flowc.limits import BoundedCache
-from flowc.parser import NODE_BYTES, deep_recursion
 from flowc.program import Column, Schema
 from flowc.spans import Span
+from flowc.sql_parsing import NODE_BYTES, deep_recursion
 
 UNKNOWN = "UNKNOWN"
 BOOLEAN = "BOOLEAN"

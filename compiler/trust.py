@@ -47,6 +47,7 @@ from pathlib import PurePath
 from typing import Any
 
 from sqlglot import exp
+from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import TokenError
 
 from flowc import ast, catalog
@@ -203,8 +204,6 @@ def _closing(tokens: list[Any], index: int) -> int:
 
 
 def _tokens(text: str) -> list[Any]:
-    from sqlglot.dialects.dialect import Dialect
-
     try:
         return list(Dialect.get_or_raise("spark").tokenize(text))
     except TokenError:  # only to locate; the expression itself parsed already

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import flowc
+
 #: Listed in the ``agg_funcs`` group, but only valid with GROUPING SETS, CUBE or ROLLUP
 #: (Spark: "grouping() can only be used with GroupingSets/Cube/Rollup"): not aggregates
 #: an AGGREGATE step can compute.
@@ -32,8 +34,6 @@ _TABLE_FUNCTION_REGISTRY = "org.apache.spark.sql.catalyst.analysis.TableFunction
 
 def target() -> Path:
     """``flowc/spark_functions.py`` (``compiler/`` in a checkout)."""
-    import flowc
-
     return Path(flowc.__file__).resolve().parent / "spark_functions.py"
 
 

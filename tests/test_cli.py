@@ -189,7 +189,7 @@ def test_internal_error_exits_101_with_a_report(
     def crash(*args: object, **kwargs: object) -> None:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr("flowc.job.compile", crash)
+    monkeypatch.setattr("flowc.driver.compile", crash)
     monkeypatch.setenv("FLOWC_CRASH_DIR", str(tmp_path))
     assert cli.main(["check", _write(tmp_path, CLEAN)]) == 101
     err = capsys.readouterr().err

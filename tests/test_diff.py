@@ -18,7 +18,7 @@ import pytest
 
 from flowc import cli
 from flowc.diff import DIFF_SCHEMA_VERSION, diff_plans
-from flowc.job import compile
+from flowc.driver import compile
 
 HEAD = """SET parallelism = 2;
 SET max_parallelism = 128;

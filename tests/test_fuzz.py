@@ -230,7 +230,7 @@ def test_harness_sees_crashes(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -
         raise RuntimeError("boom")
 
     text = EXAMPLES["examples/wordcount.flow"]
-    monkeypatch.setattr("flowc.job.compile", crash)
+    monkeypatch.setattr("flowc.driver.compile", crash)
     monkeypatch.setattr(flowc, "compile", crash)
     with pytest.raises(RuntimeError, match="boom"):
         run_passes(text)

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 import flowc
-from flowc import cli
+from flowc import cli, cli_input
 from flowc.cli import main
 from flowc.codegen import generate_pyspark
 from flowc.runtime.ownership import CHECKPOINT_MARKER, SINK_MARKER, check_sink_ownership
@@ -289,7 +289,7 @@ def test_read_source_reads_at_most_the_bound(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A file that grows after its size was looked at is still cut at the bound."""
-    monkeypatch.setattr(cli, "MAX_SOURCE_BYTES", 10)
+    monkeypatch.setattr(cli_input, "MAX_SOURCE_BYTES", 10)
     path = tmp_path / "job.flow"
     path.write_bytes(b"-- 1234567")  # 10 bytes: read
     assert cli.read_source(str(path)) == "-- 1234567"

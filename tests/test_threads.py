@@ -218,7 +218,7 @@ def test_the_applications_settings_are_unchanged_after_concurrent_compiles() -> 
 def test_settings_the_application_changes_during_compiles_stay() -> None:
     """The last compilation to finish restores what the first found, unless the
     application set something else meanwhile: then the application's value stays."""
-    from flowc.job import _COLLECTOR
+    from flowc.driver import _COLLECTOR
     from flowc.sql_parsing import _RECURSION
 
     programs = {name: text for name, text in corpus(generated=10).items() if "literal" not in name}

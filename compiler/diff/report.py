@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from flowc import __version__
+from flowc._version import __version__
 from flowc.diagnostics import Diagnostic, Severity, render_text
 from flowc.diff.changes import PlanDiff
 from flowc.state.findings import Finding, StateComparison, Verdict, plural

@@ -12,8 +12,9 @@ from dataclasses import dataclass, field
 
 from flowc import ast, catalog
 from flowc.diagnostics import CompileError, Diagnostic, Reporter
+from flowc.driver import compile
 from flowc.formatter import TokenKind, tokens
-from flowc.job import CompiledJob, compile
+from flowc.job import CompiledJob
 from flowc.parser import deep_recursion, parse
 from flowc.spans import Span
 

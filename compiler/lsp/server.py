@@ -28,7 +28,7 @@ from lsprotocol import types
 from pygls.io_ import StdoutWriter
 from pygls.lsp.server import LanguageServer
 
-from flowc import __version__
+from flowc._version import __version__
 from flowc.diagnostics import Diagnostic, Severity
 from flowc.errorcodes import Code
 from flowc.lsp import analysis

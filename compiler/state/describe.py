@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING
 
 from sqlglot import exp
 
-from flowc import __version__, ast
+from flowc import ast
+from flowc._version import __version__
 from flowc.flink.keygroups import compute_default_max_parallelism
 from flowc.program import (
     ERRORS_SCHEMA,
