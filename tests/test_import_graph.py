@@ -1,0 +1,360 @@
+"""flowc's modules import each other without cycles, and import inside functions only where
+that keeps pyspark or a heavy, optional library out of ``flowc compile``.
+
+A cycle makes the order in which modules happen to be imported decide whether a name
+exists yet, and ties every module on it to all the others; an import moved into a function
+hides a cycle from Python without removing it. So the graph here counts both: every
+``import`` of a module of the ``flowc`` distribution (``compiler/`` → ``flowc``,
+``runtime/`` → ``flowc.runtime``, ``grammar/`` → ``flowc.grammar``, as pyproject.toml maps
+them), at module level and inside functions, read with :mod:`ast`. Only imports under
+``if TYPE_CHECKING:`` are left out: they never run.
+
+An edge goes to the module named. ``from flowc.x import y`` goes to ``flowc.x.y`` when that
+is a module, else to ``flowc.x`` (the names of its ``__init__``). Importing ``flowc.x.y``
+from outside package ``flowc.x`` also runs ``flowc/x/__init__.py``, which is an edge too;
+the root package ``flowc`` is left out of that rule only (every module is inside it, and
+``from flowc import ast``, a submodule, needs nothing of its ``__init__``), while
+``from flowc import __version__`` is an edge to ``flowc``, as it reads the ``__init__``.
+"""
+
+from __future__ import annotations
+
+import ast
+import itertools
+import subprocess
+import sys
+import tomllib
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+#: Every import inside a function: (importing module, imported module) → why it waits.
+#: A function-level import of a module of flowc, or of anything not listed here, fails
+#: ``test_lazy_imports_are_listed``: move it to the top of the module and break the cycle it
+#: would make instead. ``*`` stands for any module outside flowc.
+_RUNTIME = "flowc.runtime drives Spark (the only package importing pyspark): never compiling"
+_LARK = "lark builds a parser only to report a syntax error (the LALR tables parse the rest)"
+LAZY_ALLOWED: dict[tuple[str, str], str] = {
+    ("flowc.generated_runtime", "*"): "the functions' text is copied into the generated "
+    "program (flowc.codegen), which runs where flowc is not installed: their imports go "
+    "with them",
+    ("flowc.lalr_build", "*"): "builds grammar/tables.py from Lark's grammar "
+    "(python -m flowc.lalr), never while compiling",
+    ("flowc.ast_builder", "lark"): _LARK,
+    ("flowc.parser", "lark.exceptions"): _LARK,
+    ("flowc.syntax_errors", "lark.exceptions"): _LARK,
+    ("flowc.viewer", "grandalf.graphs"): "the plan viewer's layout, only for --format html",
+    ("flowc.viewer", "grandalf.layouts"): "the plan viewer's layout, only for --format html",
+    ("flowc.diagnostics", "rich.console"): "rich only to colour diagnostics on a terminal",
+    ("flowc.diagnostics", "rich.text"): "rich only to colour diagnostics on a terminal",
+    ("flowc.runtime.run", "rich.table"): "rich only for a run's live progress table",
+    ("flowc.runtime.run", "rich.console"): "rich only for a run's live progress table",
+    ("flowc.runtime.run", "rich.live"): "rich only for a run's live progress table",
+    ("flowc.runtime.failures", "pyspark.errors"): "pyspark only once Spark has failed",
+    ("flowc.runtime.failures", "py4j.protocol"): "py4j only once Spark has failed",
+    ("flowc.runtime.function_list", "pyspark"): "a maintainer's tool that asks Spark",
+    ("flowc.runtime.function_list", "pyspark.sql"): "a maintainer's tool that asks Spark",
+    ("flowc.cli_lsp", "flowc.lsp.server"): "pygls, an optional dependency (flowc[lsp])",
+    ("flowc.cli_run", "flowc.runtime.failures"): _RUNTIME,
+    ("flowc.cli_run", "flowc.runtime.run"): _RUNTIME,
+    ("flowc.cli_test", "flowc.runtime.failures"): _RUNTIME,
+    ("flowc.cli_test", "flowc.runtime.run"): _RUNTIME,
+    ("flowc.cli_test", "flowc.runtime.user_tests"): _RUNTIME,
+    ("flowc.cli_diff", "flowc.runtime.state_guard"): _RUNTIME,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Import:
+    """One import statement's target, where it is, and whether it runs in a function."""
+
+    target: str
+    line: int
+    lazy: bool
+
+
+def packages(root: Path = ROOT) -> dict[str, Path]:
+    """Each package of the distribution and its folder, from pyproject.toml."""
+    with (root / "pyproject.toml").open("rb") as handle:
+        dirs: dict[str, str] = tomllib.load(handle)["tool"]["setuptools"]["package-dir"]
+    return {name: root / folder for name, folder in dirs.items()}
+
+
+def modules(roots: dict[str, Path]) -> dict[str, Path]:
+    """Every module's dotted name and file; a folder with ``__init__.py`` is its package."""
+    found: dict[str, Path] = {}
+    for package, folder in roots.items():
+        for path in sorted(folder.rglob("*.py")):
+            parts = list(path.relative_to(folder).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            found[".".join([package, *parts])] = path
+    return found
+
+
+def _type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def imports(name: str, path: Path, known: dict[str, Path]) -> list[Import]:
+    """Every import the module runs, with the module it names (not under TYPE_CHECKING)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: list[Import] = []
+    stack: list[tuple[ast.AST, bool]] = [(tree, False)]
+    while stack:
+        node, lazy = stack.pop()
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and _type_checking(child.test):
+                stack.extend((other, lazy) for other in child.orelse)
+            elif isinstance(child, ast.Import):
+                found.extend(Import(a.name, child.lineno, lazy) for a in child.names)
+            elif isinstance(child, ast.ImportFrom):
+                base = child.module or ""
+                if child.level:
+                    parts = package.split(".")
+                    parts = parts[: len(parts) - child.level + 1]
+                    base = ".".join([*parts, *([base] if base else [])])
+                for alias in child.names:
+                    full = f"{base}.{alias.name}"
+                    found.append(Import(full if full in known else base, child.lineno, lazy))
+            else:
+                inner = lazy or isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef)
+                stack.append((child, inner))
+    return sorted(found, key=lambda i: (i.line, i.target))
+
+
+def _module_of(target: str, known: dict[str, Path]) -> str | None:
+    """The distribution's module ``target`` names, or None for one outside it."""
+    while target not in known:
+        if "." not in target:
+            return None
+        target = target.rpartition(".")[0]
+    return target
+
+
+@dataclass(frozen=True, slots=True)
+class Edge:
+    """``source`` imports ``target`` at ``line`` (``via`` the module named, for a package
+    whose ``__init__`` runs because a module inside it is imported)."""
+
+    target: str
+    line: int
+    via: str = ""
+
+
+def graph(known: dict[str, Path]) -> dict[str, dict[str, Edge]]:
+    """Module → the modules it imports, each with the first line that does."""
+    edges: dict[str, dict[str, Edge]] = {name: {} for name in known}
+    roots = {name for name in known if "." not in name}
+    for name, path in known.items():
+        out = edges[name]
+        for found in imports(name, path, known):
+            target = _module_of(found.target, known)
+            if target is None:
+                continue
+            if target != name:
+                out.setdefault(target, Edge(target, found.line))
+            parts = target.split(".")
+            for end in range(1, len(parts)):
+                parent = ".".join(parts[:end])
+                if parent in roots or parent == name or name.startswith(parent + "."):
+                    continue
+                out.setdefault(parent, Edge(parent, found.line, via=target))
+    return edges
+
+
+def cycles(edges: dict[str, dict[str, Edge]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan's, without
+    recursion), each sorted, the list sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on_stack: set[str] = set()
+    stack: list[str] = []
+    found: list[list[str]] = []
+    for start in sorted(edges):
+        if start in index:
+            continue
+        work: list[tuple[str, list[str]]] = [(start, sorted(edges[start]))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, todo = work[-1]
+            if todo:
+                nxt = todo.pop()
+                if nxt not in index:
+                    index[nxt] = low[nxt] = len(index)
+                    stack.append(nxt)
+                    on_stack.add(nxt)
+                    work.append((nxt, sorted(edges[nxt])))
+                elif nxt in on_stack:
+                    low[node] = min(low[node], index[nxt])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component: list[str] = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return sorted(found)
+
+
+def shortest_cycle(component: list[str], edges: dict[str, dict[str, Edge]]) -> list[str]:
+    """One shortest cycle through the component's first module, as modules in order."""
+    members = set(component)
+    start = component[0]
+    came: dict[str, str] = {}
+    queue = deque([start])
+    while queue:
+        node = queue.popleft()
+        for nxt in sorted(edges[node]):
+            if nxt == start:
+                path = [node]
+                while path[-1] != start:
+                    path.append(came[path[-1]])
+                return [*reversed(path), start]
+            if nxt in members and nxt not in came:
+                came[nxt] = node
+                queue.append(nxt)
+    raise AssertionError(f"no cycle through {start}")
+
+
+def describe(cycle: list[str], edges: dict[str, dict[str, Edge]], known: dict[str, Path]) -> str:
+    """``a (compiler/a.py:3) → b (…) → a``: each step with the line of its import."""
+    steps = [cycle[0]]
+    for source, target in itertools.pairwise(cycle):
+        edge = edges[source][target]
+        where = f"{known[source].relative_to(ROOT)}:{edge.line}"
+        how = f", importing {edge.via}" if edge.via else ""
+        steps.append(f"→ {target} ({where}{how})")
+    return " ".join(steps)
+
+
+def lazy_imports(known: dict[str, Path]) -> list[tuple[str, Import]]:
+    return [
+        (name, found)
+        for name, path in known.items()
+        for found in imports(name, path, known)
+        if found.lazy
+    ]
+
+
+def _allowed(name: str, target: str, known: dict[str, Path]) -> tuple[str, str] | None:
+    for key in ((name, target), (name, "*")):
+        if key in LAZY_ALLOWED and (key[1] != "*" or _module_of(target, known) is None):
+            return key
+    return None
+
+
+def test_no_import_cycles() -> None:
+    known = modules(packages())
+    edges = graph(known)
+    found = cycles(edges)
+    report = [
+        f"{len(component)} modules: {', '.join(component)}\n  e.g. "
+        + describe(shortest_cycle(component, edges), edges, known)
+        for component in found
+    ]
+    assert not found, "import cycles (break them; do not hide them in a function):\n" + (
+        "\n".join(report)
+    )
+
+
+def test_lazy_imports_are_listed() -> None:
+    """Every import inside a function is allowed, with a reason, in LAZY_ALLOWED; and every
+    entry there is still used, so the list stays the list of what is lazy."""
+    known = modules(packages())
+    unlisted: list[str] = []
+    used: set[tuple[str, str]] = set()
+    for name, found in lazy_imports(known):
+        key = _allowed(name, found.target, known)
+        if key is None:
+            unlisted.append(f"{known[name].relative_to(ROOT)}:{found.line}: {found.target}")
+        else:
+            used.add(key)
+    assert not unlisted, (
+        "imports inside functions that LAZY_ALLOWED does not list: import them at the top "
+        "of the module, or add them with the reason (pyspark or a heavy optional "
+        "library kept out of flowc compile):\n" + "\n".join(unlisted)
+    )
+    assert not set(LAZY_ALLOWED) - used, f"unused entries: {sorted(set(LAZY_ALLOWED) - used)}"
+
+
+def test_compiling_loads_nothing_that_waits() -> None:
+    """What the lazy imports keep out stays out: ``flowc check`` and ``flowc compile
+    --emit pyspark`` of a clean program load none of the modules LAZY_ALLOWED names (by
+    their top-level package, flowc's by module), so no import at the top of another module
+    loads them anyway."""
+    kept_out = sorted(
+        {target.split(".")[0] for _, target in LAZY_ALLOWED if not target.startswith("flowc")}
+        - {"*"}
+        | {target for _, target in LAZY_ALLOWED if target.startswith("flowc.")}
+    )
+    code = (
+        "import contextlib, io, sys\n"
+        "from flowc.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    assert main(['check', 'examples/wordcount.flow']) == 0\n"
+        "    assert main(['compile', 'examples/wordcount.flow', '--emit', 'pyspark']) == 0\n"
+        f"kept_out = {kept_out!r}\n"
+        "print(sorted(k for k in kept_out if any(m == k or m.startswith(k + '.') "
+        "for m in sys.modules)))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert {"lark", "pyspark", "flowc.runtime.run"} <= set(kept_out)
+    assert done.stdout.strip() == "[]", f"loaded while compiling: {done.stdout}"
+
+
+def _write(root: Path, files: dict[str, str]) -> dict[str, Path]:
+    for relative, text in files.items():
+        path = root / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    return modules({"pkg": root / "src"})
+
+
+def test_the_graph_sees_lazy_package_and_relative_imports(tmp_path: Path) -> None:
+    """The checks above find nothing only if the graph would see the cycles there are: a
+    cycle closed inside a function, through a package's ``__init__``, and by a relative
+    import are all found; one under TYPE_CHECKING is not."""
+    known = _write(
+        tmp_path,
+        {
+            "src/__init__.py": "from pkg import a\n__version__ = '1'\n",
+            "src/a.py": "from pkg.sub.c import f\n",
+            "src/b.py": "import os\ndef f():\n    from pkg import a\n",
+            "src/sub/__init__.py": "from . import d\n",
+            "src/sub/c.py": "def f(): ...\n",
+            "src/sub/d.py": "from ..a import *\n",
+            "src/e.py": "import typing\nif typing.TYPE_CHECKING:\n    from pkg import f\n",
+            "src/f.py": "from pkg import e\n",
+            "src/g.py": "from pkg import __version__\n",
+        },
+    )
+    edges = graph(known)
+    assert edges["pkg.b"]["pkg.a"].line == 3  # inside a function
+    assert "pkg.e" in edges["pkg.f"] and "pkg.f" not in edges["pkg.e"]  # TYPE_CHECKING
+    assert edges["pkg.a"]["pkg.sub"].via == "pkg.sub.c"  # the package's __init__ runs
+    assert "pkg" in edges["pkg.g"]  # a name of the root's __init__
+    assert "pkg" not in edges["pkg.f"]  # a submodule of the root only
+    # a → sub (its __init__) → d → a, the last one relative
+    assert cycles(edges) == [["pkg.a", "pkg.sub", "pkg.sub.d"]]
+    assert shortest_cycle(cycles(edges)[0], edges) == ["pkg.a", "pkg.sub", "pkg.sub.d", "pkg.a"]
+    assert [(name, i.target, i.line) for name, i in lazy_imports(known)] == [
+        ("pkg.b", "pkg.a", 3)
+    ]
