@@ -22,11 +22,13 @@ from flowc.analyze.step_common import keyword
 from flowc.diagnostics import Reporter
 from flowc.errorcodes import Code
 from flowc.program import (
+    DeduplicateStep,
     FromSideOutput,
     FromSource,
     FromSourceErrors,
     FromView,
     InsertDef,
+    JoinStep,
     Program,
     Step,
     Stream,
@@ -174,9 +176,9 @@ def check_appended_aggregations(query: Query, lineage: Lineage, reporter: _OnceP
 def check_outer_joins(query: Query, lineage: Lineage, reporter: _OncePerPlace) -> None:
     """E0706: an outer stream-stream join needs watermarks on both sides and a time bound."""
     for step in query.stateful:
-        node = step.node
-        if step.kind != StepKind.JOIN or not isinstance(node, ast.Join):
+        if not isinstance(step, JoinStep):
             continue
+        node = step.node
         if node.kind == JoinKind.INNER:
             continue
         left = lineage.columns_before(query.insert, step)
@@ -203,9 +205,9 @@ def check_join_state_bounds(query: Query, lineage: Lineage, reporter: _OncePerPl
     """W0040: an inner stream-stream JOIN without watermarks on both sides and a time bound
     keeps every row of both sides forever (Spark, and Flink without state TTL)."""
     for step in query.stateful:
-        node = step.node
-        if step.kind != StepKind.JOIN or not isinstance(node, ast.Join):
+        if not isinstance(step, JoinStep):
             continue
+        node = step.node
         if node.kind != JoinKind.INNER:
             continue  # an outer join without them is E0706
         left = lineage.columns_before(query.insert, step)
@@ -232,9 +234,9 @@ def check_join_state_bounds(query: Query, lineage: Lineage, reporter: _OncePerPl
 def check_deduplicate_within(query: Query, lineage: Lineage, reporter: _OncePerPlace) -> None:
     """E0707, E0708: DEDUPLICATE ... WITHIN, which Spark cannot run as written."""
     for step in query.stateful:
-        node = step.node
-        if step.kind != StepKind.DEDUPLICATE or not isinstance(node, ast.Deduplicate):
+        if not isinstance(step, DeduplicateStep):
             continue
+        node = step.node
         if node.within is None:
             continue
         watermarked = lineage.columns_before(query.insert, step)
