@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import flowc
-from flowc import names, transformations
+from flowc import codegen_steps, names, transformations
 from flowc.program import STEP_CLASSES, Step, Stream
 from flowc.state import describe
 from flowc.vocabulary import STATEFUL_STEPS, StepKind
@@ -21,6 +21,7 @@ TABLES = {
     "names.DEFAULT_NAMES": names.DEFAULT_NAMES,
     "transformations.TRANSLATORS": transformations.TRANSLATORS,
     "state.describe.LINEAGE": describe.LINEAGE,
+    "codegen_steps.STEP_WRITERS": codegen_steps.STEP_WRITERS,
 }
 
 
