@@ -23,6 +23,7 @@ from flowc.diagnostics import Reporter
 from flowc.errorcodes import Code
 from flowc.program import (
     DeduplicateStep,
+    DimensionJoinStep,
     FromSideOutput,
     FromSource,
     FromSourceErrors,
@@ -32,6 +33,8 @@ from flowc.program import (
     Program,
     Step,
     Stream,
+    UnionStep,
+    WindowTopStep,
 )
 from flowc.spans import Span
 from flowc.vocabulary import (
@@ -39,7 +42,6 @@ from flowc.vocabulary import (
     RANK_STEPS,
     STATEFUL_STEPS,
     JoinKind,
-    StepKind,
     WindowKind,
 )
 
@@ -378,7 +380,7 @@ def _window_end_kept(step: Step, columns: frozenset[str]) -> frozenset[str]:
     metadata, as Spark's window_time does), so that a later window, TOP, time-bounded
     JOIN or DEDUPLICATE can follow in append mode; every other column has none."""
     window = step.window
-    if window is None or step.kind == StepKind.WINDOW_TOP:
+    if window is None or isinstance(step, WindowTopStep):
         return frozenset()
     time_column = window.args[0].tree
     if isinstance(time_column, exp.Column) and time_column.name in columns:
@@ -472,9 +474,9 @@ class Lineage:
         for step in stream.steps[:upto]:
             if step.kind in _GROUPING:
                 columns = frozenset()
-            elif step.kind in (StepKind.JOIN, StepKind.DIMENSION_JOIN):
+            elif isinstance(step, JoinStep | DimensionJoinStep):
                 columns |= self.processing(step.inputs[0])
-            elif step.kind == StepKind.UNION:
+            elif isinstance(step, UnionStep):
                 for other in step.inputs:
                     columns &= self.processing(other)
             else:
@@ -492,9 +494,9 @@ class Lineage:
     def _after(self, step: Step, columns: frozenset[str]) -> frozenset[str]:
         if step.kind in _GROUPING:
             return _window_end_kept(step, columns)
-        if step.kind == StepKind.JOIN:
+        if isinstance(step, JoinStep):
             return columns | self.watermarked(step.inputs[0])
-        if step.kind == StepKind.UNION:
+        if isinstance(step, UnionStep):
             for other in step.inputs:
                 columns &= self.watermarked(other)
             return columns
