@@ -3,21 +3,39 @@ the exchange the Spark plan chose on every edge into an operator."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from sqlglot import exp
 
 from flowc import ast
 from flowc.codegen_base import ProgramText
 from flowc.program import (
+    AggregateStep,
     Column,
+    DeduplicateStep,
+    DimensionJoinStep,
+    DropStep,
+    ExplodeStep,
+    ExtendStep,
     FromSideOutput,
     FromSource,
     FromSourceErrors,
     FromView,
+    JoinStep,
+    KeyByStep,
     Origin,
+    PartitionByStep,
+    PartitionStep,
+    RenameStep,
+    RouteStep,
+    SelectStep,
     Step,
     Stream,
+    TopStep,
+    UnionStep,
+    WhereStep,
+    WindowAggregateStep,
+    WindowTopStep,
 )
 from flowc.spark_plan import ExchangeKind
 from flowc.spark_sql import (
@@ -28,14 +46,7 @@ from flowc.spark_sql import (
     select_columns,
     sql_of,
 )
-from flowc.vocabulary import (
-    AGGREGATE_STEPS,
-    PARTITION_STEPS,
-    RANK_STEPS,
-    JoinKind,
-    StepKind,
-    WindowKind,
-)
+from flowc.vocabulary import JoinKind, WindowKind
 
 #: Types whose equal values are the same value, so a group's key of one of them is the same
 #: in every row of the group (not FLOAT or DOUBLE: Spark groups -0.0 with 0.0).
@@ -120,10 +131,10 @@ class StepWriter(ProgramText):
         origin = stream.origin
         pending = self.view_partitions.get(origin.name) if isinstance(origin, FromView) else None
         for step in stream.steps:
-            if step.kind in PARTITION_STEPS:
+            if isinstance(step, KeyByStep | PartitionStep | PartitionByStep):
                 pending = step
                 continue
-            if step.kind == StepKind.UNION:
+            if isinstance(step, UnionStep):
                 for other in step.inputs:
                     parts += self.origin_parts(other)
                 continue
@@ -132,7 +143,7 @@ class StepWriter(ProgramText):
             pending = None
             self.step(step, variable, view_name)
             parts = [(variable, node)]
-            if isinstance(step.node, ast.Route) and view_name is not None:
+            if isinstance(step, RouteStep) and view_name is not None:
                 for branch in step.node.branches:
                     side = self.names[f"side:{view_name}.{branch.name.value}"]
                     self.tails[f"{view_name}.{branch.name.value}"] = [(side, node)]
@@ -169,7 +180,7 @@ class StepWriter(ProgramText):
             keys = ", ".join(f"F.expr({quote_name(k)!r})" for k in exchange.keys)
             return f"{df}.repartition({p}, {keys})"
         if kind is ExchangeKind.CUSTOM:
-            assert pending is not None and isinstance(pending.node, ast.PartitionBy)
+            assert isinstance(pending, PartitionByStep)  # the plan's CUSTOM edge is its own
             return f"{df}.repartition({p}, F.expr({sql_of(pending.node.expr)!r}))"
         if kind is ExchangeKind.ROUND_ROBIN:
             return f"{df}.repartition({p})"
@@ -186,60 +197,57 @@ class StepWriter(ProgramText):
         )
 
     def step(self, step: Step, df: str, view_name: str | None) -> None:
-        w = self.w
+        """The step's PySpark lines, by its class (:data:`STEP_WRITERS`)."""
+        STEP_WRITERS[type(step)](self, step, df, view_name)
+
+    def where(self, step: WhereStep, df: str, view_name: str | None) -> None:
+        self.w(f"{df} = {df}.where(F.expr({sql_of(step.node.condition)!r}))", 1)
+
+    def select(self, step: SelectStep, df: str, view_name: str | None) -> None:
+        names = [c.name for c in step.schema]
+        items = [
+            f"F.col({quote_name(name)!r})"
+            if item is None
+            else f"F.expr({aggregate_sql(item.expr)!r}).alias({name!r})"
+            for item, name in select_columns(step.node.items, names)
+        ]
+        self.w(f"{df} = {df}.select({', '.join(items)})", 1)
+
+    def extend(self, step: ExtendStep, df: str, view_name: str | None) -> None:
+        names = [c.name for c in step.schema]
+        added = names[len(names) - len(step.node.items) :]
+        pairs = ", ".join(
+            f"{name!r}: F.expr({sql_of(item.expr)!r})"
+            for item, name in zip(step.node.items, added, strict=True)
+        )
+        self.w(f"{df} = {df}.withColumns({{{pairs}}})", 1)
+
+    def drop(self, step: DropStep, df: str, view_name: str | None) -> None:
+        self.w(f"{df} = {df}.drop({', '.join(repr(c.value) for c in step.node.columns)})", 1)
+
+    def rename(self, step: RenameStep, df: str, view_name: str | None) -> None:
+        pairs = ", ".join(f"{i.old.value!r}: {i.new.value!r}" for i in step.node.items)
+        self.w(f"{df} = {df}.withColumnsRenamed({{{pairs}}})", 1)
+
+    def explode(self, step: ExplodeStep, df: str, view_name: str | None) -> None:
         node = step.node
-        kind = step.kind
-        if kind == StepKind.WHERE:
-            assert isinstance(node, ast.Where)
-            w(f"{df} = {df}.where(F.expr({sql_of(node.condition)!r}))", 1)
-        elif kind in (StepKind.SELECT, StepKind.EXTEND):
-            assert isinstance(node, ast.Select | ast.Extend)
-            names = [c.name for c in step.schema]
-            if kind == StepKind.SELECT:
-                items = [
-                    f"F.col({quote_name(name)!r})"
-                    if item is None
-                    else f"F.expr({aggregate_sql(item.expr)!r}).alias({name!r})"
-                    for item, name in select_columns(node.items, names)
-                ]
-                w(f"{df} = {df}.select({', '.join(items)})", 1)
-            else:
-                added = names[len(names) - len(node.items) :]
-                pairs = ", ".join(
-                    f"{name!r}: F.expr({sql_of(item.expr)!r})"
-                    for item, name in zip(node.items, added, strict=True)
-                )
-                w(f"{df} = {df}.withColumns({{{pairs}}})", 1)
-        elif kind == StepKind.DROP:
-            assert isinstance(node, ast.Drop)
-            w(f"{df} = {df}.drop({', '.join(repr(c.value) for c in node.columns)})", 1)
-        elif kind == StepKind.RENAME:
-            assert isinstance(node, ast.Rename)
-            pairs = ", ".join(f"{i.old.value!r}: {i.new.value!r}" for i in node.items)
-            w(f"{df} = {df}.withColumnsRenamed({{{pairs}}})", 1)
-        elif kind == StepKind.EXPLODE:
-            assert isinstance(node, ast.Explode) and node.alias is not None
-            w(
-                f"{df} = {df}.withColumn({node.alias.value!r}, "
-                f"F.explode(F.expr({sql_of(node.expr)!r})))",
-                1,
-            )
-        elif kind in AGGREGATE_STEPS:
-            self.aggregate(step, df)
-        elif kind in RANK_STEPS:
-            self.top(step, df)
-        elif kind == StepKind.DEDUPLICATE:
-            assert isinstance(node, ast.Deduplicate)
-            columns = ", ".join(repr(k) for k in step.keys)
-            if node.within is not None:  # E0708: Spark's WithinWatermark ignores the interval
-                raise UnsupportedOnSpark("DEDUPLICATE ... WITHIN (E0708)")
-            w(f"{df} = {df}.dropDuplicates([{columns}])", 1)
-        elif kind in (StepKind.JOIN, StepKind.DIMENSION_JOIN):
-            self.join(step, df)
-        elif kind == StepKind.ROUTE:
-            self.route(step, df, view_name)
-        else:
-            raise UnsupportedOnSpark(f"step {kind}")
+        assert node.alias is not None  # analysis names the column (E0214 otherwise)
+        self.w(
+            f"{df} = {df}.withColumn({node.alias.value!r}, "
+            f"F.explode(F.expr({sql_of(node.expr)!r})))",
+            1,
+        )
+
+    def deduplicate(self, step: DeduplicateStep, df: str, view_name: str | None) -> None:
+        columns = ", ".join(repr(k) for k in step.keys)
+        if step.node.within is not None:  # E0708: Spark's WithinWatermark ignores the interval
+            raise UnsupportedOnSpark("DEDUPLICATE ... WITHIN (E0708)")
+        self.w(f"{df} = {df}.dropDuplicates([{columns}])", 1)
+
+    def no_operator(self, step: Step, df: str, view_name: str | None) -> None:
+        """KEY BY, PARTITION and UNION ALL write no lines of their own: :meth:`stream`
+        turns them into the exchange or the union of the next operator's input."""
+        raise AssertionError(f"{step.kind} has no operator of its own")
 
     def window_group(self, window: ast.Window) -> str:
         """The grouping column of a WINDOW, aliased ``__flowc_window``."""
@@ -252,13 +260,12 @@ class StepWriter(ProgramText):
         args = ", ".join(repr(interval_text(a)) for a in window.args[1:])
         return f"F.window(F.col({time_column!r}), {args}).alias('__flowc_window')"
 
-    def top(self, step: Step, df: str) -> None:
+    def top(self, step: TopStep | WindowTopStep, df: str, view_name: str | None) -> None:
         """TOP n: per group, Spark's ``max_by(row, order, n)`` (``min_by`` ascending), whose
         state is the group's n first rows; then one row per rank. Ties in the BY order are
         broken by the rows' other columns, in the same direction."""
         w = self.w
         node = step.node
-        assert isinstance(node, ast.Top)
         groups = [f"F.col({quote_name(k)!r})" for k in step.keys]
         if step.window is not None:
             groups.append(self.window_group(step.window))
@@ -289,10 +296,11 @@ class StepWriter(ProgramText):
             outputs.append(f"(F.col('__flowc_rank') + 1).cast('bigint').alias({node.rank.value!r})")
         w(f"{df} = {df}.select({', '.join(outputs)})", 1)
 
-    def aggregate(self, step: Step, df: str) -> None:
+    def aggregate(
+        self, step: AggregateStep | WindowAggregateStep, df: str, view_name: str | None
+    ) -> None:
         w = self.w
         node = step.node
-        assert isinstance(node, ast.Aggregate)
         groups = [f"F.col({quote_name(k)!r})" for k in step.keys]
         if step.window is not None:
             window = step.window
@@ -323,9 +331,9 @@ class StepWriter(ProgramText):
                 1,
             )
 
-    def join(self, step: Step, df: str) -> None:
+    def join(self, step: JoinStep | DimensionJoinStep, df: str, view_name: str | None) -> None:
         node = step.node
-        assert isinstance(node, ast.Join) and node.condition is not None
+        assert node.condition is not None  # a JOIN's ON (E0221 otherwise)
         (right,) = step.inputs
         other = self.combined(self.origin_parts(right), self.spark_plan.step_nodes[id(step)], None)
         alias = _relation(right.origin)
@@ -344,7 +352,7 @@ class StepWriter(ProgramText):
             condition = (
                 f"({condition}) AND {time} >= {since} AND ({until} IS NULL OR {time} < {until})"
             )
-        if step.kind == StepKind.DIMENSION_JOIN:
+        if isinstance(step, DimensionJoinStep):
             # A table is broadcast, whatever Spark's size estimate: the plan says so, and
             # no state, no shuffle of the stream.
             other = f"F.broadcast({other})"
@@ -355,11 +363,10 @@ class StepWriter(ProgramText):
             1,
         )
 
-    def route(self, step: Step, df: str, view_name: str | None) -> None:
+    def route(self, step: RouteStep, df: str, view_name: str | None) -> None:
         """Rows go to the first branch whose condition holds; the rest stay on the main output."""
         w = self.w
         node = step.node
-        assert isinstance(node, ast.Route)
         taken: list[str] = []
         source = self.var("routed")
         w(f"{source} = {df}", 1)
@@ -374,6 +381,28 @@ class StepWriter(ProgramText):
         rest = " AND ".join(f"NOT {t}" for t in taken)
         w(f"{df} = {source}.where(F.expr({rest!r}))", 1)
 
+
+#: Each step class's writer (tests/test_step_classes.py: every class has one).
+STEP_WRITERS: dict[type[Step], Callable[..., None]] = {
+    WhereStep: StepWriter.where,
+    SelectStep: StepWriter.select,
+    ExtendStep: StepWriter.extend,
+    DropStep: StepWriter.drop,
+    RenameStep: StepWriter.rename,
+    ExplodeStep: StepWriter.explode,
+    KeyByStep: StepWriter.no_operator,
+    PartitionStep: StepWriter.no_operator,
+    PartitionByStep: StepWriter.no_operator,
+    AggregateStep: StepWriter.aggregate,
+    WindowAggregateStep: StepWriter.aggregate,
+    DeduplicateStep: StepWriter.deduplicate,
+    TopStep: StepWriter.top,
+    WindowTopStep: StepWriter.top,
+    JoinStep: StepWriter.join,
+    DimensionJoinStep: StepWriter.join,
+    UnionStep: StepWriter.no_operator,
+    RouteStep: StepWriter.route,
+}
 
 #: The column :func:`flowc.generated_runtime.table_versions` adds: where a version ends.
 VALID_TO = "__flowc_valid_to"

@@ -645,7 +645,8 @@ TEMPORAL_JOIN_HELPERS = (table_versions,)
 #: What a program that calls Python functions carries: their loading, one UDF per call,
 #: and the check of every value they return (after FUNCTION_NOT_LOADED).
 FUNCTION_HELPERS = (
-    load_functions, register_functions,
+    load_functions,
+    register_functions,
     python_function,
     checked_value,
 )

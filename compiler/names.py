@@ -6,41 +6,92 @@ Defaults follow Flink's own (``Filter``, ``Map``, ``Flat Map``, ``Keyed Aggregat
 
 from __future__ import annotations
 
-from flowc import ast
-from flowc.program import SinkDef, SourceDef, Step
-from flowc.vocabulary import JoinKind, StepKind
+from collections.abc import Callable
 
-_DEFAULTS = {
-    StepKind.WHERE: "Filter",
-    StepKind.SELECT: "Map",
-    StepKind.EXTEND: "Map",
-    StepKind.DROP: "Map",
-    StepKind.RENAME: "Map",
-    StepKind.EXPLODE: "Flat Map",
-    StepKind.DEDUPLICATE: "Deduplicate",
-    StepKind.ROUTE: "Route",
+from flowc import ast
+from flowc.program import (
+    AggregateStep,
+    DeduplicateStep,
+    DimensionJoinStep,
+    DropStep,
+    ExplodeStep,
+    ExtendStep,
+    JoinStep,
+    KeyByStep,
+    PartitionByStep,
+    PartitionStep,
+    RenameStep,
+    RouteStep,
+    SelectStep,
+    SinkDef,
+    SourceDef,
+    Step,
+    TopStep,
+    UnionStep,
+    WhereStep,
+    WindowAggregateStep,
+    WindowTopStep,
+)
+from flowc.vocabulary import JoinKind
+
+
+def _aggregate(step: AggregateStep) -> str:
+    return "Keyed Aggregate" if step.keys else "Aggregate"
+
+
+def _window_aggregate(step: WindowAggregateStep) -> str:
+    args = ", ".join(" ".join(a.text.split()) for a in step.window.args)
+    return f"Window({step.window.kind}({args}))"
+
+
+def _top(step: TopStep | WindowTopStep) -> str:
+    return rank_name(step.node, step.keys, step.window)
+
+
+def _join(step: JoinStep | DimensionJoinStep) -> str:
+    kind = step.node.kind
+    if step.temporal:  # Flink SQL's name for its event-time temporal join
+        joined = "InnerJoin" if kind == JoinKind.INNER else "LeftOuterJoin"
+        return f"TemporalJoin(joinType=[{joined}])"
+    return "Join" if kind == JoinKind.INNER else f"{kind.capitalize()} Outer Join"
+
+
+def _named(name: str) -> Callable[[Step], str]:
+    return lambda step: name
+
+
+def _partition(step: Step) -> str:
+    """KEY BY and PARTITION run no operator of their own: plans never show their name."""
+    return str(step.kind)
+
+
+#: Each step class's default name (tests/test_step_classes.py: every class has one).
+DEFAULT_NAMES: dict[type[Step], Callable[..., str]] = {
+    WhereStep: _named("Filter"),
+    SelectStep: _named("Map"),
+    ExtendStep: _named("Map"),
+    DropStep: _named("Map"),
+    RenameStep: _named("Map"),
+    ExplodeStep: _named("Flat Map"),
+    KeyByStep: _partition,
+    PartitionStep: _partition,
+    PartitionByStep: _partition,
+    AggregateStep: _aggregate,
+    WindowAggregateStep: _window_aggregate,
+    DeduplicateStep: _named("Deduplicate"),
+    TopStep: _top,
+    WindowTopStep: _top,
+    JoinStep: _join,
+    DimensionJoinStep: _join,
+    UnionStep: _named("union"),
+    RouteStep: _named("Route"),
 }
 
 
 def step_name(step: Step) -> str:
     if step.hints.name is not None:
         return step.hints.name
-    if step.kind in _DEFAULTS:
-        return _DEFAULTS[step.kind]
-    if step.kind == StepKind.AGGREGATE:
-        return "Keyed Aggregate" if step.keys else "Aggregate"
-    if step.kind == StepKind.WINDOW_AGGREGATE and step.window is not None:
-        args = ", ".join(" ".join(a.text.split()) for a in step.window.args)
-        return f"Window({step.window.kind}({args}))"
-    if step.kind in (StepKind.TOP, StepKind.WINDOW_TOP) and isinstance(step.node, ast.Top):
-        return rank_name(step.node, step.keys, step.window)
-    if step.kind in (StepKind.JOIN, StepKind.DIMENSION_JOIN) and isinstance(step.node, ast.Join):
-        kind = step.node.kind
-        if step.temporal:  # Flink SQL's name for its event-time temporal join
-            joined = "InnerJoin" if kind == JoinKind.INNER else "LeftOuterJoin"
-            return f"TemporalJoin(joinType=[{joined}])"
-        return "Join" if kind == JoinKind.INNER else f"{kind.capitalize()} Outer Join"
-    return str(step.kind)
+    return DEFAULT_NAMES[type(step)](step)
 
 
 def rank_name(node: ast.Top, keys: tuple[str, ...], window: ast.Window | None) -> str:

@@ -8,12 +8,12 @@ side output) and its steps, each with the schema it outputs.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TypeAlias
+from typing import ClassVar, TypeAlias
 
 from flowc import ast
 from flowc.catalog import ERRORS_COLUMNS, PARSED_FILE_FORMATS
 from flowc.spans import Span
-from flowc.vocabulary import StepKind
+from flowc.vocabulary import STATEFUL_STEPS, StepKind
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,24 +209,175 @@ def view_of(origin: Origin) -> str | None:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Step:
-    """One checked step; ``kind`` names the operation (:class:`~flowc.vocabulary.StepKind`).
-    ``node`` is the AST step (for WINDOW + AGGREGATE, the AGGREGATE; ``window`` holds the
-    WINDOW). ``inputs`` are the other streams of a JOIN or UNION ALL. ``keys`` are the
-    key expressions in force (KEY BY, a JOIN side, DEDUPLICATE columns).
+    """One checked step. Each operation is a class of its own below (``WhereStep``,
+    ``AggregateStep``...), holding the parser's node of its own type, so later passes pick
+    their handler by the step's class and never prove the node's class again.
+
+    ``inputs`` are the other streams of a JOIN or UNION ALL. ``keys`` are the key
+    expressions in force (KEY BY, a JOIN side, DEDUPLICATE columns).
     """
 
-    kind: StepKind
+    #: What the step does, as plans and diagnostics name it.
+    KIND: ClassVar[StepKind]
+
     node: ast.Step
     schema: Schema
     hints: Hints
     span: Span
     inputs: tuple[Stream, ...] = ()
     keys: tuple[str, ...] = ()
+    #: The WINDOW of a windowed AGGREGATE or TOP (the step's node is the AGGREGATE or TOP).
     window: ast.Window | None = None
     partition: str | None = None
     #: A DIMENSION_JOIN ``FOR SYSTEM_TIME AS OF`` a versioned table: Flink's event-time
     #: temporal join (each row meets the one version of its key valid at its time).
     temporal: bool = False
+
+    @property
+    def kind(self) -> StepKind:
+        return self.KIND
+
+    @property
+    def stateful(self) -> bool:
+        """Whether it keeps state between records (:data:`~flowc.vocabulary.STATEFUL_STEPS`)."""
+        return self.KIND in STATEFUL_STEPS
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WhereStep(Step):
+    KIND = StepKind.WHERE
+    node: ast.Where
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SelectStep(Step):
+    KIND = StepKind.SELECT
+    node: ast.Select
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ExtendStep(Step):
+    KIND = StepKind.EXTEND
+    node: ast.Extend
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DropStep(Step):
+    KIND = StepKind.DROP
+    node: ast.Drop
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RenameStep(Step):
+    KIND = StepKind.RENAME
+    node: ast.Rename
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ExplodeStep(Step):
+    KIND = StepKind.EXPLODE
+    node: ast.Explode
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KeyByStep(Step):
+    KIND = StepKind.KEY_BY
+    node: ast.KeyBy
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PartitionStep(Step):
+    KIND = StepKind.PARTITION
+    node: ast.Partition
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PartitionByStep(Step):
+    KIND = StepKind.PARTITION_BY
+    node: ast.PartitionBy
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AggregateStep(Step):
+    KIND = StepKind.AGGREGATE
+    node: ast.Aggregate
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WindowAggregateStep(Step):
+    KIND = StepKind.WINDOW_AGGREGATE
+    node: ast.Aggregate
+    window: ast.Window
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeduplicateStep(Step):
+    KIND = StepKind.DEDUPLICATE
+    node: ast.Deduplicate
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TopStep(Step):
+    KIND = StepKind.TOP
+    node: ast.Top
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WindowTopStep(Step):
+    KIND = StepKind.WINDOW_TOP
+    node: ast.Top
+    window: ast.Window
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JoinStep(Step):
+    KIND = StepKind.JOIN
+    node: ast.Join
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DimensionJoinStep(Step):
+    """A JOIN of a stream with a ``CREATE TABLE``: Flink's join with a bounded input,
+    Spark's stateless stream-static join."""
+
+    KIND = StepKind.DIMENSION_JOIN
+    node: ast.Join
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UnionStep(Step):
+    KIND = StepKind.UNION
+    node: ast.UnionAll
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RouteStep(Step):
+    KIND = StepKind.ROUTE
+    node: ast.Route
+
+
+#: Every kind of checked step, one class each (tests/test_step_classes.py holds each
+#: pass's table of handlers to this tuple).
+STEP_CLASSES: tuple[type[Step], ...] = (
+    WhereStep,
+    SelectStep,
+    ExtendStep,
+    DropStep,
+    RenameStep,
+    ExplodeStep,
+    KeyByStep,
+    PartitionStep,
+    PartitionByStep,
+    AggregateStep,
+    WindowAggregateStep,
+    DeduplicateStep,
+    TopStep,
+    WindowTopStep,
+    JoinStep,
+    DimensionJoinStep,
+    UnionStep,
+    RouteStep,
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

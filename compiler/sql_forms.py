@@ -53,9 +53,7 @@ def expand_sql_forms(
     """The statements with each SQL query's CTEs and FROM subqueries as hidden views
     before it; a statement with an error in these forms is left out (reported)."""
     taken = {s.name.value for s in statements if isinstance(s, _NAMED)}
-    tables = {
-        s.name.value for s in statements if isinstance(s, ast.CreateSource) and s.bounded
-    }
+    tables = {s.name.value for s in statements if isinstance(s, ast.CreateSource) and s.bounded}
     out: list[ast.Statement] = []
     for statement in statements:
         if not isinstance(statement, ast.CreateView | ast.Insert) or not isinstance(
@@ -63,8 +61,10 @@ def expand_sql_forms(
         ):
             out.append(statement)
             continue
-        owner = statement.name.value if isinstance(statement, ast.CreateView) else (
-            statement.sink.value
+        owner = (
+            statement.name.value
+            if isinstance(statement, ast.CreateView)
+            else (statement.sink.value)
         )
         start = statement.span
         at = Span(start.file, start.line, start.column, start.line, start.column)
@@ -251,9 +251,7 @@ class _Expansion:
                 _requalify(select, alias, table.name)
                 table.set("alias", None)
 
-    def top_n(
-        self, outer: exp.Select, inner: exp.Expr
-    ) -> tuple[exp.Select, ast.Top] | None:
+    def top_n(self, outer: exp.Select, inner: exp.Expr) -> tuple[exp.Select, ast.Top] | None:
         """The Top-N pattern: ``inner`` selects ``ROW_NUMBER() OVER (...) AS rn`` and
         ``outer`` keeps ``rn <= n`` (``rn < n``, ``rn = 1``). Returns the inner query
         without the ranking and the TOP step; None for any other subquery."""
@@ -319,9 +317,11 @@ class _Expansion:
         """The outer WHERE's upper bound of ``rank`` (as TOP's n and its span) and the rest
         of the WHERE; E0253 without one."""
         where = outer.args.get("where")
-        terms = list(where.this.flatten()) if where is not None and isinstance(
-            where.this, exp.And
-        ) else ([where.this] if where is not None else [])
+        terms = (
+            list(where.this.flatten())
+            if where is not None and isinstance(where.this, exp.And)
+            else ([where.this] if where is not None else [])
+        )
         for term in terms:
             found = _upper_bound(term, rank)
             if found is not None:

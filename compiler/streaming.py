@@ -22,14 +22,19 @@ from flowc.analyze.step_common import keyword
 from flowc.diagnostics import Reporter
 from flowc.errorcodes import Code
 from flowc.program import (
+    DeduplicateStep,
+    DimensionJoinStep,
     FromSideOutput,
     FromSource,
     FromSourceErrors,
     FromView,
     InsertDef,
+    JoinStep,
     Program,
     Step,
     Stream,
+    UnionStep,
+    WindowTopStep,
 )
 from flowc.spans import Span
 from flowc.vocabulary import (
@@ -37,7 +42,6 @@ from flowc.vocabulary import (
     RANK_STEPS,
     STATEFUL_STEPS,
     JoinKind,
-    StepKind,
     WindowKind,
 )
 
@@ -174,9 +178,9 @@ def check_appended_aggregations(query: Query, lineage: Lineage, reporter: _OnceP
 def check_outer_joins(query: Query, lineage: Lineage, reporter: _OncePerPlace) -> None:
     """E0706: an outer stream-stream join needs watermarks on both sides and a time bound."""
     for step in query.stateful:
-        node = step.node
-        if step.kind != StepKind.JOIN or not isinstance(node, ast.Join):
+        if not isinstance(step, JoinStep):
             continue
+        node = step.node
         if node.kind == JoinKind.INNER:
             continue
         left = lineage.columns_before(query.insert, step)
@@ -203,9 +207,9 @@ def check_join_state_bounds(query: Query, lineage: Lineage, reporter: _OncePerPl
     """W0040: an inner stream-stream JOIN without watermarks on both sides and a time bound
     keeps every row of both sides forever (Spark, and Flink without state TTL)."""
     for step in query.stateful:
-        node = step.node
-        if step.kind != StepKind.JOIN or not isinstance(node, ast.Join):
+        if not isinstance(step, JoinStep):
             continue
+        node = step.node
         if node.kind != JoinKind.INNER:
             continue  # an outer join without them is E0706
         left = lineage.columns_before(query.insert, step)
@@ -232,9 +236,9 @@ def check_join_state_bounds(query: Query, lineage: Lineage, reporter: _OncePerPl
 def check_deduplicate_within(query: Query, lineage: Lineage, reporter: _OncePerPlace) -> None:
     """E0707, E0708: DEDUPLICATE ... WITHIN, which Spark cannot run as written."""
     for step in query.stateful:
-        node = step.node
-        if step.kind != StepKind.DEDUPLICATE or not isinstance(node, ast.Deduplicate):
+        if not isinstance(step, DeduplicateStep):
             continue
+        node = step.node
         if node.within is None:
             continue
         watermarked = lineage.columns_before(query.insert, step)
@@ -376,7 +380,7 @@ def _window_end_kept(step: Step, columns: frozenset[str]) -> frozenset[str]:
     metadata, as Spark's window_time does), so that a later window, TOP, time-bounded
     JOIN or DEDUPLICATE can follow in append mode; every other column has none."""
     window = step.window
-    if window is None or step.kind == StepKind.WINDOW_TOP:
+    if window is None or isinstance(step, WindowTopStep):
         return frozenset()
     time_column = window.args[0].tree
     if isinstance(time_column, exp.Column) and time_column.name in columns:
@@ -470,9 +474,9 @@ class Lineage:
         for step in stream.steps[:upto]:
             if step.kind in _GROUPING:
                 columns = frozenset()
-            elif step.kind in (StepKind.JOIN, StepKind.DIMENSION_JOIN):
+            elif isinstance(step, JoinStep | DimensionJoinStep):
                 columns |= self.processing(step.inputs[0])
-            elif step.kind == StepKind.UNION:
+            elif isinstance(step, UnionStep):
                 for other in step.inputs:
                     columns &= self.processing(other)
             else:
@@ -490,9 +494,9 @@ class Lineage:
     def _after(self, step: Step, columns: frozenset[str]) -> frozenset[str]:
         if step.kind in _GROUPING:
             return _window_end_kept(step, columns)
-        if step.kind == StepKind.JOIN:
+        if isinstance(step, JoinStep):
             return columns | self.watermarked(step.inputs[0])
-        if step.kind == StepKind.UNION:
+        if isinstance(step, UnionStep):
             for other in step.inputs:
                 columns &= self.watermarked(other)
             return columns

@@ -21,44 +21,59 @@ from flowc.errorcodes import Code
 from flowc.names import sink_name, source_name, step_name
 from flowc.outputs import document
 from flowc.program import (
+    AggregateStep,
+    DeduplicateStep,
+    DimensionJoinStep,
+    DropStep,
+    ExplodeStep,
+    ExtendStep,
     FromSource,
     FromSourceErrors,
     FromView,
     Hints,
+    JoinStep,
+    KeyByStep,
+    PartitionByStep,
+    PartitionStep,
     Program,
+    RenameStep,
+    RouteStep,
+    SelectStep,
     Settings,
     SourceDef,
     Step,
     Stream,
+    TopStep,
+    UnionStep,
+    WhereStep,
+    WindowAggregateStep,
+    WindowTopStep,
 )
 from flowc.render import Diagram, Edge, Node, Shape
 from flowc.spans import Span
 from flowc.vocabulary import (
-    AGGREGATE_STEPS,
     CHAINING_HINTS,
-    PARTITION_STEPS,
     PHYSICAL_TRANSFORMATIONS,
     VIRTUAL_TRANSFORMATIONS,
     ChainingStrategy,
     Operator,
     Partitioner,
-    StepKind,
     TransformationKind,
 )
 
 #: The operator each one-input step runs (joins, unions and partition steps have their own
 #: transformations; a global aggregate runs ``aggregate``).
-_ONE_INPUT_OPERATORS: dict[str, Operator] = {
-    StepKind.WHERE: Operator.FILTER,
-    StepKind.SELECT: Operator.MAP,
-    StepKind.EXTEND: Operator.MAP,
-    StepKind.DROP: Operator.MAP,
-    StepKind.RENAME: Operator.MAP,
-    StepKind.EXPLODE: Operator.FLAT_MAP,
-    StepKind.AGGREGATE: Operator.KEYED_AGGREGATE,
-    StepKind.WINDOW_AGGREGATE: Operator.WINDOW,
-    StepKind.DEDUPLICATE: Operator.DEDUPLICATE,
-    StepKind.ROUTE: Operator.PROCESS,
+_ONE_INPUT_OPERATORS: dict[type[Step], Operator] = {
+    WhereStep: Operator.FILTER,
+    SelectStep: Operator.MAP,
+    ExtendStep: Operator.MAP,
+    DropStep: Operator.MAP,
+    RenameStep: Operator.MAP,
+    ExplodeStep: Operator.FLAT_MAP,
+    AggregateStep: Operator.KEYED_AGGREGATE,
+    WindowAggregateStep: Operator.WINDOW,
+    DeduplicateStep: Operator.DEDUPLICATE,
+    RouteStep: Operator.PROCESS,
 }
 
 
@@ -360,7 +375,7 @@ class _Builder:
 
     def step(self, step: Step, current: int) -> int:
         """The transformations running ``step`` on ``current``: the last one's id."""
-        return _STEPS.get(step.kind, _Builder.one_input_step)(self, step, current)
+        return TRANSLATORS[type(step)](self, step, current)
 
     def partition_step(self, step: Step, current: int) -> int:
         assert step.partition is not None
@@ -407,7 +422,7 @@ class _Builder:
         return self.physical(
             TransformationKind.ONE_INPUT,
             step_name(step),
-            Operator.WINDOW if step.kind == StepKind.WINDOW_AGGREGATE else Operator.AGGREGATE,
+            Operator.WINDOW if isinstance(step, WindowAggregateStep) else Operator.AGGREGATE,
             (self.hash_partition(current, step.span),),
             hints,
             step.span,
@@ -418,7 +433,7 @@ class _Builder:
     def top_step(self, step: Step, current: int) -> int:
         """Flink's Rank (WindowRank after a WINDOW): keyed by the PER columns, or one
         non-parallel operator over every row when there are none (a global Top-N)."""
-        operator = Operator.WINDOW_RANK if step.kind == StepKind.WINDOW_TOP else Operator.RANK
+        operator = Operator.WINDOW_RANK if isinstance(step, WindowTopStep) else Operator.RANK
         if not step.keys:
             return self.physical(
                 TransformationKind.ONE_INPUT,
@@ -451,11 +466,11 @@ class _Builder:
         return self.physical(
             TransformationKind.ONE_INPUT,
             step_name(step),
-            _ONE_INPUT_OPERATORS[step.kind],
+            _ONE_INPUT_OPERATORS[type(step)],
             (current,),
             step.hints,
             step.span,
-            step.keys if step.kind in _KEYED_STEPS else (),
+            step.keys if isinstance(step, _KEYED_STEPS) else (),
         )
 
     def _needs_key_partition(self, step: Step, current: int) -> bool:
@@ -469,21 +484,31 @@ def _partitioner(name: str) -> Partitioner:
     return Partitioner(name)
 
 
-#: How each step is built that is not one plain one-input transformation (any other is).
-_STEPS: dict[str, Callable[[_Builder, Step, int], int]] = {
-    **{kind: _Builder.partition_step for kind in PARTITION_STEPS},
-    StepKind.UNION: _Builder.union_step,
-    StepKind.JOIN: _Builder.join_step,
-    StepKind.DIMENSION_JOIN: _Builder.join_step,
-    StepKind.AGGREGATE: _Builder.aggregate_step,
-    StepKind.WINDOW_AGGREGATE: _Builder.aggregate_step,
-    StepKind.DEDUPLICATE: _Builder.deduplicate_step,
-    StepKind.TOP: _Builder.top_step,
-    StepKind.WINDOW_TOP: _Builder.top_step,
+#: How each step class is built, as Flink's StreamGraphGenerator keys its translators by
+#: the transformation's class (tests/test_step_classes.py: every class has one).
+TRANSLATORS: dict[type[Step], Callable[..., int]] = {
+    WhereStep: _Builder.one_input_step,
+    SelectStep: _Builder.one_input_step,
+    ExtendStep: _Builder.one_input_step,
+    DropStep: _Builder.one_input_step,
+    RenameStep: _Builder.one_input_step,
+    ExplodeStep: _Builder.one_input_step,
+    RouteStep: _Builder.one_input_step,
+    KeyByStep: _Builder.partition_step,
+    PartitionStep: _Builder.partition_step,
+    PartitionByStep: _Builder.partition_step,
+    UnionStep: _Builder.union_step,
+    JoinStep: _Builder.join_step,
+    DimensionJoinStep: _Builder.join_step,
+    AggregateStep: _Builder.aggregate_step,
+    WindowAggregateStep: _Builder.aggregate_step,
+    DeduplicateStep: _Builder.deduplicate_step,
+    TopStep: _Builder.top_step,
+    WindowTopStep: _Builder.top_step,
 }
 
 #: The one-input steps whose operator is keyed (by the keys in force).
-_KEYED_STEPS = AGGREGATE_STEPS | {StepKind.DEDUPLICATE}
+_KEYED_STEPS = (AggregateStep, WindowAggregateStep, DeduplicateStep)
 
 
 def _bounded(source: SourceDef) -> bool:

@@ -50,9 +50,7 @@ def check_source(ctx: Context, node: ast.CreateSource) -> None:
         path, path_option = options["path"]
         # Untrusted: never look at a path outside the sandbox (E0953 says why).
         if trust.path_allowed(ctx.policy, ctx.file, str(path)):
-            check_source_path(
-                ctx.file, name, path_option, path, ctx.reporter, ctx.policy.base_dir
-            )
+            check_source_path(ctx.file, name, path_option, path, ctx.reporter, ctx.policy.base_dir)
     proctime, proctime_ok = _proctime(ctx, node, schema)
     watermark = _watermark(ctx, node, schema) if schema is not None and proctime_ok else None
     if node.bounded and not _check_table(ctx, node, connector, options):

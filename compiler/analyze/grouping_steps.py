@@ -16,9 +16,17 @@ from flowc.analyze.settings import step_hints
 from flowc.analyze.step_common import StepInput, check_unique, is_interval, item_name
 from flowc.errorcodes import Code
 from flowc.functions import has_aggregate, inside_aggregate
-from flowc.program import Column, Hints, Schema, Step
+from flowc.program import (
+    AggregateStep,
+    Column,
+    DeduplicateStep,
+    Hints,
+    Schema,
+    Step,
+    WindowAggregateStep,
+)
 from flowc.sqltypes import TIMESTAMP, UNKNOWN, Scope, node_span
-from flowc.vocabulary import StepKind, WindowKind
+from flowc.vocabulary import WindowKind
 
 _WINDOW_ARGUMENTS = {WindowKind.TUMBLE: 2, WindowKind.HOP: 3, WindowKind.SESSION: 2}
 _WINDOW_EXAMPLES = {
@@ -66,8 +74,7 @@ def check_deduplicate(ctx: Context, node: ast.Deduplicate, step: StepInput) -> S
             help="for example WITHIN INTERVAL 1 HOUR",
         )
         return None
-    return Step(
-        kind=StepKind.DEDUPLICATE,
+    return DeduplicateStep(
         node=node,
         schema=step.schema,
         hints=hints,
@@ -114,17 +121,16 @@ def _aggregate(
         out.append(Column(name, type_text))
     if not ok or not check_unique(ctx, out, node.span):
         return None
-    kind = StepKind.WINDOW_AGGREGATE if window is not None else StepKind.AGGREGATE
-    span = window.span.cover(node.span) if window is not None else node.span
-    return Step(
-        kind=kind,
-        node=node,
-        schema=tuple(out),
-        hints=hints,
-        span=span,
-        keys=keys or (),
-        window=window,
-    )
+    if window is not None:
+        return WindowAggregateStep(
+            node=node,
+            schema=tuple(out),
+            hints=hints,
+            span=window.span.cover(node.span),
+            keys=keys or (),
+            window=window,
+        )
+    return AggregateStep(node=node, schema=tuple(out), hints=hints, span=node.span, keys=keys or ())
 
 
 def _aggregate_hints(ctx: Context, node: ast.Aggregate, window: ast.Window | None) -> Hints | None:

@@ -15,9 +15,9 @@ from flowc.analyze.settings import step_hints
 from flowc.analyze.step_common import StepInput, check_boolean, schema_text
 from flowc.errorcodes import Code
 from flowc.functions import call_span
-from flowc.program import Schema, Step, Stream
+from flowc.program import DimensionJoinStep, JoinStep, Schema, Step, Stream, UnionStep
 from flowc.sqltypes import Scope, types_match
-from flowc.vocabulary import JoinKind, StepKind
+from flowc.vocabulary import JoinKind
 
 
 def check_join(ctx: Context, node: ast.Join, step: StepInput) -> Step | None:
@@ -75,8 +75,16 @@ def check_join(ctx: Context, node: ast.Join, step: StepInput) -> Step | None:
         origin=origin, steps=(), schema=right_schema, keys=right_keys, span=node.right.span
     )
     versioned = ctx.sources.get(right_name) if table else None
-    return Step(
-        kind=StepKind.DIMENSION_JOIN if table else StepKind.JOIN,
+    if not table:
+        return JoinStep(
+            node=node,
+            schema=combined,
+            hints=hints,
+            span=node.span,
+            inputs=(right_stream,),
+            keys=left_keys,
+        )
+    return DimensionJoinStep(
         temporal=node.as_of is not None
         and versioned is not None
         and versioned.version_time is not None,
@@ -124,8 +132,7 @@ def check_union(ctx: Context, node: ast.UnionAll, step: StepInput) -> Step | Non
     if not ok:
         return None
     out = tuple(replace(c, qualifier=None) for c in schema)
-    return Step(
-        kind=StepKind.UNION,
+    return UnionStep(
         node=node,
         schema=out,
         hints=hints,

@@ -12,9 +12,8 @@ from flowc.analyze.context import Context
 from flowc.analyze.settings import step_hints
 from flowc.analyze.step_common import StepInput, check_unique
 from flowc.errorcodes import Code
-from flowc.program import Column, Step
+from flowc.program import Column, Step, TopStep, WindowTopStep
 from flowc.sqltypes import TIMESTAMP, Scope
-from flowc.vocabulary import StepKind
 
 #: The largest n: each group keeps up to n rows in state (docs/limits.md).
 MAX_TOP_ROWS = 10_000
@@ -82,12 +81,13 @@ def top_step(
         out.append(Column(node.rank.value, "BIGINT"))
     if not check_unique(ctx, out, node.span):
         return None
-    return Step(
-        kind=StepKind.WINDOW_TOP if window is not None else StepKind.TOP,
-        node=node,
-        schema=tuple(out),
-        hints=hints,
-        span=window.span.cover(node.span) if window is not None else node.span,
-        keys=tuple(keys),
-        window=window,
-    )
+    if window is not None:
+        return WindowTopStep(
+            node=node,
+            schema=tuple(out),
+            hints=hints,
+            span=window.span.cover(node.span),
+            keys=tuple(keys),
+            window=window,
+        )
+    return TopStep(node=node, schema=tuple(out), hints=hints, span=node.span, keys=tuple(keys))

@@ -134,9 +134,7 @@ def resolve_relation(
         if source is None:
             return None
         if relation.side_output is None:
-            return FromSource(name=name, span=relation.span), _qualified(
-                source.output_schema, name
-            )
+            return FromSource(name=name, span=relation.span), _qualified(source.output_schema, name)
         wanted = relation.side_output.value
         if wanted == catalog.ERRORS_OUTPUT and source.on_error == "route":
             ctx.read_errors.add(name)

@@ -22,16 +22,31 @@ from flowc.analyze.step_common import (
 )
 from flowc.errorcodes import Code
 from flowc.functions import is_aggregate
-from flowc.program import Column, Hints, SideOutput, Step
+from flowc.program import (
+    Column,
+    DropStep,
+    ExplodeStep,
+    ExtendStep,
+    Hints,
+    KeyByStep,
+    PartitionByStep,
+    PartitionStep,
+    RenameStep,
+    RouteStep,
+    SelectStep,
+    SideOutput,
+    Step,
+    WhereStep,
+)
 from flowc.sqltypes import UNKNOWN, Scope
-from flowc.vocabulary import Partitioner, StepKind
+from flowc.vocabulary import Partitioner
 
 
 def check_where(ctx: Context, node: ast.Where, step: StepInput) -> Step | None:
     hints = step_hints(node, ctx.reporter)
     if not check_boolean(ctx, node.condition, Scope(step.schema), "WHERE"):
         return None
-    return Step(kind=StepKind.WHERE, node=node, schema=step.schema, hints=hints, span=node.span)
+    return WhereStep(node=node, schema=step.schema, hints=hints, span=node.span)
 
 
 def check_select(ctx: Context, node: ast.Select | ast.Extend, step: StepInput) -> Step | None:
@@ -82,8 +97,9 @@ def check_select(ctx: Context, node: ast.Select | ast.Extend, step: StepInput) -
         return None
     if not check_unique(ctx, out, node.span):
         return None
-    kind = StepKind.SELECT if isinstance(node, ast.Select) else StepKind.EXTEND
-    return Step(kind=kind, node=node, schema=tuple(out), hints=hints, span=node.span)
+    if isinstance(node, ast.Select):
+        return SelectStep(node=node, schema=tuple(out), hints=hints, span=node.span)
+    return ExtendStep(node=node, schema=tuple(out), hints=hints, span=node.span)
 
 
 def check_drop(ctx: Context, node: ast.Drop, step: StepInput) -> Step | None:
@@ -102,7 +118,7 @@ def check_drop(ctx: Context, node: ast.Drop, step: StepInput) -> Step | None:
     if not remaining:
         ctx.reporter.error(Code.E0209, "DROP removes every column", node.keyword_span)
         return None
-    return Step(kind=StepKind.DROP, node=node, schema=remaining, hints=hints, span=node.span)
+    return DropStep(node=node, schema=remaining, hints=hints, span=node.span)
 
 
 def check_rename(ctx: Context, node: ast.Rename, step: StepInput) -> Step | None:
@@ -122,7 +138,7 @@ def check_rename(ctx: Context, node: ast.Rename, step: StepInput) -> Step | None
     out = tuple(replace(c, name=mapping.get(c.name, c.name)) for c in schema)
     if not check_unique(ctx, out, node.span):
         return None
-    return Step(kind=StepKind.RENAME, node=node, schema=out, hints=hints, span=node.span)
+    return RenameStep(node=node, schema=out, hints=hints, span=node.span)
 
 
 def check_explode(ctx: Context, node: ast.Explode, step: StepInput) -> Step | None:
@@ -161,7 +177,7 @@ def check_explode(ctx: Context, node: ast.Explode, step: StepInput) -> Step | No
         )
         return None
     out = (*schema, Column(name, element, None))
-    return Step(kind=StepKind.EXPLODE, node=node, schema=out, hints=hints, span=node.span)
+    return ExplodeStep(node=node, schema=out, hints=hints, span=node.span)
 
 
 def check_key_by(ctx: Context, node: ast.KeyBy, step: StepInput) -> Step | None:
@@ -172,8 +188,7 @@ def check_key_by(ctx: Context, node: ast.KeyBy, step: StepInput) -> Step | None:
         if ctx.checks.type(key, scope, ctx.reporter) is None:
             return None
         texts.append(_key_text(key))
-    return Step(
-        kind=StepKind.KEY_BY,
+    return KeyByStep(
         node=node,
         schema=step.schema,
         hints=hints,
@@ -185,8 +200,7 @@ def check_key_by(ctx: Context, node: ast.KeyBy, step: StepInput) -> Step | None:
 
 def check_partition(ctx: Context, node: ast.Partition, step: StepInput) -> Step | None:
     hints = _partition_hints(ctx, node)
-    return Step(
-        kind=StepKind.PARTITION,
+    return PartitionStep(
         node=node,
         schema=step.schema,
         hints=hints,
@@ -199,8 +213,7 @@ def check_partition_by(ctx: Context, node: ast.PartitionBy, step: StepInput) -> 
     hints = _partition_hints(ctx, node)
     if ctx.checks.type(node.expr, Scope(step.schema), ctx.reporter) is None:
         return None
-    return Step(
-        kind=StepKind.PARTITION_BY,
+    return PartitionByStep(
         node=node,
         schema=step.schema,
         hints=hints,
@@ -234,7 +247,7 @@ def check_route(ctx: Context, node: ast.Route, step: StepInput) -> Step | None:
         )
     if not ok:
         return None
-    return Step(kind=StepKind.ROUTE, node=node, schema=step.schema, hints=hints, span=node.span)
+    return RouteStep(node=node, schema=step.schema, hints=hints, span=node.span)
 
 
 def _partition_hints(ctx: Context, node: ast.KeyBy | ast.Partition | ast.PartitionBy) -> Hints:

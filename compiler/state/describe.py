@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -15,14 +15,32 @@ from flowc._version import __version__
 from flowc.flink.keygroups import compute_default_max_parallelism
 from flowc.program import (
     ERRORS_SCHEMA,
+    AggregateStep,
+    DeduplicateStep,
+    DimensionJoinStep,
+    DropStep,
+    ExplodeStep,
+    ExtendStep,
     FromSideOutput,
     FromSource,
     FromSourceErrors,
     FromView,
+    JoinStep,
+    KeyByStep,
+    PartitionByStep,
+    PartitionStep,
     Program,
+    RenameStep,
+    RouteStep,
     Schema,
+    SelectStep,
     Step,
     Stream,
+    TopStep,
+    UnionStep,
+    WhereStep,
+    WindowAggregateStep,
+    WindowTopStep,
     view_of,
 )
 from flowc.spans import Span
@@ -60,7 +78,7 @@ from flowc.state.manifest import (
 )
 from flowc.state.options import stored_value
 from flowc.stream_graph import StreamNode
-from flowc.vocabulary import AGGREGATE_STEPS, NodeKind, Partitioner, StepKind, WindowKind
+from flowc.vocabulary import NodeKind, Partitioner, StepKind, WindowKind
 
 if TYPE_CHECKING:
     from flowc.job import CompiledJob
@@ -177,7 +195,7 @@ class _Describer:
             node = self.plan.step_nodes.get(id(step))
             if node is not None and node in self.plan.stateful:
                 info = _StepInfo(step, env, schema)
-                if step.kind == StepKind.JOIN:
+                if isinstance(step, JoinStep):
                     (right,) = step.inputs
                     right_env, right_schema = self._origin_env(right)
                     info.right_env, info.right_schema = right_env, right_schema
@@ -189,84 +207,88 @@ class _Describer:
         return env
 
     def _step(self, step: Step, env: Env) -> Env:
-        kind = step.kind
-        node = step.node
+        """The columns' lineage after ``step``, by its class (:data:`LINEAGE`)."""
+        return LINEAGE[type(step)](self, step, env)
+
+    def _select(self, step: SelectStep, env: Env) -> Env:
         names = [c.name for c in step.schema]
-        if kind == StepKind.SELECT:
-            assert isinstance(node, ast.Select)
-            try:
-                items = select_columns(node.items, names)
-            except UnsupportedOnSpark:  # several stars: each column by its name
-                items = [(None, name) for name in names]
-            out: Env = []
-            for item, name in items:
-                out.append(
-                    (
-                        None,
-                        name,
-                        lookup(env, None, name)
-                        if item is None
-                        else expression_lineage(item.expr, env),
-                    )
-                )
-            return out
-        if kind == StepKind.EXTEND:
-            assert isinstance(node, ast.Extend)
-            added = names[len(names) - len(node.items) :]
-            return [
-                *env,
-                *(
-                    (None, name, expression_lineage(item.expr, env))
-                    for item, name in zip(node.items, added, strict=True)
-                ),
-            ]
-        if kind == StepKind.DROP:
-            assert isinstance(node, ast.Drop)
-            dropped = {c.value for c in node.columns}
-            return [entry for entry in env if entry[1] not in dropped]
-        if kind == StepKind.RENAME:
-            assert isinstance(node, ast.Rename)
-            renamed = {i.old.value: i.new.value for i in node.items}
-            return [(q, renamed.get(n, n), lineage) for q, n, lineage in env]
-        if kind == StepKind.EXPLODE:
-            assert isinstance(node, ast.Explode)
-            alias = node.alias.value if node.alias is not None else names[-1]
-            return [*env, (None, alias, f"explode({expression_lineage(node.expr, env)})")]
-        if kind in AGGREGATE_STEPS:
-            assert isinstance(node, ast.Aggregate)
-            keys = [(None, k, lookup(env, None, k)) for k in step.keys]
-            by = ", ".join(lineage for _, _, lineage in keys)
-            out = list(keys)
-            if step.window is not None:
-                out += self._window_columns(step.window, env)
-            values = names[len(out) :]
-            for item, name in zip(node.items, values, strict=True):
-                out.append((None, name, bounded(f"{expression_lineage(item.expr, env)} BY ({by})")))
-            return out
-        if kind in (StepKind.JOIN, StepKind.DIMENSION_JOIN):
-            (right,) = step.inputs
-            right_env, _ = self._origin_env(right)
-            return [*env, *right_env]
-        if kind == StepKind.UNION:
-            others = [self._origin_env(s)[0] for s in step.inputs]
-            out = []
-            for index, (_, name, lineage) in enumerate(env):
-                found = [lineage] + [o[index][2] for o in others if index < len(o)]
-                unique = list(dict.fromkeys(found))
-                out.append(
-                    (None, name, unique[0] if len(unique) == 1 else f"union({', '.join(unique)})")
-                )
-            return out
-        if kind in (StepKind.TOP, StepKind.WINDOW_TOP):
-            assert isinstance(node, ast.Top)
-            out = list(env)
-            if step.window is not None:
-                out += self._window_columns(step.window, env)
-            if node.rank is not None:
-                order = ", ".join(expression_lineage(o.expr, env) for o in node.order)
-                out.append((None, node.rank.value, f"row_number() BY ({order})"))
-            return out
-        return env  # where, key_by, partitions, deduplicate, route: same columns
+        try:
+            items = select_columns(step.node.items, names)
+        except UnsupportedOnSpark:  # several stars: each column by its name
+            items = [(None, name) for name in names]
+        return [
+            (
+                None,
+                name,
+                lookup(env, None, name) if item is None else expression_lineage(item.expr, env),
+            )
+            for item, name in items
+        ]
+
+    def _extend(self, step: ExtendStep, env: Env) -> Env:
+        names = [c.name for c in step.schema]
+        added = names[len(names) - len(step.node.items) :]
+        return [
+            *env,
+            *(
+                (None, name, expression_lineage(item.expr, env))
+                for item, name in zip(step.node.items, added, strict=True)
+            ),
+        ]
+
+    def _drop(self, step: DropStep, env: Env) -> Env:
+        dropped = {c.value for c in step.node.columns}
+        return [entry for entry in env if entry[1] not in dropped]
+
+    def _rename(self, step: RenameStep, env: Env) -> Env:
+        renamed = {i.old.value: i.new.value for i in step.node.items}
+        return [(q, renamed.get(n, n), lineage) for q, n, lineage in env]
+
+    def _explode(self, step: ExplodeStep, env: Env) -> Env:
+        node = step.node
+        alias = node.alias.value if node.alias is not None else step.schema[-1].name
+        return [*env, (None, alias, f"explode({expression_lineage(node.expr, env)})")]
+
+    def _aggregate(self, step: AggregateStep | WindowAggregateStep, env: Env) -> Env:
+        names = [c.name for c in step.schema]
+        keys = [(None, k, lookup(env, None, k)) for k in step.keys]
+        by = ", ".join(lineage for _, _, lineage in keys)
+        out: Env = list(keys)
+        if step.window is not None:
+            out += self._window_columns(step.window, env)
+        values = names[len(out) :]
+        for item, name in zip(step.node.items, values, strict=True):
+            out.append((None, name, bounded(f"{expression_lineage(item.expr, env)} BY ({by})")))
+        return out
+
+    def _join_columns(self, step: JoinStep | DimensionJoinStep, env: Env) -> Env:
+        (right,) = step.inputs
+        right_env, _ = self._origin_env(right)
+        return [*env, *right_env]
+
+    def _union(self, step: UnionStep, env: Env) -> Env:
+        others = [self._origin_env(s)[0] for s in step.inputs]
+        out: Env = []
+        for index, (_, name, lineage) in enumerate(env):
+            found = [lineage] + [o[index][2] for o in others if index < len(o)]
+            unique = list(dict.fromkeys(found))
+            out.append(
+                (None, name, unique[0] if len(unique) == 1 else f"union({', '.join(unique)})")
+            )
+        return out
+
+    def _top(self, step: TopStep | WindowTopStep, env: Env) -> Env:
+        node = step.node
+        out = list(env)
+        if step.window is not None:
+            out += self._window_columns(step.window, env)
+        if node.rank is not None:
+            order = ", ".join(expression_lineage(o.expr, env) for o in node.order)
+            out.append((None, node.rank.value, f"row_number() BY ({order})"))
+        return out
+
+    def _same_columns(self, step: Step, env: Env) -> Env:
+        return env
 
     @staticmethod
     def _top_state(node: ast.Top, env: Env) -> AggregateState:
@@ -485,9 +507,7 @@ class _Describer:
         within = None
         join = None
         kind: str = _STATE_KINDS.get(step.kind, "")
-        if step.kind in AGGREGATE_STEPS:
-            node_ast = step.node
-            assert isinstance(node_ast, ast.Aggregate)
+        if isinstance(step, AggregateStep | WindowAggregateStep):
             if step.window is not None:
                 window = self._window(step.window, env)
                 kind = (
@@ -500,24 +520,20 @@ class _Describer:
             width = len(step.keys) + (2 if step.window is not None else 0)
             aggregates = tuple(
                 aggregate_state(item, column, env)
-                for item, column in zip(node_ast.items, step.schema[width:], strict=True)
+                for item, column in zip(step.node.items, step.schema[width:], strict=True)
             )
             keys = tuple(
                 StateColumn(c.name, c.type, lookup(env, None, c.name))
                 for c in step.schema[: len(step.keys)]
             )
-        elif step.kind in (StepKind.TOP, StepKind.WINDOW_TOP):
-            node_ast = step.node
-            assert isinstance(node_ast, ast.Top)
+        elif isinstance(step, TopStep | WindowTopStep):
             if step.window is not None:
                 window = self._window(step.window, env)
-            aggregates = (self._top_state(node_ast, env),)
-        elif step.kind == StepKind.DEDUPLICATE:
-            node_ast = step.node
-            assert isinstance(node_ast, ast.Deduplicate)
-            within = None if node_ast.within is None else one_line(node_ast.within.text)
-        elif step.kind == StepKind.JOIN:
-            join = self._join(info)
+            aggregates = (self._top_state(step.node, env),)
+        elif isinstance(step, DeduplicateStep):
+            within = None if step.node.within is None else one_line(step.node.within.text)
+        elif isinstance(step, JoinStep):
+            join = self._join(step, info)
         max_set = node.max_parallelism is not None
         max_parallelism = (
             node.max_parallelism
@@ -533,7 +549,9 @@ class _Describer:
             vertex_id=self.vertex_of.get(node_id),
             node_id=node_id,
             keys=keys,
-            keys_location=self._keys_location(node) if step.kind != StepKind.DEDUPLICATE else None,
+            keys_location=(
+                self._keys_location(node) if not isinstance(step, DeduplicateStep) else None
+            ),
             aggregates=aggregates,
             window=window,
             within=within,
@@ -552,10 +570,9 @@ class _Describer:
                 return self._location(edge.span)
         return None
 
-    def _join(self, info: _StepInfo) -> JoinState:
-        step = info.step
+    def _join(self, step: JoinStep, info: _StepInfo) -> JoinState:
         node = step.node
-        assert isinstance(node, ast.Join) and node.condition is not None
+        assert node.condition is not None  # a stream-stream JOIN has ON (E0221)
         (right,) = step.inputs
         assert right.keys is not None
         left_keys = tuple(state_column(k, info.schema, info.env) for k in step.keys)
@@ -657,3 +674,26 @@ def _given_target(call: object) -> str:
     module = getattr(call, "__module__", None) or "?"
     name = getattr(call, "__qualname__", None) or getattr(call, "__name__", None) or "?"
     return f"{module}:{name} (given)"
+
+
+#: Each step class's column lineage (tests/test_step_classes.py: every class has one).
+LINEAGE: dict[type[Step], Callable[..., Env]] = {
+    SelectStep: _Describer._select,
+    ExtendStep: _Describer._extend,
+    DropStep: _Describer._drop,
+    RenameStep: _Describer._rename,
+    ExplodeStep: _Describer._explode,
+    AggregateStep: _Describer._aggregate,
+    WindowAggregateStep: _Describer._aggregate,
+    JoinStep: _Describer._join_columns,
+    DimensionJoinStep: _Describer._join_columns,
+    UnionStep: _Describer._union,
+    TopStep: _Describer._top,
+    WindowTopStep: _Describer._top,
+    WhereStep: _Describer._same_columns,
+    KeyByStep: _Describer._same_columns,
+    PartitionStep: _Describer._same_columns,
+    PartitionByStep: _Describer._same_columns,
+    DeduplicateStep: _Describer._same_columns,
+    RouteStep: _Describer._same_columns,
+}

@@ -80,9 +80,7 @@ def table(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
     widths = [max([len(c), *(len(r[i]) for r in rows)]) for i, c in enumerate(columns)]
     line = " | ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip()
     out = [line, "-+-".join("-" * w for w in widths)]
-    out += [
-        " | ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() for r in rows
-    ]
+    out += [" | ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() for r in rows]
     return out
 
 
