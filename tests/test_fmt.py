@@ -58,9 +58,7 @@ def outcome(text: str, file: str) -> dict[str, object] | list[str]:
         job = flowc.compile(text, file)
     except CompileError as error:
         return sorted(d.code for d in error.diagnostics)
-    return {
-        stage: without_spans(json.loads(render_stage(job, stage, "json"))) for stage in STAGES
-    }
+    return {stage: without_spans(json.loads(render_stage(job, stage, "json"))) for stage in STAGES}
 
 
 def comments(text: str) -> list[str]:

@@ -149,16 +149,12 @@ def test_pickled_and_arrow_functions_return_their_declared_types(
         for r in batch
         if r["note"] is not None and r["price"] is not None
     ]
-    rows = [
-        (auction, band, fee, list(words)) for auction, band, fee, words in table(spark, "out")
-    ]
+    rows = [(auction, band, fee, list(words)) for auction, band, fee, words in table(spark, "out")]
     assert sorted(rows, key=repr) == sorted(expected, key=repr)
     assert all(isinstance(fee, Decimal) for _, _, fee, _ in rows)
 
 
-def test_callables_given_to_compile_run_without_a_declaration(
-    spark: Any, tmp_path: Path
-) -> None:
+def test_callables_given_to_compile_run_without_a_declaration(spark: Any, tmp_path: Path) -> None:
     write_batches(tmp_path / "bids", BIDS)
 
     def cents(price: int, bonus: int) -> int:
@@ -189,9 +185,7 @@ def test_callables_given_to_compile_run_without_a_declaration(
 
 def test_a_failure_inside_a_function_names_it_and_its_call(spark: Any, tmp_path: Path) -> None:
     """Two calls of one function: the one whose row fails is the one the caret is under."""
-    (tmp_path / "ratios.py").write_text(
-        "def ratio(a, b):\n    return a / b\n", encoding="utf-8"
-    )
+    (tmp_path / "ratios.py").write_text("def ratio(a, b):\n    return a / b\n", encoding="utf-8")
     write_batches(tmp_path / "bids", BIDS)
     program = (
         "CREATE FUNCTION ratio(a DOUBLE, b DOUBLE) RETURNS DOUBLE LANGUAGE python AS "
@@ -265,9 +259,7 @@ def test_a_module_that_fails_to_load_stops_the_job_before_any_query(
     assert not [q for q in spark.streams.active if q.name == "out"]
 
 
-def test_two_jobs_with_a_module_of_one_name_each_call_their_own(
-    spark: Any, tmp_path: Path
-) -> None:
+def test_two_jobs_with_a_module_of_one_name_each_call_their_own(spark: Any, tmp_path: Path) -> None:
     """An embedding platform runs many jobs in one process: each job's pricing.py is its
     own, never the one imported first."""
     results = []
