@@ -74,4 +74,3 @@ def test_char_and_varchar_point_at_each_type() -> None:
 def test_a_type_datagen_cannot_generate_points_at_the_type() -> None:
     text = "CREATE SOURCE s (k BIGINT,\n  t TIMESTAMP_NTZ) WITH (connector = 'datagen');\n" + SINK
     assert [place(d) for d in errors(text)] == [("E0725", 2, 5, 2, 18)]
-
