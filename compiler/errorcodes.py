@@ -557,6 +557,12 @@ class Code(StrEnum):
         "(at run time) an upsert sink could not write a micro-batch",
         "upsert-sinks",
     )
+    E0807 = (
+        "E0807",
+        "jvm-ended",
+        "(at run time) Spark's JVM ended while the job ran (a stack overflow, out of memory)",
+        "when-a-query-fails",
+    )
     E0810 = (
         "E0810",
         "folder-other-checkpoint",

@@ -92,6 +92,11 @@ class SourceDef:
     #: of its key valid from its ``version_time`` until the key's next version.
     version_key: tuple[str, ...] = ()
     version_time: str | None = None
+    #: Each option as written (in WITH (...), or a ``--set`` on the command line), by key,
+    #: and each declared column's type as written, by column name: where a diagnostic about
+    #: one option or one type points (not at the whole CREATE).
+    written_options: dict[str, ast.Option] = field(default_factory=dict, compare=False, hash=False)
+    written_types: dict[str, ast.TypeRef] = field(default_factory=dict, compare=False, hash=False)
 
     @property
     def output_schema(self) -> Schema:
@@ -119,6 +124,9 @@ class SinkDef:
     options: tuple[tuple[str, object], ...]
     hints: Hints
     span: Span
+    #: As :attr:`SourceDef.written_options` and :attr:`SourceDef.written_types`.
+    written_options: dict[str, ast.Option] = field(default_factory=dict, compare=False, hash=False)
+    written_types: dict[str, ast.TypeRef] = field(default_factory=dict, compare=False, hash=False)
 
 
 # ---------------------------------------------------------------- functions

@@ -20,7 +20,7 @@ from sqlglot.tokenizer_core import TokenType
 from flowc import ast
 from flowc.diagnostics import Reporter
 from flowc.errorcodes import Code
-from flowc.program import Program, Step, Stream
+from flowc.program import Program, SinkDef, SourceDef, Step, Stream
 from flowc.spans import Span
 from flowc.spark_distinct import UnsupportedDistinct, rewrite_distinct
 from flowc.spark_patterns import PatternProblem, pattern_problem, pattern_uses
@@ -32,6 +32,7 @@ from flowc.spark_sql import (
     watermark_delay,
 )
 from flowc.sqltypes import node_span, sub_span
+from flowc.vocabulary import LiteralKind
 
 #: Connectors whose generated program hands Spark the source's schema (a reader's
 #: ``.schema(...)``, ``from_json``), where Spark refuses CHAR and VARCHAR.
@@ -64,7 +65,7 @@ def check_spark(program: Program, reporter: Reporter) -> None:
                         Code.E0725,
                         f"the Spark backend's datagen cannot generate '{column.name} "
                         f"{column.type}'",
-                        source.span,
+                        _type_span(source, column.name),
                     )
         if source.connector in _SCHEMA_CONNECTORS:
             for column in source.schema:
@@ -73,13 +74,13 @@ def check_spark(program: Program, reporter: Reporter) -> None:
                         Code.E0227,
                         f"Spark refuses CHAR and VARCHAR in the schema it reads records with: "
                         f"'{column.name} {column.type}'",
-                        source.span,
+                        _type_span(source, column.name),
                         help=f"declare it STRING: {column.name} "
                         f"{_CHAR_LENGTH.sub('STRING', column.type)}",
                     )
-        _check_pattern_options(source.connector, source.options, True, source.span, reporter)
+        _check_pattern_options(source, True, reporter)
     for sink in program.sinks:
-        _check_pattern_options(sink.connector, sink.options, False, sink.span, reporter)
+        _check_pattern_options(sink, False, reporter)
     for view in program.views:
         _check_stream(view.stream, reporter)
     for insert in program.inserts:
@@ -131,25 +132,40 @@ def _expressions(node: object) -> Iterator[ast.SqlExpr]:
             yield from _expressions(getattr(node, field.name))
 
 
-def _check_pattern_options(
-    connector: str,
-    options: tuple[tuple[str, object], ...],
-    parsing: bool,
-    span: Span,
-    reporter: Reporter,
-) -> None:
-    if connector != "files":
+def _check_pattern_options(owner: SourceDef | SinkDef, parsing: bool, reporter: Reporter) -> None:
+    if owner.connector != "files":
         return
-    for key, value in options:
+    for key, value in owner.options:
         if key in _PATTERN_OPTIONS and isinstance(value, str):
             problem = pattern_problem(value, parsing)
             if problem is not None:
                 reporter.error(
                     Code.E0225,
                     f"{key} '{value}': {problem.message}",
-                    span,
+                    _option_span(owner, key, problem, value),
                     help=problem.hint,
                 )
+
+
+def _type_span(owner: SourceDef | SinkDef, column: str) -> Span:
+    """Where a declared column's type is written (the whole CREATE if not known)."""
+    written = owner.written_types.get(column)
+    return written.span if written is not None else owner.span
+
+
+def _option_span(owner: SourceDef | SinkDef, key: str, problem: PatternProblem, value: str) -> Span:
+    """Where an option's value is written: the characters of the pattern at fault when
+    the value is a one-line string literal that reads as written; else the whole value
+    (in the file, or the ``--set`` on the command line); else the whole CREATE."""
+    written = owner.written_options.get(key)
+    if written is None:
+        return owner.span
+    text, span = written.value.text, written.value.span
+    literal = written.value.kind == LiteralKind.STRING and text[:1] in ("'", '"')
+    if literal and text[1:-1] == value and span.line == span.end_line:
+        column = span.column + 1
+        return Span(span.file, span.line, column + problem.start, span.line, column + problem.end)
+    return span
 
 
 def _check_spark_syntax(expr: ast.SqlExpr, reporter: Reporter) -> None:

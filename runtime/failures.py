@@ -12,6 +12,9 @@ diagnostic at the .flow line the failure came from:
 - E0804: any other failure of Spark; the caret is under the INSERT of the failed query.
 - E0806: an upsert sink could not write a micro-batch (its server refused, or two rows of
   the batch had one key); the caret is under the INSERT.
+- E0807: Spark's JVM ended while the job ran (a task overflowed Java's stack or ran out
+  of memory, which Spark's executor answers by ending the JVM); the caret is under the
+  INSERT of the query whose task ended it, which Spark's log names.
 - E0805: a Python function raised, or returned a value that is not of its declared type;
   the caret is under the call (each call of a function is a UDF of its own).
 
@@ -29,7 +32,7 @@ import os
 import re
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,6 +53,7 @@ CHECKPOINT_INCOMPATIBLE = Code.E0803
 SPARK_FAILED = Code.E0804
 FUNCTION_FAILED = Code.E0805
 SINK_FAILED = Code.E0806
+JVM_ENDED = Code.E0807
 
 LOG_FOLDER = ".flowc-logs"
 #: Log files kept per job in a log folder; older ones are deleted when a run starts.
@@ -532,3 +536,119 @@ def _stateful_step(streams: list[Stream], read: SparkError) -> Step | None:
     new = text[text.find("new ") :] if "new " in text else text
     named = [s for s in steps if s.keys and all(f"({k}," in new for k in s.keys)]
     return named[0] if len(named) == 1 else None
+
+
+# ---------------------------------------------------------------- the JVM ended
+
+
+@dataclass(frozen=True, slots=True)
+class StartedQuery:
+    """A query as Spark's log names it: by name, by id (its first characters on task
+    lines) and by run id."""
+
+    name: str
+    id: str = ""
+    run_id: str = ""
+
+
+#: Spark's executor ends the JVM on a fatal error of a task (Utils.isFatalError: a
+#: VirtualMachineError such as StackOverflowError), through SparkUncaughtExceptionHandler,
+#: which logs the thread and the error's class on the next line.
+_UNCAUGHT = re.compile(
+    r"SparkUncaughtExceptionHandler: [^\n]*Uncaught exception in thread ([^\n]*)\n"
+    r"((?:[a-z][\w$]*\.)+[A-Z][\w$]*)"
+)
+_TASK_THREAD = re.compile(
+    r"Executor task launch worker for task [\d.]+ in stage [\d.]+ \(TID (\d+)\)"
+)
+_LOST_TASK = re.compile(r"\[queryId = ([0-9a-f]+)\][^\n]*? Lost task [^\n]*?\(TID (\d+)\)")
+_QUERY_TERMINATED = re.compile(
+    r"Query [^\n]*? \[id = [0-9a-f-]+, runId = ([0-9a-f-]+)\] terminated with error"
+)
+#: How much of the end of Spark's log is read for why the JVM ended.
+_LOG_TAIL = 8 << 20
+_STACK_ADVICE = (
+    "a task overflowed Java's stack, and Spark ends its JVM on that; a regular expression "
+    "that repeats a group ('(a|b)*' in rlike, regexp_extract, split, ...) recurses once per "
+    "repetition, so a long value overflows it: write the pattern without the repeated "
+    "group ('[ab]*'), or give Java's threads a larger stack with "
+    "--set spark.driver.extraJavaOptions=-Xss64m"
+)
+_MEMORY_ADVICE = (
+    "the JVM ran out of memory, and Spark ends it on that: give it more with "
+    "--set spark.driver.memory=4g, or keep less state"
+)
+
+
+def jvm_ended(
+    job: CompiledJob,
+    exit_code: int | None,
+    candidates: Sequence[StartedQuery],
+    spark_log: str | None,
+    log: str | None,
+) -> Diagnostic:
+    """E0807: Spark's JVM ended while ``candidates`` ran. Spark's own output (``spark_log``,
+    where flowc sent it) says which error of which task ended it; the caret is under that
+    query's INSERT (under the only query's, when one ran; else at the program)."""
+    text = _log_tail(spark_log)
+    error, thread = _fatal_error(text)
+    query = _query_that_ended(candidates, text, thread)
+    insert = _insert(job.program, query) if query is not None else None
+    span = insert.span if insert is not None else job.program.span
+    message = "Spark's JVM ended" + (f" (exit code {exit_code})" if exit_code is not None else "")
+    message += f" while query '{query}' ran" if query is not None else " while the job ran"
+    if error is not None:
+        message += f": {error}"
+    if error == "java.lang.StackOverflowError":
+        advice = _STACK_ADVICE
+    elif error is not None and error.endswith("OutOfMemoryError"):
+        advice = _MEMORY_ADVICE
+    else:
+        advice = "Spark's log says why it ended"
+    shown = spark_log or log
+    if shown:
+        advice += f"; Spark's log and stack trace: {_shown(shown)}"
+    return Diagnostic(JVM_ENDED, Severity.ERROR, message, span, advice)
+
+
+def _log_tail(path: str | None) -> str:
+    if path is None:
+        return ""
+    try:
+        with open(path, "rb") as log:
+            log.seek(0, os.SEEK_END)
+            log.seek(max(log.tell() - _LOG_TAIL, 0))
+            return log.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+def _fatal_error(text: str) -> tuple[str | None, str | None]:
+    """The class of the error Spark's uncaught exception handler ended the JVM on, and the
+    thread it was in (the first such, the one that ended it)."""
+    found = _UNCAUGHT.search(text)
+    return (found.group(2), found.group(1)) if found is not None else (None, None)
+
+
+def _query_that_ended(
+    candidates: Sequence[StartedQuery], text: str, thread: str | None
+) -> str | None:
+    """The query whose task ended the JVM: the only one; else the one Spark's log names
+    for the task in ``thread`` (its "Lost task ... (TID n)" line); else the only one the
+    log says terminated with an error."""
+    if len(candidates) == 1:
+        return candidates[0].name
+    task = _TASK_THREAD.search(thread or "")
+    if task is not None:
+        named = {
+            q.name
+            for found in _LOST_TASK.finditer(text)
+            if found.group(2) == task.group(1)
+            for q in candidates
+            if q.id and q.id.startswith(found.group(1))
+        }
+        if len(named) == 1:
+            return named.pop()
+    runs = {q.run_id: q.name for q in candidates if q.run_id}
+    terminated = {runs[r] for r in _QUERY_TERMINATED.findall(text) if r in runs}
+    return terminated.pop() if len(terminated) == 1 else None

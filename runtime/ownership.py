@@ -27,7 +27,6 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote, urlparse
 
-from flowc import ast
 from flowc.diagnostics import CompileError, Diagnostic, Severity
 from flowc.errorcodes import Code
 from flowc.job import CompiledJob
@@ -317,13 +316,10 @@ def _write_json(folder: str, name: str, record: dict[str, Any]) -> str | None:
 
 
 def _path_span(job: CompiledJob, sink: SinkDef) -> Span:
-    """Where the sink's ``path`` is written (the sink's declaration if not found)."""
-    for statement in job.ast.statements:
-        if isinstance(statement, ast.CreateSink) and statement.name.value == sink.name:
-            for option in statement.options:
-                if option.key == "path":
-                    return option.value.span
-    return sink.span
+    """Where the sink's ``path`` is written: in WITH (...), or the ``--set`` that gave it
+    on the command line (the sink's declaration if not found)."""
+    written = sink.written_options.get("path")
+    return written.value.span if written is not None else sink.span
 
 
 def _error(code: Code, message: str, span: Span, help: str) -> Diagnostic:

@@ -11,6 +11,7 @@ import json
 import os
 import re
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -25,9 +26,17 @@ from flowc.codegen import generate_pyspark
 from flowc.diagnostics import Diagnostic, Severity
 from flowc.errorcodes import Code
 from flowc.job import CompiledJob
-from flowc.runtime.failures import FailureLog, code_of, explain, spark_errors, summary
+from flowc.runtime.failures import (
+    FailureLog,
+    StartedQuery,
+    code_of,
+    explain,
+    jvm_ended,
+    spark_errors,
+    summary,
+)
 from flowc.runtime.ownership import check_sink_ownership
-from flowc.runtime.state_guard import guard_state
+from flowc.runtime.state_guard import StateGuard, guard_state
 from flowc.runtime.state_report import HeldState, held_state, state_lines
 from flowc.spark_plan import checkpoint_root
 from flowc.spark_sql import UnsupportedOnSpark
@@ -159,7 +168,6 @@ def run_job(
     # Before Spark: state the edited job cannot go on from (E0820), --reset-state.
     guard = guard_state(job, checkpoints, base, reset_state, out)
     check_sink_ownership(job, checkpoints, base)  # before Spark: folders flowc refuses
-    planned = {q.name: q for q in job.spark_plan.queries}
     report = RunReport(job=job.program.settings.job_name, log_file=log_file)
     failure_log = FailureLog(job, checkpoint_dir, base_dir, log_file)
     started = time.monotonic()
@@ -170,7 +178,38 @@ def run_job(
     if remote is None:
         _check_packages(job, spark)
     if job.spark_plan.batch:
-        return _run_batch(module, spark, job, report, started, out)
+        return _run_batch(module, spark, job, report, started, out, remote, failure_log)
+    watched: list[StartedQuery] = []
+    try:
+        return _run_streaming(
+            module, spark, job, report, started, out, available_now, checkpoints, guard,
+            failure_log, remote, poll_seconds, watched,
+        )  # fmt: skip
+    except _gone_or_failed() as error:
+        ended = _jvm_ended(job, error, remote, watched, failure_log)
+        if ended is None:
+            raise
+        raise ended from None
+
+
+def _run_streaming(
+    module: types.ModuleType,
+    spark: Any,
+    job: CompiledJob,
+    report: RunReport,
+    started: float,
+    out: TextIO,
+    available_now: bool,
+    checkpoints: str,
+    guard: StateGuard,
+    failure_log: FailureLog,
+    remote: str | None,
+    poll_seconds: float,
+    watched: list[StartedQuery],
+) -> RunReport:
+    """Start one query per INSERT and watch them until they end, fail or Ctrl-C;
+    ``watched`` is filled with the started queries as Spark's log names them."""
+    planned = {q.name: q for q in job.spark_plan.queries}
     running = {q.id for q in spark.streams.active}
     try:
         queries = module.start_queries(spark, checkpoints, available_now)
@@ -180,6 +219,7 @@ def run_job(
         if _versions_refused(module, error):
             _stop_started(spark, running)
         raise _not_loaded(module, job, error) from None
+    watched.extend(StartedQuery(q.name, str(q.id), str(q.runId)) for q in queries)
     guard.started(queries)  # the state manifests, beside the checkpoints they describe
     display = ProgressDisplay(out)
     try:
@@ -259,13 +299,22 @@ def _run_batch(
     report: RunReport,
     started: float,
     out: TextIO,
+    remote: str | None,
+    failure_log: FailureLog,
 ) -> RunReport:
     """Batch mode: every INSERT written once over the bounded input, in order."""
     done: list[tuple[str, int, str | None]] = []
     failure: BaseException | None = None
     try:
         module.run_batch(spark, done)
-    except spark_errors() as error:
+    except _gone_or_failed() as error:
+        names = [q.name for q in job.spark_plan.queries]
+        running = names[len(done) : len(done) + 1]  # the query after the ones done
+        ended = _jvm_ended(job, error, remote, [StartedQuery(n) for n in running], failure_log)
+        if ended is not None:
+            raise ended from None
+        if not isinstance(error, spark_errors()):
+            raise
         failure = error
     except Exception as error:
         raise _not_loaded(module, job, error) from None
@@ -288,6 +337,54 @@ def _run_batch(
             entry.error = "not run: an earlier query of the batch job failed"
         report.queries.append(entry)
     return report
+
+
+def _gone_or_failed() -> tuple[type[BaseException], ...]:
+    """Spark's errors, and the refused connection of a JVM that has ended."""
+    return (*spark_errors(), ConnectionError)
+
+
+#: How long a JVM whose connection broke is given to finish ending (its shutdown hooks).
+JVM_EXIT_WAIT = 10.0
+
+
+def _jvm_ended(
+    job: CompiledJob,
+    error: BaseException,
+    remote: str | None,
+    running: Sequence[StartedQuery],
+    log: FailureLog,
+) -> SparkRefused | None:
+    """E0807 when ``error`` came of Spark's JVM having ended (None while it runs, or when
+    this process did not start it: Spark Connect)."""
+    if remote is not None:
+        return None
+    from pyspark import SparkContext
+
+    process = getattr(SparkContext._gateway, "proc", None)
+    if process is None:
+        return None
+    exit_code = process.poll()
+    if exit_code is None and _connection_lost(error):
+        try:
+            exit_code = process.wait(timeout=JVM_EXIT_WAIT)
+        except subprocess.TimeoutExpired:
+            return None
+    if exit_code is None:
+        return None
+    spark_log = log.path
+    path = log.record("Spark's JVM ended", error)
+    diagnostic = jvm_ended(job, exit_code, running, spark_log, path)
+    return SparkRefused(f"error[{diagnostic.code}]: {diagnostic.message}\n", diagnostic)
+
+
+def _connection_lost(error: BaseException) -> bool:
+    """py4j lost its connection to the JVM (Py4JNetworkError, or the empty answer of a
+    JVM gone mid-call)."""
+    if isinstance(error, ConnectionError):
+        return True
+    names = {kind.__name__ for kind in type(error).__mro__}
+    return "Py4JNetworkError" in names or "Answer from Java side is empty" in str(error)
 
 
 def _not_loaded(module: types.ModuleType, job: CompiledJob, error: Exception) -> Exception:

@@ -27,6 +27,7 @@ import flowc
 from flowc import cli, cli_input
 from flowc.cli import main
 from flowc.codegen import generate_pyspark
+from flowc.overrides import COMMAND_LINE
 from flowc.runtime.ownership import CHECKPOINT_MARKER, SINK_MARKER, check_sink_ownership
 
 CLEAN = """\
@@ -350,6 +351,28 @@ def test_sink_under_a_regular_file_is_refused_at_its_path(
     err = capsys.readouterr().err
     assert "error[E0813]: sink 'o' cannot write to" in err
     assert f"--> {path}:4:49" in err
+    _no_traceback(err)
+
+
+def test_sink_path_given_with_set_is_refused_at_the_set(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The path a ``--set`` gave is the one refused: the caret is under that --set on the
+    command line, not under the path the file wrote."""
+    path = _files_job(tmp_path)
+    overrides = {"o.path": "job.flow/out"}
+    job = flowc.compile(
+        path.read_text(encoding="utf-8"), str(path), for_spark=True, overrides=overrides
+    )
+    with pytest.raises(flowc.CompileError) as raised:
+        check_sink_ownership(job, str(tmp_path / ".flowc-checkpoints"), str(tmp_path))
+    (diagnostic,) = raised.value.diagnostics
+    assert diagnostic.code == "E0813"
+    assert diagnostic.span.file == COMMAND_LINE
+    assert main(["run", str(path), "--available-now", "--set", "o.path=job.flow/out"]) == 1
+    err = capsys.readouterr().err
+    assert "error[E0813]: sink 'o' cannot write to" in err
+    assert "--> <command line>:1:" in err and "o.path=job.flow/out" in err
     _no_traceback(err)
 
 

@@ -6,10 +6,23 @@ program's text runs there, and refused untrusted.
   the external DTD it names (``<!DOCTYPE x SYSTEM '/any/path'>``), so a document in the
   program's own input read a file outside the base directory, whose entities then filled
   the result. Untrusted, the ``xpath*`` functions are refused (E0952).
+- regular expressions: Java's regex engine recurses once per repetition of a group, so
+  ``(a|b)*c`` on a 100,000-character value overflows the stack of the task's thread, and
+  Spark's executor ends the whole JVM on that fatal error (Executor.TaskRunner hands a
+  ``Utils.isFatalError`` error to SparkUncaughtExceptionHandler, which calls
+  ``System.exit(50)``). Shown in a process of its own, never the shared session. Untrusted,
+  such a pattern is refused (E0961) before Spark starts; trusted, ``flowc run`` reports the
+  JVM's end as E0807 at the INSERT.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import re
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +30,8 @@ import pytest
 
 import flowc
 from flowc import Severity
+from flowc.codegen import generate_pyspark
+from flowc.runtime.failures import StartedQuery, jvm_ended
 
 XPATH_FUNCTIONS = (
     "xpath", "xpath_boolean", "xpath_double", "xpath_float", "xpath_int", "xpath_long",
@@ -116,3 +131,170 @@ def test_a_regex_that_repeats_a_group_or_is_not_a_literal_is_refused(expression:
 )
 def test_a_literal_regex_without_repeated_groups_is_allowed(expression: str) -> None:
     assert flowc.compile(program(expression), "job.flow", for_spark=True, trusted=False)
+
+
+# -- the regex that ends Spark's JVM, each in a process of its own
+
+LONG_VALUE = "ab" * 50_000
+REGEX_PROGRAM = program("regexp_extract(v, '(a|b)*c', 0)")
+#: A Java stack frame's line ("\tat org.apache...(File.java:12)"), and Python's traceback.
+JAVA_FRAME = re.compile(r"^\s+at [\w$.<>/]+\(", re.M)
+
+#: Runs the generated program in a JVM of its own: a control query first (the same value,
+#: a pattern with no repeated group, matching all of it), then the job; prints what
+#: happened as JSON.
+DRIVER = """
+import json, sys, types
+from pyspark import SparkContext
+path, base, checkpoints, value = sys.argv[1:5]
+module = types.ModuleType("job")
+module.__file__ = path
+exec(compile(open(path, encoding="utf-8").read(), path, "exec"), module.__dict__)
+module.BASE_DIR = base
+spark = module.start_session("local[1]")
+frame = spark.createDataFrame([(value,)], "v STRING")
+control = frame.selectExpr("length(regexp_extract(v, '[ab]*', 0))").first()[0]
+error = None
+try:
+    for query in module.start_queries(spark, checkpoints, True):
+        query.awaitTermination()
+except BaseException as failure:
+    error = type(failure).__name__
+print(json.dumps({"control": control, "error": error,
+                  "jvm_exit": SparkContext._gateway.proc.wait(timeout=30)}), flush=True)
+"""
+
+
+def _regex_job(folder: Path) -> Path:
+    (folder / "in").mkdir(parents=True)
+    (folder / "in" / "a.json").write_text(json.dumps({"v": LONG_VALUE}) + "\n", encoding="utf-8")
+    job = folder / "job.flow"
+    job.write_text(REGEX_PROGRAM, encoding="utf-8")
+    return job
+
+
+def _environment() -> dict[str, str]:
+    """This environment without a gateway of the test session's JVM: the child starts its
+    own."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("PYSPARK_GATEWAY")}
+
+
+def _flowc(
+    folder: Path, *arguments: str, timeout: float
+) -> tuple[subprocess.CompletedProcess[str], float]:
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "flowc", *arguments],
+        cwd=folder,
+        env=_environment(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    return done, time.monotonic() - started
+
+
+def test_a_regex_repeating_a_group_ends_sparks_jvm_trusted(tmp_path: Path) -> None:
+    """The generated program of the trusted job, in a JVM of its own: the same value
+    passes a pattern without a repeated group, then the job's pattern ends the JVM with
+    Spark's exit code for an uncaught fatal error (50) and a StackOverflowError."""
+    job = _regex_job(tmp_path)
+    compiled = flowc.compile(REGEX_PROGRAM, str(job), for_spark=True)
+    assert compiled is not None
+    generated = tmp_path / "job.py"
+    generated.write_text(generate_pyspark(compiled), encoding="utf-8")
+    arguments = [str(generated), str(tmp_path), str(tmp_path / "checkpoints"), LONG_VALUE]
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-c", DRIVER, *arguments],
+        env=_environment(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    elapsed = time.monotonic() - started
+    assert done.returncode == 0, done.stderr[-3000:]
+    outcome = json.loads(done.stdout.strip().splitlines()[-1])
+    assert outcome["control"] == len(LONG_VALUE)  # the safe pattern matched the whole value
+    assert outcome["error"] is not None  # the job's query did not end normally
+    assert outcome["jvm_exit"] == 50  # SparkExitCode.UNCAUGHT_EXCEPTION: the JVM ended
+    assert re.search(
+        r"SparkUncaughtExceptionHandler: Uncaught exception in thread [^\n]*\n"
+        r"java\.lang\.StackOverflowError",
+        done.stderr,
+    ), done.stderr[-3000:]
+    print(f"JVM ended after {elapsed:.1f} s")
+
+
+@pytest.mark.parametrize("mode", ["--available-now", "--batch"])
+def test_flowc_run_reports_the_jvm_ending_at_the_insert(tmp_path: Path, mode: str) -> None:
+    """Trusted, ``flowc run`` of the job (streaming or batch) is one located diagnostic
+    (E0807 at the INSERT, with what to do), exit 1: no Java stack trace, no Python
+    traceback, no exit 101."""
+    _regex_job(tmp_path)
+    done, elapsed = _flowc(tmp_path, "run", mode, "--master", "local[1]", "job.flow", timeout=120)
+    assert done.returncode == 1, done.stderr[-3000:]
+    assert done.stderr.startswith(
+        "error[E0807]: Spark's JVM ended (exit code 50) while query 'o' ran: "
+        "java.lang.StackOverflowError\n --> job.flow:3:1\n"
+    ), done.stderr[-3000:]
+    assert "repeats a group" in done.stderr
+    assert "--set spark.driver.extraJavaOptions=-Xss64m" in done.stderr
+    assert "Spark's log and stack trace: .flowc-checkpoints/.flowc-logs/" in done.stderr
+    for output in (done.stdout, done.stderr):
+        assert JAVA_FRAME.search(output) is None
+        assert "Traceback" not in output
+        assert "Exception" not in output
+    print(f"flowc run {mode} ended after {elapsed:.1f} s")
+
+
+@pytest.mark.parametrize("command", ["check", "run"])
+def test_flowc_refuses_the_regex_untrusted_before_spark_starts(
+    tmp_path: Path, command: str
+) -> None:
+    """Untrusted, the same job is E0961 at the pattern, exit 1, and Spark never starts:
+    no checkpoint or log folder is made, no Spark output."""
+    _regex_job(tmp_path)
+    extra = ["--available-now"] if command == "run" else []
+    done, elapsed = _flowc(tmp_path, command, "--untrusted", *extra, "job.flow", timeout=60)
+    assert done.returncode == 1, done.stderr[-3000:]
+    assert done.stderr.startswith("error[E0961]: the regular expression of 'regexp_extract'")
+    assert " --> job.flow:3:32\n" in done.stderr
+    assert not (tmp_path / ".flowc-checkpoints").exists()
+    assert "Spark" not in done.stdout and "WARN" not in done.stderr
+    print(f"flowc {command} --untrusted refused after {elapsed:.1f} s")
+
+
+def test_the_query_whose_task_ended_the_jvm_is_read_from_sparks_log(tmp_path: Path) -> None:
+    """With several queries, the INSERT under the caret is the one whose task (its TID)
+    Spark's log says was lost when the uncaught StackOverflowError ended the JVM."""
+    text = (
+        "CREATE SOURCE s (v STRING) WITH (connector = 'files', path = 'in', format = 'json');\n"
+        "CREATE SINK a WITH (connector = 'console');\n"
+        "CREATE SINK b WITH (connector = 'console');\n"
+        "INSERT INTO a FROM s |> SELECT v;\n"
+        "INSERT INTO b FROM s |> SELECT regexp_extract(v, '(a|b)*c', 0) AS w;\n"
+    )
+    compiled = flowc.compile(text, "job.flow", for_spark=True)
+    log = tmp_path / "spark.log"
+    log.write_text(
+        "26/11/28 08:08:18 ERROR SparkUncaughtExceptionHandler: Uncaught exception in thread "
+        "Thread[Executor task launch worker for task 0.0 in stage 3.0 (TID 7),5,main]\n"
+        "java.lang.StackOverflowError\n\tat java.base/java.util.regex.Pattern$Loop.match\n"
+        "26/11/28 08:08:18 WARN TaskSetManager: [queryId = 1111a] [batchId = 0] Lost task 0.0 "
+        "in stage 2.0 (TID 6) (host executor driver): TaskKilled\n"
+        "26/11/28 08:08:18 WARN TaskSetManager: [queryId = 2222b] [batchId = 0] Lost task 0.0 "
+        "in stage 3.0 (TID 7) (host executor driver): java.lang.StackOverflowError\n",
+        encoding="utf-8",
+    )
+    queries = [StartedQuery("a", "1111a-0", "r1"), StartedQuery("b", "2222b-0", "r2")]
+    diagnostic = jvm_ended(compiled, 50, queries, str(log), None)
+    assert diagnostic.code == "E0807"
+    assert (diagnostic.span.line, diagnostic.span.column) == (5, 1)
+    assert diagnostic.message == (
+        "Spark's JVM ended (exit code 50) while query 'b' ran: java.lang.StackOverflowError"
+    )
+    assert diagnostic.help is not None and "-Xss64m" in diagnostic.help
+    unknown = jvm_ended(compiled, 52, queries, None, None)
+    assert unknown.message == "Spark's JVM ended (exit code 52) while the job ran"
+    assert unknown.span == compiled.program.span

@@ -71,6 +71,8 @@ def check_source(ctx: Context, node: ast.CreateSource) -> None:
         proctime=proctime,
         version_key=versions[0],
         version_time=versions[1],
+        written_options={k: o for k, (_, o) in options.items()},
+        written_types={c.name.value: c.type for c in node.columns},
     )
 
 
@@ -303,6 +305,8 @@ def check_sink(ctx: Context, node: ast.CreateSink) -> None:
         options=tuple(sorted((k, v) for k, (v, _) in options.items())),
         hints=hints,
         span=node.span,
+        written_options={k: o for k, (_, o) in options.items()},
+        written_types={c.name.value: c.type for c in node.columns or ()},
     )
 
 
