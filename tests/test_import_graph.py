@@ -53,6 +53,8 @@ LAZY_ALLOWED: dict[tuple[str, str], str] = {
     ("flowc.runtime.run", "rich.console"): "rich only for a run's live progress table",
     ("flowc.runtime.run", "rich.live"): "rich only for a run's live progress table",
     ("flowc.runtime.failures", "pyspark.errors"): "pyspark only once Spark has failed",
+    ("flowc.runtime.run", "pyspark"): "pyspark's gateway only once Spark has failed, to see "
+    "whether its JVM ended (E0807)",
     ("flowc.runtime.failures", "py4j.protocol"): "py4j only once Spark has failed",
     ("flowc.runtime.function_list", "pyspark"): "a maintainer's tool that asks Spark",
     ("flowc.runtime.function_list", "pyspark.sql"): "a maintainer's tool that asks Spark",
