@@ -327,7 +327,8 @@ class StepWriter(ProgramText):
         node = step.node
         assert isinstance(node, ast.Join) and node.condition is not None
         (right,) = step.inputs
-        other = self.combined(self.origin_parts(right), self.spark_plan.step_nodes[id(step)], None)
+        join_node = self.spark_plan.step_nodes[id(step)]
+        other = self.combined(self.origin_parts(right), join_node, None)
         alias = _relation(right.origin)
         condition = sql_of(node.condition)
         if step.temporal:
@@ -344,8 +345,8 @@ class StepWriter(ProgramText):
             condition = (
                 f"({condition}) AND {time} >= {since} AND ({until} IS NULL OR {time} < {until})"
             )
-        if step.kind == StepKind.DIMENSION_JOIN:
-            # A table is broadcast, whatever Spark's size estimate: the plan says so, and
+        if join_node in self.spark_plan.broadcast_joins:
+            # The table is broadcast, whatever Spark's size estimate, as the plan decided:
             # no state, no shuffle of the stream.
             other = f"F.broadcast({other})"
         dropped = f".drop({VALID_TO!r})" if step.temporal else ""
