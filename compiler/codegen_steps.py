@@ -331,7 +331,8 @@ class StepWriter(ProgramText):
         other = self.combined(self.origin_parts(right), join_node, None)
         alias = _relation(right.origin)
         condition = sql_of(node.condition)
-        if step.temporal:
+        temporal = join_node in self.spark_plan.temporal_joins
+        if temporal:
             # Each version is valid from its time until its key's next version: the row
             # meets the one whose interval holds its time (Flink's temporal join).
             assert node.as_of is not None and isinstance(right.origin, FromSource)
@@ -349,7 +350,7 @@ class StepWriter(ProgramText):
             # The table is broadcast, whatever Spark's size estimate, as the plan decided:
             # no state, no shuffle of the stream.
             other = f"F.broadcast({other})"
-        dropped = f".drop({VALID_TO!r})" if step.temporal else ""
+        dropped = f".drop({VALID_TO!r})" if temporal else ""
         self.w(
             f"{df} = {df}.join({other}.alias({alias!r}), F.expr({condition!r}), "
             f"{_SPARK_JOIN_TYPES[JoinKind(node.kind)]!r}){dropped}",

@@ -181,6 +181,9 @@ class SparkPlan:
     #: The join nodes whose table side Spark broadcasts (stream-static joins, temporal
     #: ones included): the stream is not exchanged and no state is kept.
     broadcast_joins: frozenset[int] = frozenset()
+    #: Of those, the temporal joins (``AS OF``): each row meets the version of the table
+    #: valid at its time, the table's versions given their ends when the job starts.
+    temporal_joins: frozenset[int] = frozenset()
 
     @property
     def engine(self) -> str:
@@ -341,6 +344,7 @@ def build_spark_plan(program: Program, tree: TransformationTree, graph: StreamGr
             name: tree[node].parallelism for name, node in tree.source_nodes.items()
         },
         broadcast_joins=static_joins,
+        temporal_joins=temporal_joins,
         functions=_function_lines(program),
         processing_time=tuple(
             f"source '{s.name}': {s.proctime} is current_timestamp(), the start time of "

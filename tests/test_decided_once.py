@@ -165,6 +165,31 @@ def test_a_table_is_broadcast_where_the_plan_says_so() -> None:
     assert ".join(auctions_" in code
 
 
+TEMPORAL = """
+CREATE SOURCE orders (id BIGINT, cur STRING, ts TIMESTAMP,
+  WATERMARK FOR ts AS ts - INTERVAL 5 SECONDS)
+  WITH (connector = 'files', path = 'orders', format = 'json');
+CREATE TABLE rates (cur STRING, rate DOUBLE, since TIMESTAMP)
+  WITH (connector = 'files', path = 'rates', format = 'json', key = 'cur',
+  version_time = 'since');
+CREATE SINK o WITH (connector = 'files', path = 'out', format = 'json');
+INSERT INTO o SELECT o.id, r.rate FROM orders AS o
+  JOIN rates FOR SYSTEM_TIME AS OF o.ts AS r ON o.cur = r.cur;
+"""
+
+
+def test_a_table_is_joined_by_version_where_the_plan_says_so() -> None:
+    job = compiled(TEMPORAL)
+    plan = job.spark_plan
+    assert plan.temporal_joins and plan.temporal_joins <= plan.broadcast_joins
+    code = generate_pyspark(job)
+    assert "F.broadcast(table_versions(" in code and "def table_versions(" in code
+    code = generated_with(job, replace(plan, temporal_joins=frozenset()))
+    assert "table_versions" not in code and "__flowc_valid_to" not in code
+    assert "from pyspark.sql import Window" not in code
+    assert "F.broadcast(rates_" in code
+
+
 PARTITIONED = """
 CREATE SOURCE bids (auction BIGINT, price BIGINT, day STRING)
   WITH (connector = 'files', path = 'bids', format = 'json');
