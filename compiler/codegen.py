@@ -21,7 +21,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 from flowc._version import __version__
-from flowc.catalog import is_upsert
 from flowc.codegen_base import in_docstring
 from flowc.codegen_sinks import SinkWriter
 from flowc.codegen_sources import SourceWriter
@@ -103,7 +102,7 @@ class PysparkGenerator(SourceWriter, StepWriter, SinkWriter):
             self.python_functions()
         if self.parsed_sources:
             self.malformed_helpers()
-        upserts = {s.connector for s in self.program.sinks if is_upsert(s.connector, s.mode)}
+        upserts = {q.connector for q in self.spark_plan.queries if q.upsert_key is not None}
         if upserts:
             helpers: list[Callable[..., object]] = [
                 *([] if self.parsed_sources else [quoted]),

@@ -59,8 +59,7 @@ class ProgramText:
         #: json and csv file sources, whose records can be malformed, in declaration order.
         self.parsed_sources = [s for s in self.program.sources if s.on_error is not None]
         #: Whether a step joins a versioned table as of event time (a temporal join).
-        streams = [v.stream for v in self.program.views] + [i.stream for i in self.program.inserts]
-        self.temporal_joins = any(step.temporal for s in streams for step in s.steps)
+        self.temporal_joins = bool(self.spark_plan.temporal_joins)
 
     def var(self, hint: str) -> str:
         """A fresh, valid Python identifier derived from a user name."""

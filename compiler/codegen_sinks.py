@@ -3,10 +3,9 @@ of the whole result."""
 
 from __future__ import annotations
 
-from flowc.catalog import is_upsert, partition_columns
 from flowc.codegen_base import ProgramText, format_options, in_docstring, kafka_options
 from flowc.spark_sql import UnsupportedOnSpark
-from flowc.upsert_sinks import postgres_type, upsert_key
+from flowc.upsert_sinks import postgres_type
 
 #: Spark's console sink takes the number of rows to show; the largest it accepts.
 CONSOLE_ALL_ROWS = 2**31 - 1
@@ -20,22 +19,23 @@ class SinkWriter(ProgramText):
         insert = self.program.inserts[index]
         sink = self.program.sink(insert.sink)
         options = dict(sink.options)
+        query = self.spark_plan.queries[index]
         name = insert.sink
-        w(f"writer = {df}.writeStream.queryName({name!r}).outputMode({sink.mode!r})", 1)
+        w(f"writer = {df}.writeStream.queryName({name!r}).outputMode({query.output_mode!r})", 1)
         w(
             f"writer = writer.option('checkpointLocation', "
-            f"os.path.join(checkpoint_dir, *{self.spark_plan.query(name).checkpoint!r}))",
+            f"os.path.join(checkpoint_dir, *{query.checkpoint!r}))",
             1,
         )
-        interval = self.program.settings.checkpoint_interval_ms
+        interval = query.trigger_interval_ms
         w("if available_now:", 1)
         w("writer = writer.trigger(availableNow=True)", 2)
         if interval is not None:
             w("else:", 1)
             w(f"writer = writer.trigger(processingTime='{interval} milliseconds')", 2)
         connector = sink.connector
-        if is_upsert(connector, sink.mode):
-            self.upsert(index, options)
+        if query.upsert_key is not None:
+            self.upsert(index, options, query.upsert_key)
         elif connector == "console":
             w("writer = writer.format('console')", 1)
             # Every row of a micro-batch unless the sink says how many (Spark shows 20).
@@ -53,9 +53,8 @@ class SinkWriter(ProgramText):
                 f"writer = writer.option('path', os.path.join(BASE_DIR, {str(options['path'])!r}))",
                 1,
             )
-            if "partition_by" in options:
-                columns = partition_columns(str(options["partition_by"]))
-                w(f"writer = writer.partitionBy(*{list(columns)!r})", 1)
+            if query.partition_by:
+                w(f"writer = writer.partitionBy(*{list(query.partition_by)!r})", 1)
         elif connector == "kafka":
             w("writer = writer.format('kafka')", 1)
             servers = options["bootstrap_servers"]
@@ -67,14 +66,15 @@ class SinkWriter(ProgramText):
             raise UnsupportedOnSpark(f"connector {connector!r} as a sink")
         w("queries.append(writer.start())", 1)
 
-    def upsert(self, index: int, options: dict[str, object]) -> None:
-        """An upsert sink's foreachBatch function (:mod:`flowc.upsert_sinks`)."""
+    def upsert(self, index: int, options: dict[str, object], key: tuple[str, ...]) -> None:
+        """An upsert sink's foreachBatch function (:mod:`flowc.upsert_sinks`), one row per
+        ``key`` (the plan's)."""
         w = self.w
         insert = self.program.inserts[index]
         sink = self.program.sink(insert.sink)
         name = insert.sink
-        keys = list(upsert_key(sink))
-        checkpoint = f"os.path.join(checkpoint_dir, *{self.spark_plan.query(name).checkpoint!r})"
+        keys = list(key)
+        checkpoint = f"os.path.join(checkpoint_dir, *{self.spark_plan.queries[index].checkpoint!r})"
         if sink.connector == "postgres":
             schema = insert.stream.schema
             columns = [(c.name, postgres_type(c.type)) for c in schema]
@@ -137,9 +137,9 @@ class SinkWriter(ProgramText):
             fmt = str(options["format"])
             writer_options = format_options(options)
             path = f"os.path.join(BASE_DIR, {str(options['path'])!r})"
-            if "partition_by" in options:
-                columns = partition_columns(str(options["partition_by"]))
-                w(f"writer = writer.partitionBy(*{list(columns)!r})", 1)
+            partition_by = self.spark_plan.queries[index].partition_by
+            if partition_by:
+                w(f"writer = writer.partitionBy(*{list(partition_by)!r})", 1)
             w(
                 f"writer.format({fmt!r}).options(**{writer_options!r}).mode('append').save({path})",
                 1,

@@ -54,7 +54,8 @@ class SourceWriter(ProgramText):
         elif source.connector == "rate":
             w("df = (spark.readStream.format('rate')", 1)
             w(f".option('rowsPerSecond', {int(str(options.get('rows_per_second', 1)))})", 2)
-            w(f".option('numPartitions', {self._parallelism(source.hints.parallelism)}).load())", 2)
+            partitions = self.spark_plan.source_partitions[source.name]
+            w(f".option('numPartitions', {partitions}).load())", 2)
             w(f"df = df.select({', '.join(repr(c.name) for c in source.schema)})", 1)
         elif source.connector == "datagen":
             self.datagen(source, options)
@@ -132,9 +133,6 @@ class SourceWriter(ProgramText):
             1,
         )
 
-    def _parallelism(self, hinted: int | None) -> int:
-        return hinted if hinted is not None else self.program.settings.parallelism
-
     def datagen(self, source: SourceDef, options: dict[str, object]) -> None:
         """Deterministic rows from Spark's rate-micro-batch source: same seed, same rows."""
         w = self.w
@@ -145,7 +143,7 @@ class SourceWriter(ProgramText):
             else int(float(str(options.get("rows_per_second", 10))))
         )
         seed = int(str(options.get("seed", 0)))
-        partitions = self._parallelism(source.hints.parallelism)
+        partitions = self.spark_plan.source_partitions[source.name]
         if self.batch:
             # The rows the streaming source gives in its first micro-batch (all of them, as
             # rowsPerBatch = number_of_rows), with its first batch's timestamp.

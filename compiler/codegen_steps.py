@@ -335,10 +335,12 @@ class StepWriter(ProgramText):
         node = step.node
         assert node.condition is not None  # a JOIN's ON (E0221 otherwise)
         (right,) = step.inputs
-        other = self.combined(self.origin_parts(right), self.spark_plan.step_nodes[id(step)], None)
+        join_node = self.spark_plan.step_nodes[id(step)]
+        other = self.combined(self.origin_parts(right), join_node, None)
         alias = _relation(right.origin)
         condition = sql_of(node.condition)
-        if step.temporal:
+        temporal = join_node in self.spark_plan.temporal_joins
+        if temporal:
             # Each version is valid from its time until its key's next version: the row
             # meets the one whose interval holds its time (Flink's temporal join).
             assert node.as_of is not None and isinstance(right.origin, FromSource)
@@ -352,11 +354,11 @@ class StepWriter(ProgramText):
             condition = (
                 f"({condition}) AND {time} >= {since} AND ({until} IS NULL OR {time} < {until})"
             )
-        if isinstance(step, DimensionJoinStep):
-            # A table is broadcast, whatever Spark's size estimate: the plan says so, and
+        if join_node in self.spark_plan.broadcast_joins:
+            # The table is broadcast, whatever Spark's size estimate, as the plan decided:
             # no state, no shuffle of the stream.
             other = f"F.broadcast({other})"
-        dropped = f".drop({VALID_TO!r})" if step.temporal else ""
+        dropped = f".drop({VALID_TO!r})" if temporal else ""
         self.w(
             f"{df} = {df}.join({other}.alias({alias!r}), F.expr({condition!r}), "
             f"{_SPARK_JOIN_TYPES[JoinKind(node.kind)]!r}){dropped}",

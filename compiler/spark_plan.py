@@ -29,7 +29,7 @@ from __future__ import annotations
 import os
 import re
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 from sqlglot import exp
@@ -116,6 +116,12 @@ class SparkQuery:
     partition_by: tuple[str, ...] = ()
     #: How an upsert sink writes (foreachBatch, its key, idempotence); None for others.
     upsert: str | None = None
+    #: The columns an upsert sink keeps one row per (its foreachBatch merges on them);
+    #: None where the sink appends what Spark's writer gives it (``upsert`` says how).
+    upsert_key: tuple[str, ...] | None = None
+    #: The processing-time trigger's interval (``SET checkpoint.interval``); None where
+    #: the next micro-batch starts when the previous one ends (``trigger`` says which).
+    trigger_interval_ms: int | None = None
 
     @property
     def exchanges_planned(self) -> int:
@@ -169,6 +175,15 @@ class SparkPlan:
     #: The folder the queries' checkpoints go under, as the plan shows it: ``SET
     #: checkpoint.dir`` (relative to the job's folder), else ``.flowc-checkpoints``.
     checkpoint_root: str = DEFAULT_CHECKPOINT_ROOT
+    #: How many partitions each source (by name) reads into: its transformation's
+    #: parallelism (a rate or datagen source's ``numPartitions``).
+    source_partitions: dict[str, int] = field(default_factory=dict)
+    #: The join nodes whose table side Spark broadcasts (stream-static joins, temporal
+    #: ones included): the stream is not exchanged and no state is kept.
+    broadcast_joins: frozenset[int] = frozenset()
+    #: Of those, the temporal joins (``AS OF``): each row meets the version of the table
+    #: valid at its time, the table's versions given their ends when the job starts.
+    temporal_joins: frozenset[int] = frozenset()
 
     @property
     def engine(self) -> str:
@@ -309,6 +324,8 @@ def build_spark_plan(program: Program, tree: TransformationTree, graph: StreamGr
                 else (),
                 rewrites=tuple(r for n in sorted(n.id for n in nodes) for r in rewrites.get(n, ())),
                 upsert=_upsert_text(sink),
+                upsert_key=upsert_key(sink) if is_upsert(sink.connector, sink.mode) else None,
+                trigger_interval_ms=None if batch else settings.checkpoint_interval_ms,
             )
         )
     return SparkPlan(
@@ -323,6 +340,11 @@ def build_spark_plan(program: Program, tree: TransformationTree, graph: StreamGr
         sink_nodes=tuple(graph.sinks),
         stateful=stateful_nodes,
         checkpoint_root=root,
+        source_partitions={
+            name: tree[node].parallelism for name, node in tree.source_nodes.items()
+        },
+        broadcast_joins=static_joins,
+        temporal_joins=temporal_joins,
         functions=_function_lines(program),
         processing_time=tuple(
             f"source '{s.name}': {s.proctime} is current_timestamp(), the start time of "
