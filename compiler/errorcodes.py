@@ -521,6 +521,13 @@ class Code(StrEnum):
         "a datagen column type the Spark backend cannot generate",
         "running-on-spark",
     )
+    E0726 = (
+        "E0726",
+        "sink-written-twice",
+        "two INSERTs into one sink, which Spark would run as two queries sharing its name, "
+        "checkpoint and output",
+        "running-on-spark",
+    )
     E0801 = (
         "E0801",
         "malformed-record",

@@ -20,7 +20,7 @@ from sqlglot.tokenizer_core import TokenType
 from flowc import ast
 from flowc.diagnostics import Reporter
 from flowc.errorcodes import Code
-from flowc.program import Program, SinkDef, SourceDef, Step, Stream
+from flowc.program import InsertDef, Program, SinkDef, SourceDef, Step, Stream
 from flowc.spans import Span
 from flowc.spark_distinct import UnsupportedDistinct, rewrite_distinct
 from flowc.spark_patterns import PatternProblem, pattern_problem, pattern_uses
@@ -85,6 +85,27 @@ def check_spark(program: Program, reporter: Reporter) -> None:
         _check_stream(view.stream, reporter)
     for insert in program.inserts:
         _check_stream(insert.stream, reporter)
+    _check_one_insert_per_sink(program, reporter)
+
+
+def _check_one_insert_per_sink(program: Program, reporter: Reporter) -> None:
+    """E0726: Flink writes both INSERTs of a statement set into one sink; Spark runs one
+    query per INSERT, and two queries on one sink share its query name (Spark refuses the
+    second while the first is active), its checkpoint folder, a files sink's metadata log,
+    and, in batch mode, a memory sink's view (the second replaces the first's rows)."""
+    first: dict[str, InsertDef] = {}
+    for insert in program.inserts:
+        earlier = first.setdefault(insert.sink, insert)
+        if earlier is insert:
+            continue
+        reporter.error(
+            Code.E0726,
+            f"sink '{insert.sink}' is written by more than one INSERT (the first at line "
+            f"{earlier.span.line}); Spark would run them as two queries on one sink",
+            insert.span,
+            help="write one INSERT: put one stream in a view (CREATE VIEW v AS FROM ...) and "
+            f"INSERT INTO {insert.sink} FROM ... |> UNION ALL v",
+        )
 
 
 def _check_stream(stream: Stream, reporter: Reporter) -> None:
