@@ -469,10 +469,11 @@ class StageReruns:
     @classmethod
     def of(cls, spark: Any) -> StageReruns:
         watch = cls(spark.sparkContext.statusTracker())
-        try:
+        unreachable: tuple[type[BaseException], ...] = (AttributeError, *spark_errors())
+        try:  # Spark's own status store, which holds each job's description
             watch.store = spark._jsc.sc().statusStore()
             watch.bus = spark._jsc.sc().listenerBus()
-        except (AttributeError, *spark_errors()):
+        except unreachable:
             watch.known = False
         return watch
 
@@ -591,7 +592,6 @@ def progress_table(latest: dict[str, Progress]) -> Any:
     for column in (
         "query",
         "batch",
-        "rows in",
         "in rows/s",
         "processed rows/s",
         "batch ms",
@@ -606,8 +606,7 @@ def progress_table(latest: dict[str, Progress]) -> Any:
         table.add_row(
             p.query,
             str(p.batch),
-            f"{p.rows:,}" + ("*" if p.rerun else ""),
-            f"{p.input_rate:,.1f}",
+            f"{p.input_rate:,.1f}" + ("*" if p.rerun else ""),
             f"{p.processed_rate:,.1f}",
             str(p.batch_ms),
             p.watermark,

@@ -105,4 +105,5 @@ def test_display_labels_the_batches_it_is_told_re_ran() -> None:
     live = ProgressDisplay(shown, lambda q: {1})
     live.update([query])
     live.close()
-    assert "40*" in shown.getvalue() and "re-ran a stage" in shown.getvalue()
+    # the input rate (numInputRows over the batch's time) is marked, and the mark explained
+    assert "12.5*" in shown.getvalue() and "re-ran a stage" in shown.getvalue()
