@@ -15,10 +15,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pyspark.status import SparkJobInfo, SparkStageInfo
 from test_run import PROGRESS, _FakeQuery
 from test_streaming_rules_on_spark import compiled, source, write_batches
 
-from flowc.runtime.run import RERUN_NOTE, ProgressDisplay, run_job
+from flowc.runtime.run import (
+    RERUN_NOTE,
+    ProgressDisplay,
+    StageReruns,
+    _rerun_batches,
+    run_job,
+)
 
 HERE = Path(__file__).parent
 
@@ -107,3 +114,81 @@ def test_display_labels_the_batches_it_is_told_re_ran() -> None:
     live.close()
     # the input rate (numInputRows over the batch's time) is marked, and the mark explained
     assert "12.5*" in shown.getvalue() and "re-ran a stage" in shown.getvalue()
+
+
+class _Option:
+    """A Scala Option as py4j hands it over."""
+
+    def __init__(self, value: str | None) -> None:
+        self.value = value
+
+    def isDefined(self) -> bool:
+        return self.value is not None
+
+    def get(self) -> str:
+        assert self.value is not None
+        return self.value
+
+
+class _Job:
+    def __init__(self, batch: str) -> None:
+        self.text = f"out\nid = q\nrunId = r\nbatch = {batch}"
+
+    def description(self) -> _Option:
+        return _Option(self.text)
+
+
+class _Spark:
+    """Spark's status tracker and status store over a fixed set of jobs: job id to
+    (batch, status, stage ids); stage id to its latest attempt."""
+
+    def __init__(
+        self, jobs: dict[int, tuple[str, str, list[int]]], attempts: dict[int, int]
+    ) -> None:
+        self.jobs = jobs
+        self.attempts = attempts
+
+    def getJobIdsForGroup(self, group: str) -> list[int]:
+        return list(self.jobs) if group == "r" else []
+
+    def getJobInfo(self, job: int) -> SparkJobInfo:
+        _, status, stages = self.jobs[job]
+        return SparkJobInfo(job, stages, status)
+
+    def getStageInfo(self, stage: int) -> SparkStageInfo | None:
+        if stage not in self.attempts:
+            return None  # no longer retained
+        return SparkStageInfo(stage, self.attempts[stage], "", 1, 0, 1, 0)
+
+    def job(self, job: int) -> _Job:
+        return _Job(self.jobs[job][0])
+
+
+class _Query:
+    runId = "r"
+
+
+def test_reruns_are_read_per_batch_from_finished_jobs() -> None:
+    """A batch is labelled when one of its finished jobs has a stage attempt above 0; a
+    running job is looked at again once it finished; an unknown description makes the
+    answer unknown (None), never silently 'no re-run'."""
+    status = _Spark(
+        {
+            0: ("0", "SUCCEEDED", [0]),
+            1: ("0", "SUCCEEDED", [1, 2]),
+            2: ("1", "SUCCEEDED", [3, 4]),
+            3: ("2", "RUNNING", [5, 6]),
+        },
+        {0: 0, 1: 1, 2: 1, 3: 0, 4: 0, 5: 1},
+    )
+    reruns = StageReruns(status, status)
+    assert reruns.batches(_Query()) == {0}
+    status.jobs[3] = ("2", "SUCCEEDED", [5, 6])
+    assert reruns.batches(_Query()) == {0, 2}
+    progress = [{"batchId": b} for b in (0, 1, 2)]
+    assert _rerun_batches(reruns, _Query(), progress) == [0, 2]
+    assert _rerun_batches(reruns, _Query(), progress[1:]) == [2]  # batches reported only
+    status.jobs[4] = ("init", "SUCCEEDED", [7])
+    status.attempts[7] = 1
+    assert _rerun_batches(reruns, _Query(), progress) is None
+    assert _rerun_batches(None, _Query(), progress) is None  # --remote: not asked
