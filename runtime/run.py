@@ -16,7 +16,7 @@ import sys
 import threading
 import time
 import types
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -65,6 +65,9 @@ class QueryReport:
     code: Code | None = None
     #: What each stateful operator still held when the run stopped (streaming only).
     state: list[HeldState] = field(default_factory=list)
+    #: Micro-batches in which Spark re-ran a stage (lost shuffle output): their
+    #: numInputRows may count rows twice. None where flowc could not ask Spark.
+    rerun_batches: list[int] | None = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -79,7 +82,19 @@ class QueryReport:
             "error": self.error,
             "code": self.code,
             "state": [h.to_json() for h in self.state],
+            "rerun_batches": self.rerun_batches,
         }
+
+    def rerun_line(self) -> str | None:
+        """The final summary's warning that input_rows may count rows twice, if it may."""
+        if not self.rerun_batches:
+            return None
+        batches = ", ".join(str(b) for b in self.rerun_batches)
+        return (
+            f"[{self.name}] input_rows {self.input_rows} may count some rows twice: Spark "
+            f"re-ran a stage of batch {batches} after losing shuffle output (a lost executor "
+            "or shuffle files), and numInputRows adds the rows of re-run tasks again\n"
+        )
 
 
 @dataclass(slots=True)
@@ -221,7 +236,8 @@ def _run_streaming(
         raise _not_loaded(module, job, error) from None
     watched.extend(StartedQuery(q.name, str(q.id), str(q.runId)) for q in queries)
     guard.started(queries)  # the state manifests, beside the checkpoints they describe
-    display = ProgressDisplay(out)
+    reruns = StageReruns.of(spark) if remote is None else None
+    display = ProgressDisplay(out, reruns.batches if reruns is not None else None)
     try:
         with _interrupts() as interrupted:
             while any(q.isActive for q in queries) and not interrupted:
@@ -256,6 +272,10 @@ def _run_streaming(
         entry.state = held_state(job.spark_plan, plan, query.lastProgress)
         for line in state_lines(query.name, entry.state):
             out.write(line)
+        entry.rerun_batches = _rerun_batches(reruns, query, progress)
+        rerun = entry.rerun_line()
+        if rerun is not None:
+            out.write(rerun)
         failure = query.exception()
         if failure is not None:
             _failed(module, job, entry, failure, failure_log)
@@ -520,6 +540,103 @@ def _executed_exchanges(query: Any) -> int | None:
         return None
 
 
+class StageReruns:
+    """Which micro-batches of a query re-ran a Spark stage.
+
+    numInputRows is the source scans' SQL metric, an accumulator Spark adds every
+    successful task's count to (failed attempts add nothing: SQL metrics do not count
+    failed values). When a stage is resubmitted after a fetch failure (a lost executor or
+    shuffle files), map tasks that had already succeeded run and add their rows again;
+    nothing in the metric tells those rows apart. A query's jobs run in the job group
+    named by its runId, each described with its batch id, and a resubmitted stage's
+    attempt number is above 0: that is the evidence looked for here.
+    """
+
+    def __init__(self, tracker: Any, store: Any = None, bus: Any = None) -> None:
+        self.tracker = tracker
+        self.store = store
+        #: Spark's listener bus: the status store is filled from it, a moment late.
+        self.bus = bus
+        #: Finished jobs already looked at: each is looked at once.
+        self.seen: set[int] = set()
+        self.rerun: dict[str, set[int]] = {}
+        #: False once Spark could not be asked: the answer is then unknown.
+        self.known = True
+
+    @classmethod
+    def of(cls, spark: Any) -> StageReruns:
+        watch = cls(spark.sparkContext.statusTracker())
+        unreachable: tuple[type[BaseException], ...] = (AttributeError, *spark_errors())
+        try:  # Spark's own status store, which holds each job's description
+            watch.store = spark._jsc.sc().statusStore()
+            watch.bus = spark._jsc.sc().listenerBus()
+        except unreachable:
+            watch.known = False
+        return watch
+
+    def batches(self, query: Any) -> set[int]:
+        """The batches of ``query`` whose finished jobs re-ran a stage, so far."""
+        run = str(query.runId)
+        found = self.rerun.setdefault(run, set())
+        if not self.known:
+            return found
+        try:
+            self._settle()
+            for job in self.tracker.getJobIdsForGroup(run):
+                if job in self.seen:
+                    continue
+                info = self.tracker.getJobInfo(job)
+                if info is None or info.status not in ("SUCCEEDED", "FAILED"):
+                    continue  # running: a stage may still be resubmitted
+                self.seen.add(job)
+                if any(self._resubmitted(stage) for stage in info.stageIds):
+                    batch = self._batch_of(job)
+                    if batch is None:
+                        self.known = False
+                    else:
+                        found.add(batch)
+        except spark_errors():
+            self.known = False
+        return found
+
+    def _settle(self) -> None:
+        """Let the status store take in the events already posted (a finished batch's job
+        ends), waiting a second at most: a job still shown running is looked at later."""
+        if self.bus is None:
+            return
+        try:
+            self.bus.waitUntilEmpty(1000)
+        except spark_errors():
+            pass  # still busy: the jobs not yet finished are looked at on the next poll
+
+    def _resubmitted(self, stage: int) -> bool:
+        info = self.tracker.getStageInfo(stage)
+        return info is not None and int(info.currentAttemptId) > 0
+
+    def _batch_of(self, job: int) -> int | None:
+        """The batch id in the job's description (StreamExecution's ``batch = N``)."""
+        description = self.store.job(job).description()
+        text = str(description.get()) if description.isDefined() else ""
+        found = re.search(r"^batch = (\d+)\s*$", text, re.M)
+        return int(found.group(1)) if found else None
+
+
+def _rerun_batches(
+    reruns: StageReruns | None, query: Any, progress: Sequence[Any]
+) -> list[int] | None:
+    """The reported batches that re-ran a stage; None where Spark could not be asked."""
+    if reruns is None:
+        return None
+    found = reruns.batches(query)
+    if not reruns.known:
+        return None
+    return sorted(found & {int(p["batchId"]) for p in progress})
+
+
+#: What a batch line and the live table say of a batch that re-ran a stage.
+RERUN_NOTE = "Spark re-ran a stage of this batch: some rows may be counted twice"
+
+
 @dataclass(frozen=True, slots=True)
 class Progress:
     """One query's latest micro-batch, as both displays show it."""
@@ -533,9 +650,11 @@ class Progress:
     watermark: str
     state_rows: int
     written: int
+    #: Spark re-ran a stage of this batch, so ``rows`` may count rows twice.
+    rerun: bool = False
 
     @classmethod
-    def of(cls, name: str, progress: Any) -> Progress:
+    def of(cls, name: str, progress: Any, rerun: bool = False) -> Progress:
         durations = progress.get("durationMs") or {}
         states = progress.get("stateOperators") or []
         return cls(
@@ -548,11 +667,13 @@ class Progress:
             watermark=str((progress.get("eventTime") or {}).get("watermark", "-")),
             state_rows=sum(int(s.get("numRowsTotal") or 0) for s in states),
             written=int((progress.get("sink") or {}).get("numOutputRows", -1)),
+            rerun=rerun,
         )
 
     def line(self) -> str:
         return (
-            f"[{self.query}] batch {self.batch}: {self.rows} rows in, "
+            f"[{self.query}] batch {self.batch}: {self.rows} rows in"
+            + (f" ({RERUN_NOTE}), " if self.rerun else ", ")
             + (f"{self.written} written, " if self.written >= 0 else "")
             + f"{self.input_rate:.1f} in/s, "
             f"{self.processed_rate:.1f} processed/s, {self.batch_ms} ms, "
@@ -576,11 +697,13 @@ def progress_table(latest: dict[str, Progress]) -> Any:
     ):
         left = column in ("query", "watermark")
         table.add_column(column, justify="left" if left else "right", overflow="fold")
+    if any(p.rerun for p in latest.values()):
+        table.caption = f"* {RERUN_NOTE}"
     for p in latest.values():
         table.add_row(
             p.query,
             str(p.batch),
-            f"{p.input_rate:,.1f}",
+            f"{p.input_rate:,.1f}" + ("*" if p.rerun else ""),
             f"{p.processed_rate:,.1f}",
             str(p.batch_ms),
             p.watermark,
@@ -590,10 +713,15 @@ def progress_table(latest: dict[str, Progress]) -> Any:
 
 
 class ProgressDisplay:
-    """A live table on a terminal; one plain line per finished micro-batch otherwise."""
+    """A live table on a terminal; one plain line per finished micro-batch otherwise.
 
-    def __init__(self, out: TextIO) -> None:
+    ``reruns`` gives a query's batches that re-ran a stage (StageReruns.batches), whose
+    rows in are labelled.
+    """
+
+    def __init__(self, out: TextIO, reruns: Callable[[Any], set[int]] | None = None) -> None:
         self.out = out
+        self.reruns = reruns
         self.latest: dict[str, Progress] = {}
         self.live: Any = None
         if out.isatty():
@@ -607,10 +735,14 @@ class ProgressDisplay:
         for query in queries:
             # every batch since the last update, not only the latest: two micro-batches
             # can finish between polls (a line per batch, batch 0 included)
-            for progress in query.recentProgress:
-                if not progress:
-                    continue
-                current = Progress.of(query.name, progress)
+            recent = [p for p in query.recentProgress if p]
+            previous = self.latest.get(query.name)
+            if previous is not None and all(int(p["batchId"]) <= previous.batch for p in recent):
+                continue
+            # a batch's progress comes after its jobs finished: they are all seen here
+            rerun = self.reruns(query) if self.reruns is not None else set()
+            for progress in recent:
+                current = Progress.of(query.name, progress, int(progress["batchId"]) in rerun)
                 previous = self.latest.get(query.name)
                 if previous is not None and current.batch <= previous.batch:
                     continue
