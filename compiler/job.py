@@ -19,7 +19,7 @@ from flowc.parser import LineIndex, deep_recursion, long_literals
 from flowc.physical import PhysicalPlan
 from flowc.program import Program
 from flowc.python_functions import PythonFunction
-from flowc.spans import Span
+from flowc.spans import Span, line_column
 from flowc.spark_plan import SparkPlan
 from flowc.stream_graph import StreamGraph
 from flowc.transformations import TransformationTree
@@ -161,8 +161,7 @@ def check_input_bounds(text: str, file: str, reporter: Reporter) -> None:
     length (E0901) and each string literal's or quoted name's (E0902)."""
     if len(text) > MAX_SOURCE_CHARS:
         # where the bound is passed, without indexing every line of what may be gigabytes
-        line = text.count("\n", 0, MAX_SOURCE_CHARS) + 1
-        column = MAX_SOURCE_CHARS - text.rfind("\n", 0, MAX_SOURCE_CHARS)
+        line, column = line_column(text, MAX_SOURCE_CHARS)
         reporter.error(
             Code.E0901,
             f"the source is {len(text):,} characters long; flowc compiles at most "
@@ -174,8 +173,7 @@ def check_input_bounds(text: str, file: str, reporter: Reporter) -> None:
     surrogate = _SURROGATE.search(text)
     if surrogate is not None:
         start = surrogate.start()
-        line = text.count("\n", 0, start) + 1
-        column = start - text.rfind("\n", 0, start)
+        line, column = line_column(text, start)
         reporter.error(
             Code.E0904,
             f"the source holds a lone surrogate (U+{ord(surrogate.group()):04X}), which is "
