@@ -30,38 +30,12 @@ from stages import EXAMPLES
 import flowc
 from flowc.codegen import generate_pyspark
 from flowc.runtime.run import ProgressDisplay, RunReport, count_exchanges, run_job
+from tests.helpers.files import read_json_dir
 
 
 def write_json_lines(path: Path, rows: list[dict[str, Any]]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-
-
-def committed_files(path: Path) -> list[Path]:
-    """The files a Spark file sink committed, read from its _spark_metadata log as Spark's
-    own reader does: a batch stopped midway can leave part files that were never committed."""
-    log = path / "_spark_metadata"
-    if not log.is_dir():
-        return sorted(path.glob("*.json"))
-    added: set[str] = set()
-    for entry in log.iterdir():
-        if not entry.name.split(".")[0].isdigit():
-            continue  # checksum files (.0.crc) sit beside the log's entries (0, 1, 9.compact)
-        for line in entry.read_text().splitlines()[1:]:  # the first line is the version
-            record = json.loads(line)
-            name = record["path"].rsplit("/", 1)[-1]
-            if record.get("action") == "delete":
-                added.discard(name)
-            else:
-                added.add(name)
-    return sorted(path / name for name in added)
-
-
-def read_json_dir(path: Path) -> list[dict[str, Any]]:
-    rows = []
-    for part in committed_files(path):
-        rows += [json.loads(line) for line in part.read_text().splitlines() if line]
-    return rows
 
 
 def run(tmp_path: Path, program: str) -> RunReport:
