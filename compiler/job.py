@@ -57,6 +57,9 @@ class CompiledJob:
     trust: TrustPolicy = field(default_factory=TrustPolicy)
     #: The Python callables given to :func:`compile` (``functions=``).
     functions: tuple[PythonFunction, ...] = ()
+    #: ``flowc test``'s substitutions (``test_inputs=``): source name -> the folder of the
+    #: test's rows; the passes plan the program's test form (:mod:`flowc.usertest.harness`).
+    test_inputs: dict[str, str] | None = None
 
     @property
     def spark_diagnostics(self) -> tuple[Diagnostic, ...]:
@@ -100,6 +103,7 @@ def compile(
     base_dir: str | None = None,
     functions: Sequence[PythonFunction] = (),
     allowed_functions: Collection[str] = (),
+    test_inputs: Mapping[str, str] | None = None,
 ) -> CompiledJob:
     """Compile flow source text; raises :class:`CompileError` with every diagnostic on errors.
 
@@ -113,6 +117,10 @@ def compile(
     ``functions`` are Python callables the program may call by name without declaring
     them (:class:`flowc.PythonFunction`, with their types); ``allowed_functions`` the
     ``module:function`` targets an untrusted program may declare with CREATE FUNCTION.
+
+    ``test_inputs`` compiles ``flowc test``'s form of the job: every source reads JSON
+    files from ``test_inputs[name]``, every sink is Spark's memory sink; the program is
+    checked as written, and planned (and generated) in that form.
 
     Spark Structured Streaming's own limits (E07xx: output modes, watermarks) do not stop
     the plans, which are Flink's; they are in ``spark_diagnostics``, and with
@@ -129,6 +137,7 @@ def compile(
         ),
         for_spark=for_spark,
         functions=tuple(functions),
+        test_inputs=dict(test_inputs) if test_inputs is not None else None,
     )
     reporter = Reporter()
     check_input_bounds(job.source, filename, reporter)

@@ -22,7 +22,7 @@ A test file ``NAME.test.yaml`` beside ``NAME.flow``::
 
 from flowc.usertest.compare import SinkResult, canonical, compare, diff_text, table
 from flowc.usertest.discovery import test_files
-from flowc.usertest.harness import test_program
+from flowc.usertest.harness import compile_test_form, test_program
 from flowc.usertest.model import (
     PLAN_STAGES,
     TEST_SUFFIX,
@@ -52,6 +52,7 @@ __all__ = [
     "Value",
     "canonical",
     "compare",
+    "compile_test_form",
     "diff_text",
     "load_test_file",
     "table",

@@ -1,12 +1,36 @@
 """The job's test form: the same program with its inputs and outputs swapped for the
-test's own, so a test never touches the job's real sources and sinks."""
+test's own, so a test never touches the job's real sources and sinks. The swap is an input
+of compilation (``flowc.compile(..., test_inputs=)``, applied by the analysis pass), so the
+job a test runs is the job the compiler made, every stage planned from the test form."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from flowc.program import Program, SinkDef, SourceDef
+
+if TYPE_CHECKING:
+    from flowc.job import CompiledJob
+
+
+def compile_test_form(job: CompiledJob, inputs: Mapping[str, str]) -> CompiledJob:
+    """``job`` compiled again, from its own text and compile options, in its test form:
+    each source reads ``inputs[name]`` (:func:`test_program`)."""
+    from flowc.job import compile
+
+    return compile(
+        job.source,
+        job.file,
+        for_spark=job.for_spark,
+        overrides=job.overrides,
+        trusted=job.trust.trusted,
+        base_dir=job.trust.base_dir,
+        functions=job.functions,
+        allowed_functions=job.trust.functions,
+        test_inputs=inputs,
+    )
 
 
 def test_program(program: Program, inputs: Mapping[str, str]) -> Program:
