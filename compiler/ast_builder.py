@@ -14,11 +14,10 @@ from sqlglot.errors import ParseError, SqlglotError
 from flowc import ast
 from flowc.diagnostics import Reporter
 from flowc.errorcodes import Code
-from flowc.habits import text_span
 from flowc.lalr import Bounds, Token
 from flowc.limits import MAX_NESTING, MAX_TOKENS
 from flowc.source_text import LineIndex
-from flowc.spans import Span
+from flowc.spans import Span, text_span
 from flowc.sql_parsing import LONG_EXPRESSION, TooDeep, count_tokens, parse_sql, sql_keywords
 from flowc.syntax_errors import first_line, report_sqlglot_error
 from flowc.vocabulary import JoinKind, LiteralKind, Partitioner, WindowKind

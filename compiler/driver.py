@@ -17,7 +17,7 @@ from flowc.limits import MAX_LITERAL_CHARS, MAX_SOURCE_CHARS, SharedSetting
 from flowc.passes import PASSES
 from flowc.python_functions import PythonFunction
 from flowc.source_text import LineIndex, long_literals
-from flowc.spans import Span
+from flowc.spans import Span, line_column
 from flowc.sql_parsing import deep_recursion
 from flowc.trust import TrustPolicy
 
@@ -35,6 +35,7 @@ def compile(
     base_dir: str | None = None,
     functions: Sequence[PythonFunction] = (),
     allowed_functions: Collection[str] = (),
+    test_inputs: Mapping[str, str] | None = None,
 ) -> CompiledJob:
     """Compile flow source text; raises :class:`CompileError` with every diagnostic on errors.
 
@@ -49,6 +50,10 @@ def compile(
     them (:class:`flowc.PythonFunction`, with their types); ``allowed_functions`` the
     ``module:function`` targets an untrusted program may declare with CREATE FUNCTION.
 
+    ``test_inputs`` compiles ``flowc test``'s form of the job: every source reads JSON
+    files from ``test_inputs[name]``, every sink is Spark's memory sink; the program is
+    checked as written, and planned (and generated) in that form.
+
     Spark Structured Streaming's own limits (E07xx: output modes, watermarks) do not stop
     the plans, which are Flink's; they are in ``spark_diagnostics``, and with
     ``for_spark=True`` (checking, running, generating PySpark) they are errors too.
@@ -62,6 +67,7 @@ def compile(
         ),
         for_spark=for_spark,
         functions=tuple(functions),
+        test_inputs=dict(test_inputs) if test_inputs is not None else None,
     )
     reporter = Reporter()
     check_input_bounds(job.source, filename, reporter)
@@ -94,8 +100,7 @@ def check_input_bounds(text: str, file: str, reporter: Reporter) -> None:
     length (E0901) and each string literal's or quoted name's (E0902)."""
     if len(text) > MAX_SOURCE_CHARS:
         # where the bound is passed, without indexing every line of what may be gigabytes
-        line = text.count("\n", 0, MAX_SOURCE_CHARS) + 1
-        column = MAX_SOURCE_CHARS - text.rfind("\n", 0, MAX_SOURCE_CHARS)
+        line, column = line_column(text, MAX_SOURCE_CHARS)
         reporter.error(
             Code.E0901,
             f"the source is {len(text):,} characters long; flowc compiles at most "
@@ -107,8 +112,7 @@ def check_input_bounds(text: str, file: str, reporter: Reporter) -> None:
     surrogate = _SURROGATE.search(text)
     if surrogate is not None:
         start = surrogate.start()
-        line = text.count("\n", 0, start) + 1
-        column = start - text.rfind("\n", 0, start)
+        line, column = line_column(text, start)
         reporter.error(
             Code.E0904,
             f"the source holds a lone surrogate (U+{ord(surrogate.group()):04X}), which is "
@@ -170,3 +174,19 @@ def compile_file(path: str | Path, *, for_spark: bool = False) -> CompiledJob:
     """Compile a .flow file (UTF-8); file errors raise OSError or UnicodeDecodeError."""
     path = Path(path)
     return compile(path.read_bytes().decode("utf-8"), filename=str(path), for_spark=for_spark)
+
+
+def compile_test_form(job: CompiledJob, inputs: Mapping[str, str]) -> CompiledJob:
+    """``job`` compiled again, from its own text and compile options, in its test form:
+    each source reads ``inputs[name]`` (:func:`flowc.usertest.harness.test_program`)."""
+    return compile(
+        job.source,
+        job.file,
+        for_spark=job.for_spark,
+        overrides=job.overrides,
+        trusted=job.trust.trusted,
+        base_dir=job.trust.base_dir,
+        functions=job.functions,
+        allowed_functions=job.trust.functions,
+        test_inputs=inputs,
+    )

@@ -27,7 +27,6 @@ from sqlglot.tokenizer_core import TokenType
 from flowc import catalog
 from flowc.diagnostics import Diagnostic, Reporter, Severity
 from flowc.errorcodes import Code
-from flowc.spans import Span
 
 if TYPE_CHECKING:
     from flowc import ast
@@ -174,23 +173,6 @@ def flink_tvf_help(kind: str) -> str:
         f"read the source itself and GROUP BY {spark}: window.start and window.end are the "
         f"window's bounds; in a pipe query write |> WINDOW {kind}(ts, ...) |> AGGREGATE ..."
     )
-
-
-def text_span(text: str, span: Span, start: int, end: int) -> Span:
-    """The file span of characters ``[start, end)`` of ``text``, which starts at ``span``."""
-    start = max(0, min(start, len(text)))
-    end = max(start, min(end, len(text)))
-
-    def position(offset: int) -> tuple[int, int]:
-        before = text[:offset]
-        newlines = before.count("\n")
-        if newlines == 0:
-            return span.line, span.column + offset
-        return span.line + newlines, offset - before.rfind("\n")
-
-    line, column = position(start)
-    end_line, end_column = position(end)
-    return Span(span.file, line, column, end_line, end_column)
 
 
 # ---------------------------------------------------------------- CREATE TABLE

@@ -48,6 +48,9 @@ class CompiledJob:
     trust: TrustPolicy = field(default_factory=TrustPolicy)
     #: The Python callables given to :func:`compile` (``functions=``).
     functions: tuple[PythonFunction, ...] = ()
+    #: ``flowc test``'s substitutions (``test_inputs=``): source name -> the folder of the
+    #: test's rows; the passes plan the program's test form (:mod:`flowc.usertest.harness`).
+    test_inputs: dict[str, str] | None = None
 
     @property
     def spark_diagnostics(self) -> tuple[Diagnostic, ...]:

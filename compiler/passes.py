@@ -30,6 +30,7 @@ from flowc.spark_plan import SparkPlan, build_spark_plan
 from flowc.stream_graph import StreamGraph, build_stream_graph
 from flowc.streaming import check_streaming, check_temporal_joins
 from flowc.transformations import TransformationTree, build_transformations
+from flowc.usertest.harness import test_program
 
 T = TypeVar("T")
 
@@ -66,6 +67,9 @@ def _analyze(job: CompiledJob, reporter: Reporter) -> Program:
     program = analyze(job.ast, reporter, job.overrides, job.trust, job.functions)
     if not reporter.has_errors:
         check_temporal_joins(program, reporter)
+    if job.test_inputs is not None and not reporter.has_errors:
+        # flowc test: the program as written is checked above; its test form is planned
+        program = test_program(program, job.test_inputs)
     return program
 
 

@@ -32,3 +32,30 @@ class Span:
         start = min((self.line, self.column), (other.line, other.column))
         end = max((self.end_line, self.end_column), (other.end_line, other.end_column))
         return Span(self.file, start[0], start[1], end[0], end[1])
+
+
+def line_column(text: str, offset: int) -> tuple[int, int]:
+    """The 1-based line and column, in characters, of ``offset`` in ``text``: the one
+    offset-to-position rule of every diagnostic. A line ends after its ``\\n`` (a CRLF's
+    ``\\r`` is its line's last column); ``len(text)`` is the position past the end. Scans
+    ``text[:offset]`` once: for many look-ups in one text, source_text.LineIndex indexes
+    the lines instead (and is tested to agree)."""
+    return text.count("\n", 0, offset) + 1, offset - text.rfind("\n", 0, offset)
+
+
+def text_span(text: str, origin: Span, start: int, end: int) -> Span:
+    """The file span of characters ``[start, end)`` of ``text``, a text whose first
+    character stands at ``origin`` (an expression's text inside its file); offsets out of
+    range are clamped to the text."""
+    start = max(0, min(start, len(text)))
+    end = max(start, min(end, len(text)))
+
+    def position(offset: int) -> tuple[int, int]:
+        line, column = line_column(text, offset)
+        if line == 1:
+            return origin.line, origin.column + column - 1
+        return origin.line + line - 1, column
+
+    line, column = position(start)
+    end_line, end_column = position(end)
+    return Span(origin.file, line, column, end_line, end_column)

@@ -15,7 +15,8 @@ group has seen, ``collect_set``, which Spark keeps in the aggregation's state:
 
 A ``FILTER (WHERE ...)`` clause moves onto the ``collect_set``. Any other distinct
 aggregate raises :class:`UnsupportedDistinct`. Flink runs all of them natively: its
-plans do not change; the Spark realization lists each rewrite (:func:`distinct_rewrites`).
+plans do not change; the Spark realization lists each rewrite (:func:`rewrite_distinct`
+returns them).
 """
 
 from __future__ import annotations
@@ -65,11 +66,6 @@ def rewrite_distinct(tree: exp.Expr) -> tuple[exp.Expr, tuple[DistinctRewrite, .
             node.set("this", distinct.expressions[0])
             rewrites[-1] = DistinctRewrite(written, (wrapper or node).sql("spark"))
     return copy, tuple(rewrites)
-
-
-def distinct_rewrites(tree: exp.Expr) -> tuple[DistinctRewrite, ...]:
-    """The rewrites :func:`rewrite_distinct` makes in ``tree``."""
-    return rewrite_distinct(tree)[1]
 
 
 def _rewritten(

@@ -23,7 +23,7 @@ from flowc.diagnostics import Reporter, did_you_mean
 from flowc.errorcodes import Code
 from flowc.limits import BoundedCache
 from flowc.program import Column, Schema
-from flowc.spans import Span
+from flowc.spans import Span, text_span
 from flowc.sql_parsing import NODE_BYTES, deep_recursion
 
 UNKNOWN = "UNKNOWN"
@@ -100,20 +100,7 @@ def is_numeric(type_text: str) -> bool:
 
 def sub_span(expr: SqlExpr, start: int, end: int) -> Span:
     """The file span of characters ``[start, end)`` of an expression's text."""
-    text = expr.text
-    start = max(0, min(start, len(text)))
-    end = max(start, min(end, len(text)))
-
-    def position(offset: int) -> tuple[int, int]:
-        before = text[:offset]
-        newlines = before.count("\n")
-        if newlines == 0:
-            return expr.span.line, expr.span.column + offset
-        return expr.span.line + newlines, offset - before.rfind("\n")
-
-    line, column = position(start)
-    end_line, end_column = position(end)
-    return Span(expr.span.file, line, column, end_line, end_column)
+    return text_span(expr.text, expr.span, start, end)
 
 
 def node_span(expr: SqlExpr, node: exp.Expr) -> Span:

@@ -31,7 +31,6 @@ ROCKSDB_PROVIDER = _STATE + "RocksDBStateStoreProvider"
 
 #: Flink's backend names → Spark's provider classes.
 PROVIDERS = {"hashmap": HDFS_PROVIDER, "rocksdb": ROCKSDB_PROVIDER}
-BACKENDS = tuple(PROVIDERS)
 DEFAULT_BACKEND = "hashmap"
 
 #: Why the default is the default: the measurement behind it (BENCHMARKS.md, "State

@@ -12,10 +12,10 @@ from sqlglot.errors import ParseError
 
 from flowc.diagnostics import Reporter
 from flowc.errorcodes import Code
-from flowc.habits import FLINK_WINDOW_TVF, create_help, flink_tvf_help, text_span
+from flowc.habits import FLINK_WINDOW_TVF, create_help, flink_tvf_help
 from flowc.lalr import Token
 from flowc.source_text import Chunk, LineIndex, open_bracket
-from flowc.spans import Span
+from flowc.spans import Span, text_span
 
 if TYPE_CHECKING:
     import lark

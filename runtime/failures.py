@@ -43,7 +43,7 @@ from flowc.diagnostics import Diagnostic, Severity
 from flowc.errorcodes import Code
 from flowc.job import CompiledJob
 from flowc.program import InsertDef, Program, Step, Stream, view_of
-from flowc.spans import Span
+from flowc.spans import Span, text_span
 from flowc.spark_plan import checkpoint_root
 from flowc.spark_sql import UnsupportedOnSpark, sql_of
 from flowc.vocabulary import STATEFUL_STEPS, StepKind
@@ -494,7 +494,7 @@ def _narrow(source: str, expr: ast.SqlExpr, fragment: str) -> Span:
         return span
     first = offset + positions[at]
     last = offset + positions[at + len(wanted) - 1] + 1
-    return _span_between(source, span.file, first, last)
+    return text_span(source, Span(span.file, 1, 1, 1, 1), first, last)
 
 
 def _normalized(text: str) -> tuple[str, list[int]]:
@@ -508,16 +508,6 @@ def _normalized(text: str) -> tuple[str, list[int]]:
         kept.append(char.lower())
         positions.append(index)
     return "".join(kept), positions
-
-
-def _span_between(source: str, file: str, first: int, last: int) -> Span:
-    def position(offset: int) -> tuple[int, int]:
-        line = source.count("\n", 0, offset) + 1
-        column = offset - (source.rfind("\n", 0, offset) + 1) + 1
-        return line, column
-
-    (line, column), (end_line, end_column) = position(first), position(last)
-    return Span(file, line, column, end_line, end_column)
 
 
 def stateful_kinds() -> frozenset[StepKind]:

@@ -7,7 +7,6 @@ pyspark (through the generated program); the compiler never does.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import signal
@@ -756,7 +755,3 @@ class ProgressDisplay:
     def close(self) -> None:
         if self.live is not None:
             self.live.stop()
-
-
-def write_report(report: RunReport, path: str) -> None:
-    Path(path).write_text(json.dumps(report.to_json(), indent=2) + "\n", encoding="utf-8")

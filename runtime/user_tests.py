@@ -9,7 +9,6 @@ written only once a later row's watermark has passed its end, as the job would w
 
 from __future__ import annotations
 
-import copy
 import datetime
 import decimal
 import json
@@ -18,6 +17,7 @@ import tempfile
 import time
 from typing import Any
 
+from flowc.driver import compile_test_form
 from flowc.job import CompiledJob
 from flowc.runtime.failures import spark_errors
 from flowc.runtime.run import load_program
@@ -28,7 +28,6 @@ from flowc.usertest import (
     UserTest,
     compare,
     diff_text,
-    test_program,
 )
 
 
@@ -43,9 +42,7 @@ def run_test(spark: Any, job: CompiledJob, test: UserTest, file: TestFile) -> Te
             os.makedirs(path)
             if name in given:
                 _write_batches(path, [list(b) for b in given[name].batches])
-        runnable = copy.copy(job)
-        runnable.program = test_program(job.program, inputs)
-        module = load_program(runnable)
+        module = load_program(compile_test_form(job, inputs))
         # The job's folder: its Python functions import from there; every source and sink
         # of the test form has a path of its own (or none).
         module.__dict__["BASE_DIR"] = os.path.abspath(os.path.dirname(job.file) or ".")

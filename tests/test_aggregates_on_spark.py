@@ -13,18 +13,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from test_streaming_rules_on_spark import (
-    Row,
-    at,
-    compiled,
-    into_memory,
-    minute_of,
-    run_generated,
-    source,
-    spark_codes,
-    table,
-    write_batches,
-)
+from tests.helpers.files import Row, at, minute_of, source, write_batches
+from tests.helpers.spark_run import compiled, into_memory, run_generated, spark_codes, table
 
 #: Bids over three micro-batches: a bidder repeating within and across batches, a NULL
 #: bidder, prices on both sides of the FILTER's bound.

@@ -16,10 +16,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from test_run import read_json_dir
-
 import flowc
 from flowc.runtime.run import RunReport, load_program, run_job
+from tests.helpers.files import read_json_dir
 
 GOOD = [
     {"user": "ann", "n": 1, "ts": "2024-01-01T00:00:00"},

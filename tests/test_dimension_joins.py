@@ -11,15 +11,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from test_streaming_rules_on_spark import (
-    Row,
-    compiled,
-    into_memory,
-    run_generated,
-    source,
-    table,
-    write_batches,
-)
+from tests.helpers.files import Row, source, write_batches, write_table
+from tests.helpers.spark_run import compiled, into_memory, run_generated, table
 
 BIDS: list[list[Row]] = [
     [{"auction": 1, "price": 10}, {"auction": 2, "price": 20}, {"auction": 9, "price": 90}],
@@ -40,11 +33,6 @@ TABLES = (
     "CREATE TABLE persons (id BIGINT, city STRING)\n"
     "  WITH (connector = 'files', path = 'persons', format = 'json');\n"
 )
-
-
-def write_table(folder: Path, rows: list[Row], name: str = "part-0.json") -> None:
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / name).write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
 
 
 def test_inner_and_left_joins_with_tables(spark: Any, tmp_path: Path) -> None:

@@ -11,16 +11,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from test_streaming_rules_on_spark import (
-    Row,
-    at,
-    compiled,
-    run_generated,
-    source,
-    spark_codes,
-    table,
-    write_batches,
-)
+from tests.helpers.files import Row, at, source, write_batches
+from tests.helpers.spark_run import compiled, run_generated, spark_codes, table
 
 #: Items clicked over eight minutes, in four micro-batches; the last one moves the
 #: watermark far enough to close every minute before it.

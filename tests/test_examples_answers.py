@@ -19,10 +19,10 @@ from typing import Any
 
 import pytest
 from stages import ROOT
-from test_run import read_json_dir
 
 import flowc
 from flowc.runtime.run import run_job
+from tests.helpers.files import read_json_dir
 
 START = datetime(2026, 3, 1, 9, 0, 0)
 
@@ -185,7 +185,8 @@ def test_every_generated_program_runs(spark: Any, tmp_path: Path) -> None:
     """The --emit pyspark program of each example without a file sink exits 0 (the ones
     with file sinks are run by the answer tests above, against answers computed here)."""
     from stages import EXAMPLES
-    from test_examples_run import generate_inputs
+
+    from tests.helpers.example_inputs import generate_inputs
 
     for example in EXAMPLES:
         folder = tmp_path / example.stem

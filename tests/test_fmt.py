@@ -20,13 +20,13 @@ from pathlib import Path
 import pytest
 from fuzzing import EXAMPLES
 from hypothesis import HealthCheck, given, settings
-from test_fuzz import programs, token_mutants
 
 import flowc
 from flowc.cli import main
 from flowc.cli_compile import render_stage
 from flowc.diagnostics import CompileError
 from flowc.formatter import TokenKind, format_program, significant, tokens
+from tests.helpers.strategies import programs, token_mutants
 
 ROOT = Path(__file__).resolve().parent.parent
 PROGRAMS = sorted((ROOT / "examples").glob("*.flow"))

@@ -39,19 +39,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import flowc
+from tests.helpers.strategies import programs, token_mutants
 
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
-
-
-@st.composite
-def programs(draw: Callable[[Any], Any]) -> str:
-    return generate_program(DrawChooser(draw))
-
-
-@st.composite
-def token_mutants(draw: Callable[[Any], Any]) -> str:
-    chooser = DrawChooser(draw)
-    return mutate_tokens(chooser, EXAMPLES[chooser.choice(sorted(EXAMPLES))])
 
 
 @st.composite

@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from test_streaming_rules_on_spark import Row, at, compiled, run_generated, source, write_batches
-
 import flowc
+from tests.helpers.files import Row, at, source, write_batches
+from tests.helpers.spark_run import compiled, run_generated
 
 BIDS: list[list[Row]] = [
     [

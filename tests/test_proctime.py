@@ -14,15 +14,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from test_streaming_rules_on_spark import (
-    Row,
-    compiled,
-    into_memory,
-    run_generated,
-    source,
-    spark_codes,
-    write_batches,
-)
+from tests.helpers.files import Row, source, write_batches
+from tests.helpers.spark_run import compiled, into_memory, run_generated, spark_codes
 
 CLICKS: list[list[Row]] = [
     [{"user_id": 1, "batch": 0}, {"user_id": 2, "batch": 0}, {"user_id": 1, "batch": 0}],

@@ -30,38 +30,13 @@ from stages import EXAMPLES
 import flowc
 from flowc.codegen import generate_pyspark
 from flowc.runtime.run import ProgressDisplay, RunReport, count_exchanges, run_job
+from tests.helpers.files import read_json_dir
+from tests.helpers.progress import PROGRESS, FakeQuery
 
 
 def write_json_lines(path: Path, rows: list[dict[str, Any]]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-
-
-def committed_files(path: Path) -> list[Path]:
-    """The files a Spark file sink committed, read from its _spark_metadata log as Spark's
-    own reader does: a batch stopped midway can leave part files that were never committed."""
-    log = path / "_spark_metadata"
-    if not log.is_dir():
-        return sorted(path.glob("*.json"))
-    added: set[str] = set()
-    for entry in log.iterdir():
-        if not entry.name.split(".")[0].isdigit():
-            continue  # checksum files (.0.crc) sit beside the log's entries (0, 1, 9.compact)
-        for line in entry.read_text().splitlines()[1:]:  # the first line is the version
-            record = json.loads(line)
-            name = record["path"].rsplit("/", 1)[-1]
-            if record.get("action") == "delete":
-                added.discard(name)
-            else:
-                added.add(name)
-    return sorted(path / name for name in added)
-
-
-def read_json_dir(path: Path) -> list[dict[str, Any]]:
-    rows = []
-    for part in committed_files(path):
-        rows += [json.loads(line) for line in part.read_text().splitlines() if line]
-    return rows
 
 
 def run(tmp_path: Path, program: str) -> RunReport:
@@ -709,34 +684,13 @@ def test_ctrl_c_stops_cleanly_and_a_rerun_completes(tmp_path: Path) -> None:
     assert_rerun_completes_exactly_once(tmp_path, run.command, everything)
 
 
-class _FakeQuery:
-    """A streaming query as the display reads it: its progress so far, oldest first."""
-
-    def __init__(self, name: str, *progress: dict[str, Any]) -> None:
-        self.name = name
-        self.recentProgress = list(progress)
-        self.lastProgress = progress[-1]
-
-
-PROGRESS = {
-    "batchId": 3,
-    "numInputRows": 40,
-    "inputRowsPerSecond": 12.5,
-    "processedRowsPerSecond": 80.0,
-    "durationMs": {"triggerExecution": 512},
-    "eventTime": {"watermark": "2026-01-01T12:00:00.000Z"},
-    "stateOperators": [{"numRowsTotal": 7}, {"numRowsTotal": 3}],
-    "sink": {"numOutputRows": 6},
-}
-
-
 def test_plain_progress_lines_off_a_terminal() -> None:
     from flowc.runtime.run import ProgressDisplay
 
     out = io.StringIO()
     display = ProgressDisplay(out)
-    display.update([_FakeQuery("per_user", PROGRESS)])
-    display.update([_FakeQuery("per_user", PROGRESS)])  # same batch: no second line
+    display.update([FakeQuery("per_user", PROGRESS)])
+    display.update([FakeQuery("per_user", PROGRESS)])  # same batch: no second line
     display.close()
     assert out.getvalue() == (
         "[per_user] batch 3: 40 rows in, 6 written, 12.5 in/s, 80.0 processed/s, 512 ms, "
@@ -754,7 +708,7 @@ def test_live_table_on_a_terminal() -> None:
     out = Terminal()
     display = ProgressDisplay(out)
     display.update(
-        [_FakeQuery("per_user", PROGRESS), _FakeQuery("totals", {**PROGRESS, "batchId": 9})]
+        [FakeQuery("per_user", PROGRESS), FakeQuery("totals", {**PROGRESS, "batchId": 9})]
     )
     display.close()
     shown = out.getvalue()
@@ -989,10 +943,8 @@ def test_a_line_for_every_batch_even_when_several_finish_between_polls() -> None
 
     out = io.StringIO()
     display = ProgressDisplay(out)
-    display.update([_FakeQuery("q", progress(0, 5), progress(1, 0))])
-    display.update(
-        [_FakeQuery("q", progress(0, 5), progress(1, 0), progress(1, 0), progress(2, 7))]
-    )
+    display.update([FakeQuery("q", progress(0, 5), progress(1, 0))])
+    display.update([FakeQuery("q", progress(0, 5), progress(1, 0), progress(1, 0), progress(2, 7))])
     display.close()
     lines = out.getvalue().splitlines()
     assert [line.split(":")[0] for line in lines] == ["[q] batch 0", "[q] batch 1", "[q] batch 2"]

@@ -13,8 +13,6 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_graph_properties import SETTINGS, compile_or_reject, programs
-from test_graph_properties import Program as GeneratedProgram
 
 import flowc
 from flowc.flink.keygroups import (
@@ -27,6 +25,8 @@ from flowc.flink.keygroups import (
     pointwise_runs,
 )
 from flowc.physical import EQUAL_SHARE_RUNS, PhysicalPlan
+from tests.helpers.topologies import SETTINGS, compile_or_reject, programs
+from tests.helpers.topologies import Program as GeneratedProgram
 
 # ------------------------------------------------------------------ expanding the JSON
 # Written from docs/plans.md alone, not from flowc's helpers.

@@ -9,19 +9,9 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from test_streaming_rules_on_spark import (
-    Row,
-    at,
-    compiled,
-    into_memory,
-    run_generated,
-    source,
-    spark_codes,
-    table,
-    write_batches,
-)
-
 import flowc
+from tests.helpers.files import Row, at, source, write_batches
+from tests.helpers.spark_run import compiled, into_memory, run_generated, spark_codes, table
 
 HEAD = """SET parallelism = 2;
 SET max_parallelism = 64;

@@ -16,8 +16,6 @@ from typing import Any
 
 import pytest
 from pyspark.status import SparkJobInfo, SparkStageInfo
-from test_run import PROGRESS, _FakeQuery
-from test_streaming_rules_on_spark import compiled, source, write_batches
 
 from flowc.runtime.run import (
     RERUN_NOTE,
@@ -26,6 +24,9 @@ from flowc.runtime.run import (
     _rerun_batches,
     run_job,
 )
+from tests.helpers.files import source, write_batches
+from tests.helpers.progress import PROGRESS, FakeQuery
+from tests.helpers.spark_run import compiled
 
 HERE = Path(__file__).parent
 
@@ -36,7 +37,7 @@ def test_a_batch_that_lost_its_shuffle_output_is_labelled(tmp_path: Path) -> Non
     and flowc labels that batch, and only that one, everywhere it shows the count."""
     pytest.importorskip("pyspark")
     done = subprocess.run(
-        [sys.executable, str(HERE / "rerun_job.py"), str(tmp_path / "run")],
+        [sys.executable, str(HERE / "helpers" / "rerun_job.py"), str(tmp_path / "run")],
         capture_output=True,
         text=True,
         timeout=400,
@@ -95,7 +96,7 @@ def test_an_ordinary_run_is_not_labelled(spark: Any, tmp_path: Path) -> None:
 
 def test_display_labels_the_batches_it_is_told_re_ran() -> None:
     """The plain line and the live table carry the label for a re-run batch only."""
-    query = _FakeQuery("q", {**PROGRESS, "batchId": 0}, {**PROGRESS, "batchId": 1})
+    query = FakeQuery("q", {**PROGRESS, "batchId": 0}, {**PROGRESS, "batchId": 1})
     out = io.StringIO()
     display = ProgressDisplay(out, lambda q: {1})
     display.update([query])

@@ -19,6 +19,7 @@ from stages import COMBINATIONS, EMITTED, EXAMPLES, ROOT, STAGE_FORMATS, emitted
 
 import flowc
 from flowc.cli import main
+from tests.helpers.snapshots import PerExampleSnapshot
 
 GRAPH_STAGES = ("transformations", "streamgraph", "jobgraph")
 
@@ -85,7 +86,13 @@ def test_stage_snapshot(
         # Re-serialised in the document's own key order: syrupy would sort a dict's keys,
         # and the order of keys is part of the Flink-compatible schemas.
         out = json.dumps(document, indent=2, ensure_ascii=False) + "\n"
-    assert out == snapshot
+    assert out == snapshot(extension_class=PerExampleSnapshot)
+
+
+def test_each_example_has_a_snapshot_file_of_its_own() -> None:
+    """One file per example (tests/helpers/snapshots.py), none left of a removed one."""
+    folder = Path(__file__).parent / "__snapshots__" / "test_stage_snapshots"
+    assert sorted(p.name for p in folder.iterdir()) == sorted(f"{e.stem}.ambr" for e in EXAMPLES)
 
 
 def test_examples_exist() -> None:

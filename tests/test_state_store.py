@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_streaming_rules_on_spark import Row, at, run_in, source, write_batches
 
 import flowc
 from flowc.errorcodes import Code
@@ -27,6 +26,8 @@ from flowc.state_store import (
     PROVIDER_CLASS_CONF,
     ROCKSDB_PROVIDER,
 )
+from tests.helpers.files import Row, at, source, write_batches
+from tests.helpers.spark_run import run_in
 
 BIDS: list[list[Row]] = [
     [{"auction": 1, "price": 10, "ts": at(0)}, {"auction": 2, "price": 7, "ts": at(1)}],

@@ -12,9 +12,6 @@ must compile with no Spark diagnostic, run, and write the plain-Python answer.
 
 from __future__ import annotations
 
-import io
-import json
-import os
 from collections import Counter
 from collections.abc import Callable
 from datetime import datetime, timedelta
@@ -24,104 +21,21 @@ from typing import Any
 import pytest
 
 import flowc
-from flowc.runtime.run import load_program
-
-Row = dict[str, Any]
-T0 = datetime(2026, 3, 1, 9, 0, 0)
-
-
-def at(seconds: float) -> str:
-    return (T0 + timedelta(seconds=seconds)).isoformat()
-
-
-def write_batches(folder: Path, batches: list[list[Row]]) -> None:
-    """One JSON-lines file per micro-batch, each modified after the one before."""
-    folder.mkdir(parents=True, exist_ok=True)
-    for index, rows in enumerate(batches):
-        path = folder / f"part-{index:03d}.json"
-        path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-        stamp = 1_700_000_000 + index * 10
-        os.utime(path, (stamp, stamp))
-
-
-def source(name: str, columns: str, watermark: str = "", path: str | None = None) -> str:
-    """A files source read one file per micro-batch."""
-    mark = f", WATERMARK FOR ts AS ts - INTERVAL {watermark}" if watermark else ""
-    return (
-        f"CREATE SOURCE {name} ({columns}{mark}) WITH (connector = 'files', "
-        f"path = '{path or name}', format = 'json', max_files_per_trigger = 1);\n"
-    )
-
-
-def compiled(tmp_path: Path, program: str) -> flowc.CompiledJob:
-    """The job with Spark's rules kept apart, as the Flink plans are built."""
-    flow = tmp_path / "job.flow"
-    flow.write_text(program, encoding="utf-8")
-    return flowc.compile(program, str(flow))
-
-
-def spark_codes(job: flowc.CompiledJob) -> set[str]:
-    """The codes of the Spark rules' errors (W0040, state that grows forever, is a warning:
-    Spark runs the query)."""
-    return {d.code for d in job.spark_diagnostics if d.severity.name == "ERROR"}
-
+from tests.helpers.files import Row, at, minute_of, source, write_batches
+from tests.helpers.spark_run import (
+    Refused,
+    compiled,
+    into_memory,
+    run_generated,
+    spark_codes,
+    table,
+)
 
 #: The error conditions of Spark 4's UnsupportedOperationChecker, its refusals of a
 #: streaming query at start: output modes have a condition of their own, the other rules
 #: share one legacy condition and differ in the message.
 OUTPUT_MODE = "STREAMING_OUTPUT_MODE.UNSUPPORTED_OPERATION"
 UNSUPPORTED = "_LEGACY_ERROR_TEMP_3102"
-
-
-class Refused(Exception):
-    """Spark refused to start a query: its error condition."""
-
-    def __init__(self, condition: str, message: str) -> None:
-        super().__init__(f"{condition}: {message}")
-        self.condition = condition
-
-
-def run_generated(
-    spark: Any,
-    tmp_path: Path,
-    job: flowc.CompiledJob,
-    edit: Callable[[str], str] | None = None,
-) -> None:
-    """Start the job's generated queries (``edit``: a change to the generated text) with
-    availableNow and wait for them; Spark refusing one at start raises :class:`Refused`."""
-    from pyspark.errors import PySparkException
-
-    module = load_program(job)
-    if edit is not None:
-        from flowc.codegen import generate_pyspark
-
-        text = edit(generate_pyspark(job))
-        module.__dict__.clear()
-        exec(compile(text, "<edited job>", "exec"), module.__dict__)
-    module.__dict__["BASE_DIR"] = str(tmp_path)
-    try:
-        queries = module.start_queries(spark, str(tmp_path / "checkpoints"), True)
-    except PySparkException as error:
-        for query in spark.streams.active:
-            query.stop()
-        raise Refused(str(error.getCondition()), str(error)) from None
-    for query in queries:
-        query.awaitTermination()
-        assert query.exception() is None, query.exception()
-
-
-def run_in(job: flowc.CompiledJob, folder: Path) -> Any:
-    """``flowc run --available-now`` of the job in ``folder`` (its base directory, and its
-    checkpoints under ``checkpoints/``), in this process: the run's report."""
-    from flowc.runtime.run import run_job
-
-    return run_job(
-        job,
-        available_now=True,
-        checkpoint_dir=str(folder / "checkpoints"),
-        base_dir=str(folder),
-        out=io.StringIO(),
-    )
 
 
 def assert_refusal(refusal: Refused, condition: str, message: str) -> None:
@@ -150,14 +64,6 @@ def assert_refused_or_wrong(
         return
     got = table(spark, sink)
     assert got != expected, f"Spark ran it and wrote the right answer: {got}"
-
-
-def table(spark: Any, name: str) -> list[tuple[Any, ...]]:
-    return sorted(tuple(row) for row in spark.sql(f"SELECT * FROM `{name}`").collect())
-
-
-def minute_of(ts: str) -> datetime:
-    return datetime.fromisoformat(ts).replace(second=0, microsecond=0)
 
 
 # ---------------------------------------------------------------- input
@@ -514,13 +420,6 @@ AGGREGATE_IN_UPDATE = (
     + "CREATE SINK u3 WITH (connector = 'noop', mode = 'update');\n"
     + "INSERT INTO u3 FROM s |> KEY BY k |> AGGREGATE sum(v) AS total;\n"
 )
-
-
-def into_memory(text: str) -> str:
-    """The generated text with its noop sink made a memory table (flowc's memory sink takes
-    append and complete mode only; Spark's takes update as well), so the rows can be read."""
-    assert text.count("writer.format('noop')") == 1
-    return text.replace("writer.format('noop')", "writer.format('memory')")
 
 
 def test_an_unwindowed_aggregate_in_update_mode_runs_and_is_right(

@@ -18,20 +18,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_dimension_joins import write_table
-from test_streaming_rules_on_spark import (
-    Row,
-    at,
-    compiled,
-    run_generated,
-    source,
-    table,
-    write_batches,
-)
 
 import flowc
 from flowc.cli import main
 from flowc.diagnostics import CompileError
+from tests.helpers.files import Row, at, source, write_batches, write_table
+from tests.helpers.spark_run import compiled, run_generated, table
 
 HEAD = """CREATE SOURCE tx (id BIGINT, cur STRING, amount DOUBLE, ts TIMESTAMP, pt AS PROCTIME(),
   WATERMARK FOR ts AS ts - INTERVAL 5 SECONDS)

@@ -14,20 +14,9 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from test_streaming_rules_on_spark import (
-    Row,
-    at,
-    compiled,
-    into_memory,
-    minute_of,
-    run_generated,
-    source,
-    spark_codes,
-    table,
-    write_batches,
-)
-
 from flowc.codegen import generate_pyspark
+from tests.helpers.files import Row, at, minute_of, source, write_batches
+from tests.helpers.spark_run import compiled, into_memory, run_generated, spark_codes, table
 
 #: Prices are distinct, so every order is a total one, as Flink's arrival order would be.
 BIDS: list[list[Row]] = [

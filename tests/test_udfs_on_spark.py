@@ -14,20 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_streaming_rules_on_spark import (
-    Row,
-    at,
-    compiled,
-    into_memory,
-    run_generated,
-    run_in,
-    source,
-    spark_codes,
-    write_batches,
-)
 
 import flowc
 from flowc.errorcodes import Code
+from tests.helpers.files import Row, at, source, write_batches
+from tests.helpers.spark_run import compiled, into_memory, run_generated, run_in, spark_codes
 
 PRICING = '''
 from decimal import Decimal

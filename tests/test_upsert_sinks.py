@@ -24,10 +24,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_streaming_rules_on_spark import Row, at, run_in, source, write_batches
 
 import flowc
 from flowc.errorcodes import Code
+from tests.helpers.files import Row, at, source, write_batches
+from tests.helpers.spark_run import run_in
 
 REQUIRED = os.environ.get("FLOWC_POSTGRES_REQUIRED") == "1"
 

@@ -17,7 +17,10 @@ from typing import Any
 
 import pytest
 
+import flowc
 from flowc.cli import main
+from flowc.codegen import generate_pyspark
+from flowc.driver import compile_test_form
 from flowc.usertest import canonical
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -39,6 +42,29 @@ def copy_job(tmp_path: Path, name: str = "clicks_per_user") -> Path:
 def test_every_example_has_a_test_file() -> None:
     missing = [p.name for p in EXAMPLES if not p.with_name(p.stem + ".test.yaml").is_file()]
     assert missing == []
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
+def test_a_test_runs_the_job_the_compiler_made_from_the_test_form(example: Path) -> None:
+    """flowc test's substitutions are an input of compilation: every stage is planned from
+    the test form (each source reads the test's folder, each sink is a memory sink), and
+    the program is checked as written (the same diagnostics)."""
+    job = flowc.compile(example.read_text(encoding="utf-8"), str(example), for_spark=True)
+    inputs = {s.name: f"/tests/in/{s.name}" for s in job.program.sources}
+    form = compile_test_form(job, inputs)
+    assert form.test_inputs == inputs and job.test_inputs is None
+    assert form.diagnostics == job.diagnostics
+    assert {(s.name, s.connector, dict(s.options)["path"]) for s in form.program.sources} == {
+        (name, "files", path) for name, path in inputs.items()
+    }
+    assert {s.connector for s in form.program.sinks} == {"memory"}
+    generated = generate_pyspark(form)
+    for path in inputs.values():
+        assert f"'{path}'" in generated
+    assert generated.count("writer.format('memory')") == len(form.spark_plan.queries)
+    # the plans are the test form's, made by the passes: not the job's plans reused
+    assert form.spark_plan != job.spark_plan
+    assert generate_pyspark(job) != generated
 
 
 def test_every_examples_tests_pass(

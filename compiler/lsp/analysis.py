@@ -16,6 +16,7 @@ from flowc.driver import compile
 from flowc.formatter import TokenKind, tokens
 from flowc.job import CompiledJob
 from flowc.parser import deep_recursion, parse
+from flowc.source_text import LineIndex
 from flowc.spans import Span
 
 #: Pipe steps offered after ``|>``, with what each does.
@@ -172,18 +173,14 @@ def words(document: Document) -> list[Word]:
 
 def _words(document: Document) -> list[Word]:
     found: list[Word] = []
-    line, column = 1, 1
+    index = LineIndex(document.uri, document.text)
+    offset = 0
     for token in tokens(document.text):
         text = token.text
         if token.kind is TokenKind.TEXT and (text[:1].isalpha() or text[:1] in "_`"):
             name = text.strip("`").replace("``", "`") if text.startswith("`") else text
-            found.append(Word(name, Span(document.uri, line, column, line, column + len(text))))
-        newlines = text.count("\n")
-        if newlines:
-            line += newlines
-            column = len(text) - text.rfind("\n")
-        else:
-            column += len(text)
+            found.append(Word(name, index.span(offset, offset + len(text))))
+        offset += len(text)
     return found
 
 

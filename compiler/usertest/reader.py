@@ -12,7 +12,7 @@ from flowc.catalog import is_upsert
 from flowc.diagnostics import Diagnostic, Severity
 from flowc.errorcodes import Code
 from flowc.job import CompiledJob
-from flowc.spans import Span
+from flowc.spans import Span, line_column
 from flowc.upsert_sinks import upsert_key
 from flowc.usertest.model import (
     ExpectedRows,
@@ -77,9 +77,10 @@ def _read(path: str) -> str:
     try:
         return data.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError as error:
-        before = data[: error.start]
-        line = before.count(b"\n") + 1
-        column = len(before) - (before.rfind(b"\n") + 1) + 1
+        # the bytes before the first bad one decode: the column counts characters, as
+        # every other column does
+        before = data[: error.start].decode("utf-8").removeprefix("\ufeff")
+        line, column = line_column(before, len(before))
         raise TestFileError(
             [
                 _error(

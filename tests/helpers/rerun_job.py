@@ -1,6 +1,6 @@
 """A flowc run whose first micro-batch loses its shuffle output, in a process of its own.
 
-Run as ``python tests/rerun_job.py FOLDER``: it needs Spark master ``local[2,4]`` (tasks
+Run as ``python tests/helpers/rerun_job.py FOLDER``: it needs Spark master ``local[2,4]`` (tasks
 may fail and retry), which the tests' shared session does not have. The job reads two
 files, one per micro-batch, through a REBALANCE; a Python function after the shuffle, on
 its first call, deletes every shuffle file under the block manager's folder and fails its
