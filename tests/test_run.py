@@ -264,6 +264,32 @@ INSERT INTO out FROM counts |> JOIN maxes ON counts.window_start = maxes.window_
   |> SELECT counts.auction AS auction, num;""",
         3,
     ),
+    (  # q5 as Nexmark's SQL writes it, the counts twice: Spark's ReusedExchange shares
+        # their input shuffle
+        "a cascading window joined back, the window written twice",
+        APPEND_SINK
+        + """CREATE VIEW counts AS FROM bids |> KEY BY auction
+  |> WINDOW HOP(ts, INTERVAL 10 SECONDS, INTERVAL 2 SECONDS) |> AGGREGATE count(*) AS num;
+CREATE VIEW again AS FROM bids |> KEY BY auction
+  |> WINDOW HOP(ts, INTERVAL 10 SECONDS, INTERVAL 2 SECONDS) |> AGGREGATE count(*) AS n;
+CREATE VIEW maxes AS FROM again |> KEY BY window_start, window_end
+  |> AGGREGATE max(n) AS maxn;
+INSERT INTO out FROM counts |> JOIN maxes ON counts.window_start = maxes.window_start
+  AND counts.window_end = maxes.window_end AND num >= maxn
+  |> SELECT counts.auction AS auction, num;""",
+        3,
+    ),
+    (  # the same windows but for their aggregate: exchanges Spark does not share
+        "two windows of one stream, different aggregates, joined",
+        APPEND_SINK
+        + """CREATE VIEW counts AS FROM bids |> KEY BY auction
+  |> WINDOW TUMBLE(ts, INTERVAL 10 SECONDS) |> AGGREGATE count(*) AS num;
+CREATE VIEW tops AS FROM bids |> KEY BY auction
+  |> WINDOW TUMBLE(ts, INTERVAL 10 SECONDS) |> AGGREGATE max(price) AS top;
+INSERT INTO out FROM counts |> JOIN tops ON counts.auction = tops.auction
+  AND counts.window_end = tops.window_end |> SELECT counts.auction AS auction, num, top;""",
+        4,
+    ),
     (  # Spark's CollapseGroupedSumOfCount would run it as one aggregation, one shuffle
         "a window's counts summed per window",
         APPEND_SINK
