@@ -17,7 +17,9 @@ needs a new checkpoint (where Flink could rescale up to max parallelism).
 
 Every planned exchange runs: the generated program excludes Catalyst's
 CollapseRepartition rule, which would merge two repartitions with only row-wise steps
-between them into one shuffle.
+between them into one shuffle, and CollapseGroupedSumOfCount, which would run a sum of
+an aggregation's counts as one aggregation. An exchange Spark's ReuseExchangeAndSubquery
+shares between two aggregations written alike is planned as no shuffle (:func:`_reused`).
 
 Batch mode (``execution.mode = batch``) runs every query as a Spark batch read and
 write over the bounded input, so every window, session and outer-join row is emitted,

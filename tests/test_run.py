@@ -428,6 +428,22 @@ def test_a_sum_of_counts_runs_as_two_aggregations_and_drops_late_rows(
     assert written == expected
 
 
+def test_a_reused_exchange_is_no_shuffle() -> None:
+    """Spark's executed plan for q5 with its counts written twice (abridged): the second
+    input exchange is a ReusedExchange of the first, which runs no shuffle of its own."""
+    plan = """WriteToDataSourceV2 MicroBatchWrite[epoch: 3, writer: NoopStreamingWrite]
++- StreamingSymmetricHashJoin [window_start#33, window_end#34-T5000ms], Inner
+   :- Exchange hashpartitioning(window_start#33, window_end#34-T5000ms, 2), REQUIRED_BY_STATEFUL_OPERATOR
+   :  +- StateStoreSave [auction#0L, window#32-T5000ms]
+   :     +- Exchange hashpartitioning(auction#0L, window#32-T5000ms, 2), REQUIRED_BY_STATEFUL_OPERATOR, [plan_id=1391]
+   +- StateStoreSave [window_start#43, window_end#44-T5000ms]
+      +- Exchange hashpartitioning(window_start#43, window_end#44-T5000ms, 2), REQUIRED_BY_STATEFUL_OPERATOR
+         +- StateStoreSave [auction#0L, window#32-T5000ms]
+            +- ReusedExchange [auction#0L, window#32-T5000ms, count#70L], Exchange hashpartitioning(auction#0L, window#32-T5000ms, 2), REQUIRED_BY_STATEFUL_OPERATOR, [plan_id=1391]
+"""  # noqa: E501
+    assert count_exchanges(plan) == 3
+
+
 def test_tumbling_window_counts(spark: Any, tmp_path: Path) -> None:
     start = datetime(2026, 1, 1, 12, 0, 0)
     rows = [
