@@ -19,7 +19,9 @@ Every planned exchange runs: the generated program excludes Catalyst's
 CollapseRepartition rule, which would merge two repartitions with only row-wise steps
 between them into one shuffle, and CollapseGroupedSumOfCount, which would run a sum of
 an aggregation's counts as one aggregation. An exchange Spark's ReuseExchangeAndSubquery
-shares between two aggregations written alike is planned as no shuffle (:func:`_reused`).
+shares between two aggregations written alike is planned as no shuffle (:func:`_reused`);
+in batch mode adaptive execution reuses it at run time, and the plan counts it as the
+initial plan, the one ``flowc run`` reads, shows it.
 
 Batch mode (``execution.mode = batch``) runs every query as a Spark batch read and
 write over the bounded input, so every window, session and outer-join row is emitted,
@@ -280,7 +282,8 @@ def build_spark_plan(program: Program, tree: TransformationTree, graph: StreamGr
                     hashed.of(edge.source_id),
                 )
                 query_exchanges.append(exchange)
-        query_exchanges = _reused(query_exchanges, graph, hashed.steps)
+        if not batch:  # a batch plan's exchanges are counted before AQE reuses any
+            query_exchanges = _reused(query_exchanges, graph, hashed.steps)
         exchanges.update({(e.producer_id, e.consumer_id): e for e in query_exchanges})
         sink = program.sink(insert.sink)
         segment = checkpoint_segment(insert.sink)

@@ -325,6 +325,28 @@ def test_planned_shuffles_are_the_ones_spark_runs(
     """Spark's EnsureRequirements adds no exchange where a stateful operator's input is
     hash-partitioned on exactly its keys already (a TOP or aggregation after a join or a
     deduplication on the same key): the plan counts what Spark executes."""
+    write_nexmark(tmp_path)
+    report = run(tmp_path, NEXMARK_HEAD + program)
+    (query,) = report.queries
+    assert query.error is None, query.error
+    assert (query.exchanges_planned, query.exchanges_executed) == (shuffles, shuffles)
+
+
+def test_batch_plans_count_the_exchanges_adaptive_execution_reuses(
+    spark: Any, tmp_path: Path
+) -> None:
+    """In batch mode AQE reuses the repeated window's input shuffle only when it runs the
+    stages; its initial plan, which ``flowc run`` reads, shows all 4, and so does the plan."""
+    (program,) = [p for name, p, _ in SHUFFLE_CORPUS if name.endswith("the window written twice")]
+    write_nexmark(tmp_path)
+    report = run(tmp_path, "SET execution.mode = 'batch';\n" + NEXMARK_HEAD + program)
+    (query,) = report.queries
+    assert query.error is None, query.error
+    assert (query.exchanges_planned, query.exchanges_executed) == (4, 4)
+
+
+def write_nexmark(tmp_path: Path) -> None:
+    """Bids and auctions in three files of increasing modification time, and persons."""
     start = datetime(2026, 1, 1, 12, 0, 0)
     for index in range(3):
         at = start + timedelta(seconds=30 * index)
@@ -342,10 +364,6 @@ def test_planned_shuffles_are_the_ones_spark_runs(
             stamp = 1_700_000_000 + index * 10
             os.utime(path, (stamp, stamp))
     write_json_lines(tmp_path / "persons" / "p.json", [{"pid": k, "city": "c"} for k in range(10)])
-    report = run(tmp_path, NEXMARK_HEAD + program)
-    (query,) = report.queries
-    assert query.error is None, query.error
-    assert (query.exchanges_planned, query.exchanges_executed) == (shuffles, shuffles)
 
 
 SUM_OF_COUNTS = """
