@@ -17,7 +17,11 @@ needs a new checkpoint (where Flink could rescale up to max parallelism).
 
 Every planned exchange runs: the generated program excludes Catalyst's
 CollapseRepartition rule, which would merge two repartitions with only row-wise steps
-between them into one shuffle.
+between them into one shuffle, and CollapseGroupedSumOfCount, which would run a sum of
+an aggregation's counts as one aggregation. An exchange Spark's ReuseExchangeAndSubquery
+shares between two aggregations written alike is planned as no shuffle (:func:`_reused`);
+in batch mode adaptive execution reuses it at run time, and the plan counts it as the
+initial plan, the one ``flowc run`` reads, shows it.
 
 Batch mode (``execution.mode = batch``) runs every query as a Spark batch read and
 write over the bounded input, so every window, session and outer-join row is emitted,
@@ -292,8 +296,10 @@ def build_spark_plan(program: Program, tree: TransformationTree, graph: StreamGr
                     temporal_joins,
                     hashed.of(edge.source_id),
                 )
-                exchanges[(edge.source_id, edge.target_id)] = exchange
                 query_exchanges.append(exchange)
+        if not batch:  # a batch plan's exchanges are counted before AQE reuses any
+            query_exchanges = _reused(query_exchanges, graph, hashed.steps)
+        exchanges.update({(e.producer_id, e.consumer_id): e for e in query_exchanges})
         sink = program.sink(insert.sink)
         segment = checkpoint_segment(insert.sink)
         queries.append(
@@ -739,6 +745,86 @@ def _exchange(
             "PARTITION BY: partitions chosen from the expression's value",
         )
     return make(ExchangeKind.NONE, p, "none", "unchanged", False, "rows stay in their partition")
+
+
+#: The aggregations whose input exchange Spark's ReuseExchangeAndSubquery may share.
+_REUSABLE = frozenset({Operator.KEYED_AGGREGATE, Operator.WINDOW})
+
+
+def _reused(
+    exchanges: list[SparkExchange], graph: StreamGraph, steps: dict[int, Step]
+) -> list[SparkExchange]:
+    """The query's exchanges, a repeated one marked as Spark's ReusedExchange. Spark's
+    ReuseExchangeAndSubquery (a physical preparation rule) replaces an Exchange whose
+    canonicalized plan equals one already in the query with a ReusedExchange, which reads
+    the first one's shuffle output: no second shuffle. Modelled for the one case whose
+    plans are equal by construction: two aggregations written alike (the same GROUP BY
+    keys, window and aggregate calls, aliases aside) over the same producer, their rows
+    filtered nowhere after them (Spark would push a filter on a key below one of them)."""
+    first: dict[tuple[object, ...], SparkExchange] = {}
+    out = []
+    for e in exchanges:
+        signature = _reuse_signature(e, graph, steps)
+        if signature is None:
+            out.append(e)
+            continue
+        earlier = first.setdefault(signature, e)
+        if earlier is e:
+            out.append(e)
+            continue
+        out.append(
+            SparkExchange(
+                e.producer, e.consumer, e.producer_id, e.consumer_id, e.ship_strategy, e.keys,
+                e.kind, e.partitions, e.spark,
+                f"{e.partitioning}: ReusedExchange of {earlier.producer} -> {earlier.consumer}",
+                False,
+                f"{e.consumer} aggregates {e.producer}'s rows exactly as {earlier.consumer} "
+                "does: Spark's ReuseExchangeAndSubquery finds the two exchanges equal and "
+                f"reads {earlier.consumer}'s shuffle output again (each keeps its own state)",
+            )
+        )  # fmt: skip
+    return out
+
+
+def _reuse_signature(
+    e: SparkExchange, graph: StreamGraph, steps: dict[int, Step]
+) -> tuple[object, ...] | None:
+    """What makes two aggregations' input exchanges equal plans in Spark; None where flowc
+    does not model it."""
+    consumer = graph.nodes[e.consumer_id]
+    step = steps.get(consumer.id)
+    if (
+        not e.shuffle
+        or e.kind != ExchangeKind.STATEFUL
+        or consumer.operator not in _REUSABLE
+        or step is None
+        or not isinstance(step.node, ast.Aggregate)
+        or _filtered_after(graph, consumer, steps)
+    ):
+        return None
+    window = (
+        None
+        if step.window is None
+        else (step.window.kind, tuple(a.tree.sql() for a in step.window.args))
+    )
+    calls = tuple(item.expr.tree.sql() for item in step.node.items)
+    return (e.producer_id, _names(e.keys), e.partitions, consumer.operator, window, calls)
+
+
+def _filtered_after(graph: StreamGraph, node: StreamNode, steps: dict[int, Step]) -> bool:
+    """Whether a WHERE follows ``node`` before the next exchange (forwarded edges only)."""
+    pending, seen = [node], {node.id}
+    while pending:
+        for edge in pending.pop().out_edges:
+            target = graph.nodes[edge.target_id]
+            if edge.partitioner != Partitioner.FORWARD or target.id in seen:
+                continue
+            step = steps.get(target.id)
+            if step is not None and step.kind == StepKind.WHERE:
+                return True
+            seen.add(target.id)
+            pending.append(target)
+    return False
 
 
 #: A key Spark can match to a column: a plain (unqualified) name.

@@ -144,7 +144,9 @@ def _interrupts() -> Iterator[list[int]]:
 
 
 def count_exchanges(plan_text: str) -> int:
-    """Shuffle exchanges in an executed plan's tree (a coalesce is no exchange).
+    """Shuffle exchanges in an executed plan's tree (a coalesce is no exchange, nor is a
+    ReusedExchange: Spark's ReuseExchangeAndSubquery put it where an equal exchange already
+    runs, and it reads that exchange's shuffle output without shuffling again).
 
     Under adaptive execution the text holds the final plan and then the initial one, so
     every exchange would show twice; the initial plan is the one the query planned.

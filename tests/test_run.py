@@ -227,6 +227,60 @@ INSERT INTO out FROM per_auction |> KEY BY auction
   |> WINDOW TUMBLE(ts, INTERVAL 10 SECONDS) |> AGGREGATE count(*) AS n;""",
         1,
     ),
+    (  # q5, hot items: the counts per window, their maximum joined back on the window
+        "a cascading window joined back",
+        APPEND_SINK
+        + """CREATE VIEW counts AS FROM bids |> KEY BY auction
+  |> WINDOW HOP(ts, INTERVAL 10 SECONDS, INTERVAL 2 SECONDS) |> AGGREGATE count(*) AS num;
+CREATE VIEW maxes AS FROM counts |> KEY BY window_start, window_end
+  |> AGGREGATE max(num) AS maxn;
+INSERT INTO out FROM counts |> JOIN maxes ON counts.window_start = maxes.window_start
+  AND counts.window_end = maxes.window_end AND num >= maxn
+  |> SELECT counts.auction AS auction, num;""",
+        3,
+    ),
+    (  # q5 as Nexmark's SQL writes it, the counts twice: Spark's ReusedExchange shares
+        # their input shuffle
+        "a cascading window joined back, the window written twice",
+        APPEND_SINK
+        + """CREATE VIEW counts AS FROM bids |> KEY BY auction
+  |> WINDOW HOP(ts, INTERVAL 10 SECONDS, INTERVAL 2 SECONDS) |> AGGREGATE count(*) AS num;
+CREATE VIEW again AS FROM bids |> KEY BY auction
+  |> WINDOW HOP(ts, INTERVAL 10 SECONDS, INTERVAL 2 SECONDS) |> AGGREGATE count(*) AS n;
+CREATE VIEW maxes AS FROM again |> KEY BY window_start, window_end
+  |> AGGREGATE max(n) AS maxn;
+INSERT INTO out FROM counts |> JOIN maxes ON counts.window_start = maxes.window_start
+  AND counts.window_end = maxes.window_end AND num >= maxn
+  |> SELECT counts.auction AS auction, num;""",
+        3,
+    ),
+    (  # the same windows but for their aggregate: exchanges Spark does not share
+        "two windows of one stream, different aggregates, joined",
+        APPEND_SINK
+        + """CREATE VIEW counts AS FROM bids |> KEY BY auction
+  |> WINDOW TUMBLE(ts, INTERVAL 10 SECONDS) |> AGGREGATE count(*) AS num;
+CREATE VIEW tops AS FROM bids |> KEY BY auction
+  |> WINDOW TUMBLE(ts, INTERVAL 10 SECONDS) |> AGGREGATE max(price) AS top;
+INSERT INTO out FROM counts |> JOIN tops ON counts.auction = tops.auction
+  AND counts.window_end = tops.window_end |> SELECT counts.auction AS auction, num, top;""",
+        4,
+    ),
+    (  # Spark's CollapseGroupedSumOfCount would run it as one aggregation, one shuffle
+        "a window's counts summed per window",
+        APPEND_SINK
+        + """CREATE VIEW counts AS FROM bids |> KEY BY auction
+  |> WINDOW TUMBLE(ts, INTERVAL 10 SECONDS) |> AGGREGATE count(*) AS num;
+INSERT INTO out FROM counts |> KEY BY window_start, window_end |> AGGREGATE sum(num) AS total;""",
+        2,
+    ),
+    (
+        "a window's counts, their maximum per window",
+        APPEND_SINK
+        + """CREATE VIEW counts AS FROM bids |> KEY BY auction
+  |> WINDOW TUMBLE(ts, INTERVAL 10 SECONDS) |> AGGREGATE count(*) AS num;
+INSERT INTO out FROM counts |> KEY BY window_end |> AGGREGATE max(num) AS maxn;""",
+        2,
+    ),
     (
         "deduplicate, then aggregate on the same key",
         UPDATE_SINK + "INSERT INTO out FROM bids |> DEDUPLICATE ON auction |> KEY BY auction\n"
@@ -246,6 +300,28 @@ def test_planned_shuffles_are_the_ones_spark_runs(
     """Spark's EnsureRequirements adds no exchange where a stateful operator's input is
     hash-partitioned on exactly its keys already (a TOP or aggregation after a join or a
     deduplication on the same key): the plan counts what Spark executes."""
+    write_nexmark(tmp_path)
+    report = run(tmp_path, NEXMARK_HEAD + program)
+    (query,) = report.queries
+    assert query.error is None, query.error
+    assert (query.exchanges_planned, query.exchanges_executed) == (shuffles, shuffles)
+
+
+def test_batch_plans_count_the_exchanges_adaptive_execution_reuses(
+    spark: Any, tmp_path: Path
+) -> None:
+    """In batch mode AQE reuses the repeated window's input shuffle only when it runs the
+    stages; its initial plan, which ``flowc run`` reads, shows all 4, and so does the plan."""
+    (program,) = [p for name, p, _ in SHUFFLE_CORPUS if name.endswith("the window written twice")]
+    write_nexmark(tmp_path)
+    report = run(tmp_path, "SET execution.mode = 'batch';\n" + NEXMARK_HEAD + program)
+    (query,) = report.queries
+    assert query.error is None, query.error
+    assert (query.exchanges_planned, query.exchanges_executed) == (4, 4)
+
+
+def write_nexmark(tmp_path: Path) -> None:
+    """Bids and auctions in three files of increasing modification time, and persons."""
     start = datetime(2026, 1, 1, 12, 0, 0)
     for index in range(3):
         at = start + timedelta(seconds=30 * index)
@@ -263,10 +339,102 @@ def test_planned_shuffles_are_the_ones_spark_runs(
             stamp = 1_700_000_000 + index * 10
             os.utime(path, (stamp, stamp))
     write_json_lines(tmp_path / "persons" / "p.json", [{"pid": k, "city": "c"} for k in range(10)])
-    report = run(tmp_path, NEXMARK_HEAD + program)
-    (query,) = report.queries
-    assert query.error is None, query.error
-    assert (query.exchanges_planned, query.exchanges_executed) == (shuffles, shuffles)
+
+
+SUM_OF_COUNTS = """
+SET parallelism = 2;
+SET max_parallelism = 16;
+CREATE SOURCE bids (auction BIGINT, ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL 5 SECONDS)
+  WITH (connector = 'files', path = 'bids', format = 'json', max_files_per_trigger = 1);
+CREATE SINK out WITH (connector = 'files', path = 'out', format = 'json');
+CREATE VIEW counts AS FROM bids |> KEY BY auction
+  |> WINDOW TUMBLE(ts, INTERVAL 10 SECONDS) |> AGGREGATE count(*) AS num;
+INSERT INTO out FROM counts |> KEY BY window_start, window_end
+  |> AGGREGATE sum(num) AS total, max(auction) AS top_auction;
+"""
+#: Two runs (a restart between them) of micro-batches of bids, seconds after 12:00. The
+#: second run's first micro-batch has rows behind the watermark (12:00:22) for their window.
+SUM_OF_COUNTS_RUNS: list[list[list[tuple[int, int]]]] = [
+    [[(1, 1), (2, 2), (1, 3), (2, 12)], [(1, 8), (1, 25)], [(3, 27), (1, 22)]],
+    [[(2, 9), (2, 15), (3, 21), (4, 40)], [(4, 41), (5, 70)]],
+]
+
+
+def sums_of_counts_as_flink(runs: list[list[list[tuple[int, int]]]]) -> list[tuple[int, int, int]]:
+    """Flink's cascade in plain Python: the window drops a row whose window ended at or
+    before the watermark (the latest event time of the earlier micro-batches minus 5 s);
+    a window's sum is written once the final watermark passes its end."""
+    counts: Counter[tuple[int, int]] = Counter()
+    latest: int | None = None
+    for batch in (b for run in runs for b in run):
+        watermark = None if latest is None else latest - 5
+        for auction, second in batch:
+            start = second - second % 10
+            if watermark is None or start + 10 > watermark:
+                counts[(start, auction)] += 1
+        latest = max([second for _, second in batch] + ([] if latest is None else [latest]))
+    assert latest is not None
+    out: dict[int, tuple[int, int]] = {}
+    for (start, auction), n in counts.items():
+        if start + 10 <= latest - 5:
+            total, top = out.get(start, (0, 0))
+            out[start] = (total + n, max(top, auction))
+    return sorted((start, total, top) for start, (total, top) in out.items())
+
+
+def test_a_sum_of_counts_runs_as_two_aggregations_and_drops_late_rows(
+    spark: Any, tmp_path: Path
+) -> None:
+    """count(*) per auction per window, then sum(num) and max(auction) per window: Spark
+    4.3's CollapseGroupedSumOfCount would run it as one sum(1) over the bids (one shuffle,
+    one stateful operator, not the plan's two); the generated program excludes it, so the
+    plan's shuffles and stateful operators are Spark's, and the rows are Flink's across
+    micro-batches and a restart, late rows dropped."""
+    start = datetime(2026, 1, 1, 12, 0, 0)
+    index = 0
+    for run_batches in SUM_OF_COUNTS_RUNS:
+        for batch in run_batches:
+            path = tmp_path / "bids" / f"part-{index:03d}.json"
+            rows = [
+                {"auction": a, "ts": (start + timedelta(seconds=s)).isoformat()} for a, s in batch
+            ]
+            write_json_lines(path, rows)
+            stamp = 1_700_000_000 + index * 10
+            os.utime(path, (stamp, stamp))
+            index += 1
+        report = run(tmp_path, SUM_OF_COUNTS)
+        (query,) = report.queries
+        assert query.error is None, query.error
+        assert (query.exchanges_planned, query.exchanges_executed) == (2, 2)
+        assert len(query.state) == 2  # the window's and the sum's state, each its own line
+    written = sorted(
+        (
+            int(datetime.fromisoformat(r["window_start"]).replace(tzinfo=None).timestamp()
+                - start.timestamp()),
+            r["total"],
+            r["top_auction"],
+        )
+        for r in read_json_dir(tmp_path / "out")
+    )  # fmt: skip
+    expected = sums_of_counts_as_flink(SUM_OF_COUNTS_RUNS)
+    assert expected == [(0, 4, 2), (10, 1, 2), (20, 4, 3), (40, 2, 4)]
+    assert written == expected
+
+
+def test_a_reused_exchange_is_no_shuffle() -> None:
+    """Spark's executed plan for q5 with its counts written twice (abridged): the second
+    input exchange is a ReusedExchange of the first, which runs no shuffle of its own."""
+    plan = """WriteToDataSourceV2 MicroBatchWrite[epoch: 3, writer: NoopStreamingWrite]
++- StreamingSymmetricHashJoin [window_start#33, window_end#34-T5000ms], Inner
+   :- Exchange hashpartitioning(window_start#33, window_end#34-T5000ms, 2), REQUIRED_BY_STATEFUL_OPERATOR
+   :  +- StateStoreSave [auction#0L, window#32-T5000ms]
+   :     +- Exchange hashpartitioning(auction#0L, window#32-T5000ms, 2), REQUIRED_BY_STATEFUL_OPERATOR, [plan_id=1391]
+   +- StateStoreSave [window_start#43, window_end#44-T5000ms]
+      +- Exchange hashpartitioning(window_start#43, window_end#44-T5000ms, 2), REQUIRED_BY_STATEFUL_OPERATOR
+         +- StateStoreSave [auction#0L, window#32-T5000ms]
+            +- ReusedExchange [auction#0L, window#32-T5000ms, count#70L], Exchange hashpartitioning(auction#0L, window#32-T5000ms, 2), REQUIRED_BY_STATEFUL_OPERATOR, [plan_id=1391]
+"""  # noqa: E501
+    assert count_exchanges(plan) == 3
 
 
 def test_tumbling_window_counts(spark: Any, tmp_path: Path) -> None:
