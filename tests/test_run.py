@@ -254,6 +254,21 @@ INSERT INTO out FROM counts |> JOIN maxes ON counts.window_start = maxes.window_
   |> SELECT counts.auction AS auction, num;""",
         3,
     ),
+    (  # q5 in Spark SQL, its subqueries as Nexmark writes them
+        "a cascading window joined back, in SQL",
+        APPEND_SINK
+        + """INSERT INTO out
+SELECT AuctionBids.auction, AuctionBids.num
+FROM (SELECT auction, count(*) AS num, window.start AS starttime, window.end AS endtime
+      FROM bids GROUP BY auction, window(ts, '10 seconds', '2 seconds')) AS AuctionBids
+JOIN (SELECT max(num) AS maxn, starttime, endtime
+      FROM (SELECT count(*) AS num, window.start AS starttime, window.end AS endtime
+            FROM bids GROUP BY auction, window(ts, '10 seconds', '2 seconds')) AS CountBids
+      GROUP BY starttime, endtime) AS MaxBids
+ON AuctionBids.starttime = MaxBids.starttime AND AuctionBids.endtime = MaxBids.endtime
+  AND AuctionBids.num >= MaxBids.maxn;""",
+        3,
+    ),
     (  # the same windows but for their aggregate: exchanges Spark does not share
         "two windows of one stream, different aggregates, joined",
         APPEND_SINK
