@@ -16,7 +16,7 @@ from flowc import driver
 from flowc.cli_output import UsageError
 from flowc.job import CompiledJob
 from flowc.limits import MAX_SOURCE_CHARS
-from flowc.spans import line_column
+from flowc.spans import undecodable_at
 
 __all__ = [
     "FORMATS",
@@ -106,10 +106,7 @@ def read_source(path: str) -> str:
     try:
         return data.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError as error:
-        # the bytes before the first bad one decode: the column counts characters, as
-        # every other column does
-        before = data[: error.start].decode("utf-8").removeprefix("\ufeff")
-        line, column = line_column(before, len(before))
+        line, column = undecodable_at(data, error)
         raise UsageError(
             f"{path}:{line}:{column}: not valid UTF-8 (byte 0x{data[error.start]:02x}); "
             "save the file as UTF-8"

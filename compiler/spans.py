@@ -43,6 +43,13 @@ def line_column(text: str, offset: int) -> tuple[int, int]:
     return text.count("\n", 0, offset) + 1, offset - text.rfind("\n", 0, offset)
 
 
+def undecodable_at(data: bytes, error: UnicodeDecodeError) -> tuple[int, int]:
+    """Where the first byte that is not UTF-8 stands, as :func:`line_column` counts: the
+    bytes before it decode, so its column counts characters as every other column does."""
+    before = data[: error.start].decode("utf-8").removeprefix("\ufeff")
+    return line_column(before, len(before))
+
+
 def text_span(text: str, origin: Span, start: int, end: int) -> Span:
     """The file span of characters ``[start, end)`` of ``text``, a text whose first
     character stands at ``origin`` (an expression's text inside its file); offsets out of

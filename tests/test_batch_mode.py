@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 from collections import Counter, defaultdict
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -19,18 +18,9 @@ import pytest
 
 import flowc
 from flowc.runtime.run import RunReport, run_job
+from tests.helpers.files import write_batches
 
 T0 = datetime(2026, 3, 1, 9, 0, 0)
-
-
-def write_files(folder: Path, batches: list[list[dict[str, Any]]]) -> None:
-    """One JSON-lines file per batch, with increasing modification times."""
-    folder.mkdir(parents=True, exist_ok=True)
-    for index, rows in enumerate(batches):
-        path = folder / f"part-{index}.json"
-        path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-        stamp = 1_700_000_000 + index * 10
-        os.utime(path, (stamp, stamp))
 
 
 def run(tmp_path: Path, program: str) -> RunReport:
@@ -85,7 +75,7 @@ def expected_windows() -> list[tuple[Any, ...]]:
 
 
 def test_batch_mode_writes_every_tumbling_window(spark: Any, tmp_path: Path) -> None:
-    write_files(tmp_path / "in", EVENTS)
+    write_batches(tmp_path / "in", EVENTS)
     report = run(tmp_path, WINDOWS.format(mode="batch"))
     assert table(spark, "o") == expected_windows()
     (query,) = report.queries
@@ -96,7 +86,7 @@ def test_batch_mode_writes_every_tumbling_window(spark: Any, tmp_path: Path) -> 
 def test_streaming_run_says_which_windows_are_still_open(spark: Any, tmp_path: Path) -> None:
     """The same job in streaming mode: the last windows stay in state, and the run says
     how many rows are held and up to which event time results are complete."""
-    write_files(tmp_path / "in", EVENTS)
+    write_batches(tmp_path / "in", EVENTS)
     report = run(tmp_path, WINDOWS.format(mode="streaming"))
     written = table(spark, "o")
     expected = expected_windows()
@@ -148,7 +138,7 @@ def expected_sessions(gap: timedelta) -> list[tuple[Any, ...]]:
 
 
 def test_batch_mode_writes_every_session(spark: Any, tmp_path: Path) -> None:
-    write_files(tmp_path / "in", EVENTS)
+    write_batches(tmp_path / "in", EVENTS)
     run(tmp_path, SESSIONS)
     assert table(spark, "o") == expected_sessions(timedelta(seconds=30))
 
@@ -182,8 +172,8 @@ def test_batch_mode_writes_every_unmatched_left_join_row(spark: Any, tmp_path: P
         [{"order_id": i, "paid": 100 + i, "pay_ts": at(60 * i + 30)} for i in range(0, 12, 2)],
         [{"order_id": 3, "paid": 999, "pay_ts": at(60 * 3 + 600)}],
     ]
-    write_files(tmp_path / "orders", orders)
-    write_files(tmp_path / "payments", payments)
+    write_batches(tmp_path / "orders", orders)
+    write_batches(tmp_path / "payments", payments)
     run(tmp_path, LEFT_JOIN)
     expected = []
     flat_payments = [p for batch in payments for p in batch]
@@ -208,7 +198,7 @@ def test_batch_plans_say_blocking_and_batch() -> None:
 
 @pytest.mark.parametrize("connector", ["files", "noop", "console"])
 def test_batch_mode_sinks(spark: Any, tmp_path: Path, connector: str, capsys: Any) -> None:
-    write_files(tmp_path / "in", EVENTS)
+    write_batches(tmp_path / "in", EVENTS)
     options = {
         "files": "connector = 'files', path = 'out', format = 'json'",
         "noop": "connector = 'noop'",
@@ -234,7 +224,7 @@ def test_flowc_run_batch_flag(spark: Any, tmp_path: Path, capfd: Any) -> None:
     """``flowc run --batch`` is ``--set execution.mode=batch``: every window is written."""
     from flowc.cli import main
 
-    write_files(tmp_path / "in", EVENTS)
+    write_batches(tmp_path / "in", EVENTS)
     flow = tmp_path / "job.flow"
     program = WINDOWS.format(mode="streaming").replace(
         "connector = 'memory'", "connector = 'files', path = 'out', format = 'json'"

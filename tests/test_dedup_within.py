@@ -33,6 +33,7 @@ import pytest
 import flowc
 from flowc.cli import main
 from flowc.runtime.run import run_job
+from tests.helpers.files import read_json_dir
 
 Row = dict[str, Any]
 START = datetime(2024, 1, 1, 10, 0, 0)
@@ -272,25 +273,6 @@ INSERT INTO rows FROM ev |> DEDUPLICATE;
 """
 
 
-def committed_rows(folder: Path) -> list[Row]:
-    """The rows a file sink committed (its _spark_metadata log, as Spark's reader)."""
-    names: set[str] = set()
-    for entry in (folder / "_spark_metadata").iterdir():
-        if entry.name.split(".")[0].isdigit():
-            for line in entry.read_text(encoding="utf-8").splitlines()[1:]:
-                record = json.loads(line)
-                name = record["path"].rsplit("/", 1)[-1]
-                if record.get("action") == "delete":
-                    names.discard(name)
-                else:
-                    names.add(name)
-    rows: list[Row] = []
-    for name in sorted(names):
-        text = (folder / name).read_text(encoding="utf-8")
-        rows += [json.loads(line) for line in text.splitlines() if line]
-    return rows
-
-
 def test_the_suggested_deduplications_are_exact_across_micro_batches(
     spark: Any, tmp_path: Path
 ) -> None:
@@ -346,10 +328,10 @@ def test_the_suggested_deduplications_are_exact_across_micro_batches(
 
     for sink, key in (("events", event), ("rows", whole), ("keys", ident)):
         wanted = first_per_key(batches, key, delay=1)
-        written = committed_rows(tmp_path / "out" / sink)
+        written = read_json_dir(tmp_path / "out" / sink)
         assert_one_row_per_key(written, wanted, key)
-    assert values(committed_rows(tmp_path / "out" / "events")) == list("abcdfghi")
-    assert values(committed_rows(tmp_path / "out" / "rows")) == list("abcdfghi")
+    assert values(read_json_dir(tmp_path / "out" / "events")) == list("abcdfghi")
+    assert values(read_json_dir(tmp_path / "out" / "rows")) == list("abcdfghi")
     # keys: the first row of each id, whatever its time (an id's rows in one micro-batch:
     # one of them)
-    assert sorted(r["id"] for r in committed_rows(tmp_path / "out" / "keys")) == [1, 2, 3, 4]
+    assert sorted(r["id"] for r in read_json_dir(tmp_path / "out" / "keys")) == [1, 2, 3, 4]

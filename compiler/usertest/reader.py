@@ -12,7 +12,7 @@ from flowc.catalog import is_upsert
 from flowc.diagnostics import Diagnostic, Severity
 from flowc.errorcodes import Code
 from flowc.job import CompiledJob
-from flowc.spans import Span, line_column
+from flowc.spans import Span, undecodable_at
 from flowc.upsert_sinks import upsert_key
 from flowc.usertest.model import (
     ExpectedRows,
@@ -77,10 +77,7 @@ def _read(path: str) -> str:
     try:
         return data.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError as error:
-        # the bytes before the first bad one decode: the column counts characters, as
-        # every other column does
-        before = data[: error.start].decode("utf-8").removeprefix("\ufeff")
-        line, column = line_column(before, len(before))
+        line, column = undecodable_at(data, error)
         raise TestFileError(
             [
                 _error(
