@@ -40,14 +40,28 @@ from sqlglot import exp
 
 from flowc import ast
 from flowc.catalog import is_upsert, partition_columns
-from flowc.program import Program, SinkDef, Step
+from flowc.program import (
+    AggregateStep,
+    DimensionJoinStep,
+    DropStep,
+    ExtendStep,
+    Program,
+    RenameStep,
+    SelectStep,
+    SinkDef,
+    Step,
+    TopStep,
+    WhereStep,
+    WindowAggregateStep,
+    WindowTopStep,
+)
 from flowc.spark_distinct import UnsupportedDistinct, rewrite_distinct
 from flowc.spark_sql import registered_name
 from flowc.state_store import StateStore, choose_state_store
 from flowc.stream_graph import StreamEdge, StreamGraph, StreamNode
 from flowc.transformations import TransformationTree
 from flowc.upsert_sinks import upsert_key
-from flowc.vocabulary import STATEFUL_OPERATORS, NodeKind, Operator, Partitioner, StepKind
+from flowc.vocabulary import STATEFUL_OPERATORS, NodeKind, Operator, Partitioner
 
 DEFAULT_CHECKPOINT_ROOT = ".flowc-checkpoints"
 
@@ -442,7 +456,7 @@ def _static_joins(
         tree.step_nodes[id(step)]
         for stream in streams
         for step in stream.steps
-        if step.kind == StepKind.DIMENSION_JOIN
+        if isinstance(step, DimensionJoinStep)
         and id(step) in tree.step_nodes
         and (step.temporal or not temporal)
     )
@@ -456,10 +470,10 @@ def _distinct_rewrites(program: Program, tree: TransformationTree) -> dict[int, 
         for step in stream.steps:
             if id(step) not in tree.step_nodes:
                 continue
-            if isinstance(step.node, ast.Top):
+            if isinstance(step, TopStep | WindowTopStep):
                 out.setdefault(tree.step_nodes[id(step)], []).append(_top_realization(step.node))
                 continue
-            if not isinstance(step.node, ast.Aggregate):
+            if not isinstance(step, AggregateStep | WindowAggregateStep):
                 continue
             for item in step.node.items:
                 try:
@@ -798,7 +812,7 @@ def _reuse_signature(
         or e.kind != ExchangeKind.STATEFUL
         or consumer.operator not in _REUSABLE
         or step is None
-        or not isinstance(step.node, ast.Aggregate)
+        or not isinstance(step, AggregateStep | WindowAggregateStep)
         or _filtered_after(graph, consumer, steps)
     ):
         return None
@@ -820,7 +834,7 @@ def _filtered_after(graph: StreamGraph, node: StreamNode, steps: dict[int, Step]
             if edge.partitioner != Partitioner.FORWARD or target.id in seen:
                 continue
             step = steps.get(target.id)
-            if step is not None and step.kind == StepKind.WHERE:
+            if isinstance(step, WhereStep):
                 return True
             seen.add(target.id)
             pending.append(target)
@@ -907,12 +921,11 @@ class _HashedOutputs:
 def _through(step: Step, hashed: frozenset[tuple[str, ...]]) -> frozenset[tuple[str, ...]]:
     """The partitionings a row-wise step passes on, its key columns renamed as it renames
     them; a key it drops or computes anew ends that partitioning."""
-    node = step.node
-    if step.kind == StepKind.WHERE:
+    if isinstance(step, WhereStep):
         return hashed
-    renamed: dict[str, str] = {}
-    if isinstance(node, ast.Select):
-        for item in node.items:
+    if isinstance(step, SelectStep):
+        renamed: dict[str, str] = {}
+        for item in step.node.items:
             tree = item.expr.tree
             if isinstance(tree, exp.Column) and not tree.table:
                 name = (item.alias.value if item.alias is not None else tree.name).lower()
@@ -920,17 +933,17 @@ def _through(step: Step, hashed: frozenset[tuple[str, ...]]) -> frozenset[tuple[
         return frozenset(
             tuple(renamed[k] for k in keys) for keys in hashed if all(k in renamed for k in keys)
         )
-    if isinstance(node, ast.Extend):
+    if isinstance(step, ExtendStep):
         redefined = {
-            (i.alias.value if i.alias is not None else i.expr.text).lower() for i in node.items
+            (i.alias.value if i.alias is not None else i.expr.text).lower() for i in step.node.items
         }
         return frozenset(keys for keys in hashed if not redefined & set(keys))
-    if isinstance(node, ast.Drop):
-        dropped = {c.value.lower() for c in node.columns}
+    if isinstance(step, DropStep):
+        dropped = {c.value.lower() for c in step.node.columns}
         return frozenset(keys for keys in hashed if not dropped & set(keys))
-    if isinstance(node, ast.Rename):
-        renamed = {i.old.value.lower(): i.new.value.lower() for i in node.items}
-        return frozenset(tuple(renamed.get(k, k) for k in keys) for keys in hashed)
+    if isinstance(step, RenameStep):
+        renames = {i.old.value.lower(): i.new.value.lower() for i in step.node.items}
+        return frozenset(tuple(renames.get(k, k) for k in keys) for keys in hashed)
     return frozenset()
 
 
