@@ -35,7 +35,7 @@ class SinkWriter(ProgramText):
             w(f"writer = writer.trigger(processingTime='{interval} milliseconds')", 2)
         connector = sink.connector
         if query.upsert_key is not None:
-            self.upsert(index, options, query.upsert_key)
+            self.upsert(index, options, query.upsert_key, query.checkpoint)
         elif connector == "console":
             w("writer = writer.format('console')", 1)
             # Every row of a micro-batch unless the sink says how many (Spark shows 20).
@@ -66,15 +66,21 @@ class SinkWriter(ProgramText):
             raise UnsupportedOnSpark(f"connector {connector!r} as a sink")
         w("queries.append(writer.start())", 1)
 
-    def upsert(self, index: int, options: dict[str, object], key: tuple[str, ...]) -> None:
+    def upsert(
+        self,
+        index: int,
+        options: dict[str, object],
+        key: tuple[str, ...],
+        checkpoint_segments: tuple[str, ...],
+    ) -> None:
         """An upsert sink's foreachBatch function (:mod:`flowc.upsert_sinks`), one row per
-        ``key`` (the plan's)."""
+        ``key``, its checkpoint where the plan puts it."""
         w = self.w
         insert = self.program.inserts[index]
         sink = self.program.sink(insert.sink)
         name = insert.sink
         keys = list(key)
-        checkpoint = f"os.path.join(checkpoint_dir, *{self.spark_plan.queries[index].checkpoint!r})"
+        checkpoint = f"os.path.join(checkpoint_dir, *{checkpoint_segments!r})"
         if sink.connector == "postgres":
             schema = insert.stream.schema
             columns = [(c.name, postgres_type(c.type)) for c in schema]

@@ -33,7 +33,7 @@ from __future__ import annotations
 import os
 import re
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from sqlglot import exp
@@ -787,16 +787,16 @@ def _reused(
             out.append(e)
             continue
         out.append(
-            SparkExchange(
-                e.producer, e.consumer, e.producer_id, e.consumer_id, e.ship_strategy, e.keys,
-                e.kind, e.partitions, e.spark,
-                f"{e.partitioning}: ReusedExchange of {earlier.producer} -> {earlier.consumer}",
-                False,
-                f"{e.consumer} aggregates {e.producer}'s rows exactly as {earlier.consumer} "
+            replace(
+                e,
+                partitioning=f"{e.partitioning}: ReusedExchange of {earlier.producer} -> "
+                f"{earlier.consumer}",
+                shuffle=False,
+                why=f"{e.consumer} aggregates {e.producer}'s rows exactly as {earlier.consumer} "
                 "does: Spark's ReuseExchangeAndSubquery finds the two exchanges equal and "
                 f"reads {earlier.consumer}'s shuffle output again (each keeps its own state)",
             )
-        )  # fmt: skip
+        )
     return out
 
 

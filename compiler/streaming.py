@@ -40,7 +40,6 @@ from flowc.spans import Span
 from flowc.vocabulary import (
     AGGREGATE_STEPS,
     RANK_STEPS,
-    STATEFUL_STEPS,
     JoinKind,
     WindowKind,
 )
@@ -80,7 +79,7 @@ def _query(program: Program, lineage: Lineage, insert: InsertDef) -> Query:
         mode=mode,
         where=f"INSERT INTO {insert.sink} (mode '{mode}')",
         steps=steps,
-        stateful=tuple(s for s in steps if s.kind in STATEFUL_STEPS),
+        stateful=tuple(s for s in steps if s.stateful),
     )
 
 

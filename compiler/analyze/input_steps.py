@@ -75,18 +75,10 @@ def check_join(ctx: Context, node: ast.Join, step: StepInput) -> Step | None:
         origin=origin, steps=(), schema=right_schema, keys=right_keys, span=node.right.span
     )
     versioned = ctx.sources.get(right_name) if table else None
-    if not table:
-        return JoinStep(
-            node=node,
-            schema=combined,
-            hints=hints,
-            span=node.span,
-            inputs=(right_stream,),
-            keys=left_keys,
-        )
-    return DimensionJoinStep(
-        temporal=node.as_of is not None
-        and versioned is not None
+    joined = DimensionJoinStep if table else JoinStep
+    return joined(
+        temporal=versioned is not None
+        and node.as_of is not None
         and versioned.version_time is not None,
         node=node,
         schema=combined,

@@ -13,7 +13,7 @@ from flowc.errorcodes import Code
 from flowc.flink.keygroups import compute_default_max_parallelism
 from flowc.program import Hints, Program, Step, Stream
 from flowc.spans import Span
-from flowc.vocabulary import PARTITION_STEPS, STATEFUL_STEPS
+from flowc.vocabulary import PARTITION_STEPS
 
 ProgramCheck = Callable[[Context, Program], None]
 
@@ -88,7 +88,7 @@ def check_stateful_max_parallelism(ctx: Context, program: Program) -> None:
     if settings.max_parallelism is not None:
         return
     for step in _all_steps(program):
-        if step.kind in STATEFUL_STEPS and step.hints.max_parallelism is None:
+        if step.stateful and step.hints.max_parallelism is None:
             parallelism = step.hints.parallelism or settings.parallelism
             key_groups = compute_default_max_parallelism(parallelism)
             keyword_span = step.window.keyword_span if step.window else step.node.keyword_span
