@@ -42,7 +42,7 @@ def best_of(runs: int, action: object) -> float:
 
 def in_process(text: str, runs: int) -> tuple[float, int]:
     import flowc
-    from flowc.parser import clear_expression_cache
+    from flowc.syntax.parser import clear_expression_cache
 
     job = flowc.compile(text, "bench.flow")  # load the grammar and sqlglot's dialect tables
     operators = len(job.stream_graph.nodes)
@@ -85,8 +85,8 @@ def whole_process(path: str, runs: int, bytecode_cache: str | None) -> float:
 
 def pyspark_imported_by_compile(path: str) -> bool:
     code = (
-        "import sys, flowc.cli\n"
-        f"flowc.cli.main(['compile', {path!r}, '--emit', 'physical', '-o', {os.devnull!r}])\n"
+        "import sys, flowc.cli.main\n"
+        f"flowc.cli.main.main(['compile', {path!r}, '--emit', 'physical', '-o', {os.devnull!r}])\n"
         "print('pyspark' in sys.modules)\n"
     )
     result = subprocess.run(

@@ -70,7 +70,7 @@ def generate_wide_job(vertices: int, parallelism: int, max_parallelism: int) -> 
 
 
 def _renderings(job: Any, scope: str) -> list[tuple[str, Any]]:
-    from flowc.astdump import ast_to_json, ast_to_text
+    from flowc.syntax.astdump import ast_to_json, ast_to_text
 
     physical = [
         ("physical text", job.physical_plan.to_text),

@@ -7,7 +7,7 @@ Each case draws from ``random.Random(f"{seed}:{case}")`` (so one case reproduces
 ten of them then token-mutated), a quarter token-level and a quarter byte-level mutants of
 the examples in examples/ and examples/errors/. Every case runs every pass and renders
 every stage in every format and the PySpark program (:func:`fuzzing.run_data`); one case in
-``--cli-every`` also runs ``flowc.cli.main`` in-process (check, check --format json,
+``--cli-every`` also runs ``flowc.cli.main.main`` in-process (check, check --format json,
 --emit all, --emit pyspark), and one in ``--process-every`` real ``python -m flowc``
 processes (check, --emit all). A crash, a broken promise (an error without a diagnostic, a
 PySpark program that is not Python, an exit code other than 0, 1 or 2 or not the one the

@@ -4,7 +4,7 @@
     python -m benchmarks.spark_types --list       # every mismatch, one a line
     python -m benchmarks.spark_types --sample 400 # as CI's test does
 
-flowc types an expression at compile time (``flowc.sqltypes``); Spark types the
+flowc types an expression at compile time (``flowc.sql.sqltypes``); Spark types the
 generated program's DataFrame when the query is built. They must agree: a sink declared
 with Spark's real type is checked against flowc's (E0207), and a postgres upsert table is
 created with flowc's types. The corpus is:
@@ -40,7 +40,7 @@ from typing import Any
 
 import flowc
 from flowc.diagnostics import CompileError, Diagnostic
-from flowc.sqltypes import UNKNOWN, TypeSyntaxError, normalize_type
+from flowc.sql.sqltypes import UNKNOWN, TypeSyntaxError, normalize_type
 
 #: The source's columns: one of each type the corpus takes arguments of.
 PALETTE: tuple[tuple[str, str], ...] = (

@@ -27,9 +27,9 @@ import time
 from pathlib import Path
 
 import flowc
-from flowc.codegen import generate_pyspark
 from flowc.job import CompiledJob
 from flowc.runtime.state_guard import STATE_MANIFEST, guard_state
+from flowc.spark.codegen import generate_pyspark
 
 GOAL_MS = 50.0
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"

@@ -10,8 +10,8 @@ from flowc._version import __version__
 from flowc.diagnostics import CompileError, Diagnostic, Severity
 from flowc.driver import compile, compile_file
 from flowc.job import CompiledJob
-from flowc.python_functions import PythonFunction
 from flowc.spans import Span
+from flowc.sql.python_functions import PythonFunction
 
 __all__ = [
     "CompileError",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import gc
 import sys
 
-from flowc.cli import main
+from flowc.cli.main import main
 
 
 def run() -> None:

@@ -1,6 +1,6 @@
 """The syntax tree of a .flow file: frozen, slotted dataclasses, each with its source span.
 
-Built from Lark's parse tree by :mod:`flowc.parser` (the shape of Lark's
+Built from Lark's parse tree by :mod:`flowc.syntax.parser` (the shape of Lark's
 ``examples/advanced/create_ast.py``). SQL expressions are kept as their source text
 with the sqlglot tree parsed from it; the tree is excluded from equality so that two
 programs with the same text compare equal.

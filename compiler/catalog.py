@@ -174,7 +174,7 @@ def _dialect() -> ValueKind:
 #: ``flink`` runs every exchange of Flink's graph as a shuffle.
 EXCHANGE_MODES = ("minimal", "flink")
 
-#: Flink's state backends, each run as its Spark counterpart (:mod:`flowc.state_store`).
+#: Flink's state backends, each run as its Spark counterpart (:mod:`flowc.analyze.state_store`).
 STATE_BACKENDS = ("hashmap", "rocksdb")
 
 SETTINGS: dict[str, ValueKind] = {

@@ -15,11 +15,11 @@ from flowc.errorcodes import Code
 from flowc.job import CompiledJob
 from flowc.limits import MAX_LITERAL_CHARS, MAX_SOURCE_CHARS, SharedSetting
 from flowc.passes import PASSES
-from flowc.python_functions import PythonFunction
-from flowc.source_text import LineIndex, long_literals
 from flowc.spans import Span, line_column
-from flowc.sql_parsing import deep_recursion
-from flowc.trust import TrustPolicy
+from flowc.sql.python_functions import PythonFunction
+from flowc.sql.sql_parsing import deep_recursion
+from flowc.syntax.source_text import LineIndex, long_literals
+from flowc.trust.policy import TrustPolicy
 
 __all__ = ["check_input_bounds", "compile", "compile_file"]
 
@@ -178,7 +178,7 @@ def compile_file(path: str | Path, *, for_spark: bool = False) -> CompiledJob:
 
 def compile_test_form(job: CompiledJob, inputs: Mapping[str, str]) -> CompiledJob:
     """``job`` compiled again, from its own text and compile options, in its test form:
-    each source reads ``inputs[name]`` (:func:`flowc.usertest.harness.test_program`)."""
+    each source reads ``inputs[name]`` (:func:`flowc.analyze.test_form.test_program`)."""
     return compile(
         job.source,
         job.file,

@@ -29,7 +29,7 @@ from enum import Enum
 
 from flowc.diagnostics import Diagnostic, Reporter, Severity
 from flowc.driver import check_input_bounds
-from flowc.parser import deep_recursion, parse
+from flowc.syntax.parser import deep_recursion, parse
 
 
 class TokenKind(Enum):

@@ -7,14 +7,14 @@ from typing import Generic, TypeVar
 
 from flowc import ast
 from flowc.diagnostics import Diagnostic
-from flowc.job_graph import JobGraph
-from flowc.physical import PhysicalPlan
+from flowc.graph.job_graph import JobGraph
+from flowc.graph.physical import PhysicalPlan
+from flowc.graph.stream_graph import StreamGraph
+from flowc.graph.transformations import TransformationTree
 from flowc.program import Program
-from flowc.python_functions import PythonFunction
-from flowc.spark_plan import SparkPlan
-from flowc.stream_graph import StreamGraph
-from flowc.transformations import TransformationTree
-from flowc.trust import TrustPolicy
+from flowc.spark.spark_plan import SparkPlan
+from flowc.sql.python_functions import PythonFunction
+from flowc.trust.policy import TrustPolicy
 
 T = TypeVar("T")
 
@@ -49,7 +49,7 @@ class CompiledJob:
     #: The Python callables given to :func:`compile` (``functions=``).
     functions: tuple[PythonFunction, ...] = ()
     #: ``flowc test``'s substitutions (``test_inputs=``): source name -> the folder of the
-    #: test's rows; the passes plan the program's test form (:mod:`flowc.usertest.harness`).
+    #: test's rows; the passes plan the program's test form (:mod:`flowc.analyze.test_form`).
     test_inputs: dict[str, str] | None = None
 
     @property

@@ -18,19 +18,19 @@ from typing import Generic, Protocol, TypeVar
 
 from flowc import ast
 from flowc.analyze import analyze
+from flowc.analyze.test_form import test_program
 from flowc.analyze.udfs import check_function_sources
 from flowc.diagnostics import Diagnostic, Reporter
+from flowc.graph.job_graph import JobGraph, build_job_graph
+from flowc.graph.physical import PhysicalPlan, build_physical_plan
+from flowc.graph.stream_graph import StreamGraph, build_stream_graph
+from flowc.graph.transformations import TransformationTree, build_transformations
 from flowc.job import CompiledJob, Stage, stages
-from flowc.job_graph import JobGraph, build_job_graph
-from flowc.parser import parse
-from flowc.physical import PhysicalPlan, build_physical_plan
 from flowc.program import Program
-from flowc.spark_checks import check_spark
-from flowc.spark_plan import SparkPlan, build_spark_plan
-from flowc.stream_graph import StreamGraph, build_stream_graph
-from flowc.streaming import check_streaming, check_temporal_joins
-from flowc.transformations import TransformationTree, build_transformations
-from flowc.usertest.harness import test_program
+from flowc.spark.spark_checks import check_spark
+from flowc.spark.spark_plan import SparkPlan, build_spark_plan
+from flowc.spark.streaming import check_streaming, check_temporal_joins
+from flowc.syntax.parser import parse
 
 T = TypeVar("T")
 

@@ -60,7 +60,7 @@ class Settings:
     sql_dialect: str = "spark"
     #: ``minimal`` or ``flink``: see :data:`flowc.catalog.EXCHANGE_MODES`.
     exchanges: str = "minimal"
-    #: ``hashmap`` or ``rocksdb`` if set (:mod:`flowc.state_store` chooses otherwise).
+    #: ``hashmap`` or ``rocksdb`` if set (:mod:`flowc.analyze.state_store` chooses otherwise).
     state_backend: str | None = None
     #: ``state.backend.changelog.enabled`` if set.
     state_changelog: bool | None = None

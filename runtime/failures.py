@@ -44,8 +44,8 @@ from flowc.errorcodes import Code
 from flowc.job import CompiledJob
 from flowc.program import InsertDef, Program, Step, Stream, view_of
 from flowc.spans import Span, text_span
-from flowc.spark_plan import checkpoint_root
-from flowc.spark_sql import UnsupportedOnSpark, sql_of
+from flowc.spark.spark_plan import checkpoint_root
+from flowc.sql.spark_sql import UnsupportedOnSpark, sql_of
 from flowc.vocabulary import STATEFUL_STEPS, StepKind
 
 EXPRESSION_FAILED = Code.E0802
@@ -343,13 +343,13 @@ def explain(
 
 
 #: The generated program's message for a Python function that raised or returned a value
-#: of another type (flowc.generated_runtime.python_function): the call's number, then what.
+#: of another type (flowc.spark.generated_runtime.python_function): the call's number, then what.
 _FUNCTION_FAILED = re.compile(
     r"\[FLOWC_FUNCTION_FAILED\] call (\d+) at [^\n]*?: (function '[^\n]*)"
 )
 
 
-#: An upsert sink's message for a micro-batch it could not write (flowc.generated_runtime).
+#: An upsert sink's message for a micro-batch it could not write (flowc.spark.generated_runtime).
 _SINK_FAILED = re.compile(r"\[FLOWC_SINK_FAILED\] (sink '[^\n]*)")
 
 

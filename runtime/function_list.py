@@ -1,6 +1,6 @@
-"""Write ``compiler/spark_functions.py``: Spark's built-in functions, read from pyspark.
+"""Write ``compiler/sql/spark_functions.py``: Spark's built-in functions, read from pyspark.
 
-    python -m flowc.runtime.function_list            # rewrite compiler/spark_functions.py
+    python -m flowc.runtime.function_list            # rewrite compiler/sql/spark_functions.py
     python -m flowc.runtime.function_list --check    # exit 1 if it differs from pyspark's
 
 The compiler never imports pyspark, so it cannot ask Spark which functions exist; it
@@ -34,7 +34,7 @@ _TABLE_FUNCTION_REGISTRY = "org.apache.spark.sql.catalyst.analysis.TableFunction
 
 def target() -> Path:
     """``flowc/spark_functions.py`` (``compiler/`` in a checkout)."""
-    return Path(flowc.__file__).resolve().parent / "spark_functions.py"
+    return Path(flowc.__file__).resolve().parent / "sql" / "spark_functions.py"
 
 
 @dataclass(frozen=True)
@@ -103,7 +103,7 @@ def read_functions(spark: Any) -> SparkFunctions:
 
 
 def render_module(spark_functions: SparkFunctions) -> str:
-    """The text of ``compiler/spark_functions.py``: sorted, one name a line."""
+    """The text of ``compiler/sql/spark_functions.py``: sorted, one name a line."""
 
     def block(name: str, doc: str, values: frozenset[str]) -> list[str]:
         lines = [f"#: {doc}", f"{name}: frozenset[str] = frozenset(", "    {"]
@@ -162,7 +162,7 @@ def start_session() -> Any:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m flowc.runtime.function_list",
-        description="Write compiler/spark_functions.py from the installed pyspark.",
+        description="Write compiler/sql/spark_functions.py from the installed pyspark.",
     )
     parser.add_argument("-o", "--output", type=Path, default=None, help="where to write")
     parser.add_argument(

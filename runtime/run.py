@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from flowc.codegen import generate_pyspark
 from flowc.diagnostics import Diagnostic, Severity
 from flowc.errorcodes import Code
 from flowc.job import CompiledJob
@@ -37,8 +36,9 @@ from flowc.runtime.failures import (
 from flowc.runtime.ownership import check_sink_ownership
 from flowc.runtime.state_guard import StateGuard, guard_state
 from flowc.runtime.state_report import HeldState, held_state, state_lines
-from flowc.spark_plan import checkpoint_root
-from flowc.spark_sql import UnsupportedOnSpark
+from flowc.spark.codegen import generate_pyspark
+from flowc.spark.spark_plan import checkpoint_root
+from flowc.sql.spark_sql import UnsupportedOnSpark
 
 _EXCHANGE = re.compile(r"^[\s:+\-|]*Exchange ", re.M)
 

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, TextIO
 from urllib.parse import unquote, urlparse
 
+from flowc.analyze.state_store import PROVIDER_CLASS_CONF
 from flowc.diagnostics import CompileError, Diagnostic, Severity, render_text
 from flowc.errorcodes import Code
 from flowc.job import CompiledJob
@@ -56,7 +57,6 @@ from flowc.state import (
     describe_state,
     ways_out,
 )
-from flowc.state_store import PROVIDER_CLASS_CONF
 
 #: Beside each query's checkpoint: the state manifest of the query that last ran on it.
 STATE_MANIFEST = "_flowc_state.json"

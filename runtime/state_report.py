@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from flowc.spark_plan import SparkPlan, SparkQuery
+from flowc.spark.spark_plan import SparkPlan, SparkQuery
 
 #: Spark's watermark before any event time was seen.
 _NO_WATERMARK = "1970-01-01T00:00:00.000Z"

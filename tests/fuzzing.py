@@ -15,7 +15,7 @@ inputs:
   (delete, insert, swap, duplicate, flip a bit, truncate).
 
 :func:`run_passes` takes one input through every pass and every ``--emit`` stage and
-format in-process, :func:`run_cli` through ``flowc.cli.main`` in-process (``check``,
+format in-process, :func:`run_cli` through ``flowc.cli.main.main`` in-process (``check``,
 ``check --format json``, ``compile --emit all``, ``compile --emit pyspark``), and
 :func:`run_cli_subprocess` through real ``python -m flowc`` processes.
 """
@@ -40,8 +40,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import flowc
-from flowc.cli import STAGE_FORMATS, NotRunnable, main
-from flowc.cli_compile import render_stage as _render_stage
+from flowc.cli.compile import render_stage as _render_stage
+from flowc.cli.main import STAGE_FORMATS, NotRunnable, main
 from flowc.diagnostics import Severity, render_json, render_text
 
 T = TypeVar("T")
@@ -1133,7 +1133,7 @@ class CliResult:
 
 
 def run_cli(data: bytes, directory: Path, expected: Outcome | None = None) -> list[CliResult]:
-    """``flowc.cli.main`` in-process on the bytes, for each of :data:`CLI_COMMANDS`."""
+    """``flowc.cli.main.main`` in-process on the bytes, for each of :data:`CLI_COMMANDS`."""
     path = directory / "fuzz.flow"
     path.write_bytes(data)
     outcome = expected or run_data(data, path.as_posix())

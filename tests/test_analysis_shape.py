@@ -16,7 +16,7 @@ from flowc import ast
 from flowc.analyze import analyze
 from flowc.analyze.query import STEP_CHECKERS
 from flowc.diagnostics import Reporter
-from flowc.parser import parse
+from flowc.syntax.parser import parse
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE_DIRS = (ROOT / "examples", ROOT.parent / "shared" / "examples")

@@ -222,7 +222,7 @@ def test_batch_mode_sinks(spark: Any, tmp_path: Path, connector: str, capsys: An
 
 def test_flowc_run_batch_flag(spark: Any, tmp_path: Path, capfd: Any) -> None:
     """``flowc run --batch`` is ``--set execution.mode=batch``: every window is written."""
-    from flowc.cli import main
+    from flowc.cli.main import main
 
     write_batches(tmp_path / "in", EVENTS)
     flow = tmp_path / "job.flow"

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import flowc
-from flowc import cli
+from flowc.cli import main as cli
 
 CLEAN = """
 CREATE SOURCE s (k BIGINT) WITH (connector = 'datagen');
@@ -216,8 +216,8 @@ def test_python_dash_m_and_console_script(tmp_path: Path) -> None:
 
 def test_compile_does_not_import_pyspark(tmp_path: Path) -> None:
     code = (
-        "import sys, flowc.cli\n"
-        f"flowc.cli.main(['compile', {_write(tmp_path, CLEAN)!r}, '--emit', 'ast'])\n"
+        "import sys, flowc.cli.main\n"
+        f"flowc.cli.main.main(['compile', {_write(tmp_path, CLEAN)!r}, '--emit', 'ast'])\n"
         "assert 'pyspark' not in sys.modules, 'pyspark imported'\n"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from stages import COMBINATIONS, EMITTED, ROOT, STAGE_FORMATS
 
-from flowc.cli import main
+from flowc.cli.main import main
 
 CLEAN = "examples/wordcount.flow"  # compiles without warnings
 WARNS = "examples/clicks_per_user.flow"  # compiles with a W0001 warning
@@ -188,7 +188,7 @@ class Spy:
         return None
 
 sys.meta_path.insert(0, Spy())
-from flowc.cli import main
+from flowc.cli.main import main
 
 runs = 0
 for path in sorted(Path("examples").glob("*.flow")):

@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 import flowc
-from flowc.codegen import generate_pyspark
 from flowc.job import CompiledJob, stages
-from flowc.spark_plan import ExchangeKind, SparkPlan
+from flowc.spark.codegen import generate_pyspark
+from flowc.spark.spark_plan import ExchangeKind, SparkPlan
 
 
 def compiled(text: str) -> CompiledJob:

@@ -31,7 +31,7 @@ from typing import Any
 import pytest
 
 import flowc
-from flowc.cli import main
+from flowc.cli.main import main
 from flowc.runtime.run import run_job
 from tests.helpers.files import read_json_dir
 

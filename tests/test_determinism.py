@@ -19,8 +19,8 @@ import pytest
 from stages import EXAMPLES, ROOT, STAGE_FORMATS
 
 import flowc
-from flowc.astdump import ast_to_json, ast_to_text
-from flowc.cli import main
+from flowc.cli.main import main
+from flowc.syntax.astdump import ast_to_json, ast_to_text
 
 SEEDS = ("0", "1", "12345", "random")
 
@@ -31,7 +31,7 @@ DUMP_ALL = (
     + """
 import contextlib, io, sys
 from pathlib import Path
-from flowc.cli import main
+from flowc.cli.main import main
 
 parts = []
 for path in sorted(Path("examples").glob("*.flow")):

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from flowc import cli
+from flowc.cli import main as cli
 from flowc.diff import DIFF_SCHEMA_VERSION, diff_plans
 from flowc.driver import compile
 
@@ -719,7 +719,7 @@ def test_diff_never_imports_pyspark(tmp_path: Path) -> None:
     old, new = _files(tmp_path, AGG, AGG.replace("count(*)", "sum(v)"))
     script = (
         "import sys\n"
-        "from flowc import cli\n"
+        "from flowc.cli import main as cli\n"
         f"code = cli.main(['diff', {old!r}, {new!r}, '--against', {str(root)!r}])\n"
         "loaded = [m for m in sys.modules if m.split('.')[0] in ('pyspark', 'py4j')]\n"
         "sys.stderr.write(f'{code} {loaded}')\n"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from flowc.cli import main
+from flowc.cli.main import main
 
 ROOT = Path(__file__).resolve().parent.parent
 VSCODE = ROOT / "editors" / "vscode"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from flowc.cli import main
+from flowc.cli.main import main
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted((ROOT / "examples").glob("*.flow"))

@@ -58,7 +58,7 @@ def run_generated_program(job: flowc.CompiledJob, folder: Path) -> None:
     import subprocess
     import sys
 
-    from flowc.codegen import generate_pyspark
+    from flowc.spark.codegen import generate_pyspark
 
     program = folder / "job.py"
     program.write_text(generate_pyspark(job), encoding="utf-8")

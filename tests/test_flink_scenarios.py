@@ -58,19 +58,19 @@ def vertex_names(job: CompiledJob) -> list[str]:
     return [v.name for v in job.job_graph.topological()]
 
 
-def vertex(job: CompiledJob, name: str) -> flowc.job_graph.JobVertex:
+def vertex(job: CompiledJob, name: str) -> flowc.graph.job_graph.JobVertex:
     matches = [v for v in job.job_graph.vertices.values() if v.name == name]
     assert len(matches) == 1, f"{name!r} not among {vertex_names(job)}"
     return matches[0]
 
 
-def physical(job: CompiledJob, name: str) -> flowc.physical.PhysicalVertex:
+def physical(job: CompiledJob, name: str) -> flowc.graph.physical.PhysicalVertex:
     matches = [v for v in job.physical_plan.vertices if v.vertex.name == name]
     assert len(matches) == 1, f"{name!r} not among {vertex_names(job)}"
     return matches[0]
 
 
-def node(job: CompiledJob, name: str) -> flowc.stream_graph.StreamNode:
+def node(job: CompiledJob, name: str) -> flowc.graph.stream_graph.StreamNode:
     matches = [n for n in job.stream_graph.nodes.values() if n.name == name]
     assert len(matches) == 1, f"{name!r} is not exactly one StreamNode"
     return matches[0]
@@ -94,7 +94,7 @@ def operator_ids(job: CompiledJob) -> dict[str, str]:
     return {n.name: graph.operator_id(n.id) for n in graph.nodes.values()}
 
 
-def wiring(plan_vertex: flowc.physical.PhysicalVertex) -> list[list[tuple[int, int]]]:
+def wiring(plan_vertex: flowc.graph.physical.PhysicalVertex) -> list[list[tuple[int, int]]]:
     """Per consumer subtask, the (first, last) producer subtasks of each input."""
     return [[(w.first, w.last) for w in s.inputs] for s in plan_vertex.subtasks]
 
@@ -975,7 +975,7 @@ def test_inputs_in_different_groups_fall_back_to_default() -> None:
 # ---------------------------------------------------------------- scenario 21 / §4
 
 
-def _ranges(plan_vertex: flowc.physical.PhysicalVertex) -> list[tuple[int, int] | None]:
+def _ranges(plan_vertex: flowc.graph.physical.PhysicalVertex) -> list[tuple[int, int] | None]:
     return [s.key_groups for s in plan_vertex.subtasks]
 
 

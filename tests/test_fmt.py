@@ -22,8 +22,8 @@ from fuzzing import EXAMPLES
 from hypothesis import HealthCheck, given, settings
 
 import flowc
-from flowc.cli import main
-from flowc.cli_compile import render_stage
+from flowc.cli.compile import render_stage
+from flowc.cli.main import main
 from flowc.diagnostics import CompileError
 from flowc.formatter import TokenKind, format_program, significant, tokens
 from tests.helpers.strategies import programs, token_mutants

@@ -4,7 +4,7 @@ The inputs come from tests/fuzzing.py, which benchmarks/soak.py also uses (100,0
 cases, outside CI). Here a few hundred cases: hypothesis draws generated programs and
 token- and byte-level mutants of the examples (and shrinks any failure), every example
 in examples/ and examples/errors/ is mutated from fixed seeds, and a sample goes through
-``flowc.cli.main`` in-process and through real ``python -m flowc`` processes. Nothing may
+``flowc.cli.main.main`` in-process and through real ``python -m flowc`` processes. Nothing may
 crash; the CLI exits 0, 1 or 2 with no traceback, and with the code the outcome implies.
 """
 

@@ -16,8 +16,8 @@ from sqlglot import exp
 import flowc
 from flowc import ast
 from flowc.diagnostics import Reporter
-from flowc.parser import MAX_EXPRESSION_DEPTH, parse
 from flowc.spans import Span
+from flowc.syntax.parser import MAX_EXPRESSION_DEPTH, parse
 
 FILE = "grammar.flow"
 

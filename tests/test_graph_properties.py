@@ -14,8 +14,8 @@ from collections import defaultdict
 from hypothesis import given
 
 import flowc
+from flowc.graph.stream_graph import StreamEdge, StreamGraph
 from flowc.job import CompiledJob
-from flowc.stream_graph import StreamEdge, StreamGraph
 from flowc.vocabulary import ChainingStrategy, Partitioner
 from tests.helpers.topologies import CHAINING, SETTINGS, Program, compile_or_reject, programs
 

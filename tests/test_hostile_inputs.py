@@ -24,11 +24,12 @@ from typing import Any
 import pytest
 
 import flowc
-from flowc import cli, cli_input
-from flowc.cli import main
-from flowc.codegen import generate_pyspark
-from flowc.overrides import COMMAND_LINE
+from flowc.cli import input as cli_input
+from flowc.cli import main as cli
+from flowc.cli.main import main
 from flowc.runtime.ownership import CHECKPOINT_MARKER, SINK_MARKER, check_sink_ownership
+from flowc.spark.codegen import generate_pyspark
+from flowc.syntax.overrides import COMMAND_LINE
 
 CLEAN = """\
 CREATE SOURCE s (k BIGINT) WITH (connector = 'datagen', number_of_rows = 3);

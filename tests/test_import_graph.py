@@ -19,16 +19,22 @@ the root package ``flowc`` is left out of that rule only (every module is inside
 
 from __future__ import annotations
 
-import ast
 import itertools
 import subprocess
 import sys
-import tomllib
 from collections import deque
-from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.helpers.import_graph import (
+    ROOT,
+    Edge,
+    Import,
+    graph,
+    imports,
+    module_of,
+    modules,
+    packages,
+)
 
 #: Every import inside a function: (importing module, imported module) → why it waits.
 #: A function-level import of a module of flowc, or of anything not listed here, fails
@@ -37,14 +43,14 @@ ROOT = Path(__file__).resolve().parent.parent
 _RUNTIME = "flowc.runtime drives Spark (the only package importing pyspark): never compiling"
 _LARK = "lark builds a parser only to report a syntax error (the LALR tables parse the rest)"
 LAZY_ALLOWED: dict[tuple[str, str], str] = {
-    ("flowc.generated_runtime", "*"): "the functions' text is copied into the generated "
-    "program (flowc.codegen), which runs where flowc is not installed: their imports go "
+    ("flowc.spark.generated_runtime", "*"): "the functions' text is copied into the generated "
+    "program (flowc.spark.codegen), which runs where flowc is not installed: their imports go "
     "with them",
-    ("flowc.lalr_build", "*"): "builds grammar/tables.py from Lark's grammar "
-    "(python -m flowc.lalr), never while compiling",
-    ("flowc.ast_builder", "lark"): _LARK,
-    ("flowc.parser", "lark.exceptions"): _LARK,
-    ("flowc.syntax_errors", "lark.exceptions"): _LARK,
+    ("flowc.syntax.lalr_build", "*"): "builds grammar/tables.py from Lark's grammar "
+    "(python -m flowc.syntax.lalr), never while compiling",
+    ("flowc.syntax.ast_builder", "lark"): _LARK,
+    ("flowc.syntax.parser", "lark.exceptions"): _LARK,
+    ("flowc.syntax.syntax_errors", "lark.exceptions"): _LARK,
     ("flowc.viewer", "grandalf.graphs"): "the plan viewer's layout, only for --format html",
     ("flowc.viewer", "grandalf.layouts"): "the plan viewer's layout, only for --format html",
     ("flowc.diagnostics", "rich.console"): "rich only to colour diagnostics on a terminal",
@@ -58,121 +64,19 @@ LAZY_ALLOWED: dict[tuple[str, str], str] = {
     ("flowc.runtime.failures", "py4j.protocol"): "py4j only once Spark has failed",
     ("flowc.runtime.function_list", "pyspark"): "a maintainer's tool that asks Spark",
     ("flowc.runtime.function_list", "pyspark.sql"): "a maintainer's tool that asks Spark",
-    ("flowc.cli_lsp", "flowc.lsp.server"): "pygls, an optional dependency (flowc[lsp])",
-    ("flowc.cli_run", "flowc.runtime.failures"): _RUNTIME,
-    ("flowc.cli_run", "flowc.runtime.run"): _RUNTIME,
-    ("flowc.cli_test", "flowc.runtime.failures"): _RUNTIME,
-    ("flowc.cli_test", "flowc.runtime.run"): _RUNTIME,
-    ("flowc.cli_test", "flowc.runtime.user_tests"): _RUNTIME,
-    ("flowc.cli_diff", "flowc.runtime.state_guard"): _RUNTIME,
+    ("flowc.cli.lsp", "flowc.lsp.server"): "pygls, an optional dependency (flowc[lsp])",
+    ("flowc.cli.run", "flowc.runtime.failures"): _RUNTIME,
+    ("flowc.cli.run", "flowc.runtime.run"): _RUNTIME,
+    ("flowc.cli.test", "flowc.runtime.failures"): _RUNTIME,
+    ("flowc.cli.test", "flowc.runtime.run"): _RUNTIME,
+    ("flowc.cli.test", "flowc.runtime.user_tests"): _RUNTIME,
+    ("flowc.cli.diff", "flowc.runtime.state_guard"): _RUNTIME,
     **{
-        ("flowc.cli", f"flowc.{command}"): "a command's module loads when it runs: flowc "
+        ("flowc.cli.main", f"flowc.cli.{command}"): "a command's module loads when it runs: flowc "
         "check does not load the state code, PyYAML or the viewer (about 100 ms a start)"
-        for command in ("cli_compile", "cli_run", "cli_diff", "cli_fmt", "cli_test", "cli_lsp")
+        for command in ("compile", "run", "diff", "fmt", "test", "lsp")
     },
 }
-
-
-@dataclass(frozen=True, slots=True)
-class Import:
-    """One import statement's target, where it is, and whether it runs in a function."""
-
-    target: str
-    line: int
-    lazy: bool
-
-
-def packages(root: Path = ROOT) -> dict[str, Path]:
-    """Each package of the distribution and its folder, from pyproject.toml."""
-    with (root / "pyproject.toml").open("rb") as handle:
-        dirs: dict[str, str] = tomllib.load(handle)["tool"]["setuptools"]["package-dir"]
-    return {name: root / folder for name, folder in dirs.items()}
-
-
-def modules(roots: dict[str, Path]) -> dict[str, Path]:
-    """Every module's dotted name and file; a folder with ``__init__.py`` is its package."""
-    found: dict[str, Path] = {}
-    for package, folder in roots.items():
-        for path in sorted(folder.rglob("*.py")):
-            parts = list(path.relative_to(folder).with_suffix("").parts)
-            if parts[-1] == "__init__":
-                parts.pop()
-            found[".".join([package, *parts])] = path
-    return found
-
-
-def _type_checking(test: ast.expr) -> bool:
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
-    )
-
-
-def imports(name: str, path: Path, known: dict[str, Path]) -> list[Import]:
-    """Every import the module runs, with the module it names (not under TYPE_CHECKING)."""
-    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    found: list[Import] = []
-    stack: list[tuple[ast.AST, bool]] = [(tree, False)]
-    while stack:
-        node, lazy = stack.pop()
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.If) and _type_checking(child.test):
-                stack.extend((other, lazy) for other in child.orelse)
-            elif isinstance(child, ast.Import):
-                found.extend(Import(a.name, child.lineno, lazy) for a in child.names)
-            elif isinstance(child, ast.ImportFrom):
-                base = child.module or ""
-                if child.level:
-                    parts = package.split(".")
-                    parts = parts[: len(parts) - child.level + 1]
-                    base = ".".join([*parts, *([base] if base else [])])
-                for alias in child.names:
-                    full = f"{base}.{alias.name}"
-                    found.append(Import(full if full in known else base, child.lineno, lazy))
-            else:
-                inner = lazy or isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef)
-                stack.append((child, inner))
-    return sorted(found, key=lambda i: (i.line, i.target))
-
-
-def _module_of(target: str, known: dict[str, Path]) -> str | None:
-    """The distribution's module ``target`` names, or None for one outside it."""
-    while target not in known:
-        if "." not in target:
-            return None
-        target = target.rpartition(".")[0]
-    return target
-
-
-@dataclass(frozen=True, slots=True)
-class Edge:
-    """``source`` imports ``target`` at ``line`` (``via`` the module named, for a package
-    whose ``__init__`` runs because a module inside it is imported)."""
-
-    target: str
-    line: int
-    via: str = ""
-
-
-def graph(known: dict[str, Path]) -> dict[str, dict[str, Edge]]:
-    """Module → the modules it imports, each with the first line that does."""
-    edges: dict[str, dict[str, Edge]] = {name: {} for name in known}
-    roots = {name for name in known if "." not in name}
-    for name, path in known.items():
-        out = edges[name]
-        for found in imports(name, path, known):
-            target = _module_of(found.target, known)
-            if target is None:
-                continue
-            if target != name:
-                out.setdefault(target, Edge(target, found.line))
-            parts = target.split(".")
-            for end in range(1, len(parts)):
-                parent = ".".join(parts[:end])
-                if parent in roots or parent == name or name.startswith(parent + "."):
-                    continue
-                out.setdefault(parent, Edge(parent, found.line, via=target))
-    return edges
 
 
 def cycles(edges: dict[str, dict[str, Edge]]) -> list[list[str]]:
@@ -260,7 +164,7 @@ def lazy_imports(known: dict[str, Path]) -> list[tuple[str, Import]]:
 
 def _allowed(name: str, target: str, known: dict[str, Path]) -> tuple[str, str] | None:
     for key in ((name, target), (name, "*")):
-        if key in LAZY_ALLOWED and (key[1] != "*" or _module_of(target, known) is None):
+        if key in LAZY_ALLOWED and (key[1] != "*" or module_of(target, known) is None):
             return key
     return None
 
@@ -308,11 +212,11 @@ def test_compiling_loads_nothing_that_waits() -> None:
         {target.split(".")[0] for _, target in LAZY_ALLOWED if not target.startswith("flowc")}
         - {"*"}
         | {target for _, target in LAZY_ALLOWED if target.startswith("flowc.")}
-        - {"flowc.cli_compile"}  # the command these two run
+        - {"flowc.cli.compile"}  # the command these two run
     )
     code = (
         "import contextlib, io, sys\n"
-        "from flowc.cli import main\n"
+        "from flowc.cli.main import main\n"
         "with contextlib.redirect_stdout(io.StringIO()):\n"
         "    assert main(['check', 'examples/wordcount.flow']) == 0\n"
         "    assert main(['compile', 'examples/wordcount.flow', '--emit', 'pyspark']) == 0\n"
@@ -324,7 +228,7 @@ def test_compiling_loads_nothing_that_waits() -> None:
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=False
     )
     assert done.returncode == 0, done.stderr
-    assert {"lark", "pyspark", "flowc.runtime.run", "flowc.cli_diff", "flowc.cli_test"} <= set(
+    assert {"lark", "pyspark", "flowc.runtime.run", "flowc.cli.diff", "flowc.cli.test"} <= set(
         kept_out
     )
     assert done.stdout.strip() == "[]", f"loaded while compiling: {done.stdout}"

@@ -21,10 +21,11 @@ from fuzzing import EXAMPLES, generate_program, mutate_tokens, seeded
 from sqlglot import exp
 
 import flowc
-from flowc import lalr, parser, sql_parsing, sqltypes
 from flowc.diagnostics import Diagnostic, Reporter, Severity, _render_rich, render_text
 from flowc.grammar.tables import TABLES
 from flowc.spans import Span
+from flowc.sql import sql_parsing, sqltypes
+from flowc.syntax import lalr, parser
 
 ROOT = Path(__file__).resolve().parent.parent
 CHECK_FILES = sorted((ROOT / "tests" / "data" / "check").glob("*.test"))
@@ -49,7 +50,7 @@ CORPUS = corpus()
 def test_shipped_tables_are_the_grammars() -> None:
     shipped = json.loads(TABLES)
     assert shipped["grammar_sha256"] == lalr.grammar_digest(lalr.grammar_text()), (
-        "grammar/flow.lark changed: run `python -m flowc.lalr` to rewrite grammar/tables.py"
+        "grammar/flow.lark changed: run `python -m flowc.syntax.lalr` to rewrite grammar/tables.py"
     )
     assert shipped == json.loads(json.dumps(lalr.build_tables(lalr.lark_parser())))
 
@@ -156,14 +157,14 @@ def _compiled(text: str) -> Any:
 
 
 def test_kept_typings_type_as_sqlglot(monkeypatch: pytest.MonkeyPatch) -> None:
-    import flowc.functions
+    import flowc.sql.functions
 
     def always_afresh(
         expr: Any, scope: Any, reporter: Reporter, functions: Any = None
     ) -> str | None:
         return sqltypes._resolve_and_type(expr, scope, reporter, functions)
 
-    monkeypatch.setattr(flowc.functions, "resolve_and_type", always_afresh)
+    monkeypatch.setattr(flowc.sql.functions, "resolve_and_type", always_afresh)
     expected = [_compiled(text) for text in CORPUS]
     monkeypatch.undo()
     parser.clear_expression_cache()

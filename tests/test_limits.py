@@ -11,7 +11,8 @@ from __future__ import annotations
 import pytest
 
 import flowc
-from flowc import limits, sqltypes
+from flowc import limits
+from flowc.sql import sqltypes
 
 HEADER = (
     "SET parallelism = 2;\n"
@@ -183,7 +184,7 @@ def test_an_expression_past_the_token_bound_is_not_parsed() -> None:
 
 
 def test_tokens_of_all_expressions_count(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("flowc.parser.MAX_TOKENS", 30)
+    monkeypatch.setattr("flowc.syntax.parser.MAX_TOKENS", 30)
     insert = "INSERT INTO out FROM src |> WHERE k > 1 AND v < 2 |> SELECT k, v + 1 AS v;\n"
     # the watermark's 5 tokens, then 11 per INSERT (7 + 3, and a bare name is one)
     assert codes(HEADER + insert * 2) == []
@@ -191,7 +192,7 @@ def test_tokens_of_all_expressions_count(monkeypatch: pytest.MonkeyPatch) -> Non
 
 
 def test_sql_clauses_count_as_steps(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("flowc.parser.MAX_STEPS", 10)
+    monkeypatch.setattr("flowc.syntax.parser.MAX_STEPS", 10)
     query = "SELECT k, count(*) AS n FROM src WHERE v > 0 GROUP BY k"  # 4 steps
     assert "E0903" not in codes(HEADER + f"INSERT INTO out {query};\n")
     union = f"{query} UNION ALL {query} UNION ALL {query}"
@@ -200,7 +201,7 @@ def test_sql_clauses_count_as_steps(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_operators_past_the_bound(monkeypatch: pytest.MonkeyPatch) -> None:
     """Sources and sinks are operators but no steps: the StreamGraph's own bound."""
-    monkeypatch.setattr("flowc.stream_graph.MAX_STREAM_NODES", 30)
+    monkeypatch.setattr("flowc.graph.stream_graph.MAX_STREAM_NODES", 30)
     lines = ["CREATE SINK out WITH (connector = 'noop');"]
     for i in range(16):
         lines.append(f"CREATE SOURCE s{i} (k BIGINT) WITH (connector = 'datagen');")

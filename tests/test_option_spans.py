@@ -11,7 +11,7 @@ import pytest
 
 import flowc
 from flowc import Diagnostic, Severity
-from flowc.overrides import COMMAND_LINE
+from flowc.syntax.overrides import COMMAND_LINE
 
 
 def errors(text: str, overrides: dict[str, str] | None = None) -> list[Diagnostic]:

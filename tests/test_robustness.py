@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 import flowc
-from flowc.cli import main
+from flowc.cli.main import main
 
 HEADER = (
     "CREATE SOURCE s (k BIGINT) WITH (connector = 'datagen');\n"
@@ -125,7 +125,7 @@ def test_hostile_names_in_the_generated_program_docstrings(job_name: str) -> Non
     PySpark program: quotes and backslashes there must not end or break them."""
     import ast as pyast
 
-    from flowc.codegen import generate_pyspark
+    from flowc.spark.codegen import generate_pyspark
 
     text = (
         f"SET job.name = '{job_name}';\n"

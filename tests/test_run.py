@@ -28,8 +28,8 @@ import pytest
 from stages import EXAMPLES
 
 import flowc
-from flowc.codegen import generate_pyspark
 from flowc.runtime.run import ProgressDisplay, RunReport, count_exchanges, run_job
+from flowc.spark.codegen import generate_pyspark
 from tests.helpers.files import read_json_dir
 from tests.helpers.progress import PROGRESS, FakeQuery
 
@@ -544,7 +544,7 @@ def test_every_example_generates_a_program_that_compiles(path: Path) -> None:
         for alias in node.names
     }
     standard = {"__future__", "argparse", "os", "sys", "urllib", "pyspark"}
-    # A job calling Python functions loads them (flowc.generated_runtime.load_functions).
+    # A job calling Python functions loads them (flowc.spark.generated_runtime.load_functions).
     loading = {"datetime", "decimal", "hashlib", "importlib", "sysconfig", "traceback"}
     # An upsert sink reads and writes its table's files (shutil, json; psycopg for postgres).
     upserting = {"json", "shutil"} if any(s.mode == "update" for s in job.program.sinks) else set()
@@ -571,7 +571,7 @@ def test_count_exchanges_reads_plan_trees() -> None:
 
 
 def test_missing_kafka_package_is_a_clear_error(spark: Any, tmp_path: Path) -> None:
-    from flowc.codegen import UnsupportedOnSpark
+    from flowc.spark.codegen import UnsupportedOnSpark
 
     program = """
     CREATE SOURCE k (value STRING) WITH (connector = 'kafka', topic = 't',
@@ -915,7 +915,7 @@ def test_set_overrides_connector_options_as_if_written() -> None:
 
 
 def test_run_with_set_reads_the_overridden_path(spark: Any, tmp_path: Path) -> None:
-    from flowc.cli import main
+    from flowc.cli.main import main
 
     write_json_lines(tmp_path / "other" / "x.json", [{"user": "z", "amount": 50}])
     (tmp_path / "job.flow").write_text(PAYMENTS, encoding="utf-8")

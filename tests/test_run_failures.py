@@ -17,8 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import flowc
-from flowc.cli import main as flowc_main
-from flowc.codegen import generate_pyspark
+from flowc.cli.main import main as flowc_main
 from flowc.runtime.failures import (
     CHECKPOINT_INCOMPATIBLE,
     EXPRESSION_FAILED,
@@ -27,6 +26,7 @@ from flowc.runtime.failures import (
     explain,
 )
 from flowc.runtime.run import run_job
+from flowc.spark.codegen import generate_pyspark
 
 CAST_JOB = """\
 SET parallelism = 1;

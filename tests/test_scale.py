@@ -24,7 +24,7 @@ from flowc.flink.keygroups import (
     pointwise_producers_in_run,
     pointwise_runs,
 )
-from flowc.physical import EQUAL_SHARE_RUNS, PhysicalPlan
+from flowc.graph.physical import EQUAL_SHARE_RUNS, PhysicalPlan
 from tests.helpers.topologies import SETTINGS, compile_or_reject, programs
 from tests.helpers.topologies import Program as GeneratedProgram
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from flowc.source_text import LineIndex
 from flowc.spans import Span, line_column, text_span
+from flowc.syntax.source_text import LineIndex
 
 
 @pytest.mark.parametrize(

@@ -1,6 +1,6 @@
 """Spark's functions and literal casts: flowc's checks (E0230–E0232) against the real Spark.
 
-- ``compiler/spark_functions.py`` is exactly what ``python -m flowc.runtime.function_list``
+- ``compiler/sql/spark_functions.py`` is exactly what ``python -m flowc.runtime.function_list``
   writes from the installed pyspark (so upgrading pyspark fails here until it is
   regenerated);
 - every expression flowc refuses fails in Spark, every one it accepts runs: unknown and
@@ -20,12 +20,12 @@ import pytest
 from sqlglot import parse_one
 
 import flowc
-from flowc import spark_functions
 from flowc.ast import SqlExpr
 from flowc.diagnostics import Reporter
-from flowc.functions import check_functions
 from flowc.spans import Span
-from flowc.spark_casts import spark_can_cast
+from flowc.sql import spark_functions
+from flowc.sql.functions import check_functions
+from flowc.sql.spark_casts import spark_can_cast
 
 REGENERATE = "python -m flowc.runtime.function_list"
 
@@ -55,7 +55,7 @@ def test_shipped_function_list_is_what_pyspark_reports(spark: Any) -> None:
     if not problems and render_module(reported) != shipped:
         problems.append("the file is not what the script writes (edited by hand?)")
     assert not problems, (
-        "compiler/spark_functions.py is out of date with the installed pyspark; "
+        "compiler/sql/spark_functions.py is out of date with the installed pyspark; "
         f"regenerate it with `{REGENERATE}` and review the diff:\n  " + "\n  ".join(problems)
     )
 

@@ -1,5 +1,5 @@
 """What `flowc check` accepts, Spark parses and runs: the Spark SQL text flowc generates
-(:func:`flowc.spark_sql.sql_of`, what the generated program hands ``F.expr``/selectExpr)
+(:func:`flowc.sql.spark_sql.sql_of`, what the generated program hands ``F.expr``/selectExpr)
 for a corpus of expressions goes through Spark's own parser and, over a one-row
 DataFrame, through its analysis and evaluation (where Spark builds datetime formatters).
 
@@ -29,8 +29,8 @@ import pytest
 import flowc
 from flowc import ast
 from flowc.diagnostics import CompileError
-from flowc.spark_patterns import pattern_problem
-from flowc.spark_sql import aggregate_sql, sql_of
+from flowc.sql.spark_patterns import pattern_problem
+from flowc.sql.spark_sql import aggregate_sql, sql_of
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 import flowc
-from flowc.codegen import generate_pyspark
-from flowc.spark_plan import ExchangeKind
+from flowc.spark.codegen import generate_pyspark
+from flowc.spark.spark_plan import ExchangeKind
 
 HEADER = """
 SET parallelism = 4;

@@ -31,9 +31,9 @@ from benchmarks.spark_types import (
     sample,
     spark_type,
 )
-from flowc.codegen import generate_pyspark
 from flowc.diagnostics import CompileError
-from flowc.sqltypes import UNKNOWN
+from flowc.spark.codegen import generate_pyspark
+from flowc.sql.sqltypes import UNKNOWN
 
 SHARED = Path("/work/shared/examples")
 
@@ -122,7 +122,7 @@ def test_decimal_rules_on_spark(spark: Any) -> None:
         "avg(c_dec38_10)": "DECIMAL(38, 14)",
         "sum(c_int)": "BIGINT",
         "avg(c_bigint)": "DOUBLE",
-        # Rewritten over collect_set (flowc.spark_distinct): Spark once refused the sum's
+        # Rewritten over collect_set (flowc.sql.spark_distinct): Spark once refused the sum's
         # fold (its step widened to DECIMAL(23, 2)), and typed the average DECIMAL(33, 13).
         "sum(DISTINCT c_dec12_2)": "DECIMAL(22, 2)",
         "avg(DISTINCT c_dec12_2)": "DECIMAL(16, 6)",

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 import flowc
-from flowc.cli import main
+from flowc.cli.main import main
 from flowc.diagnostics import Diagnostic, Severity
-from flowc.habits import run_blockers
+from flowc.sql.habits import run_blockers
 
 HEAD = """SET max_parallelism = 128;
 CREATE SOURCE s (k BIGINT, ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL 5 SECONDS)

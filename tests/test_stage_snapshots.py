@@ -18,7 +18,7 @@ import pytest
 from stages import COMBINATIONS, EMITTED, EXAMPLES, ROOT, STAGE_FORMATS, emitted_file
 
 import flowc
-from flowc.cli import main
+from flowc.cli.main import main
 from tests.helpers.snapshots import PerExampleSnapshot
 
 GRAPH_STAGES = ("transformations", "streamgraph", "jobgraph")

@@ -706,7 +706,7 @@ def test_set_checkpoint_dir_is_the_checkpoint_the_run_uses(spark: Any, tmp_path:
 
 
 def test_generated_program_uses_the_plans_checkpoint_dir() -> None:
-    from flowc.codegen import generate_pyspark
+    from flowc.spark.codegen import generate_pyspark
 
     text = "SET checkpoint.dir = 'state/ck';\n" + PROGRAMS["keyed"]
     code = generate_pyspark(flowc.compile(text, "job.flow", for_spark=True))

@@ -18,14 +18,14 @@ from typing import Any
 import pytest
 
 import flowc
-from flowc.errorcodes import Code
-from flowc.runtime.state_guard import guard_state
-from flowc.state_store import (
+from flowc.analyze.state_store import (
     CHANGELOG_CONF,
     HDFS_PROVIDER,
     PROVIDER_CLASS_CONF,
     ROCKSDB_PROVIDER,
 )
+from flowc.errorcodes import Code
+from flowc.runtime.state_guard import guard_state
 from tests.helpers.files import Row, at, source, write_batches
 from tests.helpers.spark_run import run_in
 
@@ -115,7 +115,7 @@ def test_no_state_means_no_store() -> None:
 
 
 def test_the_generated_program_sets_the_planned_store() -> None:
-    from flowc.codegen import generate_pyspark
+    from flowc.spark.codegen import generate_pyspark
 
     text = generate_pyspark(plan("SET state.backend.type = 'rocksdb';\n"))
     assert f"spark.conf.set({PROVIDER_CLASS_CONF!r}, {ROCKSDB_PROVIDER!r})" in text

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 import flowc
-from flowc import codegen_steps, names, transformations
+from flowc.graph import names, transformations
 from flowc.program import STEP_CLASSES, Step, Stream
+from flowc.spark import codegen_steps
 from flowc.state import describe
 from flowc.vocabulary import STATEFUL_STEPS, StepKind
 

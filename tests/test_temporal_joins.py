@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 import flowc
-from flowc.cli import main
+from flowc.cli.main import main
 from flowc.diagnostics import CompileError
 from tests.helpers.files import Row, at, source, write_batches, write_table
 from tests.helpers.spark_run import compiled, run_generated, table

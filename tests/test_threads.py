@@ -24,8 +24,8 @@ from fuzzing import generate_program, seeded
 
 import flowc
 from flowc import ast, limits
-from flowc.astdump import ast_to_json, ast_to_text
 from flowc.diagnostics import Diagnostic
+from flowc.syntax.astdump import ast_to_json, ast_to_text
 
 ROOT = Path(__file__).resolve().parent.parent
 THREADS = 8
@@ -219,7 +219,7 @@ def test_settings_the_application_changes_during_compiles_stay() -> None:
     """The last compilation to finish restores what the first found, unless the
     application set something else meanwhile: then the application's value stays."""
     from flowc.driver import _COLLECTOR
-    from flowc.sql_parsing import _RECURSION
+    from flowc.sql.sql_parsing import _RECURSION
 
     programs = {name: text for name, text in corpus(generated=10).items() if "literal" not in name}
 

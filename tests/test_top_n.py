@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from flowc.codegen import generate_pyspark
+from flowc.spark.codegen import generate_pyspark
 from tests.helpers.files import Row, at, minute_of, source, write_batches
 from tests.helpers.spark_run import compiled, into_memory, run_generated, spark_codes, table
 

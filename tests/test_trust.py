@@ -22,9 +22,9 @@ import pytest
 
 import flowc
 from flowc import Diagnostic, Severity
-from flowc.cli import main
+from flowc.cli.main import main
 from flowc.runtime.run import run_job as real_run_job
-from flowc.trust import COMMAND_LINE, DENIED_FUNCTIONS, SPARK_SETTINGS
+from flowc.trust.policy import COMMAND_LINE, DENIED_FUNCTIONS, SPARK_SETTINGS
 
 STREAMS = """\
 CREATE SOURCE s (k BIGINT, v STRING) WITH (connector = 'datagen');

@@ -30,8 +30,8 @@ import pytest
 
 import flowc
 from flowc import Severity
-from flowc.codegen import generate_pyspark
 from flowc.runtime.failures import StartedQuery, jvm_ended
+from flowc.spark.codegen import generate_pyspark
 
 XPATH_FUNCTIONS = (
     "xpath", "xpath_boolean", "xpath_double", "xpath_float", "xpath_int", "xpath_long",

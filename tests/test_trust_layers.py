@@ -25,8 +25,8 @@ import pytest
 
 import flowc
 from flowc import Diagnostic, Severity
-from flowc.codegen import generate_pyspark
 from flowc.runtime.run import run_job
+from flowc.spark.codegen import generate_pyspark
 
 SOURCE = "CREATE SOURCE s (v STRING) WITH (connector = 'files', path = 'in', format = 'json');\n"
 
@@ -272,7 +272,7 @@ def test_a_folder_that_cannot_be_listed_is_refused(
                 return
             yield root, dirs, files
 
-    monkeypatch.setattr("flowc.trust_paths.os.walk", unlistable)
+    monkeypatch.setattr("flowc.trust.paths.os.walk", unlistable)
     [error] = errors(SCAN_JOB, str(base / "job.flow"))
     assert error.code == "E0959"
     assert "cannot list (in/d00000: Permission denied)" in error.message

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 import flowc
-from flowc.codegen import generate_pyspark
 from flowc.errorcodes import Code
-from flowc.generated_runtime import checked_value
-from flowc.python_functions import result_kind
+from flowc.spark.codegen import generate_pyspark
+from flowc.spark.generated_runtime import checked_value
+from flowc.sql.python_functions import result_kind
 
 SOURCE = (
     "CREATE SOURCE s (k INT, v STRING) WITH (connector = 'files', path = 'in', format = 'json');\n"
@@ -33,7 +33,7 @@ def _output_types(job: flowc.CompiledJob) -> list[tuple[str, str]]:
 
 def test_a_call_has_its_own_programs_return_type_whatever_was_compiled_before() -> None:
     """The same expression text over the same columns types differently in two programs:
-    kept typings (flowc.sqltypes) must not carry one program's function into the other."""
+    kept typings (flowc.sql.sqltypes) must not carry one program's function into the other."""
     query = "INSERT INTO o FROM s |> SELECT f(k) AS y, f(k) + 1 AS z;\n"
     for _ in range(3):
         as_double = flowc.compile(_declare("DOUBLE") + SOURCE + query)

@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 
 import flowc
-from flowc.cli import main
-from flowc.codegen import generate_pyspark
+from flowc.cli.main import main
 from flowc.driver import compile_test_form
+from flowc.spark.codegen import generate_pyspark
 from flowc.usertest import canonical
 
 ROOT = Path(__file__).resolve().parent.parent

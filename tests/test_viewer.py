@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import flowc
-from flowc.cli import main
+from flowc.cli.main import main
 from flowc.viewer import _GRAPHS, GRAPH_STAGES, MAX_VIEW_NODES, layout, render_html
 
 ROOT = Path(__file__).resolve().parent.parent

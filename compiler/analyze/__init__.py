@@ -10,6 +10,11 @@ Each concern is a module of its own, sharing one :class:`~flowc.analyze.context.
 (names and cycles), ``query`` with its step checkers (``row_steps``, ``grouping_steps``,
 ``input_steps``), ``views`` (views and inserts) and ``program_checks`` (whole-program
 checks). Analysis works on its own copy of the SQL trees (``own_copy``).
+
+May import: the core modules, :mod:`flowc.flink`, :mod:`flowc.sql`,
+:mod:`flowc.syntax` and :mod:`flowc.trust`. It also owns two decisions later stages read:
+the state store (``state_store``) and an upsert sink's key (``upsert_sinks``), and a
+job's test form (``test_form``).
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from flowc import ast, trust
+from flowc import ast
 from flowc.analyze.connectors import check_sink, check_source
 from flowc.analyze.context import Context
 from flowc.analyze.own_copy import with_own_sql
@@ -27,10 +32,11 @@ from flowc.analyze.settings import read_settings
 from flowc.analyze.udfs import declare_functions
 from flowc.analyze.views import check_insert, check_view
 from flowc.diagnostics import Reporter
-from flowc.functions import SparkExpressionChecks
 from flowc.program import Program, Settings
-from flowc.python_functions import PythonFunction
-from flowc.sql_forms import expand_sql_forms
+from flowc.sql.functions import SparkExpressionChecks
+from flowc.sql.python_functions import PythonFunction
+from flowc.sql.sql_forms import expand_sql_forms
+from flowc.trust import policy as trust
 
 __all__ = ["analyze"]
 
@@ -44,7 +50,7 @@ def analyze(
 ) -> Program:
     """``overrides`` are ``flowc run --set KEY=VALUE``: a setting, applied as if set by
     ``SET``, or ``source_or_sink.option``; ``policy`` is how far the program is trusted
-    (:mod:`flowc.trust`); ``functions`` the Python callables the embedding gives. ``tree``
+    (:mod:`flowc.trust.policy`); ``functions`` the Python callables the embedding gives. ``tree``
     is left as it is."""
     start = len(reporter.diagnostics)
     given = overrides or {}

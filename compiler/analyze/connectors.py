@@ -11,15 +11,17 @@ from collections.abc import Iterable, Sequence
 
 from sqlglot import exp
 
-from flowc import ast, catalog, habits, trust
+from flowc import ast, catalog
 from flowc.analyze.context import Context
 from flowc.analyze.settings import read_hints
 from flowc.diagnostics import did_you_mean, one_of
 from flowc.errorcodes import Code
-from flowc.habits import check_source_path
 from flowc.program import Column, Hints, Schema, SinkDef, SourceDef, Watermark
 from flowc.spans import Span
-from flowc.sqltypes import TIMESTAMP, UNKNOWN, Scope, TypeSyntaxError, normalize_type
+from flowc.sql import habits
+from flowc.sql.habits import check_source_path
+from flowc.sql.sqltypes import TIMESTAMP, UNKNOWN, Scope, TypeSyntaxError, normalize_type
+from flowc.trust import policy as trust
 from flowc.vocabulary import LiteralKind
 
 

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from flowc import ast, trust
+from flowc import ast
 from flowc.diagnostics import Reporter
-from flowc.functions import SparkExpressionChecks
 from flowc.program import InsertDef, Settings, SinkDef, SourceDef, ViewDef
 from flowc.spans import Span
+from flowc.sql.functions import SparkExpressionChecks
+from flowc.trust import policy as trust
 from flowc.vocabulary import DefinitionKind
 
 DefinitionNode = ast.CreateSource | ast.CreateSink | ast.CreateView

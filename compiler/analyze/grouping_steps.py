@@ -15,7 +15,6 @@ from flowc.analyze.rank_steps import top_step
 from flowc.analyze.settings import step_hints
 from flowc.analyze.step_common import StepInput, check_unique, is_interval, item_name
 from flowc.errorcodes import Code
-from flowc.functions import has_aggregate, inside_aggregate
 from flowc.program import (
     AggregateStep,
     Column,
@@ -25,7 +24,8 @@ from flowc.program import (
     Step,
     WindowAggregateStep,
 )
-from flowc.sqltypes import TIMESTAMP, UNKNOWN, Scope, node_span
+from flowc.sql.functions import has_aggregate, inside_aggregate
+from flowc.sql.sqltypes import TIMESTAMP, UNKNOWN, Scope, node_span
 from flowc.vocabulary import WindowKind
 
 _WINDOW_ARGUMENTS = {WindowKind.TUMBLE: 2, WindowKind.HOP: 3, WindowKind.SESSION: 2}

@@ -14,9 +14,9 @@ from flowc.analyze.references import is_table, refuse_table_as_stream, resolve_r
 from flowc.analyze.settings import step_hints
 from flowc.analyze.step_common import StepInput, check_boolean, schema_text
 from flowc.errorcodes import Code
-from flowc.functions import call_span
 from flowc.program import DimensionJoinStep, JoinStep, Schema, Step, Stream, UnionStep
-from flowc.sqltypes import Scope, types_match
+from flowc.sql.functions import call_span
+from flowc.sql.sqltypes import Scope, types_match
 from flowc.vocabulary import JoinKind
 
 

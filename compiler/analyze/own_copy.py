@@ -14,7 +14,7 @@ from typing import cast
 from sqlglot import exp
 
 from flowc import ast
-from flowc.parser import copy_tree
+from flowc.syntax.parser import copy_tree
 
 
 def with_own_sql(tree: ast.Program) -> ast.Program:

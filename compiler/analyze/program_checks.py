@@ -109,7 +109,7 @@ def check_unused(ctx: Context, program: Program) -> None:
     checked = {*ctx.sources, *ctx.views, *ctx.sinks}
     for name, definition in ctx.definitions.items():
         if name not in ctx.used and name in checked:
-            owner, hidden, part = name.partition("$")  # a CTE's view (flowc.sql_forms)
+            owner, hidden, part = name.partition("$")  # a CTE's view (flowc.sql.sql_forms)
             what = f"WITH {part} of '{owner}'" if hidden else f"{definition.kind} '{name}'"
             ctx.reporter.warning(Code.W0004, f"{what} is never used", definition.node.name.span)
     called = ctx.checks.called

@@ -31,8 +31,8 @@ from flowc.analyze.row_steps import (
 )
 from flowc.analyze.step_common import StepChecker, StepInput
 from flowc.errorcodes import Code
-from flowc.lower_sql import check_flink_windows, lower_sql_query
 from flowc.program import SideOutput, Step, Stream
+from flowc.sql.lower_sql import check_flink_windows, lower_sql_query
 from flowc.vocabulary import AGGREGATE_STEPS, PARTITION_STEPS, RANK_STEPS, StepKind
 
 _Node = TypeVar("_Node", bound=ast.StepBase)

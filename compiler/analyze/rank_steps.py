@@ -13,7 +13,7 @@ from flowc.analyze.settings import step_hints
 from flowc.analyze.step_common import StepInput, check_unique
 from flowc.errorcodes import Code
 from flowc.program import Column, Step, TopStep, WindowTopStep
-from flowc.sqltypes import TIMESTAMP, Scope
+from flowc.sql.sqltypes import TIMESTAMP, Scope
 
 #: The largest n: each group keeps up to n rows in state (docs/limits.md).
 MAX_TOP_ROWS = 10_000

@@ -21,7 +21,6 @@ from flowc.analyze.step_common import (
     report_unknown_column,
 )
 from flowc.errorcodes import Code
-from flowc.functions import is_aggregate
 from flowc.program import (
     Column,
     DropStep,
@@ -38,7 +37,8 @@ from flowc.program import (
     Step,
     WhereStep,
 )
-from flowc.sqltypes import UNKNOWN, Scope
+from flowc.sql.functions import is_aggregate
+from flowc.sql.sqltypes import UNKNOWN, Scope
 from flowc.vocabulary import Partitioner
 
 

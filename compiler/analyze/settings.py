@@ -9,11 +9,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import PurePath
 
-from flowc import ast, catalog, state_store, trust
+from flowc import ast, catalog
+from flowc.analyze import state_store
 from flowc.diagnostics import Reporter, did_you_mean
 from flowc.errorcodes import Code
 from flowc.program import Hints, Settings
 from flowc.spans import Span
+from flowc.trust import policy as trust
 
 
 def read_settings(

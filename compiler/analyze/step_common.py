@@ -16,7 +16,7 @@ from flowc.diagnostics import did_you_mean
 from flowc.errorcodes import Code
 from flowc.program import Column, Schema, SideOutput, Step
 from flowc.spans import Span
-from flowc.sqltypes import BOOLEAN, UNKNOWN, Scope
+from flowc.sql.sqltypes import BOOLEAN, UNKNOWN, Scope
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,7 +6,7 @@ a view's does). What is checked here, each at its span:
 
 - E0280: the name (a plain identifier, not one of Spark's functions, declared once), the
   signature (present: flowc checks every call against it; Flink's untyped form gets a
-  hint) and its types (:func:`flowc.python_functions.signature_problem`);
+  hint) and its types (:func:`flowc.sql.python_functions.signature_problem`);
 - E0281: a LANGUAGE other than python;
 - E0282: a target that is not ``module:function``; where the job runs on Spark
   (:func:`check_function_sources`), a module flowc cannot find in the job's folder or the
@@ -22,11 +22,12 @@ from pathlib import Path
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
-from flowc import ast, trust
+from flowc import ast
 from flowc.diagnostics import Reporter
 from flowc.errorcodes import Code
 from flowc.program import Column, FunctionDef, Program
-from flowc.python_functions import (
+from flowc.spans import Span
+from flowc.sql.python_functions import (
     FUNCTION_NAME,
     PythonFunction,
     attribute_problem,
@@ -36,10 +37,10 @@ from flowc.python_functions import (
     signature_problem,
     split_target,
 )
-from flowc.spans import Span
-from flowc.spark_functions import FUNCTIONS
-from flowc.sql_parsing import parse_sql_uncached
-from flowc.sqltypes import normalize_type
+from flowc.sql.spark_functions import FUNCTIONS
+from flowc.sql.sql_parsing import parse_sql_uncached
+from flowc.sql.sqltypes import normalize_type
+from flowc.trust import policy as trust
 
 __all__ = ["check_function_sources", "declare_functions"]
 

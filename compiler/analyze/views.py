@@ -8,11 +8,11 @@ from flowc import ast, catalog
 from flowc.analyze.context import Context
 from flowc.analyze.query import check_query
 from flowc.analyze.step_common import schema_text
+from flowc.analyze.upsert_sinks import postgres_type, upsert_key
 from flowc.diagnostics import did_you_mean
 from flowc.errorcodes import Code
 from flowc.program import Column, InsertDef, SideOutput, SinkDef, Stream, ViewDef
-from flowc.sqltypes import types_match
-from flowc.upsert_sinks import postgres_type, upsert_key
+from flowc.sql.sqltypes import types_match
 from flowc.vocabulary import DefinitionKind
 
 

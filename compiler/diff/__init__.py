@@ -26,6 +26,10 @@ The modules, top-down: :mod:`~flowc.diff.changes` (the records and :class:`PlanD
 :mod:`~flowc.diff.sides` (a job indexed, and the matching of operators),
 :mod:`~flowc.diff.plans` (``diff_plans``) and :mod:`~flowc.diff.report` (what ``flowc
 diff`` prints). The package exports the names other code uses.
+
+May import: every stage up to the driver (:mod:`flowc.graph`, :mod:`flowc.spark`,
+:mod:`flowc.state`...); never :mod:`flowc.runtime`, so ``flowc diff`` without
+``--against`` never loads pyspark.
 """
 
 from flowc.diff.changes import PlanDiff

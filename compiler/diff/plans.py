@@ -24,12 +24,12 @@ from flowc.diff.changes import (
 )
 from flowc.diff.sides import Side, pair_operators
 from flowc.flink.keygroups import compute_default_max_parallelism
-from flowc.spark_plan import SparkExchange, SparkQuery
-from flowc.stream_graph import StreamEdge, StreamNode
+from flowc.graph.stream_graph import StreamEdge, StreamNode
+from flowc.spark.spark_plan import SparkExchange, SparkQuery
 
 if TYPE_CHECKING:
+    from flowc.graph.job_graph import JobVertex
     from flowc.job import CompiledJob
-    from flowc.job_graph import JobVertex
 
 _Item = TypeVar("_Item")
 

@@ -8,12 +8,12 @@ from collections.abc import Callable, Hashable
 from typing import TYPE_CHECKING
 
 from flowc.diff.changes import ChainRef, OperatorRef
-from flowc.stream_graph import StreamGraph, StreamNode
+from flowc.graph.stream_graph import StreamGraph, StreamNode
 from flowc.vocabulary import STATEFUL_OPERATORS, NodeKind
 
 if TYPE_CHECKING:
+    from flowc.graph.job_graph import JobGraph, JobVertex
     from flowc.job import CompiledJob
-    from flowc.job_graph import JobGraph, JobVertex
 
 #: The longest piece of a step's source text used to tell two same-named operators apart.
 _TEXT_KEY_CHARS = 200

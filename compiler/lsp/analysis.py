@@ -15,9 +15,9 @@ from flowc.diagnostics import CompileError, Diagnostic, Reporter
 from flowc.driver import compile
 from flowc.formatter import TokenKind, tokens
 from flowc.job import CompiledJob
-from flowc.parser import deep_recursion, parse
-from flowc.source_text import LineIndex
 from flowc.spans import Span
+from flowc.syntax.parser import deep_recursion, parse
+from flowc.syntax.source_text import LineIndex
 
 #: Pipe steps offered after ``|>``, with what each does.
 STEPS: tuple[tuple[str, str], ...] = (

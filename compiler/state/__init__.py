@@ -42,6 +42,9 @@ The modules, top-down: :mod:`~flowc.state.manifest` (the records),
 (queries and the alignment of their operators) and :mod:`~flowc.state.operator_compare`
 (one operator, aspect by aspect). The package exports the names
 other code uses.
+
+May import: the core modules, :mod:`flowc.flink`, :mod:`flowc.sql`,
+:mod:`flowc.graph` and :mod:`flowc.spark`; the driver and the runtime import it.
 """
 
 from flowc.state.comparison import compare

@@ -13,6 +13,7 @@ from sqlglot import exp
 from flowc import ast
 from flowc._version import __version__
 from flowc.flink.keygroups import compute_default_max_parallelism
+from flowc.graph.stream_graph import StreamNode
 from flowc.program import (
     ERRORS_SCHEMA,
     AggregateStep,
@@ -44,7 +45,7 @@ from flowc.program import (
     view_of,
 )
 from flowc.spans import Span
-from flowc.spark_sql import UnsupportedOnSpark, select_columns, watermark_delay
+from flowc.sql.spark_sql import UnsupportedOnSpark, select_columns, watermark_delay
 from flowc.state.functions import function_identity
 from flowc.state.lineage import (
     Env,
@@ -77,7 +78,6 @@ from flowc.state.manifest import (
     WindowState,
 )
 from flowc.state.options import stored_value
-from flowc.stream_graph import StreamNode
 from flowc.vocabulary import NodeKind, Partitioner, StepKind, WindowKind
 
 if TYPE_CHECKING:

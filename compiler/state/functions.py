@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from flowc.program import FunctionDef
-from flowc.python_functions import find_module
+from flowc.sql.python_functions import find_module
 
 #: A function's identity: (file, code digest, module digest).
 Identity = tuple[str | None, str | None, str | None]

@@ -9,9 +9,9 @@ import hashlib
 from sqlglot import exp
 
 from flowc import ast
-from flowc.functions import is_aggregate
 from flowc.program import Column, Schema
-from flowc.spark_sql import GENERATOR_ERRORS, UnsupportedOnSpark, interval_text
+from flowc.sql.functions import is_aggregate
+from flowc.sql.spark_sql import GENERATOR_ERRORS, UnsupportedOnSpark, interval_text
 from flowc.state.manifest import AggregateState, StateColumn
 
 #: Lineage text longer than this is cut (with a digest, so it still compares exactly).

@@ -1,9 +1,10 @@
 """``flowc test``: tests for users' own jobs, in YAML files beside them (docs/testing.md).
 
 The package reads the test files (:mod:`.reader`: every error located at its line and
-column in the YAML), turns a job into its test form (:mod:`.harness`: each source reads
-only the rows the test gives, each sink is captured), compares results (:mod:`.compare`)
-and writes the report (:mod:`.report`); running on Spark is
+column in the YAML), compares results (:mod:`.compare`) and writes the report
+(:mod:`.report`). A job's test form (each source reads only the rows the test gives, each
+sink is captured) is made while it compiles (:mod:`flowc.analyze.test_form`); running on
+Spark is
 :mod:`flowc.runtime.user_tests`'s. Anchors: dbt's and SQLMesh's YAML unit tests, ksqlDB's
 test runner.
 
@@ -18,11 +19,13 @@ A test file ``NAME.test.yaml`` beside ``NAME.flow``::
         expect:
           per_user:                    # a sink: the rows it holds at the end
             - {user_id: a, clicks: 1}
+
+May import: every stage up to the driver (it reads a compiled job); running the
+tests is :mod:`flowc.runtime`'s, which imports this package.
 """
 
 from flowc.usertest.compare import SinkResult, canonical, compare, diff_text, table
 from flowc.usertest.discovery import test_files
-from flowc.usertest.harness import test_program
 from flowc.usertest.model import (
     PLAN_STAGES,
     TEST_SUFFIX,
@@ -56,5 +59,4 @@ __all__ = [
     "load_test_file",
     "table",
     "test_files",
-    "test_program",
 ]

@@ -8,12 +8,12 @@ from collections.abc import Mapping
 
 import yaml
 
+from flowc.analyze.upsert_sinks import upsert_key
 from flowc.catalog import is_upsert
 from flowc.diagnostics import Diagnostic, Severity
 from flowc.errorcodes import Code
 from flowc.job import CompiledJob
 from flowc.spans import Span, undecodable_at
-from flowc.upsert_sinks import upsert_key
 from flowc.usertest.model import (
     ExpectedRows,
     GivenRows,

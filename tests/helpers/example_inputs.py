@@ -23,7 +23,7 @@ def value_for(type_text: str, row: int, rng: random.Random) -> Any:
     if type_text.startswith("STRUCT<"):
         from sqlglot import exp
 
-        from flowc.sqltypes import data_type, normalize_type
+        from flowc.sql.sqltypes import data_type, normalize_type
 
         fields = [e for e in data_type(type_text).expressions if isinstance(e, exp.ColumnDef)]
         return {

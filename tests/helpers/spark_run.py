@@ -44,7 +44,7 @@ def run_generated(
 
     module = load_program(job)
     if edit is not None:
-        from flowc.codegen import generate_pyspark
+        from flowc.spark.codegen import generate_pyspark
 
         text = edit(generate_pyspark(job))
         module.__dict__.clear()

@@ -1,0 +1,165 @@
+"""``flowc test``: run the YAML tests beside users' jobs, or lock their plans.
+
+``flowc test PATH...`` runs every ``*.test.yaml`` (a folder: every one under it; a .flow
+file: the test file beside it) on a local Spark and prints each test's result, a failed
+one's rows as a diff; ``--junit-xml FILE`` writes a JUnit report. ``flowc test --plans
+DIR`` compares each .flow's plans under DIR with the JSON locked in ``__plans__/`` beside
+it (``--update`` writes them). Exit codes: 0 every test passed, 1 a test failed or a file
+has errors, 2 usage. docs/testing.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import os
+import tempfile
+import time
+from pathlib import Path
+
+from flowc.cli.compile import render_stage
+from flowc.cli.input import compile_source, read_source
+from flowc.cli.output import (
+    EXIT_ERRORS,
+    EXIT_OK,
+    UsageError,
+    print_diagnostics,
+    write_file,
+    write_stdout,
+)
+from flowc.diagnostics import CompileError, render_text
+from flowc.usertest import (
+    PLAN_STAGES,
+    TEST_SUFFIX,
+    TestFileError,
+    TestOutcome,
+    TestRun,
+    load_test_file,
+    test_files,
+)
+from flowc.usertest.safe_yaml import MAX_TEST_FILE_BYTES
+
+
+def test(args: argparse.Namespace) -> int:
+    if args.plans is not None:
+        return _plans(args)
+    if not args.paths:
+        raise UsageError("give test files, folders or .flow files (or --plans DIR)")
+    from flowc.runtime.failures import spark_output
+
+    run = TestRun()
+    log = os.path.join(tempfile.gettempdir(), f"flowc-test-{os.getpid()}.log")
+    with spark_output(log):
+        _run_tests(args, run)
+    if args.junit_xml:
+        write_file(args.junit_xml, run.junit_xml())
+    write_stdout(run.summary() + "\n")
+    return EXIT_OK if run.passed and run.outcomes else EXIT_ERRORS
+
+
+def _run_tests(args: argparse.Namespace, run: TestRun) -> None:
+    """Each test file's tests, on one local SparkSession (Spark's log goes to a file)."""
+    spark = None
+    for test_path, job_path in _pairs(args.paths):
+        try:
+            text = read_source(job_path)
+        except UsageError as error:
+            run.outcomes.append(TestOutcome(test_path, "(job)", 0.0, error=str(error)))
+            write_stdout(f"ERROR {test_path}: {error}\n")
+            continue
+        try:
+            job = compile_source(args, text, job_path)
+            tests = load_test_file(test_path, job)
+        except (CompileError, TestFileError) as error:
+            sources = {job_path: text, test_path: _shown(test_path)}
+            # On standard output: standard error is Spark's log file here.
+            write_stdout(render_text(list(error.diagnostics), sources, color=False))
+            run.outcomes.append(TestOutcome(test_path, "(file)", 0.0, error="does not compile"))
+            continue
+        from flowc.runtime.run import load_program
+        from flowc.runtime.user_tests import run_test
+
+        if spark is None:
+            spark = load_program(job).start_session(args.master, quiet=True)
+            spark.sparkContext.setLogLevel("ERROR")
+        for case in tests.tests:
+            outcome = run_test(spark, job, case, tests)
+            run.outcomes.append(outcome)
+            status = "PASS" if outcome.passed else "FAIL"
+            write_stdout(f"{status} {test_path} :: {case.name} ({outcome.seconds:.1f} s)\n")
+            for text_block in (outcome.failure, outcome.error):
+                if text_block:
+                    write_stdout("".join(f"    {line}\n" for line in text_block.splitlines()))
+
+
+def _shown(path: str) -> str:
+    """A test file's text to show under its diagnostics: its start only, if it is too large
+    to read (E0831), and bytes that are not UTF-8 replaced."""
+    with open(path, "rb") as file:
+        return file.read(MAX_TEST_FILE_BYTES).decode("utf-8", errors="replace")
+
+
+def _pairs(paths: list[str]) -> list[tuple[str, str]]:
+    pairs = []
+    for path in paths:
+        if path.endswith(".flow"):
+            test_path = path.removesuffix(".flow") + TEST_SUFFIX
+            if not Path(test_path).is_file():
+                raise UsageError(f"{path}: no test file {test_path} beside it")
+            pairs.append((test_path, path))
+        elif Path(path).exists():
+            found = list(test_files([path]))
+            if not found:
+                raise UsageError(f"{path}: no *{TEST_SUFFIX} files under it")
+            pairs += found
+        else:
+            raise UsageError(f"{path}: no such file or folder")
+    return pairs
+
+
+def _plans(args: argparse.Namespace) -> int:
+    """Each .flow under the folder: every stage's JSON against ``__plans__/NAME.STAGE.json``."""
+    folder = Path(args.plans)
+    if not folder.is_dir():
+        raise UsageError(f"{folder}: not a folder")
+    failed = False
+    started = time.monotonic()
+    jobs = sorted(p for p in folder.rglob("*.flow") if "__plans__" not in p.parts)
+    for path in jobs:
+        text = read_source(str(path))
+        try:
+            job = compile_source(args, text, str(path))
+        except CompileError as error:
+            print_diagnostics(list(error.diagnostics), {str(path): text}, "text", args.color)
+            failed = True
+            continue
+        for stage in PLAN_STAGES:
+            locked = path.parent / "__plans__" / f"{path.stem}.{stage}.json"
+            now = render_stage(job, stage, "json")
+            if locked.is_file() and locked.read_text(encoding="utf-8") == now:
+                continue
+            if args.update:
+                locked.parent.mkdir(exist_ok=True)
+                write_file(str(locked), now)
+                write_stdout(f"UPDATED {locked}\n")
+                continue
+            failed = True
+            if not locked.is_file():
+                write_stdout(f"FAIL {path}: no locked {stage} plan ({locked}); run with --update\n")
+                continue
+            write_stdout(f"FAIL {path}: the {stage} plan changed\n")
+            write_stdout(
+                "".join(
+                    difflib.unified_diff(
+                        locked.read_text(encoding="utf-8").splitlines(keepends=True),
+                        now.splitlines(keepends=True),
+                        fromfile=str(locked),
+                        tofile=f"{path} ({stage} now)",
+                    )
+                )
+            )
+    write_stdout(
+        f"{len(jobs)} jobs' plans checked in {time.monotonic() - started:.1f} s: "
+        f"{'some changed' if failed else 'all as locked'}\n"
+    )
+    return EXIT_ERRORS if failed else EXIT_OK

@@ -1,0 +1,955 @@
+"""The last pass: how the job runs on Spark — queries, exchanges, partitions, checkpoints.
+
+One query per INSERT, named after its sink. Every StreamEdge that is not FORWARD becomes
+the Spark exchange that gives the consumer the same data distribution Flink's ship
+strategy does, and the plan says why; ``exchanges_planned`` counts the shuffles Spark
+will run. This is the single place where a Spark decision is made: code generation and
+``flowc run`` read the :class:`SparkPlan` and decide nothing again.
+
+Shuffle partitions: Spark keeps a stateful query's state in exactly
+``spark.sql.shuffle.partitions`` partitions and freezes that number in the checkpoint
+(a later change is silently ignored). Each partition costs a state store per micro-batch
+(measured here on PySpark 4.3: 246 ms per batch at 1 partition, 331 ms at 4, 5.2 s at
+Spark's default 200). flowc therefore uses the stateful operators' parallelism, not
+their key groups: local runs stay fast, and the plan says that rescaling state later
+needs a new checkpoint (where Flink could rescale up to max parallelism).
+``SET spark.sql.shuffle.partitions`` overrides it.
+
+Every planned exchange runs: the generated program excludes Catalyst's
+CollapseRepartition rule, which would merge two repartitions with only row-wise steps
+between them into one shuffle, and CollapseGroupedSumOfCount, which would run a sum of
+an aggregation's counts as one aggregation. An exchange Spark's ReuseExchangeAndSubquery
+shares between two aggregations written alike is planned as no shuffle (:func:`_reused`);
+in batch mode adaptive execution reuses it at run time, and the plan counts it as the
+initial plan, the one ``flowc run`` reads, shows it.
+
+Batch mode (``execution.mode = batch``) runs every query as a Spark batch read and
+write over the bounded input, so every window, session and outer-join row is emitted,
+as Flink's bounded execution does with its final watermark.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections import deque
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+
+from sqlglot import exp
+
+from flowc import ast
+from flowc.analyze.state_store import StateStore, choose_state_store
+from flowc.analyze.upsert_sinks import upsert_key
+from flowc.catalog import is_upsert, partition_columns
+from flowc.graph.stream_graph import StreamEdge, StreamGraph, StreamNode
+from flowc.graph.transformations import TransformationTree
+from flowc.program import (
+    AggregateStep,
+    DimensionJoinStep,
+    DropStep,
+    ExtendStep,
+    Program,
+    RenameStep,
+    SelectStep,
+    SinkDef,
+    Step,
+    TopStep,
+    WhereStep,
+    WindowAggregateStep,
+    WindowTopStep,
+)
+from flowc.sql.spark_distinct import UnsupportedDistinct, rewrite_distinct
+from flowc.sql.spark_sql import registered_name
+from flowc.vocabulary import STATEFUL_OPERATORS, NodeKind, Operator, Partitioner
+
+DEFAULT_CHECKPOINT_ROOT = ".flowc-checkpoints"
+
+
+class ExchangeKind(StrEnum):
+    """What the generated program does for an exchange."""
+
+    NONE = "none"  # rows stay where they are (FORWARD)
+    STATEFUL = "stateful"  # the stateful operator's own groupBy / join exchange
+    HASH = "hash"  # repartition(partitions, keys)
+    ROUND_ROBIN = "round_robin"  # repartition(p)
+    COALESCE = "coalesce"  # coalesce(p): no shuffle
+    SINGLE = "single"  # repartition(1)
+    RANDOM = "random"  # repartition(p, rand())
+    BROADCAST = "broadcast"  # every row to each of p partitions
+    CUSTOM = "custom"  # repartition(p, expression)
+    STATIC_JOIN = "static_join"  # a stream-static join: Spark's planner exchanges, no state
+
+
+@dataclass(frozen=True, slots=True)
+class SparkExchange:
+    """One StreamEdge as Spark runs it."""
+
+    producer: str
+    consumer: str
+    producer_id: int
+    consumer_id: int
+    ship_strategy: str
+    keys: tuple[str, ...]
+    kind: ExchangeKind
+    partitions: int
+    spark: str
+    partitioning: str
+    shuffle: bool
+    why: str
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "from": self.producer,
+            "to": self.consumer,
+            "ship_strategy": self.ship_strategy,
+            "keys": list(self.keys),
+            "spark": self.spark,
+            "partitioning": self.partitioning,
+            "shuffle": self.shuffle,
+            "why": self.why,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class SparkQuery:
+    """One INSERT: a streaming query (or, in batch mode, one batch write)."""
+
+    name: str
+    sink: str
+    connector: str
+    reads: tuple[str, ...]
+    output_mode: str
+    trigger: str
+    #: Path segments under the checkpoint root: the job's and the query's, sanitised.
+    checkpoint: tuple[str, str]
+    checkpoint_location: str
+    exchanges: tuple[SparkExchange, ...]
+    rescaling: str | None
+    stateful: tuple[int, ...]
+    #: How Spark runs what it has no streaming operator for (distinct aggregates), one
+    #: line each: ``line 9: COUNT(DISTINCT b) runs as ...``.
+    rewrites: tuple[str, ...] = ()
+    #: A files sink's partition columns: one Hive-style folder level each.
+    partition_by: tuple[str, ...] = ()
+    #: How an upsert sink writes (foreachBatch, its key, idempotence); None for others.
+    upsert: str | None = None
+    #: The columns an upsert sink keeps one row per (its foreachBatch merges on them);
+    #: None where the sink appends what Spark's writer gives it (``upsert`` says how).
+    upsert_key: tuple[str, ...] | None = None
+    #: The processing-time trigger's interval (``SET checkpoint.interval``); None where
+    #: the next micro-batch starts when the previous one ends (``trigger`` says which).
+    trigger_interval_ms: int | None = None
+
+    @property
+    def exchanges_planned(self) -> int:
+        return sum(e.shuffle for e in self.exchanges)
+
+    def to_json(self) -> dict[str, object]:
+        data: dict[str, object] = {
+            "name": self.name,
+            "sink": {"name": self.sink, "connector": self.connector},
+            "reads": list(self.reads),
+            "output_mode": self.output_mode,
+            "trigger": self.trigger,
+            "checkpoint_location": self.checkpoint_location,
+            "exchanges": [e.to_json() for e in self.exchanges],
+            "exchanges_planned": self.exchanges_planned,
+        }
+        if self.rescaling is not None:
+            data["rescaling"] = self.rescaling
+        if self.rewrites:
+            data["rewrites"] = list(self.rewrites)
+        if self.partition_by:
+            data["partition_by"] = list(self.partition_by)
+        if self.upsert is not None:
+            data["upsert"] = self.upsert
+        return data
+
+
+@dataclass(frozen=True, slots=True)
+class SparkPlan:
+    """The Spark realization of a job: what code generation and ``flowc run`` execute."""
+
+    batch: bool
+    shuffle_partitions: int
+    shuffle_partitions_reason: str
+    #: The state store of the stateful queries, and why (:mod:`flowc.analyze.state_store`).
+    state_store: StateStore
+    queries: tuple[SparkQuery, ...]
+    #: Every exchange by (producer node id, consumer node id).
+    exchanges: dict[tuple[int, int], SparkExchange]
+    #: The StreamGraph node that runs each program step (keyed by ``id(step)``), and
+    #: each source's and each INSERT's sink node.
+    step_nodes: dict[int, int]
+    source_nodes: dict[str, int]
+    sink_nodes: tuple[int, ...]
+    #: Stateful operators by node id: (name, operator, span line) for reports.
+    stateful: dict[int, StreamNode]
+    #: How each call of a Python function runs, one line each (:func:`_function_lines`).
+    functions: tuple[str, ...] = ()
+    #: What Spark does with each source's processing-time column (PROCTIME()).
+    processing_time: tuple[str, ...] = ()
+    #: The folder the queries' checkpoints go under, as the plan shows it: ``SET
+    #: checkpoint.dir`` (relative to the job's folder), else ``.flowc-checkpoints``.
+    checkpoint_root: str = DEFAULT_CHECKPOINT_ROOT
+    #: How many partitions each source (by name) reads into: its transformation's
+    #: parallelism (a rate or datagen source's ``numPartitions``).
+    source_partitions: dict[str, int] = field(default_factory=dict)
+    #: The join nodes whose table side Spark broadcasts (stream-static joins, temporal
+    #: ones included): the stream is not exchanged and no state is kept.
+    broadcast_joins: frozenset[int] = frozenset()
+    #: Of those, the temporal joins (``AS OF``): each row meets the version of the table
+    #: valid at its time, the table's versions given their ends when the job starts.
+    temporal_joins: frozenset[int] = frozenset()
+
+    @property
+    def engine(self) -> str:
+        return "spark-batch" if self.batch else "spark-structured-streaming"
+
+    def exchange(self, producer: int, consumer: int) -> SparkExchange | None:
+        """The exchange on the edge producer → consumer; None for FORWARD."""
+        return self.exchanges.get((producer, consumer))
+
+    def query(self, name: str) -> SparkQuery:
+        return next(q for q in self.queries if q.name == name)
+
+    def to_json(self) -> dict[str, object]:
+        data: dict[str, object] = {
+            "engine": self.engine,
+            "shuffle_partitions": self.shuffle_partitions,
+            "shuffle_partitions_reason": self.shuffle_partitions_reason,
+            "state_store": self.state_store.to_json(),
+            "queries": [q.to_json() for q in self.queries],
+            "exchanges": [
+                {"query": q.name, **e.to_json()} for q in self.queries for e in q.exchanges
+            ],
+        }
+        if self.functions:
+            data["python_functions"] = list(self.functions)
+        if self.processing_time:
+            data["processing_time"] = list(self.processing_time)
+        return data
+
+    def to_text(self) -> list[str]:
+        title = (
+            "Spark realization (batch)"
+            if self.batch
+            else "Spark realization (Structured Streaming)"
+        )
+        lines = [
+            f"{title}:",
+            f"  shuffle partitions: {self.shuffle_partitions} ({self.shuffle_partitions_reason})",
+            f"  state store: {self.state_store.to_text()}",
+        ]
+        lines += [f"  python function: {line}" for line in self.functions]
+        lines += [f"  processing time: {line}" for line in self.processing_time]
+        for query in self.queries:
+            lines.append(
+                f"  query '{query.name}': writes {query.connector} sink '{query.sink}', output "
+                f"mode {query.output_mode}, reads {', '.join(query.reads)}"
+            )
+            lines.append(f"    trigger: {query.trigger}")
+            lines.append(f"    checkpoint: {query.checkpoint_location}")
+            if query.rescaling is not None:
+                lines.append(f"    rescaling: {query.rescaling}")
+            if query.partition_by:
+                folders = "/".join(f"{c}=<value>" for c in query.partition_by)
+                lines.append(
+                    f"    partitioned by: {', '.join(query.partition_by)} (folders {folders})"
+                )
+            if query.upsert is not None:
+                lines.append(f"    upsert: {query.upsert}")
+            for rewrite in query.rewrites:
+                lines.append(f"    rewrite: {rewrite}")
+            lines.append(f"    exchanges planned: {query.exchanges_planned}")
+            for e in query.exchanges:
+                lines.append(
+                    f"    - {e.producer} -> {e.consumer}: {e.ship_strategy} as {e.spark} "
+                    f"[{e.partitioning}]: {e.why}"
+                )
+        return lines
+
+
+def build_spark_plan(program: Program, tree: TransformationTree, graph: StreamGraph) -> SparkPlan:
+    """The Spark realization of the job's StreamGraph (the ``spark`` section of its plans)."""
+    settings = program.settings
+    batch = settings.execution_mode == "batch"
+    static_joins = _static_joins(program, tree)
+    temporal_joins = _static_joins(program, tree, temporal=True)
+    stateful_nodes = {
+        n.id: n
+        for n in graph.nodes.values()
+        if n.operator in STATEFUL_OPERATORS and n.id not in static_joins
+    }
+    partitions, reason = _shuffle_partitions(
+        list(stateful_nodes.values()), dict(settings.spark_conf)
+    )
+    queries = []
+    exchanges: dict[tuple[int, int], SparkExchange] = {}
+    job_segment = checkpoint_segment(settings.job_name)
+    root = (
+        settings.checkpoint_dir if settings.checkpoint_dir is not None else DEFAULT_CHECKPOINT_ROOT
+    )
+    rewrites = _distinct_rewrites(program, tree)
+    hashed = _HashedOutputs(graph, _node_steps(program, tree), static_joins)
+    for insert, sink_id in zip(program.inserts, graph.sinks, strict=True):
+        nodes = _upstream(graph, sink_id)
+        stateful = tuple(n.id for n in nodes if n.id in stateful_nodes)
+        query_exchanges = []
+        for node in nodes:
+            for edge in node.in_edges:
+                if edge.partitioner == Partitioner.FORWARD:
+                    continue
+                exchange = _exchange(
+                    edge,
+                    graph,
+                    partitions,
+                    static_joins,
+                    settings.exchanges == "minimal",
+                    temporal_joins,
+                    hashed.of(edge.source_id),
+                )
+                query_exchanges.append(exchange)
+        if not batch:  # a batch plan's exchanges are counted before AQE reuses any
+            query_exchanges = _reused(query_exchanges, graph, hashed.steps)
+        exchanges.update({(e.producer_id, e.consumer_id): e for e in query_exchanges})
+        sink = program.sink(insert.sink)
+        segment = checkpoint_segment(insert.sink)
+        queries.append(
+            SparkQuery(
+                name=insert.sink,
+                sink=sink.name,
+                connector=sink.connector,
+                reads=tuple(sorted(n.name for n in nodes if n.kind == NodeKind.SOURCE)),
+                output_mode=sink.mode,
+                trigger=_trigger(settings.checkpoint_interval_ms, batch),
+                checkpoint=(job_segment, segment),
+                checkpoint_location=(
+                    "none: a batch job reads its bounded input once"
+                    if batch
+                    else f"{root}/{job_segment}/{segment}"
+                ),
+                exchanges=tuple(query_exchanges),
+                rescaling=(
+                    f"state lives in {partitions} partitions, frozen in the checkpoint: a later "
+                    "change of parallelism keeps them (Spark ignores the new value); rescaling "
+                    "state needs a new checkpoint"
+                )
+                if stateful and not batch
+                else None,
+                stateful=stateful,
+                partition_by=partition_columns(str(dict(sink.options)["partition_by"]))
+                if "partition_by" in dict(sink.options)
+                else (),
+                rewrites=tuple(r for n in sorted(n.id for n in nodes) for r in rewrites.get(n, ())),
+                upsert=_upsert_text(sink),
+                upsert_key=upsert_key(sink) if is_upsert(sink.connector, sink.mode) else None,
+                trigger_interval_ms=None if batch else settings.checkpoint_interval_ms,
+            )
+        )
+    return SparkPlan(
+        batch=batch,
+        shuffle_partitions=partitions,
+        shuffle_partitions_reason=reason,
+        state_store=choose_state_store(settings, bool(stateful_nodes)),
+        queries=tuple(queries),
+        exchanges=exchanges,
+        step_nodes=dict(tree.step_nodes),
+        source_nodes=dict(tree.source_nodes),
+        sink_nodes=tuple(graph.sinks),
+        stateful=stateful_nodes,
+        checkpoint_root=root,
+        source_partitions={
+            name: tree[node].parallelism for name, node in tree.source_nodes.items()
+        },
+        broadcast_joins=static_joins,
+        temporal_joins=temporal_joins,
+        functions=_function_lines(program),
+        processing_time=tuple(
+            f"source '{s.name}': {s.proctime} is current_timestamp(), the start time of "
+            "the micro-batch that reads the row (one value per micro-batch, not per row); "
+            "Spark keeps no watermark for it, so a window over it runs in update mode (its "
+            "count written as it grows) and its state is never dropped"
+            for s in program.sources
+            if s.proctime is not None
+        ),
+    )
+
+
+def _redistributed_after(
+    graph: StreamGraph, node: StreamNode, static_joins: frozenset[int]
+) -> str | None:
+    """The exchange that redistributes every row reaching ``node``, on every path from it
+    (following forwarded edges): a stateful step's own hash exchange, or a partition step
+    the program wrote. None where a path reaches a sink or a Spark-local edge first."""
+    names: list[str] = []
+    pending, seen = [node], {node.id}
+    while pending:
+        current = pending.pop()
+        if not current.out_edges:
+            return None  # a sink (or a dead end): these rows are written as they are
+        for edge in current.out_edges:
+            target = graph.nodes[edge.target_id]
+            if edge.partitioner == Partitioner.FORWARD:
+                if target.id not in seen:
+                    seen.add(target.id)
+                    pending.append(target)
+            elif (
+                edge.implicit
+                or target.id in static_joins
+                or edge.partitioner in (Partitioner.RESCALE, Partitioner.FORWARD)
+            ):
+                return None  # no shuffle of its own there either (a RESCALE may coalesce)
+            elif edge.partitioner == Partitioner.HASH and target.operator in STATEFUL_OPERATORS:
+                names.append(f"the stateful {target.name}'s own exchange")
+            else:
+                names.append(f"the {edge.partitioner} written before {target.name}")
+    return " and ".join(dict.fromkeys(names)) if names else None
+
+
+def _upsert_text(sink: SinkDef) -> str | None:
+    """What an upsert sink does with each micro-batch (:mod:`flowc.analyze.upsert_sinks`)."""
+    if not is_upsert(sink.connector, sink.mode):
+        return None
+    key = ", ".join(upsert_key(sink))
+    options = dict(sink.options)
+    if sink.connector == "postgres":
+        return (
+            f"foreachBatch: INSERT INTO {options['table']} ... ON CONFLICT ({key}) DO UPDATE, "
+            "one row per key, in one transaction with the micro-batch id in "
+            "flowc_sink_batches, so a replayed batch writes nothing twice"
+        )
+    return (
+        f"foreachBatch: the {options['format']} table at {options['path']} rewritten per "
+        f"micro-batch, one row per ({key}), into a new version folder that _current then "
+        "names (replaced atomically, with the micro-batch id), so a replayed batch writes "
+        "nothing twice"
+    )
+
+
+def _function_lines(program: Program) -> tuple[str, ...]:
+    """How each call of a Python function runs: one UDF per call, Arrow-optimized or
+    pickled, its result checked against the declared type."""
+    functions = {f.name: f for f in program.functions}
+    lines = []
+    for number, call in enumerate(program.function_calls):
+        function = functions[call.function]
+        params = ", ".join(f"{p.name} {p.type}" for p in function.params)
+        kind = "Arrow-optimized Python UDF" if function.arrow else "Python UDF (pickled rows)"
+        lines.append(
+            f"line {call.span.line}:{call.span.column}: {function.name}({params}) -> "
+            f"{function.returns} from {function.target}, as {kind} "
+            f"{registered_name(function.name, number)}; each value returned is checked "
+            f"against {function.returns}"
+        )
+    return tuple(lines)
+
+
+def _static_joins(
+    program: Program, tree: TransformationTree, temporal: bool = False
+) -> frozenset[int]:
+    """The StreamGraph nodes of joins with a table: stateless on Spark (``temporal``: of
+    those, the event-time temporal joins)."""
+    streams = [v.stream for v in program.views] + [i.stream for i in program.inserts]
+    return frozenset(
+        tree.step_nodes[id(step)]
+        for stream in streams
+        for step in stream.steps
+        if isinstance(step, DimensionJoinStep)
+        and id(step) in tree.step_nodes
+        and (step.temporal or not temporal)
+    )
+
+
+def _distinct_rewrites(program: Program, tree: TransformationTree) -> dict[int, list[str]]:
+    """Per StreamGraph node, how its distinct aggregates run on Spark."""
+    out: dict[int, list[str]] = {}
+    streams = [v.stream for v in program.views] + [i.stream for i in program.inserts]
+    for stream in streams:
+        for step in stream.steps:
+            if id(step) not in tree.step_nodes:
+                continue
+            if isinstance(step, TopStep | WindowTopStep):
+                out.setdefault(tree.step_nodes[id(step)], []).append(_top_realization(step.node))
+                continue
+            if not isinstance(step, AggregateStep | WindowAggregateStep):
+                continue
+            for item in step.node.items:
+                try:
+                    _, found = rewrite_distinct(item.expr.tree)
+                except UnsupportedDistinct:
+                    continue
+                out.setdefault(tree.step_nodes[id(step)], []).extend(
+                    f"line {item.expr.span.line}: {r.written} runs as {r.spark}: Spark has no "
+                    "distinct aggregates on streams; the aggregation's state keeps each "
+                    "group's set of distinct values"
+                    for r in found
+                )
+    return out
+
+
+def _top_realization(node: ast.Top) -> str:
+    """How a TOP runs on Spark (codegen_steps.StepWriter.top writes it)."""
+    function = "max_by" if node.order[0].descending else "min_by"
+    return (
+        f"line {node.span.line}: TOP {node.count} runs as {function}(row, order, {node.count}) "
+        f"per group, then one row per rank: the aggregation's state keeps each group's "
+        f"{node.count} first rows; ties in the order are broken by the rows' other columns"
+    )
+
+
+_URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+:")
+
+
+def checkpoint_root(plan: SparkPlan, flag: str | None, base_dir: str) -> str:
+    """The folder a run keeps the queries' checkpoints in: ``--checkpoint-dir`` as given
+    (the command line wins, as ``--set`` does), else the plan's (``SET checkpoint.dir``;
+    relative to ``base_dir``, the job's folder, as every path of the .flow file is), else
+    ``.flowc-checkpoints`` in ``base_dir``. ``flowc run``, the generated program and
+    the failure log all take it from here, so a run uses the checkpoint the plan shows."""
+    if flag:
+        return flag
+    return join_root(base_dir, plan.checkpoint_root)
+
+
+def join_root(base_dir: str, root: str) -> str:
+    """``root`` under ``base_dir`` unless it is absolute or a URI (``s3a://...``)."""
+    if _URI.match(root) or os.path.isabs(root):
+        return root
+    return os.path.join(base_dir, root)
+
+
+def checkpoint_segment(name: str) -> str:
+    """A name as one folder under the checkpoint root: collision-free and never a path.
+
+    Letters, digits, ``_`` and ``-`` stay; every other character (``/``, ``.``, ``%``,
+    non-ASCII) is percent-encoded byte by byte, so ``../x`` cannot leave the root and
+    job ``a/b`` + sink ``c`` never meets job ``a`` + sink ``b/c``.
+    """
+    out = []
+    for char in name:
+        if char.isascii() and (char.isalnum() or char in "_-"):
+            out.append(char)
+        else:
+            out.extend(f"%{byte:02X}" for byte in char.encode("utf-8", "surrogatepass"))
+    return "".join(out) or "%00"
+
+
+def _upstream(graph: StreamGraph, sink_id: int) -> list[StreamNode]:
+    """The nodes one query runs: everything the sink reads from, in node-id order."""
+    seen = {sink_id}
+    queue = deque([sink_id])
+    while queue:
+        for edge in graph.nodes[queue.popleft()].in_edges:
+            if edge.source_id not in seen:
+                seen.add(edge.source_id)
+                queue.append(edge.source_id)
+    return [graph.nodes[i] for i in sorted(seen)]
+
+
+def _shuffle_partitions(stateful: list[StreamNode], conf: dict[str, str]) -> tuple[int, str]:
+    if "spark.sql.shuffle.partitions" in conf:
+        value = int(conf["spark.sql.shuffle.partitions"])
+        return value, "set with SET spark.sql.shuffle.partitions"
+    if not stateful:
+        return 1, "no stateful operator: only explicit repartitions shuffle, with their own counts"
+    parallelism = max(n.parallelism for n in stateful)  # one value for the job's every query
+    names = ", ".join(sorted({n.name for n in stateful}))
+    return (
+        parallelism,
+        f"the parallelism of the stateful operators ({names}); key groups would cost a state "
+        "store each per micro-batch",
+    )
+
+
+def _exchange(
+    edge: StreamEdge,
+    graph: StreamGraph,
+    partitions: int,
+    static_joins: frozenset[int],
+    minimal: bool = True,
+    temporal_joins: frozenset[int] = frozenset(),
+    producer_hashed: frozenset[tuple[str, ...]] = frozenset(),
+) -> SparkExchange:
+    """The one place an exchange is decided: Flink's ship strategy → Spark's operation.
+    ``minimal`` (SET exchanges = 'minimal', the default): Flink's own REBALANCE, there only
+    because the parallelism changes, runs no shuffle where Spark needs none.
+    ``producer_hashed``: the key lists the producer's rows are already hash-partitioned on
+    (:class:`_HashedOutputs`), which a stateful consumer on exactly those keys reuses."""
+    producer = graph.nodes[edge.source_id]
+    consumer = graph.nodes[edge.target_id]
+    p = consumer.parallelism
+    keys = edge.keys
+    strategy = edge.partitioner
+
+    def make(
+        kind: ExchangeKind, count: int, spark: str, partitioning: str, shuffle: bool, why: str
+    ) -> SparkExchange:
+        return SparkExchange(
+            producer.name,
+            consumer.name,
+            producer.id,
+            consumer.id,
+            strategy,
+            keys,
+            kind,
+            count,
+            spark,
+            partitioning,
+            shuffle,
+            why,
+        )
+
+    def coalesce(why: str) -> SparkExchange:
+        partitioning = f"coalesced to {p} partition{'s' if p != 1 else ''}"
+        return make(ExchangeKind.COALESCE, p, f"coalesce({p})", partitioning, False, why)
+
+    key_list = ", ".join(keys)
+    if strategy == Partitioner.HASH and consumer.id in temporal_joins:
+        return make(
+            ExchangeKind.STATIC_JOIN,
+            partitions,
+            f"join({key_list}, time in [version_time, next version_time)) with "
+            "broadcast(table's versions)",
+            "BroadcastExchange of the table, the stream not exchanged",
+            False,
+            "a stream-static join: when the job starts each version of the table gets its "
+            "end, the next version time of its key (lead over a window partitioned by the "
+            "key), and every task joins its rows of each micro-batch with the version valid "
+            "at their time, keeping no state; Flink's TemporalJoin hash-partitions both "
+            "inputs on the key and keeps both in state until the watermark passes",
+        )
+    if strategy == Partitioner.HASH and consumer.id in static_joins:
+        return make(
+            ExchangeKind.STATIC_JOIN,
+            partitions,
+            f"join({key_list}) with broadcast(table)",
+            "BroadcastExchange of the table, the stream not exchanged",
+            False,
+            "a stream-static join: every task gets the whole table and joins its rows of "
+            "each micro-batch with it, keeping no state; Flink hash-partitions both inputs "
+            "of its join",
+        )
+    if strategy == Partitioner.HASH and consumer.operator in STATEFUL_OPERATORS:
+        if not keys:
+            return make(
+                ExchangeKind.STATEFUL,
+                1,
+                "groupBy() (global)",
+                "SinglePartition",
+                True,
+                "a global aggregate gathers every row in one partition, as Flink's windowAll "
+                "sends every row to its single subtask",
+            )
+        operation = "join" if consumer.operator == Operator.JOIN else "groupBy"
+        windowed = consumer.operator in (Operator.WINDOW, Operator.WINDOW_RANK)
+        if not windowed and _names(keys) in producer_hashed:  # a window is a key of its own
+            return make(
+                ExchangeKind.STATEFUL,
+                partitions,
+                f"{operation}({key_list})",
+                f"HashPartitioning([{key_list}], {partitions}) of {producer.name}, reused",
+                False,
+                f"{producer.name}'s rows are hash-partitioned on exactly ({key_list}) in "
+                f"{partitions} partitions already: Spark's EnsureRequirements finds the "
+                f"stateful {consumer.name}'s StatefulOpClusteredDistribution satisfied and "
+                "adds no exchange",
+            )
+        return make(
+            ExchangeKind.STATEFUL,
+            partitions,
+            f"{operation}({key_list})",
+            f"HashPartitioning([{key_list}], {partitions})",
+            True,
+            f"the stateful {consumer.name}'s own exchange: rows with equal keys meet in one "
+            "state partition, as key groups do in Flink",
+        )
+    if strategy == Partitioner.HASH:
+        return make(
+            ExchangeKind.HASH,
+            partitions,
+            f"repartition({partitions}, {key_list})",
+            f"HashPartitioning([{key_list}], {partitions})",
+            True,
+            "KEY BY before a stateless step: hash-partition on the key so the rows of one key "
+            "stay together up to the stateful step",
+        )
+    if strategy == Partitioner.REBALANCE and edge.implicit and minimal:
+        change = f"{producer.parallelism} -> {p}"
+        later = _redistributed_after(graph, consumer, static_joins)
+        if later is not None:
+            return make(
+                ExchangeKind.NONE,
+                producer.parallelism,
+                "none",
+                "the producer's partitions",
+                False,
+                f"Flink rebalances only because the parallelism changes ({change}); {later} "
+                "redistributes these rows anyway, so Spark does not shuffle them twice",
+            )
+        if p <= producer.parallelism:
+            return coalesce(
+                f"Flink rebalances only because the parallelism narrows ({change}): coalesce "
+                "merges neighbouring partitions without a shuffle"
+            )
+        return make(
+            ExchangeKind.ROUND_ROBIN,
+            p,
+            f"repartition({p})",
+            f"RoundRobinPartitioning({p})",
+            True,
+            f"Flink rebalances because the parallelism widens ({change}): Spark cannot split "
+            "partitions without a shuffle",
+        )
+    if strategy == Partitioner.REBALANCE:
+        return make(
+            ExchangeKind.ROUND_ROBIN,
+            p,
+            f"repartition({p})",
+            f"RoundRobinPartitioning({p})",
+            True,
+            f"round-robin over the consumer's {p} partitions, as Flink's REBALANCE",
+        )
+    if strategy == Partitioner.RESCALE:
+        if p <= producer.parallelism:
+            return coalesce("narrowing RESCALE merges neighbouring partitions without a shuffle")
+        return make(
+            ExchangeKind.ROUND_ROBIN,
+            p,
+            f"repartition({p})",
+            f"RoundRobinPartitioning({p})",
+            True,
+            "widening RESCALE: Spark cannot split partitions without a shuffle",
+        )
+    if strategy == Partitioner.GLOBAL:
+        return make(
+            ExchangeKind.SINGLE,
+            1,
+            "repartition(1)",
+            "SinglePartition",
+            True,
+            "every row to one consumer, as Flink's GLOBAL sends all to subtask 0",
+        )
+    if strategy == Partitioner.SHUFFLE:
+        return make(
+            ExchangeKind.RANDOM,
+            p,
+            f"repartition({p}, rand())",
+            f"HashPartitioning([rand()], {p})",
+            True,
+            "random partitioning, as Flink's SHUFFLE",
+        )
+    if strategy == Partitioner.BROADCAST:
+        return make(
+            ExchangeKind.BROADCAST,
+            p,
+            f"crossJoin(range({p})).repartition({p}, subtask)",
+            f"HashPartitioning([subtask], {p})",
+            True,
+            f"every row copied to each of the {p} consumer partitions, as Flink's BROADCAST",
+        )
+    if strategy == Partitioner.CUSTOM:
+        return make(
+            ExchangeKind.CUSTOM,
+            p,
+            f"repartition({p}, {key_list})",
+            f"HashPartitioning([{key_list}], {p})",
+            True,
+            "PARTITION BY: partitions chosen from the expression's value",
+        )
+    return make(ExchangeKind.NONE, p, "none", "unchanged", False, "rows stay in their partition")
+
+
+#: The aggregations whose input exchange Spark's ReuseExchangeAndSubquery may share.
+_REUSABLE = frozenset({Operator.KEYED_AGGREGATE, Operator.WINDOW})
+
+
+def _reused(
+    exchanges: list[SparkExchange], graph: StreamGraph, steps: dict[int, Step]
+) -> list[SparkExchange]:
+    """The query's exchanges, a repeated one marked as Spark's ReusedExchange. Spark's
+    ReuseExchangeAndSubquery (a physical preparation rule) replaces an Exchange whose
+    canonicalized plan equals one already in the query with a ReusedExchange, which reads
+    the first one's shuffle output: no second shuffle. Modelled for the one case whose
+    plans are equal by construction: two aggregations written alike (the same GROUP BY
+    keys, window and aggregate calls, aliases aside) over the same producer, their rows
+    filtered nowhere after them (Spark would push a filter on a key below one of them)."""
+    first: dict[tuple[object, ...], SparkExchange] = {}
+    out = []
+    for e in exchanges:
+        signature = _reuse_signature(e, graph, steps)
+        if signature is None:
+            out.append(e)
+            continue
+        earlier = first.setdefault(signature, e)
+        if earlier is e:
+            out.append(e)
+            continue
+        out.append(
+            replace(
+                e,
+                partitioning=f"{e.partitioning}: ReusedExchange of {earlier.producer} -> "
+                f"{earlier.consumer}",
+                shuffle=False,
+                why=f"{e.consumer} aggregates {e.producer}'s rows exactly as {earlier.consumer} "
+                "does: Spark's ReuseExchangeAndSubquery finds the two exchanges equal and "
+                f"reads {earlier.consumer}'s shuffle output again (each keeps its own state)",
+            )
+        )
+    return out
+
+
+def _reuse_signature(
+    e: SparkExchange, graph: StreamGraph, steps: dict[int, Step]
+) -> tuple[object, ...] | None:
+    """What makes two aggregations' input exchanges equal plans in Spark; None where flowc
+    does not model it."""
+    consumer = graph.nodes[e.consumer_id]
+    step = steps.get(consumer.id)
+    if (
+        not e.shuffle
+        or e.kind != ExchangeKind.STATEFUL
+        or consumer.operator not in _REUSABLE
+        or step is None
+        or not isinstance(step, AggregateStep | WindowAggregateStep)
+        or _filtered_after(graph, consumer, steps)
+    ):
+        return None
+    window = (
+        None
+        if step.window is None
+        else (step.window.kind, tuple(a.tree.sql() for a in step.window.args))
+    )
+    calls = tuple(item.expr.tree.sql() for item in step.node.items)
+    return (e.producer_id, _names(e.keys), e.partitions, consumer.operator, window, calls)
+
+
+def _filtered_after(graph: StreamGraph, node: StreamNode, steps: dict[int, Step]) -> bool:
+    """Whether a WHERE follows ``node`` before the next exchange (forwarded edges only)."""
+    pending, seen = [node], {node.id}
+    while pending:
+        for edge in pending.pop().out_edges:
+            target = graph.nodes[edge.target_id]
+            if edge.partitioner != Partitioner.FORWARD or target.id in seen:
+                continue
+            step = steps.get(target.id)
+            if isinstance(step, WhereStep):
+                return True
+            seen.add(target.id)
+            pending.append(target)
+    return False
+
+
+#: A key Spark can match to a column: a plain (unqualified) name.
+_PLAIN_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def _names(keys: tuple[str, ...]) -> tuple[str, ...]:
+    """Keys as column names compared the way Spark resolves them (case-insensitively)."""
+    return tuple(k.lower() for k in keys)
+
+
+def _node_steps(program: Program, tree: TransformationTree) -> dict[int, Step]:
+    """The program step each StreamGraph node runs, where one does."""
+    out: dict[int, Step] = {}
+    pending = [v.stream for v in program.views] + [i.stream for i in program.inserts]
+    while pending:
+        stream = pending.pop()
+        for step in stream.steps:
+            node = tree.step_nodes.get(id(step))
+            if node is not None:
+                out.setdefault(node, step)
+            pending.extend(step.inputs)
+    return out
+
+
+class _HashedOutputs:
+    """Which key lists each node's output rows are hash-partitioned on, as Spark's physical
+    plan says (``outputPartitioning``), so that an exchange Spark will not run is not
+    counted. Spark's EnsureRequirements adds a shuffle before a stateful operator only
+    where its input does not satisfy the operator's StatefulOpClusteredDistribution: a
+    HashPartitioning on exactly the operator's keys, in that order, in
+    ``spark.sql.shuffle.partitions`` partitions (a subset of the keys does not do; checked
+    on Spark, tests/test_run.py). Modelled: a keyed (not windowed) aggregation,
+    deduplication or TOP keeps its keys' partitioning, a stream-stream join both sides'
+    keys (Spark's PartitioningCollection), a join with a table the stream's (a broadcast
+    join keeps its streamed side's), WHERE keeps it, SELECT/RENAME/DROP/EXTEND keep a key
+    column passed through as it is (Spark's alias-aware Project). A windowed step's
+    partitioning includes the window, which its output does not: none. Anything else:
+    none, so a shuffle is planned."""
+
+    def __init__(
+        self, graph: StreamGraph, steps: dict[int, Step], static_joins: frozenset[int]
+    ) -> None:
+        self.graph = graph
+        self.steps = steps
+        self.static_joins = static_joins
+        self.memo: dict[int, frozenset[tuple[str, ...]]] = {}
+
+    def of(self, node_id: int) -> frozenset[tuple[str, ...]]:
+        if node_id not in self.memo:
+            self.memo[node_id] = frozenset()  # a cycle (there is none) finds nothing
+            self.memo[node_id] = self._compute(self.graph.nodes[node_id])
+        return self.memo[node_id]
+
+    def _compute(self, node: StreamNode) -> frozenset[tuple[str, ...]]:
+        step = self.steps.get(node.id)
+        if node.kind == NodeKind.SOURCE or step is None:
+            return frozenset()
+        edges = node.in_edges
+        if node.id in self.static_joins:
+            found = frozenset(k for e in edges for k in self.of(e.source_id))
+        elif node.operator in STATEFUL_OPERATORS:
+            if node.operator in (Operator.WINDOW, Operator.WINDOW_RANK):
+                return frozenset()
+            found = frozenset(
+                _names(e.keys) for e in edges if e.partitioner == Partitioner.HASH and e.keys
+            )
+        elif len(edges) == 1 and edges[0].partitioner == Partitioner.FORWARD:
+            found = _through(step, self.of(edges[0].source_id))
+        else:
+            return frozenset()
+        columns = [c.name.lower() for c in step.schema]
+        return frozenset(
+            keys
+            for keys in found
+            if all(_PLAIN_NAME.match(k) and columns.count(k) == 1 for k in keys)
+        )
+
+
+def _through(step: Step, hashed: frozenset[tuple[str, ...]]) -> frozenset[tuple[str, ...]]:
+    """The partitionings a row-wise step passes on, its key columns renamed as it renames
+    them; a key it drops or computes anew ends that partitioning."""
+    if isinstance(step, WhereStep):
+        return hashed
+    if isinstance(step, SelectStep):
+        renamed: dict[str, str] = {}
+        for item in step.node.items:
+            tree = item.expr.tree
+            if isinstance(tree, exp.Column) and not tree.table:
+                name = (item.alias.value if item.alias is not None else tree.name).lower()
+                renamed.setdefault(tree.name.lower(), name)
+        return frozenset(
+            tuple(renamed[k] for k in keys) for keys in hashed if all(k in renamed for k in keys)
+        )
+    if isinstance(step, ExtendStep):
+        redefined = {
+            (i.alias.value if i.alias is not None else i.expr.text).lower() for i in step.node.items
+        }
+        return frozenset(keys for keys in hashed if not redefined & set(keys))
+    if isinstance(step, DropStep):
+        dropped = {c.value.lower() for c in step.node.columns}
+        return frozenset(keys for keys in hashed if not dropped & set(keys))
+    if isinstance(step, RenameStep):
+        renames = {i.old.value.lower(): i.new.value.lower() for i in step.node.items}
+        return frozenset(tuple(renames.get(k, k) for k in keys) for keys in hashed)
+    return frozenset()
+
+
+def _trigger(interval_ms: int | None, batch: bool) -> str:
+    if batch:
+        return "batch: one run over the bounded input, every result emitted at its end"
+    if interval_ms is None:
+        return "default: the next micro-batch starts when the previous one ends"
+    return f"processingTime {interval_ms} ms: one micro-batch, and so one checkpoint, per interval"

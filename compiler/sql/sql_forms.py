@@ -1,0 +1,394 @@
+"""Spark SQL forms users paste, lowered to views before analysis: CTEs, subqueries in FROM,
+table aliases, Flink's Top-N (``ROW_NUMBER() OVER (...)`` filtered by ``rn <= n``) and
+its ``FOR SYSTEM_TIME AS OF`` joins.
+
+Each ``WITH name AS (...)`` and each subquery in FROM becomes a **hidden view** defined
+just before the statement that holds it, named ``owner$name`` (``owner`` is the view's or
+the sink's name; ``$`` cannot be in a plain name) and read by that name; the query then
+lowers as before (:mod:`flowc.sql.lower_sql`). Views add no operator, so a query written with
+CTEs has the plans of the same query written with views. A table alias (``FROM bids AS
+b``) is its relation's name: ``b.price`` is ``bids.price``.
+
+The Top-N pattern ``SELECT ... FROM (SELECT ..., ROW_NUMBER() OVER (PARTITION BY k ORDER
+BY x DESC) AS rn FROM s) WHERE rn <= n`` becomes a hidden view ending in ``TOP n BY x
+DESC PER k AS rn`` (Flink's Rank); every other OVER stays E0232.
+
+Codes: E0250 (WITH RECURSIVE), E0251 (a CTE name given twice), E0252 (FOR SYSTEM_TIME AS
+OF on a stream), E0253 (ROW_NUMBER() not filtered by an upper bound), E0265 (an AS OF
+clause other than FOR SYSTEM_TIME AS OF: Spark's time travel; whether its expression is
+processing time is checked with the streams' columns, :mod:`flowc.spark.streaming`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+from sqlglot import exp
+from sqlglot.tokenizer_core import TokenType
+
+from flowc import ast
+from flowc.diagnostics import Reporter
+from flowc.errorcodes import Code
+from flowc.spans import Span
+from flowc.sql.lower_sql import QueryPositions
+
+__all__ = ["expand_sql_forms"]
+
+_TOP_HELP = (
+    "Flink's Top-N: SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY k ORDER BY x "
+    "DESC) AS rn FROM s) WHERE rn <= 3, or the pipe step |> TOP 3 BY x DESC PER k AS rn"
+)
+
+
+_AS_OF_HELP = (
+    "join the table's current rows with FOR SYSTEM_TIME AS OF s.pt, where the stream "
+    "declares pt AS PROCTIME() (Flink's lookup join), or with a plain JOIN"
+)
+
+
+def expand_sql_forms(
+    statements: Sequence[ast.Statement], reporter: Reporter
+) -> tuple[ast.Statement, ...]:
+    """The statements with each SQL query's CTEs and FROM subqueries as hidden views
+    before it; a statement with an error in these forms is left out (reported)."""
+    taken = {s.name.value for s in statements if isinstance(s, _NAMED)}
+    tables = {s.name.value for s in statements if isinstance(s, ast.CreateSource) and s.bounded}
+    out: list[ast.Statement] = []
+    for statement in statements:
+        if not isinstance(statement, ast.CreateView | ast.Insert) or not isinstance(
+            statement.query, ast.SqlQuery
+        ):
+            out.append(statement)
+            continue
+        owner = (
+            statement.name.value
+            if isinstance(statement, ast.CreateView)
+            else (statement.sink.value)
+        )
+        start = statement.span
+        at = Span(start.file, start.line, start.column, start.line, start.column)
+        expansion = _Expansion(statement.query, owner, at, taken, tables, reporter)
+        try:
+            query = expansion.query(statement.query.tree.copy(), statement.query.span)
+        except _Refused:
+            continue
+        out.extend(expansion.views)
+        out.append(replace(statement, query=query))
+    return tuple(out)
+
+
+_NAMED = (ast.CreateSource, ast.CreateSink, ast.CreateView)
+
+
+class _Refused(Exception):
+    """Reported already: the statement is left out."""
+
+
+class _Expansion:
+    """One statement's query: the hidden views it needs, in order."""
+
+    def __init__(
+        self,
+        query: ast.SqlQuery,
+        owner: str,
+        at: Span,
+        taken: set[str],
+        tables: set[str],
+        reporter: Reporter,
+    ) -> None:
+        self.source = query
+        self.owner = owner
+        #: Where the hidden views are defined: at the start of the statement holding them,
+        #: so that plans are built from them first, as from views written above it.
+        self.at = at
+        self.taken = taken
+        self.tables = tables
+        self.reporter = reporter
+        self.positions = QueryPositions(query)
+        self.views: list[ast.CreateView] = []
+
+    # ------------------------------------------------------------ helpers
+
+    def error(self, code: Code, message: str, node: exp.Expr | None, help: str) -> _Refused:
+        keyword = TokenType.WITH if code in (Code.E0250, Code.E0251) else None
+        self.reporter.error(code, message, self.positions.span(node, keyword), help=help)
+        return _Refused()
+
+    def hidden_name(self, name: str) -> str:
+        base = f"{self.owner}${name}"
+        candidate, number = base, 2
+        while candidate in self.taken:
+            candidate, number = f"{base}{number}", number + 1
+        self.taken.add(candidate)
+        return candidate
+
+    def name_span(self, node: exp.Expr | None) -> Span:
+        return self.positions.span(node)
+
+    def define(self, name: str, query: ast.Query, at: exp.Expr | None) -> None:
+        span = self.name_span(at)
+        self.views.append(
+            ast.CreateView(
+                name=ast.Name(value=name, quoted=True, span=span), query=query, span=self.at
+            )
+        )
+
+    def sql(self, tree: exp.Expr, span: Span) -> ast.SqlQuery:
+        """A query of the same text: sqlglot's positions in ``tree`` stay right."""
+        return ast.SqlQuery(text=self.source.text, tree=tree, span=span)
+
+    # ------------------------------------------------------------ queries
+
+    def query(self, tree: exp.Expr, span: Span) -> ast.SqlQuery:
+        """``tree`` with its CTEs and FROM subqueries made hidden views (defined in
+        ``self.views``), its aliases made relation names."""
+        renamed: dict[str, str] = {}
+        with_ = tree.args.get("with_")
+        if isinstance(with_, exp.With):
+            if with_.args.get("recursive"):
+                raise self.error(
+                    Code.E0250,
+                    "WITH RECURSIVE has no streaming meaning",
+                    with_,
+                    help="a streaming query reads each row once: define each step as a view",
+                )
+            for cte in with_.expressions:
+                name = cte.alias
+                if name in renamed:
+                    raise self.error(
+                        Code.E0251,
+                        f"the CTE name '{name}' is given twice",
+                        cte,
+                        help="give each WITH entry its own name",
+                    )
+                body = cte.this
+                _rename_tables(body, renamed)
+                hidden = self.hidden_name(name)
+                self.define(hidden, self.query(body, self.positions.span(body)), cte)
+                renamed[name] = hidden
+            tree.set("with_", None)
+        _rename_tables(tree, renamed)
+        for select in _selects(tree):
+            self.from_subqueries(select)
+            self.aliases(select)
+        return self.sql(tree, span)
+
+    def from_subqueries(self, select: exp.Select) -> None:
+        """Each subquery of FROM and JOIN made a hidden view (the Top-N pattern a view
+        ending in TOP)."""
+        from_ = select.args.get("from_")
+        sources = [from_] if from_ is not None else []
+        sources += [join for join in select.args.get("joins") or []]
+        for holder in sources:
+            subquery = holder.this
+            if not isinstance(subquery, exp.Subquery):
+                continue
+            alias = subquery.alias or "subquery"
+            hidden = self.hidden_name(alias)
+            inner = subquery.this
+            top = self.top_n(select, inner) if holder is from_ else None
+            if top is not None:
+                rows, step = top
+                below = self.hidden_name(f"{alias}_rows")
+                self.define(below, self.query(rows, self.positions.span(rows)), inner)
+                relation = ast.Relation(
+                    name=ast.Name(value=below, quoted=True, span=step.span),
+                    side_output=None,
+                    span=step.span,
+                )
+                pipe = ast.PipeQuery(source=relation, steps=(step,), span=step.span)
+                self.define(hidden, pipe, subquery)
+            else:
+                span = self.positions.span(inner, TokenType.SELECT)
+                self.define(hidden, self.query(inner, span), subquery)
+            table = exp.Table(this=exp.to_identifier(hidden, quoted=True))
+            if subquery.alias:
+                _requalify(select, subquery.alias, hidden)
+            subquery.replace(table)
+
+    def aliases(self, select: exp.Select) -> None:
+        """``FROM bids AS b``: ``b.x`` is ``bids.x``, and the alias goes. ``FOR SYSTEM_TIME
+        AS OF`` is kept on a table for :mod:`flowc.sql.lower_sql` (the JOIN's ``as_of``),
+        refused on a stream (E0252); other AS OF forms are E0265."""
+        tables = [select.args.get("from_"), *(select.args.get("joins") or [])]
+        relations = [t.this for t in tables if t is not None and isinstance(t.this, exp.Table)]
+        names = {t.name for t in relations}
+        for table in relations:
+            version = table.args.get("version")
+            if version is not None:
+                if table.name not in self.tables:
+                    raise self.error(
+                        Code.E0252,
+                        f"FOR SYSTEM_TIME AS OF reads a table, and '{table.name}' is a stream",
+                        version,
+                        help="declare the dimension with CREATE TABLE, or join two streams "
+                        "with a time bound (ON ... AND b.ts BETWEEN a.ts - INTERVAL ... AND ...)",
+                    )
+                words, span = self.positions.version_clause(table)
+                if words != "FOR SYSTEM_TIME AS OF":
+                    self.reporter.error(
+                        Code.E0265,
+                        f"'{words}' reads a table's past versions, and a flowc table has "
+                        "one: the rows it holds when the job starts",
+                        span,
+                        help=_AS_OF_HELP,
+                    )
+                    raise _Refused()
+                if not isinstance(version.expression, exp.Column):
+                    self.reporter.error(
+                        Code.E0265,
+                        "FOR SYSTEM_TIME AS OF takes a column of the stream joined, its "
+                        "processing time (as Flink: the left table's time attribute)",
+                        span,
+                        help=_AS_OF_HELP,
+                    )
+                    raise _Refused()
+            alias = table.alias
+            if alias and alias != table.name:
+                if alias in names:
+                    continue  # an alias that is another relation's name: lower_sql refuses
+                _requalify(select, alias, table.name)
+                table.set("alias", None)
+
+    def top_n(self, outer: exp.Select, inner: exp.Expr) -> tuple[exp.Select, ast.Top] | None:
+        """The Top-N pattern: ``inner`` selects ``ROW_NUMBER() OVER (...) AS rn`` and
+        ``outer`` keeps ``rn <= n`` (``rn < n``, ``rn = 1``). Returns the inner query
+        without the ranking and the TOP step; None for any other subquery."""
+        if not isinstance(inner, exp.Select):
+            return None
+        ranked = [
+            item
+            for item in inner.expressions
+            if isinstance(item, exp.Alias) and isinstance(item.this, exp.Window)
+        ]
+        if len(ranked) != 1:
+            return None
+        item = ranked[0]
+        window = item.this
+        assert isinstance(window, exp.Window)
+        function = window.this
+        rank = item.alias
+        if not isinstance(function, exp.RowNumber):
+            raise self.error(
+                Code.E0253,
+                f"{function.sql('spark')} OVER (...) is not Flink's Top-N: only ROW_NUMBER() is",
+                window,
+                help=_TOP_HELP,
+            )
+        count, rest = self.bound(outer, rank, window)
+        order = window.args.get("order")
+        if order is None or not order.expressions:
+            raise self.error(
+                Code.E0253,
+                "ROW_NUMBER() OVER (...) without ORDER BY ranks rows in no order",
+                window,
+                help=_TOP_HELP,
+            )
+        outer.set("where", exp.Where(this=rest) if rest is not None else None)
+        rows = inner.copy()
+        rows.set("expressions", [e for e in rows.expressions if e.alias_or_name != rank])
+        if not rows.expressions:
+            rows.set("expressions", [exp.Star()])
+        span = self.positions.span(window)
+        step = ast.Top(
+            count=count[0],
+            count_span=count[1],
+            order=tuple(
+                ast.OrderItem(
+                    expr=self.positions.expr(o.this),
+                    descending=bool(o.args.get("desc")),
+                    span=self.positions.span(o),
+                )
+                for o in order.expressions
+            ),
+            per=tuple(self.positions.expr(p) for p in window.args.get("partition_by") or []),
+            rank=ast.Name(value=rank, quoted=False, span=self.positions.span(item)),
+            keyword_span=span,
+            hints=(),
+            hints_span=None,
+            span=span,
+        )
+        return rows, step
+
+    def bound(
+        self, outer: exp.Select, rank: str, window: exp.Expr
+    ) -> tuple[tuple[int, Span], exp.Expr | None]:
+        """The outer WHERE's upper bound of ``rank`` (as TOP's n and its span) and the rest
+        of the WHERE; E0253 without one."""
+        where = outer.args.get("where")
+        terms = (
+            list(where.this.flatten())
+            if where is not None and isinstance(where.this, exp.And)
+            else ([where.this] if where is not None else [])
+        )
+        for term in terms:
+            found = _upper_bound(term, rank)
+            if found is not None:
+                others = [t for t in terms if t is not term]
+                rest = exp.and_(*[t.copy() for t in others]) if others else None
+                return (found, self.positions.span(term)), rest
+        raise self.error(
+            Code.E0253,
+            f"ROW_NUMBER() ... AS {rank} is kept only with a bound such as WHERE {rank} <= 3",
+            window,
+            help=_TOP_HELP,
+        )
+
+
+def _upper_bound(term: exp.Expr, rank: str) -> int | None:
+    """n for ``rank <= n``, ``rank < n + 1``, ``rank = 1``, ``n >= rank``; else None."""
+    left, right = term.args.get("this"), term.args.get("expression")
+    flipped = {exp.GTE: exp.LTE, exp.GT: exp.LT, exp.EQ: exp.EQ}
+    kind: type[exp.Expr] = type(term)
+    if isinstance(right, exp.Column) and not isinstance(left, exp.Column) and kind in flipped:
+        left, right, kind = right, left, flipped[kind]
+    if not (isinstance(left, exp.Column) and left.name == rank and not left.table):
+        return None
+    if not (isinstance(right, exp.Literal) and not right.is_string and right.this.isdigit()):
+        return None
+    value = int(right.this)
+    if kind is exp.LTE:
+        return value
+    if kind is exp.LT:
+        return value - 1
+    if kind is exp.EQ and value == 1:
+        return 1
+    return None
+
+
+def _selects(tree: exp.Expr) -> list[exp.Select]:
+    """The SELECTs of a query: itself, or each side of a UNION."""
+    if isinstance(tree, exp.Union):
+        return [*_selects(tree.left), *_selects(tree.right)]
+    return [tree] if isinstance(tree, exp.Select) else []
+
+
+def _rename_tables(tree: exp.Expr, renamed: dict[str, str]) -> None:
+    """Tables named after a CTE read its hidden view; columns qualified by the CTE's name
+    follow (a CTE's name is the statement's, at every level of it)."""
+    if not renamed:
+        return
+    for table in list(tree.find_all(exp.Table)):
+        hidden = renamed.get(table.name)
+        if hidden is not None and not table.args.get("db"):
+            table.set("this", exp.to_identifier(hidden, quoted=True))
+    for column in tree.find_all(exp.Column):
+        hidden = renamed.get(column.table)
+        if hidden is not None and not column.args.get("db"):
+            column.set("table", exp.to_identifier(hidden, quoted=True))
+
+
+def _requalify(select: exp.Select, old: str, new: str) -> None:
+    """``old.x`` is ``new.x`` in ``select`` (not inside its subqueries, which have their
+    own relations)."""
+    for column in select.find_all(exp.Column):
+        if column.table == old and column.find_ancestor(exp.Subquery, exp.Select) in (
+            select,
+            None,
+        ):
+            named = exp.to_identifier(new, quoted=True)
+            written = column.args.get("table")
+            if isinstance(written, exp.Identifier):  # where the alias stands, for spans
+                named.meta.update(written.meta)
+            column.set("table", named)

@@ -1,0 +1,361 @@
+"""The LALR(1) tables of ``grammar/flow.lark``, and a driver that parses with them.
+
+Lark builds the tables: the parse table, one lexer per parser state (Lark's contextual
+lexer) and, per grammar rule, how the rule's children are shaped (Lark's tree builder:
+anonymous tokens dropped, ``_rules`` inlined, ``[optional]`` parts kept as None). They
+are shipped precomputed in ``grammar/tables.py``, keyed by the grammar's SHA-256, so a
+``flowc`` process neither imports Lark nor rebuilds them; when the grammar changes they
+are rebuilt from Lark until ``python -m flowc.syntax.lalr`` writes the file again. Reading the
+tables off Lark is :mod:`flowc.syntax.lalr_build`'s.
+
+:class:`Driver` runs the tables and hands each rule's children, with the offsets of its
+first and last token, to the AST builder (:mod:`flowc.syntax.ast_builder`) as it reduces. It parses
+exactly what Lark parses; on anything else (a syntax error) it raises :class:`NoFastPath`
+and the caller lets Lark parse the statement again, to report the error Lark's way.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from collections.abc import Callable
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from flowc.syntax.lalr_build import (
+    TABLES_FORMAT,
+    build_tables,
+    grammar_digest,
+    grammar_text,
+    lark_parser,
+    render_tables_module,
+)
+
+try:
+    from flowc.grammar.tables import TABLES as _SHIPPED
+except ImportError:  # pragma: no cover - the file is shipped
+    _SHIPPED = ""
+
+__all__ = [
+    "TABLES_FORMAT",
+    "Bounds",
+    "Driver",
+    "NoFastPath",
+    "Token",
+    "build_tables",
+    "grammar_digest",
+    "grammar_text",
+    "lark_parser",
+    "tables",
+]
+
+#: Terminals whose pattern is longer than this are matched on their own, not inside each
+#: state's alternation: compiling that alternation is most of the cost of a lexer, and
+#: the long pattern (SOUP, a run of expression text) is then compiled once, not per state.
+_LONG_PATTERN = 200
+
+
+class NoFastPath(Exception):
+    """The driver met something it leaves to Lark (a syntax error, mostly)."""
+
+
+class Token(str):
+    """A token as the AST builder sees it: its text, terminal and offsets in the statement."""
+
+    __slots__ = ("end_pos", "start_pos", "type")
+
+    type: str
+    start_pos: int
+    end_pos: int
+
+    @staticmethod
+    def make(type: str, value: str, start_pos: int, end_pos: int) -> Token:
+        token = str.__new__(Token, value)
+        token.type = type
+        token.start_pos = start_pos
+        token.end_pos = end_pos
+        return token
+
+
+class Bounds(NamedTuple):
+    """Offsets (in the statement) of a rule's first and last token; -1 when it has none."""
+
+    start_pos: int
+    end_pos: int
+
+
+class Rule(NamedTuple):
+    """What reducing by one grammar rule does (read off the tree builder Lark made for it).
+
+    ``include`` lists (child index, splice it, placeholders before it) as Lark's
+    ``ChildFilterLALR`` does; None keeps the children as they are. ``shortcut`` 1: the
+    value is the children as they are (an inlined rule that filters nothing); 2: it is
+    the only child's (a ``?rule`` of one symbol, an inlined rule of one inlined rule);
+    0: see :func:`_reduce`.
+    """
+
+    size: int
+    origin: str
+    include: tuple[tuple[int, bool, int], ...] | None
+    append_none: int
+    expand_single: bool
+    name: str
+    inline: bool
+    shortcut: int
+
+
+class Tables:
+    """Parse table, rules and lexers, in the plain form the shipped file holds.
+
+    ``actions[state][symbol]`` is the next state (a shift, or the goto after a reduction)
+    when >= 0, and ``~rule`` (a reduction by ``rules[rule]``) when negative.
+    """
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        self.data = data
+        self.start: int = data["start"]
+        self.end: int = data["end"]
+        self.actions: list[dict[str, int]] = data["actions"]
+        self.rules = tuple(
+            Rule(size, origin, None if inc is None else tuple(map(tuple, inc)), *rest)
+            for size, origin, inc, *rest in data["rules"]
+        )
+        self.lexer_of_state: list[int] = data["lexer_of_state"]
+        self._lexers: list[_Lexer | None] = [None] * len(data["lexers"])
+        #: The lexer of each state, once built (see :meth:`lexer`).
+        self.lexers_by_state: list[_Lexer | None] = [None] * len(self.actions)
+
+    def lexer(self, state: int) -> _Lexer:
+        """The lexer Lark uses in ``state``, built on first use (most are never used)."""
+        index = self.lexer_of_state[state]
+        found = self._lexers[index]
+        if found is None:
+            found = self._lexers[index] = _Lexer(self.data, self.data["lexers"][index])
+        self.lexers_by_state[state] = found
+        return found
+
+
+class _Lexer:
+    """Lark's lexer for some parser states: the allowed terminals in Lark's order, matched
+    as Lark's single alternation would (the first alternative that matches wins), the
+    ignored terminals, and keywords a NAME-like match turns into (Lark's UnlessCallback)."""
+
+    __slots__ = ("ignore", "segments", "unless")
+
+    def __init__(self, data: dict[str, Any], spec: dict[str, Any]) -> None:
+        patterns: dict[str, str] = data["patterns"]
+        flags: int = data["flags"]
+        self.segments = tuple(
+            re.compile(
+                "|".join(f"(?P<{name}>{_lean(patterns[name], len(run) == 1)})" for name in run),
+                flags,
+            )
+            for run in _runs(spec["terminals"], patterns)
+        )
+        self.ignore = frozenset(spec["ignore"])
+        self.unless = {
+            kind: re.compile("|".join(f"(?P<{n}>{patterns[n]})" for n in names), flags)
+            for kind, names in spec["unless"].items()
+        }
+
+
+#: Lark's patterns for strings and quoted names, and the same as "unrolled loops": Python's
+#: regex engine keeps a backtracking record per character of the first form (over 100 MB
+#: for a literal of 1 MB), and none for runs of plain characters in the second.
+_UNROLLED = {
+    r"""'(?:[^'\\]|\\.|'')*'""": r"""'[^'\\]*(?:(?:\\.|'')[^'\\]*)*'""",
+    r'''"(?:[^"\\]|\\.|"")*"''': r'''"[^"\\]*(?:(?:\\.|"")[^"\\]*)*"''',
+    r"`(?:[^`]|``)*`": r"`[^`]*(?:``[^`]*)*`",
+}
+
+
+def _lean(pattern: str, alone: bool) -> str:
+    """``pattern``, matching the same with no backtracking record per character.
+
+    Strings and quoted names are unrolled (see _UNROLLED). A pattern matched ``alone`` (a
+    long one: SOUP, a run of expression text) that ends with a repeated group gets that
+    repeat possessive: nothing follows it that could fail, so the match is the same, but
+    the engine no longer keeps a record per repetition (400 MB for 2 MB of expression).
+    """
+    for form, unrolled in _UNROLLED.items():
+        pattern = pattern.replace(form, unrolled)
+    if alone and pattern.endswith(")*)"):
+        pattern = pattern[:-1] + "+)"
+    return pattern
+
+
+def _runs(names: list[str], patterns: dict[str, str]) -> list[list[str]]:
+    """``names`` cut into runs, each long pattern a run of its own (same order)."""
+    runs: list[list[str]] = []
+    for name in names:
+        if len(patterns[name]) > _LONG_PATTERN:
+            runs.append([name])
+            runs.append([])
+        elif runs:
+            runs[-1].append(name)
+        else:
+            runs.append([name])
+    return [run for run in runs if run]
+
+
+# ---------------------------------------------------------------- loading
+
+
+@cache
+def tables() -> Tables:
+    """The shipped tables when they were built from this grammar; else built from Lark."""
+    digest = grammar_digest(grammar_text())
+    if _SHIPPED:
+        data = json.loads(_SHIPPED)
+        if data.get("format") == TABLES_FORMAT and data.get("grammar_sha256") == digest:
+            return Tables(data)
+    return Tables(build_tables(lark_parser(), digest))
+
+
+# ---------------------------------------------------------------- the driver
+
+
+_NONE_ENTRY: tuple[None, int, int] = (None, -1, -1)
+
+
+class Driver:
+    """Runs the tables over one statement; see the module docstring."""
+
+    def __init__(self, tables: Tables) -> None:
+        self.tables = tables
+
+    def parse(self, text: str, builder: Any) -> Any:
+        """The value the builder made for the start rule, built as the text is parsed.
+
+        Each reduction of a named rule calls ``builder.<rule>(bounds, children)``. Values
+        on the stack are (value, first offset, last offset), or lists of them for inlined
+        rules; the loop is written out (no helper calls per token) as it runs per token.
+        """
+        tables = self.tables
+        actions = tables.actions
+        rules = tables.rules
+        lexers = tables.lexers_by_state
+        end_state = tables.end
+        new_str = str.__new__
+        state = tables.start
+        state_stack = [state]
+        value_stack: list[Any] = []
+        pos = 0
+        length = len(text)
+        while True:
+            token: Token | None = None
+            lexer = lexers[state] or tables.lexer(state)
+            while pos < length:
+                for pattern in lexer.segments:
+                    match = pattern.match(text, pos)
+                    if match is not None:
+                        break
+                else:
+                    raise NoFastPath
+                group = match.lastgroup
+                assert group is not None  # every segment's alternatives are named groups
+                kind = group
+                end = match.end()
+                if kind in lexer.ignore:
+                    pos = end
+                    continue
+                lexeme = match.group()
+                keyword = lexer.unless.get(kind)
+                if keyword is not None:
+                    found = keyword.fullmatch(lexeme)
+                    if found is not None:
+                        group = found.lastgroup
+                        assert group is not None
+                        kind = group
+                token = new_str(Token, lexeme)
+                token.type = kind
+                token.start_pos = pos
+                token.end_pos = end
+                break
+            if token is None:
+                kind = "$END"
+            while True:
+                action = actions[state].get(kind)
+                if action is None:
+                    raise NoFastPath
+                if action >= 0:
+                    if token is None:
+                        raise NoFastPath
+                    state = action
+                    state_stack.append(state)
+                    value_stack.append((token, pos, end))
+                    pos = end
+                    break
+                size, origin, _, _, _, _, _, shortcut = rule = rules[~action]
+                if size == 1 and shortcut:  # the commonest reductions, done in place
+                    if shortcut == 1:
+                        value_stack[-1] = [value_stack[-1]]
+                    state = state_stack[-1] = actions[state_stack[-2]][origin]
+                    continue
+                if size:
+                    children = value_stack[-size:]
+                    del value_stack[-size:]
+                    del state_stack[-size:]
+                else:
+                    children = []
+                value: Any
+                if shortcut == 1:
+                    value = children
+                elif shortcut == 2:
+                    value = children[0]
+                else:
+                    value = _reduce(rule, children, builder)
+                state = actions[state_stack[-1]][origin]
+                state_stack.append(state)
+                value_stack.append(value)
+                if token is None and state == end_state:
+                    return value[0]
+
+
+def _reduce(rule: Rule, children: list[Any], builder: Any) -> Any:
+    """Shape the children as Lark's tree builder would, then build the rule's node."""
+    include = rule.include
+    if include is None:
+        filtered = children
+    else:
+        filtered = []
+        for index, splice, placeholders in include:
+            if placeholders:
+                filtered.extend([_NONE_ENTRY] * placeholders)
+            if splice:
+                if filtered:
+                    filtered.extend(children[index])
+                else:  # reuse the list: a left-recursive rule grows it in place
+                    filtered = children[index]
+            else:
+                filtered.append(children[index])
+        if rule.append_none:
+            filtered.extend([_NONE_ENTRY] * rule.append_none)
+    if rule.expand_single and len(filtered) == 1:
+        return filtered[0]
+    if rule.inline:
+        return filtered
+    start = end = -1
+    for _, first, last in filtered:
+        if first >= 0:
+            if start < 0:
+                start = first
+            end = last
+    method: Callable[[Bounds, list[Any]], Any] = getattr(builder, rule.name)
+    return method(Bounds(start, end), [value for value, _, _ in filtered]), start, end
+
+
+def main() -> int:
+    """Write grammar/tables.py for the current grammar."""
+    grammar = Path(str(resources.files("flowc.grammar").joinpath("flow.lark")))
+    target = grammar.resolve().parent / "tables.py"  # beside the source, not a build's link
+    target.write_text(render_tables_module(build_tables(lark_parser())), encoding="utf-8")
+    print(f"wrote {target}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

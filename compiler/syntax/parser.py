@@ -1,0 +1,121 @@
+"""Parse .flow source text into the AST (:mod:`flowc.ast`): the loop over statements.
+
+The file is cut into statements first (:mod:`flowc.syntax.source_text`), then each statement is
+parsed with the LALR grammar in ``grammar/flow.lark``. A syntax error costs one statement,
+not the file: the parser reports it (:mod:`flowc.syntax.syntax_errors`) and goes on with the next
+statement, so every problem is reported. :class:`flowc.syntax.lalr.Driver` runs the grammar's
+LALR tables (shipped precomputed) and :class:`flowc.syntax.ast_builder.AstBuilder` makes the AST
+as it goes; Lark itself parses only statements the driver stops at, to report their syntax
+errors. SQL expressions are handed to sqlglot (:mod:`flowc.sql.sql_parsing`). This module also
+stops the parse at flowc's bounds on steps and tokens (E0903).
+"""
+
+from __future__ import annotations
+
+import threading
+from functools import cache
+
+from flowc import ast
+from flowc.diagnostics import Reporter
+from flowc.errorcodes import Code
+from flowc.limits import MAX_STEPS, MAX_TOKENS
+from flowc.sql.sql_parsing import (
+    NODE_BYTES,
+    clear_parse_cache,
+    copy_tree,
+    deep_recursion,
+    tree_bytes,
+)
+from flowc.sql.sqltypes import clear_typing_cache
+from flowc.syntax.ast_builder import MAX_EXPRESSION_DEPTH, AstBuilder
+from flowc.syntax.lalr import Driver, NoFastPath, lark_parser, tables
+from flowc.syntax.source_text import WORD, Chunk, LineIndex, long_literals, split_statements
+from flowc.syntax.syntax_errors import report_syntax_error
+
+__all__ = [
+    "MAX_EXPRESSION_DEPTH",
+    "NODE_BYTES",
+    "LineIndex",
+    "clear_expression_cache",
+    "copy_tree",
+    "deep_recursion",
+    "long_literals",
+    "parse",
+    "tree_bytes",
+]
+
+_driver_lock = threading.Lock()
+
+
+@cache
+def _driver() -> Driver:
+    with _driver_lock:  # the first call builds the tables: once, whatever the threads
+        return Driver(tables())
+
+
+def parse(text: str, file: str, reporter: Reporter) -> ast.Program:
+    """Parse a whole file; syntax errors go to ``reporter`` and drop their statement."""
+    index = LineIndex(file, text)
+    builder = AstBuilder(index, reporter)
+    statements: list[ast.Statement] = []
+    driver = _driver()
+    for chunk in split_statements(text):
+        builder.base = chunk.start
+        source = text[chunk.start : chunk.end]
+        reported = len(reporter.diagnostics)
+        steps = builder.steps
+        try:
+            statement = driver.parse(source, builder)
+        except NoFastPath:
+            # Lark parses it again and raises the syntax error; what the builder reported
+            # before the driver stopped is dropped, as the statement is.
+            del reporter.diagnostics[reported:]
+            builder.steps = steps
+            from lark.exceptions import UnexpectedInput
+
+            try:
+                tree = lark_parser().parse(source)
+            except UnexpectedInput as error:
+                report_syntax_error(error, chunk, index, reporter)
+                continue
+            statement = builder.transform(tree)
+        if not chunk.terminated:
+            end = chunk.last_token_end
+            reporter.error(
+                Code.E0002,
+                "missing ';' after this statement",
+                index.span(end, end),
+                help="end every statement with ';'",
+            )
+        if statement is not None:
+            statements.append(statement)
+            if isinstance(statement, ast.SetStmt) and statement.option.key == "sql.dialect":
+                builder.dialect = str(statement.option.value.python).lower()
+        if builder.steps > MAX_STEPS or builder.tokens > MAX_TOKENS:
+            _too_large(builder, chunk, index, reporter)
+            break
+    return ast.Program(file=file, statements=tuple(statements), span=index.span(0, len(text)))
+
+
+def clear_expression_cache() -> None:
+    """Forget memoized expression parses and typings (benchmarks measure compiles from cold)."""
+    clear_parse_cache()
+    clear_typing_cache()
+
+
+def _too_large(builder: AstBuilder, chunk: Chunk, index: LineIndex, reporter: Reporter) -> None:
+    """E0903 at the statement whose steps or SQL tokens pass their bound; parsing stops
+    there, well before the passes after it would take long (a step or a token of an
+    expression costs more in each of them)."""
+    word = WORD.match(index.text, chunk.start)
+    what = (
+        f"{MAX_STEPS:,} steps (pipe steps, and the clauses of SQL queries)"
+        if builder.steps > MAX_STEPS
+        else f"{MAX_TOKENS:,} tokens in SQL expressions and queries"
+    )
+    reporter.error(
+        Code.E0903,
+        f"the program would pass flowc's bound of {what}",
+        index.span(chunk.start, word.end() if word else chunk.start + 1),
+        help="split the job (docs/limits.md lists flowc's bounds)",
+    )
