@@ -10,10 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar, TypeAlias
 
+from sqlglot import exp
+
 from flowc import ast
 from flowc.catalog import ERRORS_COLUMNS, PARSED_FILE_FORMATS
 from flowc.spans import Span
-from flowc.vocabulary import STATEFUL_STEPS, StepKind
+from flowc.vocabulary import STATEFUL_STEPS, Operator, StateKind, StepKind, WindowKind
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,6 +243,13 @@ class Step:
     #: temporal join (each row meets the one version of its key valid at its time).
     temporal: bool = False
 
+    #: The operator its transformation runs (Flink's StreamNode ``operator``); None for a
+    #: step that only routes records (KEY BY, PARTITION, UNION ALL make no operator).
+    OPERATOR: ClassVar[Operator | None] = None
+    #: Whether it groups rows into new ones (an aggregation, a Top-N): no column of its
+    #: input reaches its output as it was, except a window's end (Spark's streaming rules).
+    GROUPS: ClassVar[bool] = False
+
     @property
     def kind(self) -> StepKind:
         return self.KIND
@@ -250,41 +259,82 @@ class Step:
         """Whether it keeps state between records (:data:`~flowc.vocabulary.STATEFUL_STEPS`)."""
         return self.KIND in STATEFUL_STEPS
 
+    @property
+    def operator(self) -> Operator | None:
+        return self.OPERATOR
+
+    @property
+    def state_kind(self) -> StateKind | None:
+        """What its state holds (None for a stateless step)."""
+        return None
+
+    def keys_after(self, keys: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        """The keys in force after the step, given those in force before it: a row-wise
+        step keeps them while it keeps every key column."""
+        if keys is None:
+            return None
+        names = {c.name for c in self.schema}
+        return keys if all(k in names for k in keys) else None
+
+    def passes_on(self, columns: frozenset[str]) -> frozenset[str]:
+        """Which of ``columns`` (of its input) reach its output unchanged, under their
+        output names: what carries a watermark or a processing time through it."""
+        return columns
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class WhereStep(Step):
     KIND = StepKind.WHERE
     node: ast.Where
+    OPERATOR = Operator.FILTER
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SelectStep(Step):
     KIND = StepKind.SELECT
     node: ast.Select
+    OPERATOR = Operator.MAP
+
+    def passes_on(self, columns: frozenset[str]) -> frozenset[str]:
+        return _read_unchanged(self.node.items, columns)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ExtendStep(Step):
     KIND = StepKind.EXTEND
     node: ast.Extend
+    OPERATOR = Operator.MAP
+
+    def passes_on(self, columns: frozenset[str]) -> frozenset[str]:
+        return columns | _read_unchanged(self.node.items, columns)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DropStep(Step):
     KIND = StepKind.DROP
     node: ast.Drop
+    OPERATOR = Operator.MAP
+
+    def passes_on(self, columns: frozenset[str]) -> frozenset[str]:
+        return columns - {c.value for c in self.node.columns}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RenameStep(Step):
     KIND = StepKind.RENAME
     node: ast.Rename
+    OPERATOR = Operator.MAP
+
+    def passes_on(self, columns: frozenset[str]) -> frozenset[str]:
+        renamed = {i.old.value: i.new.value for i in self.node.items}
+        return frozenset(renamed.get(c, c) for c in columns)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ExplodeStep(Step):
     KIND = StepKind.EXPLODE
     node: ast.Explode
+    OPERATOR = Operator.FLAT_MAP
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -292,11 +342,17 @@ class KeyByStep(Step):
     KIND = StepKind.KEY_BY
     node: ast.KeyBy
 
+    def keys_after(self, keys: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        return self.keys
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PartitionStep(Step):
     KIND = StepKind.PARTITION
     node: ast.Partition
+
+    def keys_after(self, keys: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        return None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -304,11 +360,27 @@ class PartitionByStep(Step):
     KIND = StepKind.PARTITION_BY
     node: ast.PartitionBy
 
+    def keys_after(self, keys: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        return None
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AggregateStep(Step):
     KIND = StepKind.AGGREGATE
     node: ast.Aggregate
+    GROUPS = True
+
+    @property
+    def operator(self) -> Operator:
+        """Flink's keyed aggregate, or its non-parallel global one without GROUP BY."""
+        return Operator.KEYED_AGGREGATE if self.keys else Operator.AGGREGATE
+
+    @property
+    def state_kind(self) -> StateKind:
+        return StateKind.KEYED_AGGREGATE if self.keys else StateKind.GLOBAL_AGGREGATE
+
+    def keys_after(self, keys: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        return None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -316,18 +388,46 @@ class WindowAggregateStep(Step):
     KIND = StepKind.WINDOW_AGGREGATE
     node: ast.Aggregate
     window: ast.Window
+    OPERATOR = Operator.WINDOW
+    GROUPS = True
+
+    @property
+    def state_kind(self) -> StateKind:
+        if self.window.kind == WindowKind.SESSION:
+            return StateKind.SESSION_WINDOW
+        return StateKind.WINDOW_AGGREGATE
+
+    def keys_after(self, keys: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        return None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DeduplicateStep(Step):
     KIND = StepKind.DEDUPLICATE
     node: ast.Deduplicate
+    OPERATOR = Operator.DEDUPLICATE
+
+    @property
+    def state_kind(self) -> StateKind:
+        return StateKind.DEDUPLICATE
+
+    def keys_after(self, keys: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        return self.keys
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TopStep(Step):
     KIND = StepKind.TOP
     node: ast.Top
+    OPERATOR = Operator.RANK
+    GROUPS = True
+
+    @property
+    def state_kind(self) -> StateKind:
+        return StateKind.RANK
+
+    def keys_after(self, keys: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        return None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -335,12 +435,29 @@ class WindowTopStep(Step):
     KIND = StepKind.WINDOW_TOP
     node: ast.Top
     window: ast.Window
+    OPERATOR = Operator.WINDOW_RANK
+    GROUPS = True
+
+    @property
+    def state_kind(self) -> StateKind:
+        return StateKind.WINDOW_RANK
+
+    def keys_after(self, keys: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        return None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class JoinStep(Step):
     KIND = StepKind.JOIN
     node: ast.Join
+    OPERATOR = Operator.JOIN
+
+    @property
+    def state_kind(self) -> StateKind:
+        return StateKind.JOIN
+
+    def keys_after(self, keys: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        return self.keys
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -350,6 +467,10 @@ class DimensionJoinStep(Step):
 
     KIND = StepKind.DIMENSION_JOIN
     node: ast.Join
+    OPERATOR = Operator.JOIN
+
+    def keys_after(self, keys: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        return self.keys
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -357,11 +478,26 @@ class UnionStep(Step):
     KIND = StepKind.UNION
     node: ast.UnionAll
 
+    def keys_after(self, keys: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        return None
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RouteStep(Step):
     KIND = StepKind.ROUTE
     node: ast.Route
+    OPERATOR = Operator.PROCESS
+
+
+def _read_unchanged(items: tuple[ast.SelectItem, ...], columns: frozenset[str]) -> frozenset[str]:
+    """The output names of the items of a SELECT or EXTEND that read one of ``columns``
+    as it is (``ts`` or ``ts AS event_time``)."""
+    kept = set()
+    for item in items:
+        tree = item.expr.tree
+        if isinstance(tree, exp.Column) and tree.name in columns:
+            kept.add(item.alias.value if item.alias else tree.name)
+    return frozenset(kept)
 
 
 #: Every kind of checked step, one class each (tests/test_step_classes.py holds each

@@ -50,14 +50,6 @@ STATEFUL_STEPS = frozenset(
     }
 )
 
-#: Steps that only change how records are distributed (no operator of their own).
-PARTITION_STEPS = frozenset({StepKind.KEY_BY, StepKind.PARTITION, StepKind.PARTITION_BY})
-
-#: Steps that aggregate, with or without a window.
-AGGREGATE_STEPS = frozenset({StepKind.AGGREGATE, StepKind.WINDOW_AGGREGATE})
-#: Top-N steps: an aggregation for Spark (the first rows of each group, kept in state).
-RANK_STEPS = frozenset({StepKind.TOP, StepKind.WINDOW_TOP})
-
 
 class TransformationKind(StrEnum):
     """Flink's Transformation classes, as flowc names them."""
@@ -120,6 +112,20 @@ STATEFUL_OPERATORS = frozenset(
         Operator.WINDOW_RANK,
     }
 )
+
+
+class StateKind(StrEnum):
+    """What a stateful operator keeps (``StatefulOperator.kind``): finer than its
+    operator, since a session window's or a global aggregate's state is its own kind."""
+
+    KEYED_AGGREGATE = "keyed_aggregate"
+    GLOBAL_AGGREGATE = "global_aggregate"
+    WINDOW_AGGREGATE = "window_aggregate"
+    SESSION_WINDOW = "session_window"
+    DEDUPLICATE = "deduplicate"
+    JOIN = "join"
+    RANK = "rank"
+    WINDOW_RANK = "window_rank"
 
 
 class Partitioner(StrEnum):

@@ -46,7 +46,6 @@ from flowc.program import InsertDef, Program, Step, Stream, view_of
 from flowc.spans import Span, text_span
 from flowc.spark.spark_plan import checkpoint_root
 from flowc.sql.spark_sql import UnsupportedOnSpark, sql_of
-from flowc.vocabulary import STATEFUL_STEPS, StepKind
 
 EXPRESSION_FAILED = Code.E0802
 CHECKPOINT_INCOMPATIBLE = Code.E0803
@@ -510,16 +509,10 @@ def _normalized(text: str) -> tuple[str, list[int]]:
     return "".join(kept), positions
 
 
-def stateful_kinds() -> frozenset[StepKind]:
-    """The steps whose state a checkpoint holds: the compiler's own list, not a copy here
-    that a new stateful step (TOP) could miss."""
-    return STATEFUL_STEPS
-
-
 def _stateful_step(streams: list[Stream], read: SparkError) -> Step | None:
     """The stateful step whose state the checkpoint holds: the only one in the query, or
     the one whose keys Spark's message names."""
-    steps = [s for s in _steps(streams) if s.kind in stateful_kinds()]
+    steps = [s for s in _steps(streams) if s.stateful]
     if len(steps) <= 1:
         return steps[0] if steps else None
     text = " ".join(read.details)

@@ -242,8 +242,3 @@ def test_a_checkpoint_a_changed_top_cannot_use_is_placed_at_the_top() -> None:
     assert diagnostic is not None and diagnostic.code == CHECKPOINT_INCOMPATIBLE
     line = TOP_JOB.splitlines()[6]
     assert (diagnostic.span.line, diagnostic.span.column) == (7, line.index("TOP") + 1)
-    from flowc.runtime.failures import stateful_kinds
-    from flowc.vocabulary import STATEFUL_STEPS, StepKind
-
-    assert stateful_kinds() == STATEFUL_STEPS
-    assert {StepKind.TOP, StepKind.WINDOW_TOP} <= stateful_kinds()

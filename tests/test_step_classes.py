@@ -68,3 +68,38 @@ def test_analysis_gives_each_step_its_class() -> None:
                 )
                 seen.add(type(step))
     assert len(seen) >= 12, sorted(c.__name__ for c in seen)
+
+
+def test_a_step_carries_its_facts() -> None:
+    """What a step's class says of it is what the passes do with it, on every example:
+    the operator its transformation runs (none for a step that only routes records),
+    whether it keeps state and of which kind (as the state manifest names it), and the
+    keys in force after it (those the stream ends with)."""
+    routing = {"KeyByStep", "PartitionStep", "PartitionByStep", "UnionStep"}
+    kinds: set[str] = set()
+    for path in sorted((ROOT / "examples").glob("*.flow")):
+        job = flowc.compile(path.read_text(encoding="utf-8"), str(path))
+        tree = job.transformations
+        streams = [v.stream for v in job.program.views] + [i.stream for i in job.program.inserts]
+        for stream in streams:
+            for step in _steps(stream):
+                assert (step.operator is None) == (type(step).__name__ in routing), step
+                if id(step) in tree.step_nodes:
+                    assert tree[tree.step_nodes[id(step)]].operator == step.operator, path.name
+                assert step.stateful == (step.state_kind is not None), type(step).__name__
+                if step.state_kind is not None:
+                    kinds.add(step.state_kind)
+            keys = None
+            for step in stream.steps:
+                keys = step.keys_after(keys)
+            assert keys == stream.keys, (path.name, stream.span)
+    manifest_kinds = {
+        op.kind
+        for path in sorted((ROOT / "examples").glob("*.flow"))
+        for query in describe.describe_state(
+            flowc.compile(path.read_text(encoding="utf-8"), str(path), for_spark=True)
+        ).queries
+        for op in query.operators
+    }
+    assert kinds == manifest_kinds
+    assert len(kinds) >= 5, sorted(kinds)

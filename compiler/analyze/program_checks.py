@@ -11,9 +11,8 @@ from flowc.analyze.context import Context
 from flowc.analyze.step_common import keyword
 from flowc.errorcodes import Code
 from flowc.flink.keygroups import compute_default_max_parallelism
-from flowc.program import Hints, Program, Step, Stream
+from flowc.program import Hints, KeyByStep, PartitionByStep, PartitionStep, Program, Step, Stream
 from flowc.spans import Span
-from flowc.vocabulary import PARTITION_STEPS
 
 ProgramCheck = Callable[[Context, Program], None]
 
@@ -164,7 +163,7 @@ def _all_hints(program: Program) -> Iterable[tuple[Hints, Span]]:
     for source in program.sources:
         yield source.hints, source.span
     for step in _all_steps(program):
-        if step.kind not in PARTITION_STEPS:
+        if not isinstance(step, KeyByStep | PartitionStep | PartitionByStep):
             yield step.hints, step.span
     for sink in program.sinks:
         yield sink.hints, sink.span

@@ -33,7 +33,6 @@ from flowc.analyze.step_common import StepChecker, StepInput
 from flowc.errorcodes import Code
 from flowc.program import SideOutput, Step, Stream
 from flowc.sql.lower_sql import check_flink_windows, lower_sql_query
-from flowc.vocabulary import AGGREGATE_STEPS, PARTITION_STEPS, RANK_STEPS, StepKind
 
 _Node = TypeVar("_Node", bound=ast.StepBase)
 
@@ -115,29 +114,7 @@ def check_query(
             continue
         steps.append(result)
         schema = result.schema
-        keys = _keys_after(result, keys)
+        keys = result.keys_after(keys)
     if not ok:
         return None
     return Stream(origin=origin, steps=tuple(steps), schema=schema, keys=keys, span=query.span)
-
-
-def _keys_after(step: Step, keys: tuple[str, ...] | None) -> tuple[str, ...] | None:
-    """Keys stay in force through row-wise steps that keep the key columns."""
-    if step.kind in _KEYING_STEPS:
-        return step.keys
-    if step.kind in _UNKEYING_STEPS:
-        return None
-    if keys is None:
-        return None
-    names = {c.name for c in step.schema}
-    return keys if all(k in names for k in keys) else None
-
-
-#: Steps whose output is keyed by the step's own keys.
-_KEYING_STEPS = frozenset(
-    {StepKind.KEY_BY, StepKind.JOIN, StepKind.DIMENSION_JOIN, StepKind.DEDUPLICATE}
-)
-#: Steps after which no keys are in force.
-_UNKEYING_STEPS = (
-    PARTITION_STEPS | AGGREGATE_STEPS | RANK_STEPS | {StepKind.UNION}
-) - _KEYING_STEPS

@@ -61,21 +61,6 @@ from flowc.vocabulary import (
     TransformationKind,
 )
 
-#: The operator each one-input step runs (joins, unions and partition steps have their own
-#: transformations; a global aggregate runs ``aggregate``).
-_ONE_INPUT_OPERATORS: dict[type[Step], Operator] = {
-    WhereStep: Operator.FILTER,
-    SelectStep: Operator.MAP,
-    ExtendStep: Operator.MAP,
-    DropStep: Operator.MAP,
-    RenameStep: Operator.MAP,
-    ExplodeStep: Operator.FLAT_MAP,
-    AggregateStep: Operator.KEYED_AGGREGATE,
-    WindowAggregateStep: Operator.WINDOW,
-    DeduplicateStep: Operator.DEDUPLICATE,
-    RouteStep: Operator.PROCESS,
-}
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Transformation:
@@ -399,7 +384,7 @@ class _Builder:
         return self.physical(
             TransformationKind.TWO_INPUT,
             step_name(step),
-            Operator.JOIN,
+            _operator(step),
             (left_in, right_in),
             step.hints,
             step.span,
@@ -422,7 +407,7 @@ class _Builder:
         return self.physical(
             TransformationKind.ONE_INPUT,
             step_name(step),
-            Operator.WINDOW if isinstance(step, WindowAggregateStep) else Operator.AGGREGATE,
+            _operator(step),
             (self.hash_partition(current, step.span),),
             hints,
             step.span,
@@ -433,7 +418,7 @@ class _Builder:
     def top_step(self, step: Step, current: int) -> int:
         """Flink's Rank (WindowRank after a WINDOW): keyed by the PER columns, or one
         non-parallel operator over every row when there are none (a global Top-N)."""
-        operator = Operator.WINDOW_RANK if isinstance(step, WindowTopStep) else Operator.RANK
+        operator = _operator(step)
         if not step.keys:
             return self.physical(
                 TransformationKind.ONE_INPUT,
@@ -466,7 +451,7 @@ class _Builder:
         return self.physical(
             TransformationKind.ONE_INPUT,
             step_name(step),
-            _ONE_INPUT_OPERATORS[type(step)],
+            _operator(step),
             (current,),
             step.hints,
             step.span,
@@ -477,6 +462,14 @@ class _Builder:
         """DEDUPLICATE reuses a KEY BY on the same columns just before it, else adds its own."""
         upstream = self.tree[current]
         return not (upstream.partitioner == Partitioner.HASH and upstream.keys == step.keys)
+
+
+def _operator(step: Step) -> Operator:
+    """The operator of a step that runs one (every step its translator gives a node)."""
+    operator = step.operator
+    if operator is None:
+        raise ValueError(f"{type(step).__name__} runs no operator")
+    return operator
 
 
 def _partitioner(name: str) -> Partitioner:

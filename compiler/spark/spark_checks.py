@@ -20,7 +20,16 @@ from sqlglot.tokenizer_core import TokenType
 from flowc import ast
 from flowc.diagnostics import Reporter
 from flowc.errorcodes import Code
-from flowc.program import InsertDef, Program, SinkDef, SourceDef, Step, Stream
+from flowc.program import (
+    AggregateStep,
+    InsertDef,
+    Program,
+    SinkDef,
+    SourceDef,
+    Step,
+    Stream,
+    WindowAggregateStep,
+)
 from flowc.spans import Span
 from flowc.sql.spark_distinct import UnsupportedDistinct, rewrite_distinct
 from flowc.sql.spark_patterns import PatternProblem, pattern_problem, pattern_uses
@@ -114,7 +123,7 @@ def _check_stream(stream: Stream, reporter: Reporter) -> None:
 
 
 def _check_step(step: Step, reporter: Reporter) -> None:
-    if isinstance(step.node, ast.Aggregate):
+    if isinstance(step, AggregateStep | WindowAggregateStep):
         for item in step.node.items:
             try:
                 rewrite_distinct(item.expr.tree)

@@ -38,15 +38,9 @@ from flowc.program import (
 )
 from flowc.spans import Span
 from flowc.vocabulary import (
-    AGGREGATE_STEPS,
-    RANK_STEPS,
     JoinKind,
     WindowKind,
 )
-
-#: The steps Spark runs as a streaming aggregation: AGGREGATE, and TOP (an aggregate of
-#: each group's first rows).
-_GROUPING = AGGREGATE_STEPS | RANK_STEPS
 
 
 def check_streaming(program: Program, reporter: Reporter) -> Program:
@@ -285,8 +279,10 @@ def _temporal_joins(query: Query, lineage: Lineage, reporter: _OncePerPlace) -> 
     key column (E0267). Anything else is E0265: joining every row would give each stream
     row every version, future ones included."""
     for step in query.steps:
+        if not isinstance(step, JoinStep | DimensionJoinStep):
+            continue
         node = step.node
-        if not isinstance(node, ast.Join) or node.as_of is None:
+        if node.as_of is None:
             continue
         tree = node.as_of.tree
         table = node.right.name.value
@@ -370,7 +366,7 @@ RULES: tuple[Rule, ...] = (
 
 
 def _aggregations(query: Query) -> list[Step]:
-    return [s for s in query.stateful if s.kind in _GROUPING]
+    return [s for s in query.stateful if s.GROUPS]
 
 
 def _window_end_kept(step: Step, columns: frozenset[str]) -> frozenset[str]:
@@ -471,7 +467,7 @@ class Lineage:
             view, output = self.program.side_output(origin)
             columns = self.processing(view.stream, upto=output.step_index + 1)
         for step in stream.steps[:upto]:
-            if step.kind in _GROUPING:
+            if step.GROUPS:
                 columns = frozenset()
             elif isinstance(step, JoinStep | DimensionJoinStep):
                 columns |= self.processing(step.inputs[0])
@@ -479,7 +475,7 @@ class Lineage:
                 for other in step.inputs:
                     columns &= self.processing(other)
             else:
-                columns = _projected(step.node, columns)
+                columns = step.passes_on(columns)
         return columns
 
     def processing_before(self, insert: InsertDef, target: Step) -> frozenset[str]:
@@ -491,7 +487,7 @@ class Lineage:
         return self.processing(stream, upto=index)
 
     def _after(self, step: Step, columns: frozenset[str]) -> frozenset[str]:
-        if step.kind in _GROUPING:
+        if step.GROUPS:
             return _window_end_kept(step, columns)
         if isinstance(step, JoinStep):
             return columns | self.watermarked(step.inputs[0])
@@ -499,7 +495,7 @@ class Lineage:
             for other in step.inputs:
                 columns &= self.watermarked(other)
             return columns
-        return _projected(step.node, columns)
+        return step.passes_on(columns)
 
     def steps(self, stream: Stream, upto: int | None = None) -> list[Step]:
         """Every step the query runs: upstream views' first, then the stream's own.
@@ -568,7 +564,7 @@ class Lineage:
         """:meth:`_aggregated`, once what it reads is known."""
         return any(
             self._aggregations[(id(s), u)] for s, u in self._lineage_inputs(stream, upto)
-        ) or any(step.kind in _GROUPING for step in stream.steps[:upto])
+        ) or any(step.GROUPS for step in stream.steps[:upto])
 
     def _place(self, insert: InsertDef, target: Step) -> tuple[Stream, int] | None:
         places = self._places.get(id(insert.stream))
@@ -583,24 +579,6 @@ class Lineage:
             return frozenset()
         stream, index = found
         return self.watermarked(stream, upto=index)
-
-
-def _projected(node: object, columns: frozenset[str]) -> frozenset[str]:
-    """Which of ``columns`` a row step keeps, under which names: a column read unchanged
-    by SELECT or EXTEND, renamed, or not dropped."""
-    if isinstance(node, ast.Select | ast.Extend):
-        kept = set(columns) if isinstance(node, ast.Extend) else set()
-        for item in node.items:
-            tree = item.expr.tree
-            if isinstance(tree, exp.Column) and tree.name in columns:
-                kept.add(item.alias.value if item.alias else tree.name)
-        return frozenset(kept)
-    if isinstance(node, ast.Drop):
-        return columns - {c.value for c in node.columns}
-    if isinstance(node, ast.Rename):
-        renamed = {i.old.value: i.new.value for i in node.items}
-        return frozenset(renamed.get(c, c) for c in columns)
-    return columns
 
 
 class _OncePerPlace:

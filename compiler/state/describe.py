@@ -72,13 +72,12 @@ from flowc.state.manifest import (
     SourceRead,
     StateColumn,
     StatefulOperator,
-    StateKind,
     StateManifest,
     WatermarkState,
     WindowState,
 )
 from flowc.state.options import stored_value
-from flowc.vocabulary import NodeKind, Partitioner, StepKind, WindowKind
+from flowc.vocabulary import NodeKind, Partitioner
 
 if TYPE_CHECKING:
     from flowc.job import CompiledJob
@@ -92,15 +91,6 @@ def describe_state(job: CompiledJob, base_dir: str | None = None) -> StateManife
     ``base_dir`` is the folder the job's Python modules are read from (its run's base
     folder; by default the .flow file's)."""
     return _Describer(job, base_dir).manifest()
-
-
-#: The state kind of the stateful steps that have one kind only.
-_STATE_KINDS: dict[str, StateKind] = {
-    StepKind.DEDUPLICATE: StateKind.DEDUPLICATE,
-    StepKind.JOIN: StateKind.JOIN,
-    StepKind.TOP: StateKind.RANK,
-    StepKind.WINDOW_TOP: StateKind.WINDOW_RANK,
-}
 
 
 @dataclass(slots=True)
@@ -506,17 +496,11 @@ class _Describer:
         window = None
         within = None
         join = None
-        kind: str = _STATE_KINDS.get(step.kind, "")
+        kind = step.state_kind
+        assert kind is not None, f"{type(step).__name__} keeps no state"
         if isinstance(step, AggregateStep | WindowAggregateStep):
             if step.window is not None:
                 window = self._window(step.window, env)
-                kind = (
-                    StateKind.SESSION_WINDOW
-                    if window.kind == WindowKind.SESSION
-                    else StateKind.WINDOW_AGGREGATE
-                )
-            else:
-                kind = StateKind.KEYED_AGGREGATE if step.keys else StateKind.GLOBAL_AGGREGATE
             width = len(step.keys) + (2 if step.window is not None else 0)
             aggregates = tuple(
                 aggregate_state(item, column, env)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
-from enum import StrEnum
 from typing import Any
 
 from flowc.json_records import JsonRecord, record_json
@@ -20,20 +19,6 @@ MANIFEST_FORMAT = "flowc-state-manifest"
 
 
 # ---------------------------------------------------------------- the manifest
-
-
-class StateKind(StrEnum):
-    """What a stateful operator keeps (``StatefulOperator.kind``): finer than its
-    operator, since a session window's or a global aggregate's state is its own kind."""
-
-    KEYED_AGGREGATE = "keyed_aggregate"
-    GLOBAL_AGGREGATE = "global_aggregate"
-    WINDOW_AGGREGATE = "window_aggregate"
-    SESSION_WINDOW = "session_window"
-    DEDUPLICATE = "deduplicate"
-    JOIN = "join"
-    RANK = "rank"
-    WINDOW_RANK = "window_rank"
 
 
 @dataclass(frozen=True, slots=True)

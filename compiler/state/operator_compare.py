@@ -17,8 +17,8 @@ from flowc.state.manifest import (
     QueryState,
     StateColumn,
     StatefulOperator,
-    StateKind,
 )
+from flowc.vocabulary import StateKind
 
 
 def compare_operator(
