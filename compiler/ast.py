@@ -217,6 +217,15 @@ class SelectItem:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class SetItem:
+    """``column = expr`` of a SET step."""
+
+    column: Name
+    expr: SqlExpr
+    span: Span
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RenameItem:
     old: Name
     new: Name
@@ -253,6 +262,14 @@ class Select(StepBase):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Extend(StepBase):
     items: tuple[SelectItem, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Set(StepBase):
+    """``SET col = expr, ...`` (BigQuery's pipe SET): each column keeps its place and takes
+    its expression's value and type; every expression reads the input row."""
+
+    items: tuple[SetItem, ...]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -356,6 +373,7 @@ Step: TypeAlias = (
     Where
     | Select
     | Extend
+    | Set
     | Drop
     | Rename
     | Explode

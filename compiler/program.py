@@ -489,6 +489,26 @@ class RouteStep(Step):
     OPERATOR = Operator.PROCESS
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SetStep(Step):
+    """``SET col = expr, ...``: a Map like EXTEND's, each set column kept in its place."""
+
+    KIND = StepKind.SET
+    node: ast.Set
+    OPERATOR = Operator.MAP
+
+    def passes_on(self, columns: frozenset[str]) -> frozenset[str]:
+        """A set column carries a watermark only when set to a watermarked column as it is
+        (``SET ts = ts``, as Spark's alias keeps the column's metadata); any other value
+        is a new column, with none."""
+        kept = columns - {i.column.value for i in self.node.items}
+        return kept | {
+            i.column.value
+            for i in self.node.items
+            if isinstance(i.expr.tree, exp.Column) and i.expr.tree.name in columns
+        }
+
+
 def _read_unchanged(items: tuple[ast.SelectItem, ...], columns: frozenset[str]) -> frozenset[str]:
     """The output names of the items of a SELECT or EXTEND that read one of ``columns``
     as it is (``ts`` or ``ts AS event_time``)."""
@@ -521,6 +541,7 @@ STEP_CLASSES: tuple[type[Step], ...] = (
     DimensionJoinStep,
     UnionStep,
     RouteStep,
+    SetStep,
 )
 
 

@@ -17,6 +17,8 @@ class StepKind(StrEnum):
     WHERE = "where"
     SELECT = "select"
     EXTEND = "extend"
+    #: SET col = expr: replaces existing columns in place (BigQuery's pipe SET).
+    SET = "set"
     DROP = "drop"
     RENAME = "rename"
     EXPLODE = "explode"

@@ -127,6 +127,12 @@ CASES = [
         "SET a = 1;\n\nSET b = 2;\n",
     ),
     (
+        "set_step_like_any_step",
+        "INSERT INTO o FROM s |> SET a = a + 1,b = upper(b)\nWITH (name = 'x') |>\nSET c = 2;",
+        "INSERT INTO o FROM s\n  |> SET a = a + 1, b = upper(b)\n     WITH (name = 'x')\n  |>\n"
+        "     SET c = 2;\n",
+    ),
+    (
         "word_case_is_kept",
         "insert into o from s |> select Key, KEY2;",
         "insert into o from s\n  |> select Key, KEY2;\n",
@@ -168,6 +174,20 @@ def test_examples_are_formatted_and_formatting_keeps_their_plans(path: Path) -> 
 def test_every_example_keeps_its_comments_and_plans() -> None:
     for file, text in EXAMPLES.items():
         assert_formats_safely(text, file)
+
+
+def test_a_set_step_formats_safely() -> None:
+    """``|> SET`` laid out, a SET after a ``|>`` that ends its line included: the same
+    plans before and after, and a second pass changes nothing."""
+    text = (
+        "CREATE SOURCE s (a INT, b STRING, c BIGINT) WITH (connector = 'datagen');\n"
+        "CREATE SINK o WITH (connector = 'console');\n"
+        "INSERT INTO o FROM s |> SET a = a + 1,b = upper(b) WITH (name = 'x') |>\n"
+        "SET c = a |> WHERE c > 0;\n"
+    )
+    assert isinstance(outcome(text, "job.flow"), dict)  # it compiles
+    assert formatted(text) != text
+    assert_formats_safely(text)
 
 
 # ---------------------------------------------------------------- fuzzed programs

@@ -262,6 +262,7 @@ STEP_CASES = [
     ("WHERE k > 0", ast.Where, "WHERE"),
     ("SELECT k, v AS w", ast.Select, "SELECT"),
     ("EXTEND k + 1 AS j", ast.Extend, "EXTEND"),
+    ("SET a = a + 1, b = 'x'", ast.Set, "SET"),
     ("DROP a, b", ast.Drop, "DROP"),
     ("RENAME a AS b, c AS d", ast.Rename, "RENAME"),
     ("EXPLODE tags AS tag", ast.Explode, "EXPLODE"),

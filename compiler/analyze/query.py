@@ -27,6 +27,7 @@ from flowc.analyze.row_steps import (
     check_rename,
     check_route,
     check_select,
+    check_set,
     check_where,
 )
 from flowc.analyze.step_common import StepChecker, StepInput
@@ -50,6 +51,7 @@ STEP_CHECKERS: dict[type[ast.StepBase], StepChecker] = dict(
         _entry(ast.Where, check_where),
         _entry(ast.Select, check_select),
         _entry(ast.Extend, check_select),
+        _entry(ast.Set, check_set),
         _entry(ast.Drop, check_drop),
         _entry(ast.Rename, check_rename),
         _entry(ast.Explode, check_explode),

@@ -1,4 +1,4 @@
-"""Checkers of the steps that work record by record: WHERE, SELECT, EXTEND, DROP, RENAME,
+"""Checkers of the steps that work record by record: WHERE, SELECT, EXTEND, SET, DROP, RENAME,
 EXPLODE, ROUTE, and the partition steps (KEY BY, PARTITION BY, REBALANCE and the other
 exchanges), which only choose how records are distributed.
 """
@@ -33,6 +33,7 @@ from flowc.program import (
     RenameStep,
     RouteStep,
     SelectStep,
+    SetStep,
     SideOutput,
     Step,
     WhereStep,
@@ -100,6 +101,53 @@ def check_select(ctx: Context, node: ast.Select | ast.Extend, step: StepInput) -
     if isinstance(node, ast.Select):
         return SelectStep(node=node, schema=tuple(out), hints=hints, span=node.span)
     return ExtendStep(node=node, schema=tuple(out), hints=hints, span=node.span)
+
+
+def check_set(ctx: Context, node: ast.Set, step: StepInput) -> Step | None:
+    """SET: each item replaces a column that exists, in its place, with its expression's
+    value and type. Every expression reads the input row, not another item's result."""
+    hints = step_hints(node, ctx.reporter)
+    schema = step.schema
+    scope = Scope(schema)
+    names = {c.name for c in schema}
+    seen: set[str] = set()
+    replaced: dict[str, Column] = {}
+    ok = True
+    for item in node.items:
+        name = item.column.value
+        if name not in names:
+            report_unknown_column(ctx, item.column, schema)
+            ok = False
+            continue
+        if name in seen:
+            ctx.reporter.error(
+                Code.E0206,
+                f"SET sets column '{name}' twice",
+                item.column.span,
+                help="set it once: every item reads the input row, so a second one cannot "
+                "build on the first",
+            )
+            ok = False
+            continue
+        seen.add(name)
+        if is_aggregate(item.expr.tree):
+            ctx.reporter.error(
+                Code.E0212,
+                f"aggregate '{item.expr.text}' in SET",
+                item.expr.span,
+                help="aggregates belong in AGGREGATE (after KEY BY for per-key results)",
+            )
+            ok = False
+            continue
+        type_text = ctx.checks.type(item.expr, scope, ctx.reporter)
+        if type_text is None:
+            ok = False
+            continue
+        replaced[name] = Column(name, type_text, None)
+    if not ok:
+        return None
+    out = tuple(replaced.get(c.name, c) for c in schema)
+    return SetStep(node=node, schema=out, hints=hints, span=node.span)
 
 
 def check_drop(ctx: Context, node: ast.Drop, step: StepInput) -> Step | None:

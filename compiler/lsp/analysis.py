@@ -24,6 +24,7 @@ STEPS: tuple[tuple[str, str], ...] = (
     ("WHERE", "keep the rows where a condition holds (Flink: Filter)"),
     ("SELECT", "compute the columns of each row (Flink: Map)"),
     ("EXTEND", "add computed columns (Flink: Map)"),
+    ("SET", "replace the values of columns, each in its place (Flink: Map)"),
     ("DROP", "leave columns out"),
     ("RENAME", "rename columns"),
     ("EXPLODE", "one row per element of an array"),

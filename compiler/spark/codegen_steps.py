@@ -28,6 +28,7 @@ from flowc.program import (
     RenameStep,
     RouteStep,
     SelectStep,
+    SetStep,
     Step,
     Stream,
     TopStep,
@@ -222,6 +223,14 @@ class StepWriter(ProgramText):
         )
         self.w(f"{df} = {df}.withColumns({{{pairs}}})", 1)
 
+    def set(self, step: SetStep, df: str, view_name: str | None) -> None:
+        """``withColumns`` replaces each named column where it stands, every expression
+        over the input row (one projection), as SET does."""
+        pairs = ", ".join(
+            f"{i.column.value!r}: F.expr({sql_of(i.expr)!r})" for i in step.node.items
+        )
+        self.w(f"{df} = {df}.withColumns({{{pairs}}})", 1)
+
     def drop(self, step: DropStep, df: str, view_name: str | None) -> None:
         self.w(f"{df} = {df}.drop({', '.join(repr(c.value) for c in step.node.columns)})", 1)
 
@@ -389,6 +398,7 @@ STEP_WRITERS: dict[type[Step], Callable[..., None]] = {
     WhereStep: StepWriter.where,
     SelectStep: StepWriter.select,
     ExtendStep: StepWriter.extend,
+    SetStep: StepWriter.set,
     DropStep: StepWriter.drop,
     RenameStep: StepWriter.rename,
     ExplodeStep: StepWriter.explode,

@@ -52,6 +52,7 @@ from flowc.program import (
     Program,
     RenameStep,
     SelectStep,
+    SetStep,
     SinkDef,
     Step,
     TopStep,
@@ -874,7 +875,7 @@ class _HashedOutputs:
     on Spark, tests/test_run.py). Modelled: a keyed (not windowed) aggregation,
     deduplication or TOP keeps its keys' partitioning, a stream-stream join both sides'
     keys (Spark's PartitioningCollection), a join with a table the stream's (a broadcast
-    join keeps its streamed side's), WHERE keeps it, SELECT/RENAME/DROP/EXTEND keep a key
+    join keeps its streamed side's), WHERE keeps it, SELECT/RENAME/DROP/EXTEND/SET keep a key
     column passed through as it is (Spark's alias-aware Project). A windowed step's
     partitioning includes the window, which its output does not: none. Anything else:
     none, so a shuffle is planned."""
@@ -937,6 +938,9 @@ def _through(step: Step, hashed: frozenset[tuple[str, ...]]) -> frozenset[tuple[
         redefined = {
             (i.alias.value if i.alias is not None else i.expr.text).lower() for i in step.node.items
         }
+        return frozenset(keys for keys in hashed if not redefined & set(keys))
+    if isinstance(step, SetStep):  # a key set anew, as EXTEND's
+        redefined = {i.column.value.lower() for i in step.node.items}
         return frozenset(keys for keys in hashed if not redefined & set(keys))
     if isinstance(step, DropStep):
         dropped = {c.value.lower() for c in step.node.columns}

@@ -35,6 +35,7 @@ from flowc.program import (
     RouteStep,
     Schema,
     SelectStep,
+    SetStep,
     Step,
     Stream,
     TopStep,
@@ -224,6 +225,17 @@ class _Describer:
                 (None, name, expression_lineage(item.expr, env))
                 for item, name in zip(step.node.items, added, strict=True)
             ),
+        ]
+
+    def _set(self, step: SetStep, env: Env) -> Env:
+        """A set column's lineage is its expression's (over the input row); the others
+        keep theirs."""
+        exprs = {i.column.value: i.expr for i in step.node.items}
+        return [
+            (None, name, expression_lineage(exprs[name], env))
+            if name in exprs
+            else (qualifier, name, lineage)
+            for qualifier, name, lineage in env
         ]
 
     def _drop(self, step: DropStep, env: Env) -> Env:
@@ -664,6 +676,7 @@ def _given_target(call: object) -> str:
 LINEAGE: dict[type[Step], Callable[..., Env]] = {
     SelectStep: _Describer._select,
     ExtendStep: _Describer._extend,
+    SetStep: _Describer._set,
     DropStep: _Describer._drop,
     RenameStep: _Describer._rename,
     ExplodeStep: _Describer._explode,

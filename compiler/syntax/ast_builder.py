@@ -438,6 +438,13 @@ class AstBuilder:
             expr = ast.SqlExpr(text=expr.text, tree=expr.tree.this, span=expr.span)
         return ast.SelectItem(expr=expr, alias=alias, span=self._span(meta))
 
+    def set_item(self, meta: Bounds, children: list[Any]) -> ast.SetItem | None:
+        column, expr = children
+        expr = self._plain(expr)
+        if expr is None:
+            return None
+        return ast.SetItem(column=column, expr=expr, span=self._span(meta))
+
     def rename_item(self, meta: Bounds, children: list[Any]) -> ast.RenameItem:
         old, _, new = children
         return ast.RenameItem(old=old, new=new, span=self._span(meta))
@@ -469,6 +476,12 @@ class AstBuilder:
         if any(i is None for i in items):
             return None
         return ast.Extend(items=tuple(items), **self._step(meta, children[0], children[-1]))
+
+    def set_step(self, meta: Bounds, children: list[Any]) -> ast.Set | None:
+        items = children[1:-1]
+        if any(i is None for i in items):
+            return None
+        return ast.Set(items=tuple(items), **self._step(meta, children[0], children[-1]))
 
     def drop_step(self, meta: Bounds, children: list[Any]) -> ast.Drop:
         return ast.Drop(

@@ -94,7 +94,8 @@ def long_literals(text: str, limit: int) -> Iterator[tuple[int, int, str]]:
 
 
 def split_statements(text: str) -> list[Chunk]:
-    """Cut the file into statements: at ``;``, and before a line-leading CREATE/INSERT/SET.
+    """Cut the file into statements: at ``;``, and before a line-leading CREATE/INSERT/SET
+    (not a SET after ``|>``: that is the pipe step).
 
     The second rule lets a missing ``;`` or an unclosed bracket cost one statement only.
     """
@@ -112,7 +113,11 @@ def split_statements(text: str) -> list[Chunk]:
             first = m.end() - len(tokens)
             if start is not None and not line_has_token:
                 word = WORD.match(text, first)
-                if word is not None and word.group().lower() in _STATEMENT_STARTS:
+                if (
+                    word is not None
+                    and word.group().lower() in _STATEMENT_STARTS
+                    and text[last_end - 2 : last_end] != "|>"  # a pipe step: |> SET
+                ):
                     chunks.append(Chunk(start, first, False, last_end))
                     start = None
             if start is None:
