@@ -27,6 +27,7 @@ from flowc.limits import (
     BoundedCache,
     SharedSetting,
 )
+from flowc.sql.flink_dialect import Flink
 from flowc.sql.habits import KEYWORD_FUNCTION_WORDS, keyword_calls_as_functions
 from flowc.sql.spark_patterns import SparkParser, SparkTokenizer
 
@@ -76,6 +77,8 @@ def sql_tools(dialect: str) -> tuple[Any, Any]:
         instance = Dialect.get_or_raise(dialect)
         if dialect == "spark":  # Spark's own SQL read as Spark reads it (flowc.sql.spark_patterns)
             found = (SparkTokenizer(dialect=instance), SparkParser(dialect=instance))
+        elif isinstance(instance, Flink):
+            found = (Flink.Tokenizer(dialect=instance), Flink.Parser(dialect=instance))
         else:
             found = (instance.tokenizer_class(dialect=instance), instance.parser())
         mine[dialect] = found
