@@ -130,7 +130,19 @@ def check_set(ctx: Context, node: ast.Set, step: StepInput) -> Step | None:
             ok = False
             continue
         seen.add(name)
-        if is_aggregate(item.expr.tree):
+        tree = item.expr.tree
+        if isinstance(tree, exp.Star) or (
+            isinstance(tree, exp.Column) and isinstance(tree.this, exp.Star)
+        ):
+            ctx.reporter.error(
+                Code.E0003,
+                f"'{item.expr.text}' in SET: a column takes one value, not a list of columns",
+                item.expr.span,
+                help=f"name the column to read: SET {name} = {schema[0].name}",
+            )
+            ok = False
+            continue
+        if is_aggregate(tree):
             ctx.reporter.error(
                 Code.E0212,
                 f"aggregate '{item.expr.text}' in SET",

@@ -24,6 +24,7 @@ from flowc.program import (
     AggregateStep,
     InsertDef,
     Program,
+    SetStep,
     SinkDef,
     SourceDef,
     Step,
@@ -135,6 +136,8 @@ def _check_step(step: Step, reporter: Reporter) -> None:
                     help="write count(DISTINCT x) or sum/avg/min/max(DISTINCT x), or "
                     "approx_count_distinct(x) for an estimate",
                 )
+    if isinstance(step, SetStep):
+        _check_set_names(step, reporter)
     for expr in _expressions(step.node):
         _check_spark_syntax(expr, reporter)
         _check_patterns(expr, reporter)
@@ -147,6 +150,23 @@ def _check_step(step: Step, reporter: Reporter) -> None:
                 f"the Spark backend {error}",
                 expr.span,
                 help="check the number and types of the function's arguments",
+            )
+
+
+def _check_set_names(step: SetStep, reporter: Reporter) -> None:
+    """SET writes ``withColumns``, which finds a column by name case-insensitively and
+    sets every column it finds: beside an ``A``, a SET of ``a`` would set both (checked
+    on Spark)."""
+    for item in step.node.items:
+        name = item.column.value
+        twins = [c.name for c in step.schema if c.name != name and c.name.lower() == name.lower()]
+        if twins:
+            reporter.error(
+                Code.E0206,
+                f"SET {name}: Spark reads '{name}' and '{twins[0]}' as one column name (its "
+                "names are case-insensitive), so it would set both",
+                item.column.span,
+                help=f"rename the other one first: |> RENAME {twins[0]} AS {twins[0]}_2",
             )
 
 
