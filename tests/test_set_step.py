@@ -19,7 +19,7 @@ from flowc.diagnostics import CompileError
 from flowc.program import SetStep
 from flowc.state.describe import describe_state
 from tests.helpers.files import Row, at, read_json_dir, source, write_batches
-from tests.helpers.spark_run import compiled, run_generated
+from tests.helpers.spark_run import Refused, compiled, run_generated
 
 SOURCE = (
     "CREATE SOURCE orders (id BIGINT, item STRING, amount INT, ts TIMESTAMP)"
@@ -181,3 +181,58 @@ def test_set_before_a_window_on_spark_across_a_restart(spark: Any, tmp_path: Pat
     assert [e[2] for e in expected] == ["A", "B", "A", "B", "A", "B"]
     assert first and first == expected[: len(first)]  # the first run closed minute 0 at least
     assert _written(tmp_path / "out") == expected
+
+
+# ---------------------------------------------------------------- watermarks on Spark
+
+#: Clicks over four minutes, one file per micro-batch.
+CLICKS: list[list[Row]] = [
+    [{"k": 1, "ts": at(1), "seen": at(1)}, {"k": 2, "ts": at(30), "seen": at(30)}],
+    [{"k": 1, "ts": at(65), "seen": at(65)}, {"k": 1, "ts": at(70), "seen": at(70)}],
+    [{"k": 2, "ts": at(240), "seen": at(240)}],
+]
+
+
+def _clicks_job(tmp_path: Path, set_step: str, window_on: str) -> flowc.CompiledJob:
+    return compiled(
+        tmp_path,
+        source("clicks", "k BIGINT, seen TIMESTAMP, ts TIMESTAMP", "5 SECONDS")
+        + "SET max_parallelism = 16;\n"
+        + "CREATE SINK out WITH (connector = 'memory');\n"
+        + f"INSERT INTO out FROM clicks |> {set_step}\n"
+        + f"  |> WINDOW TUMBLE({window_on}, INTERVAL 1 MINUTE) |> AGGREGATE count(*) AS n;\n",
+    )
+
+
+def test_a_column_set_to_the_event_time_carries_its_watermark_on_spark(
+    spark: Any, tmp_path: Path
+) -> None:
+    """``SET seen = ts``: Spark's alias keeps ts's watermark, so the appended window on
+    ``seen`` closes as the watermark passes, as flowc's rules say (no E0705)."""
+    write_batches(tmp_path / "clicks", CLICKS)
+    job = _clicks_job(tmp_path, "SET seen = ts, k = k * 10", "seen")
+    assert not job.spark_diagnostics
+    run_generated(spark, tmp_path, job)
+    watermark = datetime.fromisoformat(at(240)) - timedelta(seconds=5)
+    counts: dict[datetime, int] = defaultdict(int)
+    for row in (r for batch in CLICKS for r in batch):
+        counts[datetime.fromisoformat(row["ts"]).replace(second=0)] += 1
+    expected = sorted(
+        (start, start + timedelta(minutes=1), n)
+        for start, n in counts.items()
+        if start + timedelta(minutes=1) <= watermark
+    )
+    assert len(expected) == 2
+    assert sorted(tuple(r) for r in spark.sql("SELECT * FROM out").collect()) == expected
+
+
+def test_the_event_time_set_anew_is_refused_as_spark_refuses_it(spark: Any, tmp_path: Path) -> None:
+    """``SET ts = ts + INTERVAL 1 HOUR`` makes a column without the watermark: flowc
+    refuses the appended window on it (E0705), and Spark, run despite that, refuses it
+    at start."""
+    write_batches(tmp_path / "clicks", CLICKS)
+    job = _clicks_job(tmp_path, "SET ts = ts + INTERVAL 1 HOUR", "ts")
+    assert {d.code for d in job.spark_diagnostics} == {"E0705"}
+    with pytest.raises(Refused) as caught:
+        run_generated(spark, tmp_path, job)
+    assert "watermark" in str(caught.value).lower(), caught.value
