@@ -187,7 +187,11 @@ def test_set_before_a_window_on_spark_across_a_restart(spark: Any, tmp_path: Pat
 
 #: Clicks over four minutes, one file per micro-batch.
 CLICKS: list[list[Row]] = [
-    [{"k": 1, "ts": at(1), "seen": at(1)}, {"k": 2, "ts": at(30), "seen": at(30)}],
+    [
+        {"k": 1, "ts": at(1), "seen": at(1)},
+        {"k": 2, "ts": at(30), "seen": at(30)},
+        {"k": 3, "ts": at(40), "seen": at(3)},
+    ],
     [{"k": 1, "ts": at(65), "seen": at(65)}, {"k": 1, "ts": at(70), "seen": at(70)}],
     [{"k": 2, "ts": at(240), "seen": at(240)}],
 ]
@@ -208,21 +212,22 @@ def test_a_column_set_to_the_event_time_carries_its_watermark_on_spark(
     spark: Any, tmp_path: Path
 ) -> None:
     """``SET seen = ts``: Spark's alias keeps ts's watermark, so the appended window on
-    ``seen`` closes as the watermark passes, as flowc's rules say (no E0705)."""
+    ``seen`` closes as the watermark passes, as flowc's rules say (no E0705). The key in
+    force is set too: the window groups by its new value (keys 1 and 3 become one)."""
     write_batches(tmp_path / "clicks", CLICKS)
-    job = _clicks_job(tmp_path, "SET seen = ts, k = k * 10", "seen")
+    job = _clicks_job(tmp_path, "KEY BY k |> SET seen = ts, k = k % 2", "seen")
     assert not job.spark_diagnostics
     run_generated(spark, tmp_path, job)
     watermark = datetime.fromisoformat(at(240)) - timedelta(seconds=5)
-    counts: dict[datetime, int] = defaultdict(int)
+    counts: dict[tuple[int, datetime], int] = defaultdict(int)
     for row in (r for batch in CLICKS for r in batch):
-        counts[datetime.fromisoformat(row["ts"]).replace(second=0)] += 1
+        counts[(row["k"] % 2, datetime.fromisoformat(row["ts"]).replace(second=0))] += 1
     expected = sorted(
-        (start, start + timedelta(minutes=1), n)
-        for start, n in counts.items()
+        (k, start, start + timedelta(minutes=1), n)
+        for (k, start), n in counts.items()
         if start + timedelta(minutes=1) <= watermark
     )
-    assert len(expected) == 2
+    assert (1, datetime.fromisoformat(at(0)), datetime.fromisoformat(at(60)), 2) in expected
     assert sorted(tuple(r) for r in spark.sql("SELECT * FROM out").collect()) == expected
 
 
