@@ -22,6 +22,7 @@ from flowc.diagnostics import Reporter
 from flowc.errorcodes import Code
 from flowc.program import (
     AggregateStep,
+    ExtendStep,
     InsertDef,
     Program,
     SetStep,
@@ -138,6 +139,8 @@ def _check_step(step: Step, reporter: Reporter) -> None:
                 )
     if isinstance(step, SetStep):
         _check_set_names(step, reporter)
+    if isinstance(step, ExtendStep):
+        _check_extended_names(step, reporter)
     for expr in _expressions(step.node):
         _check_spark_syntax(expr, reporter)
         _check_patterns(expr, reporter)
@@ -167,6 +170,25 @@ def _check_set_names(step: SetStep, reporter: Reporter) -> None:
                 "names are case-insensitive), so it would set both",
                 item.column.span,
                 help=f"rename the other one first: |> RENAME {twins[0]} AS {twins[0]}_2",
+            )
+
+
+def _check_extended_names(step: ExtendStep, reporter: Reporter) -> None:
+    """EXTEND writes ``withColumns`` too: a new column named like an existing one but for
+    case (``B`` beside ``b``) would replace that one on Spark, not be added (checked on
+    Spark: ``a, b`` extended with ``B`` is ``a, B``)."""
+    items = step.node.items
+    added = step.schema[len(step.schema) - len(items) :]
+    kept = step.schema[: len(step.schema) - len(items)]
+    for item, column in zip(items, added, strict=True):
+        twins = [c.name for c in kept if c.name.lower() == column.name.lower()]
+        if twins:
+            reporter.error(
+                Code.E0213,
+                f"EXTEND adds '{column.name}', which Spark reads as the existing column "
+                f"'{twins[0]}' (its names are case-insensitive): it would replace it",
+                (item.alias or item.expr).span,
+                help=f"choose a name that differs from '{twins[0]}' in more than case",
             )
 
 
