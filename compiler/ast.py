@@ -381,11 +381,13 @@ class PipeQuery:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SqlQuery:
-    """A Spark SQL SELECT; the compiler lowers it to pipe steps."""
+    """A Spark SQL SELECT (or Flink SQL's, per ``dialect``, the sqlglot dialect its text
+    was read with); the compiler lowers it to pipe steps."""
 
     text: str
     tree: exp.Expr = field(compare=False, repr=False)
     span: Span
+    dialect: str = "spark"
 
 
 Query: TypeAlias = PipeQuery | SqlQuery

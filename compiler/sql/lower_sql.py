@@ -133,10 +133,11 @@ def check_flink_windows(query: ast.SqlQuery, reporter: Reporter) -> bool:
     return True
 
 
-def _tokenize(text: str) -> list[Any]:
-    """sqlglot's Spark tokens of ``text``, by a tokenizer of this call's own (a tokenizer
-    keeps the state of the text it works on, so threads must not share one)."""
-    dialect = Dialect.get_or_raise("spark")
+def _tokenize(text: str, name: str) -> list[Any]:
+    """sqlglot's tokens of ``text`` in dialect ``name`` (the query's), by a tokenizer of
+    this call's own (a tokenizer keeps the state of the text it works on, so threads must
+    not share one)."""
+    dialect = Dialect.get_or_raise(name)
     return list(dialect.tokenizer_class(dialect=dialect).tokenize(text))
 
 
@@ -156,7 +157,7 @@ class _Lowering:
         """sqlglot's tokens of the query text (for keywords, which carry no positions)."""
         if self._tokens is None:
             try:
-                self._tokens = _tokenize(self.query.text)
+                self._tokens = _tokenize(self.query.text, self.query.dialect)
             except TokenError:  # only costs precision
                 self._tokens = []
         return self._tokens

@@ -414,7 +414,7 @@ class AstBuilder:
         if tree is None:
             return None
         self.steps += query_steps(tree)
-        return ast.SqlQuery(text=text, tree=tree, span=span)
+        return ast.SqlQuery(text=text, tree=tree, span=span, dialect=self.dialect)
 
     def expr(self, meta: Bounds, children: list[Token]) -> ast.SqlExpr | None:
         span = self._span(meta)
