@@ -388,6 +388,14 @@ class SqlQuery:
     tree: exp.Expr = field(compare=False, repr=False)
     span: Span
     dialect: str = "spark"
+    #: Where the first character of ``text`` stands, when not at ``span`` (a hidden view
+    #: of a CTE or subquery keeps its statement's text: :mod:`flowc.sql.sql_forms`).
+    origin: Span | None = None
+
+    @property
+    def text_origin(self) -> Span:
+        """Where the first character of ``text`` stands in the file."""
+        return self.origin if self.origin is not None else self.span
 
 
 Query: TypeAlias = PipeQuery | SqlQuery

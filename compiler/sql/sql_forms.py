@@ -137,7 +137,11 @@ class _Expansion:
     def sql(self, tree: exp.Expr, span: Span) -> ast.SqlQuery:
         """A query of the same text: sqlglot's positions in ``tree`` stay right."""
         return ast.SqlQuery(
-            text=self.source.text, tree=tree, span=span, dialect=self.source.dialect
+            text=self.source.text,
+            tree=tree,
+            span=span,
+            dialect=self.source.dialect,
+            origin=self.source.text_origin,
         )
 
     # ------------------------------------------------------------ queries
