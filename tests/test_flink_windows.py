@@ -228,3 +228,36 @@ def test_the_spark_dialect_keeps_e0602() -> None:
     for form in ("tumble", "tumble_tvf"):
         (error,) = _errors(FORMS[form][0], dialect="spark")
         assert error.code == "E0602"
+
+
+def test_a_window_top_n_over_a_window_aggregation_plans_as_top_over_its_view() -> None:
+    """Flink's window Top-N over a grouped window table function: the Top-N's subquery is
+    a view, and its ROW_NUMBER() the TOP over that view, as the pipe query writes it."""
+    flink = (
+        "INSERT INTO o SELECT * FROM (\n"
+        "  SELECT *, ROW_NUMBER() OVER (PARTITION BY window_start, window_end\n"
+        "    ORDER BY total DESC) AS rownum\n"
+        "  FROM (SELECT window_start, window_end, k, SUM(v) AS total\n"
+        "        FROM TABLE(TUMBLE(TABLE s, DESCRIPTOR(ts), INTERVAL '10' MINUTES))\n"
+        "        GROUP BY window_start, window_end, k))\n"
+        "WHERE rownum <= 3;"
+    )
+    pipe = (
+        "CREATE VIEW totals AS FROM s |> KEY BY k\n"
+        "  |> WINDOW TUMBLE(ts, INTERVAL '10' MINUTES) |> AGGREGATE SUM(v) AS total\n"
+        "  |> SELECT window_start AS window_start, window_end AS window_end, k, total;\n"
+        "INSERT INTO o FROM totals\n"
+        "  |> TOP 3 BY total DESC PER window_start, window_end AS rownum;"
+    )
+    sql_job, pipe_job = _compile(flink), _compile(pipe)
+    assert _without_spans(sql_job.job_graph.to_json()) == _without_spans(
+        pipe_job.job_graph.to_json()
+    )
+    (insert,) = sql_job.program.inserts
+    assert [c.name for c in insert.stream.schema] == [
+        "window_start",
+        "window_end",
+        "k",
+        "total",
+        "rownum",
+    ]
