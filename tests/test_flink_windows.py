@@ -89,6 +89,29 @@ FORMS = {
         "  |> SELECT window_start AS window_start, window_end AS window_end, k, n;",
         ["window_start", "window_end", "k", "n"],
     ),
+    "window_top_n_over_a_tvf": (
+        "INSERT INTO o SELECT * FROM (\n"
+        "  SELECT k, v, window_start, window_end,\n"
+        "    ROW_NUMBER() OVER (PARTITION BY window_start, window_end ORDER BY v DESC) AS rn\n"
+        "  FROM TABLE(TUMBLE(TABLE s, DESCRIPTOR(ts), INTERVAL '10' MINUTES)))\n"
+        "WHERE rn <= 3;",
+        "INSERT INTO o FROM s |> WINDOW TUMBLE(ts, INTERVAL '10' MINUTES)\n"
+        "  |> TOP 3 BY v DESC AS rn |> SELECT k, v, window_start, window_end, rn;",
+        ["k", "v", "window_start", "window_end", "rn"],
+    ),
+    "window_top_n_per_key_with_where": (
+        "INSERT INTO o SELECT k, v, rownum FROM (\n"
+        "  SELECT *, ROW_NUMBER() OVER (PARTITION BY window_start, k, window_end\n"
+        "    ORDER BY v) AS rownum\n"
+        "  FROM TABLE(HOP(TABLE s, DESCRIPTOR(ts), INTERVAL '1' MINUTE, INTERVAL '5' MINUTES))\n"
+        "  WHERE v > 0)\n"
+        "WHERE rownum = 1;",
+        "CREATE VIEW firsts AS FROM s |> WHERE v > 0\n"
+        "  |> WINDOW HOP(ts, INTERVAL '5' MINUTES, INTERVAL '1' MINUTE)\n"
+        "  |> TOP 1 BY v PER k AS rownum;\n"
+        "INSERT INTO o SELECT k, v, rownum FROM firsts;",
+        ["k", "v", "rownum"],
+    ),
 }
 
 
@@ -187,7 +210,7 @@ REFUSED = [
         " AS rn\n"
         "  FROM TABLE(TUMBLE(TABLE s, DESCRIPTOR(ts), INTERVAL '10' MINUTES)))\n"
         "WHERE rn <= 3;",
-        "E0604",
+        "E0602",
         "TABLE(TUMBLE(TABLE s, DESCRIPTOR(ts), INTERVAL '10' MINUTES))",
     ),
     (
@@ -197,6 +220,14 @@ REFUSED = [
         "GROUP BY window_start, window_end;",
         "E0604",
         "CUMULATE(TABLE s, DESCRIPTOR(ts), INTERVAL '1' MINUTE,\n  INTERVAL '10' MINUTES)",
+    ),
+    (
+        "INSERT INTO o SELECT k, v FROM (\n"
+        "  SELECT *, ROW_NUMBER() OVER (PARTITION BY k ORDER BY v DESC) AS rn\n"
+        "  FROM TABLE(TUMBLE(TABLE s, DESCRIPTOR(ts), INTERVAL '10' MINUTES)))\n"
+        "WHERE rn <= 3;",
+        "E0604",
+        "ROW_NUMBER() OVER (PARTITION BY k ORDER BY v DESC)",
     ),
     (
         "INSERT INTO o SELECT window_start, window_end, count(*) AS n\n"

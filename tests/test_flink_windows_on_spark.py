@@ -1,10 +1,11 @@
-"""Flink SQL's windows on Spark (issue 27): a TUMBLE and a HOP group window and a TUMBLE
-window table function with a key, written in the Flink dialect, give the rows plain Python
-computes with Flink's semantics: each row in the windows that contain it (HOP(ts, slide,
-size): windows of ``size`` starting every ``slide``), a window emitted once, in append
-mode, when the watermark (the largest event time seen, less the WATERMARK's delay) reaches
-its end. Clicks arrive one file per micro-batch, out of order within the delay, and the
-job is stopped and started again from its checkpoint halfway.
+"""Flink SQL's windows on Spark (issue 27): a TUMBLE and a HOP group window, a TUMBLE
+window table function with a key and a window Top-N over one, written in the Flink
+dialect, give the rows plain Python computes with Flink's semantics: each row in the
+windows that contain it (HOP(ts, slide, size): windows of ``size`` starting every
+``slide``), a window emitted once, in append mode, when the watermark (the largest event
+time seen, less the WATERMARK's delay) reaches its end. Clicks arrive one file per
+micro-batch, out of order within the delay, and the job is stopped and started again
+from its checkpoint halfway.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from tests.helpers.spark_run import compiled, run_generated, spark_codes
 
 DELAY = timedelta(seconds=5)
 
-#: Clicks over nine minutes in six micro-batches; the first run reads three.
+#: Clicks over nine minutes in six micro-batches; the first run reads three. No two
+#: clicks of a 2-minute window have the same v, so the window Top-N's order is one.
 CLICKS: list[list[Row]] = [
     [{"item": 1, "v": 3, "ts": at(1)}, {"item": 2, "v": 5, "ts": at(20)}],
     [{"item": 1, "v": 7, "ts": at(58)}, {"item": 1, "v": 1, "ts": at(55)}],
@@ -38,7 +40,7 @@ PROGRAM = (
     + "SET max_parallelism = 16;\n"
     + "".join(
         f"CREATE SINK {name} WITH (connector = 'files', path = 'out/{name}', format = 'json');\n"
-        for name in ("tumbling", "hopping", "tvf")
+        for name in ("tumbling", "hopping", "tvf", "top")
     )
     + "INSERT INTO tumbling\n"
     "  SELECT item, TUMBLE_START(ts, INTERVAL '1' MINUTE) AS ws,\n"
@@ -52,6 +54,11 @@ PROGRAM = (
     "  SELECT window_start, window_end, item, count(*) AS n, max(v) AS top\n"
     "  FROM TABLE(TUMBLE(TABLE clicks, DESCRIPTOR(ts), INTERVAL '2' MINUTES))\n"
     "  GROUP BY window_start, window_end, item;\n"
+    "INSERT INTO top SELECT * FROM (\n"
+    "  SELECT item, v, window_start, window_end,\n"
+    "    ROW_NUMBER() OVER (PARTITION BY window_start, window_end ORDER BY v DESC) AS rn\n"
+    "  FROM TABLE(TUMBLE(TABLE clicks, DESCRIPTOR(ts), INTERVAL '2' MINUTES)))\n"
+    "WHERE rn <= 2;\n"
 )
 
 
@@ -120,6 +127,7 @@ COLUMNS = {
     "tumbling": ("item", "ws", "we", "n", "total"),
     "hopping": ("ws", "we", "n"),
     "tvf": ("window_start", "window_end", "item", "n", "top"),
+    "top": ("item", "v", "window_start", "window_end", "rn"),
 }
 
 
@@ -128,6 +136,17 @@ def _value(value: Any) -> Any:
     if isinstance(value, str):
         return datetime.fromisoformat(value).replace(tzinfo=None)
     return value
+
+
+def _top(batches: list[list[Row]]) -> Counter[tuple[Any, ...]]:
+    """Flink's window Top-N: the two rows of largest v of each closed window, ranked."""
+    size = timedelta(minutes=2)
+    out: Counter[tuple[Any, ...]] = Counter()
+    for (start, _), rows in _flink(batches, size, size, keyed=False).items():
+        ranked = sorted(rows, key=lambda r: r["v"], reverse=True)[:2]
+        for rank, row in enumerate(ranked, start=1):
+            out[(row["item"], row["v"], start, start + size, rank)] += 1
+    return out
 
 
 def _rows(folder: Path, name: str) -> Counter[tuple[Any, ...]]:
@@ -141,7 +160,7 @@ def test_flink_windows_on_spark(spark: Any, tmp_path: Path) -> None:
     the restart every window closed by then, each once (a Counter: no duplicates)."""
     job = compiled(tmp_path, PROGRAM)
     assert spark_codes(job) == set()
-    expected = {"tumbling": _tumbling, "hopping": _hopping, "tvf": _tvf}
+    expected = {"tumbling": _tumbling, "hopping": _hopping, "tvf": _tvf, "top": _top}
     out = tmp_path / "out"
     _write(tmp_path / "clicks", CLICKS[:FIRST_RUN], 0)
     run_generated(spark, tmp_path, job)

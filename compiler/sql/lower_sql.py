@@ -20,7 +20,9 @@ WINDOW step (HOP's arguments in flowc's order, size then slide) and ``TUMBLE_STA
 ``TUMBLE_END(...)`` (arguments those of the GROUP BY window: E0603) its ``window_start``,
 ``window_end``; ``FROM TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), size))`` (HOP's slide, size)
 grouped by ``window_start, window_end[, k]`` is ``FROM t |> KEY BY k |> WINDOW ... |>
-AGGREGATE``. What has no pipe form is refused at its place: ``*_ROWTIME``/``*_PROCTIME``
+AGGREGATE``; a window Top-N straight over one (:func:`lower_window_top`, from
+:mod:`flowc.sql.sql_forms`'s Top-N) is ``|> WINDOW ... |> TOP``. What has no pipe form is
+refused at its place: ``*_ROWTIME``/``*_PROCTIME``
 (E0602: flowc has no window time column), a window table function not grouped by its
 window or of a kind flowc has no window for (E0604), wrong arguments (E0605).
 """
@@ -28,6 +30,7 @@ window or of a kind flowc has no window for (E0604), wrong arguments (E0605).
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 from typing import Any, TypedDict
 
 from sqlglot import exp
@@ -148,6 +151,31 @@ class QueryPositions:
 
     def expr(self, node: exp.Expr) -> ast.SqlExpr:
         return self._lowering.expr(node)
+
+
+def lower_window_top(
+    query: ast.SqlQuery, top: ast.Top, outer_star: bool, reporter: Reporter
+) -> ast.PipeQuery | None:
+    """Flink's window Top-N over a window table function (``query``: the ranked rows,
+    ``top``: their ROW_NUMBER() as TOP; ``outer_star``: the query around selects ``*``),
+    as a pipe query; None when refused (reported)."""
+    assert isinstance(query.tree, exp.Select)
+    try:
+        return _Lowering(query).window_top(query.tree, top, outer_star)
+    except _Unsupported as problem:
+        reporter.error(
+            problem.code,
+            problem.message,
+            problem.span,
+            help=problem.help or "write the query as a pipe query (FROM x |> ...)",
+        )
+        return None
+
+
+def is_window_tvf_select(tree: exp.Expr) -> bool:
+    """A SELECT reading a window table function (``FROM TABLE(TUMBLE(...))``)."""
+    from_ = tree.args.get("from_") if isinstance(tree, exp.Select) else None
+    return from_ is not None and isinstance(from_.this, exp.TableFromRows)
 
 
 def check_flink_windows(query: ast.SqlQuery, reporter: Reporter) -> bool:
@@ -393,6 +421,16 @@ class _Lowering:
         tvf_window: ast.Window | None = None
         if isinstance(from_.this, exp.TableFromRows):
             source, tvf_window = self.window_tvf(tree, from_.this)
+            if tree.args.get("group") is None:
+                kind = from_.this.this.name.upper()
+                raise _Unsupported(
+                    f"TABLE({kind}(...)) without GROUP BY window_start, window_end "
+                    "(Flink's window deduplication or join) has no pipe form here",
+                    self.span_of(from_.this),
+                    help=_TVF_HELP + "; its Top-N is ROW_NUMBER() OVER (PARTITION BY "
+                    "window_start, window_end ORDER BY x DESC) <= n in a subquery",
+                    code=Code.E0604,
+                )
         else:
             source = self.relation(from_.this)
         steps: list[ast.Step] = []
@@ -627,15 +665,6 @@ class _Lowering:
                 help=_TVF_HELP,
                 code=Code.E0604,
             )
-        if tree.args.get("group") is None:
-            raise _Unsupported(
-                f"TABLE({kind}(...)) without GROUP BY window_start, window_end "
-                "(Flink's window Top-N, join or deduplication) has no pipe form here",
-                self.span_of(tvf),
-                help=_TVF_HELP + "; for the first rows of each window write the pipe query "
-                f"FROM t |> WINDOW {kind}(ts, ...) |> TOP n BY x DESC",
-                code=Code.E0604,
-            )
         parameters = _TVF_PARAMETERS[kind]
         given: dict[str, exp.Expr] = {}
         for index, arg in enumerate(call.expressions):
@@ -707,6 +736,84 @@ class _Lowering:
             sizes.append(self.expr(given["SLIDE"]))
         window = ast.Window(kind=WindowKind(kind), args=(time, *sizes), **self.step_fields())
         return self.relation(data), window
+
+    def window_top(self, rows: exp.Select, top: ast.Top, outer_star: bool) -> ast.PipeQuery:
+        """Flink's window Top-N straight over a window table function: ``rows`` (the
+        subquery without its ROW_NUMBER) selects from ``TABLE(TUMBLE(...))`` and ``top``
+        ranks PER window_start, window_end[, k]: ``FROM t |> WHERE ... |> WINDOW ... |>
+        TOP n BY ... PER k AS rn`` (Flink's WindowRank), then the columns ``rows`` names."""
+        for key, (what, keyword) in _UNSUPPORTED.items():
+            clause = rows.args.get(key)
+            if clause:
+                node = clause[0] if isinstance(clause, list) else clause
+                raise _Unsupported(what, self.span_of(node, keyword))
+        self.flink_windows(rows)
+        from_ = rows.args["from_"]
+        tvf = from_.this
+        assert isinstance(tvf, exp.TableFromRows)
+        source, window = self.window_tvf(rows, tvf)
+        if rows.args.get("group") is not None or any(has_aggregate(i) for i in rows.expressions):
+            raise _Unsupported(
+                "ROW_NUMBER() over an aggregation in the same SELECT",
+                self.span_of(rows.args.get("group"), TokenType.GROUP_BY),
+                help="aggregate in a subquery, and rank its rows in the query around it",
+                code=Code.E0604,
+            )
+        bounds = {
+            p.tree.name for p in top.per if isinstance(p.tree, exp.Column) and not p.tree.table
+        } & _TVF_WINDOW_COLUMNS
+        if bounds != _TVF_WINDOW_COLUMNS:
+            raise _Unsupported(
+                "a Top-N over a window table function is Flink's window Top-N only "
+                "PARTITION BY window_start, window_end (and other columns)",
+                top.span,
+                help="add window_start, window_end to PARTITION BY",
+                code=Code.E0604,
+            )
+        per = tuple(
+            p
+            for p in top.per
+            if not (isinstance(p.tree, exp.Column) and p.tree.name in _TVF_WINDOW_COLUMNS)
+        )
+        steps: list[ast.Step] = []
+        where = rows.args.get("where")
+        if where is not None:
+            steps.append(ast.Where(condition=self.expr(where.this), **self.step_fields()))
+        steps += [window, replace(top, per=per)]
+        items = list(rows.expressions)
+        if len(items) == 1 and isinstance(items[0], exp.Star):
+            if outer_star:
+                raise _Unsupported(
+                    "SELECT * of a window table function has window_time, Flink's window "
+                    "time attribute, which has no column in flowc",
+                    self.span_of(tvf),
+                    help="name the columns the query selects",
+                    code=Code.E0602,
+                )
+        else:
+            for item in items:
+                inner = item.this if isinstance(item, exp.Alias) else item
+                if not isinstance(inner, exp.Column):
+                    raise _Unsupported(
+                        f"'{inner.sql('spark')}' beside ROW_NUMBER() over a window table "
+                        "function (its Top-N selects columns)",
+                        self.span_of(inner),
+                        help="compute it in the query around the Top-N",
+                        code=Code.E0604,
+                    )
+            rank = (
+                [
+                    ast.SelectItem(
+                        expr=self.expr(exp.column(top.rank.value)), alias=None, span=self.span
+                    )
+                ]
+                if top.rank is not None
+                else []
+            )
+            steps.append(
+                ast.Select(items=(*(self.item(i) for i in items), *rank), **self.step_fields())
+            )
+        return ast.PipeQuery(source=source, steps=tuple(steps), span=self.span)
 
     def item(self, node: exp.Expr) -> ast.SelectItem:
         if isinstance(node, exp.Alias):
