@@ -604,7 +604,7 @@ class _Lowering:
                 help="filter the window's rows in a view over this query",
                 code=Code.E0603,
             )
-        if kind != window.name.upper() or list(node.expressions) != list(window.expressions):
+        if kind != window.name.upper() or _same_arguments(node) != _same_arguments(window):
             raise _Unsupported(
                 f"{name}(...) does not repeat the GROUP BY window {grouped}",
                 self.span_of(node),
@@ -1011,6 +1011,22 @@ class _Lowering:
                     "then it is the window's bound"
                 )
         return "add it to GROUP BY or wrap it in an aggregate"
+
+
+def _same_arguments(call: exp.Anonymous) -> list[exp.Expr]:
+    """A window call's arguments as Flink compares them: an interval's unit in the
+    singular (``INTERVAL '1' MINUTES`` is ``INTERVAL '1' MINUTE``), the rest as written."""
+    out = []
+    for arg in call.expressions:
+        copy = arg.copy()
+        for interval in copy.find_all(exp.Interval):
+            unit = interval.args.get("unit")
+            if isinstance(unit, exp.Var) and unit.name.upper().endswith("S"):
+                interval.set("unit", exp.var(unit.name.upper()[:-1]))
+            elif isinstance(unit, exp.Var):
+                interval.set("unit", exp.var(unit.name.upper()))
+        out.append(copy)
+    return out
 
 
 def _spark_name(node: exp.Expr, names: set[str]) -> str | None:
