@@ -236,6 +236,13 @@ REFUSED = [
         "ts",
     ),
     (
+        "INSERT INTO o SELECT window_start, window_end, count(*) AS n\n"
+        "FROM TABLE(TUMBLE(TABLE nope, DESCRIPTOR(ts), INTERVAL '10' MINUTES))\n"
+        "GROUP BY window_start, window_end;",
+        "E0101",
+        "TABLE nope",
+    ),
+    (
         "INSERT INTO o SELECT window_start, window_end, window_time, count(*) AS n\n"
         "FROM TABLE(TUMBLE(TABLE s, DESCRIPTOR(ts), INTERVAL '10' MINUTES))\n"
         "GROUP BY window_start, window_end, window_time;",

@@ -735,7 +735,10 @@ class _Lowering:
         if kind == "HOP":
             sizes.append(self.expr(given["SLIDE"]))
         window = ast.Window(kind=WindowKind(kind), args=(time, *sizes), **self.step_fields())
-        return self.relation(data), window
+        where_data = self.span_of(data)
+        relation = self.relation(data)
+        named = replace(relation, name=replace(relation.name, span=where_data), span=where_data)
+        return named, window
 
     def window_top(self, rows: exp.Select, top: ast.Top, outer_star: bool) -> ast.PipeQuery:
         """Flink's window Top-N straight over a window table function: ``rows`` (the
