@@ -164,7 +164,7 @@ class AstBuilder:
             )
             return None
         except ParseError as error:
-            report_sqlglot_error(self.reporter, error, text, span)
+            report_sqlglot_error(self.reporter, error, text, span, self.dialect)
             return None
         except SqlglotError as error:
             self.reporter.error(Code.E0003, f"invalid SQL: {first_line(str(error))}", span)
