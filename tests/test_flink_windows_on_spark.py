@@ -1,4 +1,4 @@
-"""Flink SQL's windows on Spark (issue 27): a TUMBLE and a HOP group window, a TUMBLE
+"""Flink SQL's windows on Spark (issue 27): TUMBLE, HOP and SESSION group windows, a TUMBLE
 window table function with a key and a window Top-N over one, written in the Flink
 dialect, give the rows plain Python computes with Flink's semantics: each row in the
 windows that contain it (HOP(ts, slide, size): windows of ``size`` starting every
@@ -40,7 +40,7 @@ PROGRAM = (
     + "SET max_parallelism = 16;\n"
     + "".join(
         f"CREATE SINK {name} WITH (connector = 'files', path = 'out/{name}', format = 'json');\n"
-        for name in ("tumbling", "hopping", "tvf", "top")
+        for name in ("tumbling", "hopping", "sessions", "tvf", "top")
     )
     + "INSERT INTO tumbling\n"
     "  SELECT item, TUMBLE_START(ts, INTERVAL '1' MINUTE) AS ws,\n"
@@ -50,6 +50,10 @@ PROGRAM = (
     "  SELECT HOP_START(ts, INTERVAL '1' MINUTE, INTERVAL '2' MINUTE) AS ws,\n"
     "         HOP_END(ts, INTERVAL '1' MINUTE, INTERVAL '2' MINUTE) AS we, count(*) AS n\n"
     "  FROM clicks GROUP BY HOP(ts, INTERVAL '1' MINUTE, INTERVAL '2' MINUTE);\n"
+    "INSERT INTO sessions\n"
+    "  SELECT item, SESSION_START(ts, INTERVAL '30' SECOND) AS ws,\n"
+    "         SESSION_END(ts, INTERVAL '30' SECOND) AS we, count(*) AS n\n"
+    "  FROM clicks GROUP BY item, SESSION(ts, INTERVAL '30' SECOND);\n"
     "INSERT INTO tvf\n"
     "  SELECT window_start, window_end, item, count(*) AS n, max(v) AS top\n"
     "  FROM TABLE(TUMBLE(TABLE clicks, DESCRIPTOR(ts), INTERVAL '2' MINUTES))\n"
@@ -114,6 +118,29 @@ def _hopping(batches: list[list[Row]]) -> Counter[tuple[Any, ...]]:
     )
 
 
+def _sessions(batches: list[list[Row]]) -> Counter[tuple[Any, ...]]:
+    """Flink's session windows per item: each row's window [ts, ts + gap), windows that
+    intersect (touching ones too) merged; a session emitted once the watermark reaches
+    its end."""
+    gap = timedelta(seconds=30)
+    rows = [r for b in batches for r in b]
+    watermark = max(datetime.fromisoformat(r["ts"]) for r in rows) - DELAY
+    out: Counter[tuple[Any, ...]] = Counter()
+    for item in sorted({r["item"] for r in rows}):
+        times = sorted(datetime.fromisoformat(r["ts"]) for r in rows if r["item"] == item)
+        sessions: list[list[Any]] = []
+        for ts in times:
+            if sessions and ts <= sessions[-1][1]:
+                sessions[-1][1] = max(sessions[-1][1], ts + gap)
+                sessions[-1][2] += 1
+            else:
+                sessions.append([ts, ts + gap, 1])
+        for start, end, n in sessions:
+            if end <= watermark:
+                out[(item, start, end, n)] += 1
+    return out
+
+
 def _tvf(batches: list[list[Row]]) -> Counter[tuple[Any, ...]]:
     size = timedelta(minutes=2)
     return Counter(
@@ -126,6 +153,7 @@ def _tvf(batches: list[list[Row]]) -> Counter[tuple[Any, ...]]:
 COLUMNS = {
     "tumbling": ("item", "ws", "we", "n", "total"),
     "hopping": ("ws", "we", "n"),
+    "sessions": ("item", "ws", "we", "n"),
     "tvf": ("window_start", "window_end", "item", "n", "top"),
     "top": ("item", "v", "window_start", "window_end", "rn"),
 }
@@ -160,7 +188,13 @@ def test_flink_windows_on_spark(spark: Any, tmp_path: Path) -> None:
     the restart every window closed by then, each once (a Counter: no duplicates)."""
     job = compiled(tmp_path, PROGRAM)
     assert spark_codes(job) == set()
-    expected = {"tumbling": _tumbling, "hopping": _hopping, "tvf": _tvf, "top": _top}
+    expected = {
+        "tumbling": _tumbling,
+        "hopping": _hopping,
+        "sessions": _sessions,
+        "tvf": _tvf,
+        "top": _top,
+    }
     out = tmp_path / "out"
     _write(tmp_path / "clicks", CLICKS[:FIRST_RUN], 0)
     run_generated(spark, tmp_path, job)
