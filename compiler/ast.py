@@ -399,11 +399,21 @@ class PipeQuery:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SqlQuery:
-    """A Spark SQL SELECT; the compiler lowers it to pipe steps."""
+    """A Spark SQL SELECT (or Flink SQL's, per ``dialect``, the sqlglot dialect its text
+    was read with); the compiler lowers it to pipe steps."""
 
     text: str
     tree: exp.Expr = field(compare=False, repr=False)
     span: Span
+    dialect: str = "spark"
+    #: Where the first character of ``text`` stands, when not at ``span`` (a hidden view
+    #: of a CTE or subquery keeps its statement's text: :mod:`flowc.sql.sql_forms`).
+    origin: Span | None = None
+
+    @property
+    def text_origin(self) -> Span:
+        """Where the first character of ``text`` stands in the file."""
+        return self.origin if self.origin is not None else self.span
 
 
 Query: TypeAlias = PipeQuery | SqlQuery

@@ -455,6 +455,24 @@ class Code(StrEnum):
         "Flink SQL's group windows, their properties and window table functions",
         "flink-sql-and-flink-ddl",
     )
+    E0603 = (
+        "E0603",
+        "flink-window-property",
+        "a Flink window property (TUMBLE_START, ...) that is not its GROUP BY window's",
+        "flink-sql-and-flink-ddl",
+    )
+    E0604 = (
+        "E0604",
+        "flink-window-tvf-use",
+        "a Flink window table function used other than as a window aggregation",
+        "flink-sql-and-flink-ddl",
+    )
+    E0605 = (
+        "E0605",
+        "flink-window-arguments",
+        "a Flink group window or window table function with the wrong arguments",
+        "flink-sql-and-flink-ddl",
+    )
     E0701 = (
         "E0701",
         "complete-without-aggregation",

@@ -10,19 +10,35 @@ computes differently in Flink is rewritten before typing, so the program means w
 means on Flink.
 
 Lexical differences kept here: a backslash in a string is a backslash (Flink has no
-backslash escapes; ``''`` is a quote in both).
+backslash escapes; ``''`` is a quote in both). Grammar: Flink's window table functions,
+``FROM TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), INTERVAL '1' MINUTE))`` (also with named
+arguments, ``DATA => TABLE t``), read as a :class:`sqlglot.exp.TableFromRows` around the
+call, whose ``TABLE t`` argument is a :class:`sqlglot.exp.Table` and each named argument
+a :class:`sqlglot.exp.Kwarg` (:mod:`flowc.sql.lower_sql` lowers them).
 """
 
 from __future__ import annotations
 
-from typing import ClassVar
+from collections.abc import Collection
+from typing import Any, ClassVar
 
+from sqlglot import exp
 from sqlglot.dialects.spark import Spark
+from sqlglot.tokenizer_core import TokenType
 
 from flowc.sql.spark_patterns import SparkParser, SparkTokenizer
 
 #: The name ``sql.dialect`` takes (sqlglot registers a dialect by its class's name).
 FLINK = "flink"
+
+#: Flink's window table functions (``FROM TABLE(TUMBLE(...))``).
+WINDOW_TVFS = frozenset({"TUMBLE", "HOP", "CUMULATE", "SESSION"})
+
+
+def _place(node: exp.Expr, first: Any, last: Any) -> exp.Expr:
+    """``node`` placed from token ``first`` to token ``last`` (for spans)."""
+    node.meta.update({"line": first.line, "col": first.col, "start": first.start, "end": last.end})
+    return node
 
 
 class Flink(Spark):
@@ -33,4 +49,74 @@ class Flink(Spark):
         STRING_ESCAPES: ClassVar[list[str]] = ["'"]
 
     class Parser(SparkParser):
-        pass
+        def _parse_table(
+            self,
+            schema: bool = False,
+            joins: bool = False,
+            alias_tokens: Collection[TokenType] | None = None,
+            parse_bracket: bool = False,
+            is_db_reference: bool = False,
+            parse_partition: bool = False,
+            consume_pipe: bool = False,
+        ) -> exp.Expr | None:
+            if not schema and not is_db_reference:
+                tvf = self._parse_window_tvf()
+                if tvf is not None:
+                    if joins:
+                        for join in self._parse_joins(alias_tokens=alias_tokens):
+                            tvf.append("joins", join)
+                    return tvf
+            return super()._parse_table(
+                schema=schema,
+                joins=joins,
+                alias_tokens=alias_tokens,
+                parse_bracket=parse_bracket,
+                is_db_reference=is_db_reference,
+                parse_partition=parse_partition,
+                consume_pipe=consume_pipe,
+            )
+
+        def _parse_window_tvf(self) -> exp.Expr | None:
+            """``TABLE(TUMBLE(args))`` at the current token, else None (nothing read)."""
+            tokens = self._tokens[self._index : self._index + 4]
+            if not (
+                len(tokens) == 4
+                and tokens[0].token_type is TokenType.TABLE
+                and tokens[1].token_type is TokenType.L_PAREN
+                and tokens[2].text.upper() in WINDOW_TVFS
+                and tokens[3].token_type is TokenType.L_PAREN
+            ):
+                return None
+            first, name = tokens[0], tokens[2]
+            self._advance(4)
+            args = self._parse_csv(self._parse_window_tvf_argument)
+            closing = self._curr
+            self._match_r_paren()
+            call = _place(exp.Anonymous(this=name.text.upper(), expressions=args), name, closing)
+            last = self._curr
+            self._match_r_paren()
+            tvf = _place(exp.TableFromRows(this=call), first, last or closing)
+            alias = self._parse_table_alias(alias_tokens=self.TABLE_ALIAS_TOKENS)
+            if alias:
+                tvf.set("alias", alias)
+            return tvf
+
+        def _parse_window_tvf_argument(self) -> exp.Expr | None:
+            """``TABLE t``, ``DESCRIPTOR(ts)``, an interval; each maybe ``NAME => ...``."""
+            named = None
+            if self._next is not None and self._next.token_type is TokenType.FARROW:
+                named = self._curr
+                self._advance(2)
+            start = self._curr
+            value: exp.Expr | None
+            if self._match(TokenType.TABLE):
+                value = self._parse_table_parts()
+                if value is not None and start is not None:
+                    _place(value, start, self._prev)
+            else:
+                value = self._parse_assignment()
+            if named is None:
+                return value
+            return _place(
+                exp.Kwarg(this=exp.var(named.text.upper()), expression=value), named, self._prev
+            )

@@ -40,6 +40,8 @@ from flowc.diagnostics import Reporter, did_you_mean
 from flowc.errorcodes import Code
 from flowc.program import FUNCTION_CALL, FunctionCall, FunctionDef, Settings
 from flowc.spans import Span
+from flowc.sql.flink_dialect import FLINK
+from flowc.sql.habits import FLINK_WINDOW_CALLS
 from flowc.sql.python_functions import accepts
 from flowc.sql.spark_functions import AGGREGATE_FUNCTIONS, FUNCTIONS, WINDOW_FUNCTIONS
 from flowc.sql.spark_literals import Positions, check_literals, literal_span
@@ -157,7 +159,7 @@ class SparkExpressionChecks:
         aggregated", and is reported at its place in the query. (OVER windows are the
         lowering's to refuse.) Remembers the query's positions for the steps it becomes.
         """
-        located = SqlExpr(text=query.text, tree=query.tree, span=query.span)
+        located = SqlExpr(text=query.text, tree=query.tree, span=query.text_origin)
         self.positions = {}
         for node in query.tree.walk():
             if isinstance(node, exp.Literal | exp.Func):
@@ -169,10 +171,13 @@ class SparkExpressionChecks:
                         if isinstance(node, exp.Literal)
                         else call_span(located, node)
                     )
-                    if span != query.span:
+                    if span != query.text_origin:
                         self.positions[(start, end)] = span
         ok = True
+        flink = query.dialect == FLINK
         for node, name in _calls(query.tree):
+            if flink and name.upper() in FLINK_WINDOW_CALLS:
+                continue  # Flink's windows: lower_sql lowers (or refuses) each one
             if name.lower() in WINDOW_FUNCTIONS and node.find_ancestor(exp.Window) is None:
                 _report_window_function(located, node, name, reporter, {})
                 ok = False

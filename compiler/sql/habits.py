@@ -67,6 +67,30 @@ FLINK_WINDOW_PROPERTIES = frozenset(
     for part in ("START", "END", "ROWTIME", "PROCTIME")
 )
 
+#: Flink's window calls that are not functions of a row: the group windows, their
+#: properties, the window table functions and DESCRIPTOR (the Flink dialect lowers them).
+FLINK_WINDOW_CALLS = (
+    FLINK_GROUP_WINDOWS | FLINK_WINDOW_PROPERTIES | frozenset({"CUMULATE", "DESCRIPTOR"})
+)
+
+#: The properties flowc has no column for: Flink's rowtime (the window's end minus 1 ms,
+#: with the watermark) and proctime attributes of a window.
+FLINK_TIME_PROPERTIES = frozenset(
+    name for name in FLINK_WINDOW_PROPERTIES if name.endswith(("_ROWTIME", "_PROCTIME"))
+)
+
+
+def flink_time_property_help(name: str) -> str:
+    """What to write instead of ``TUMBLE_ROWTIME(...)``/``_PROCTIME`` in the Flink dialect."""
+    kind = name.partition("_")[0]
+    return (
+        "flowc has no window time attribute yet (Flink's rowtime is the window's end minus "
+        f"1 ms, with the watermark); {kind}_END(...) is the window's end, exclusive: a "
+        "window cascaded over it puts the minute [09:59, 10:00) in [10:00, 10:05), where "
+        "Flink puts it in [09:55, 10:00)"
+    )
+
+
 _UNITS = {
     "SECOND": "second",
     "SECONDS": "second",

@@ -13,11 +13,24 @@ The grouped window is a column of the windowed AGGREGATE's output, as in Spark: 
 ``window.start`` / ``w.start`` (and ``.end``) are the AGGREGATE's ``window_start`` and
 ``window_end``; the whole struct is ``named_struct('start', window_start, 'end',
 window_end)``. Flink SQL's group windows (``GROUP BY TUMBLE(...)``) are E0602.
+
+In the Flink dialect (``query.dialect``), Flink's windows are read as Flink's:
+``GROUP BY TUMBLE(ts, size)`` / ``HOP(ts, slide, size)`` / ``SESSION(ts, gap)`` is the
+WINDOW step (HOP's arguments in flowc's order, size then slide) and ``TUMBLE_START(...)``,
+``TUMBLE_END(...)`` (arguments those of the GROUP BY window: E0603) its ``window_start``,
+``window_end``; ``FROM TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), size))`` (HOP's slide, size)
+grouped by ``window_start, window_end[, k]`` is ``FROM t |> KEY BY k |> WINDOW ... |>
+AGGREGATE``; a window Top-N straight over one (:func:`lower_window_top`, from
+:mod:`flowc.sql.sql_forms`'s Top-N) is ``|> WINDOW ... |> TOP``. What has no pipe form is
+refused at its place: ``*_ROWTIME``/``*_PROCTIME``
+(E0602: flowc has no window time column), a window table function not grouped by its
+window or of a kind flowc has no window for (E0604), wrong arguments (E0605).
 """
 
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 from typing import Any, TypedDict
 
 from sqlglot import exp
@@ -29,11 +42,14 @@ from flowc import ast
 from flowc.diagnostics import Reporter
 from flowc.errorcodes import Code
 from flowc.spans import Span
+from flowc.sql.flink_dialect import FLINK
 from flowc.sql.functions import has_aggregate, is_aggregate
 from flowc.sql.habits import (
     FLINK_GROUP_WINDOWS,
+    FLINK_TIME_PROPERTIES,
     FLINK_WINDOW_PROPERTIES,
     flink_property_help,
+    flink_time_property_help,
     flink_window_help,
     function_name,
 )
@@ -50,6 +66,25 @@ _UNSUPPORTED: dict[str, tuple[str, TokenType | None]] = {
     "laterals": ("LATERAL VIEW", TokenType.LATERAL),
     "windows": ("WINDOW clauses", TokenType.WINDOW),
 }
+
+#: The parameters of Flink's window table functions, in their positional order.
+_TVF_PARAMETERS = {
+    "TUMBLE": ("DATA", "TIMECOL", "SIZE"),
+    "HOP": ("DATA", "TIMECOL", "SLIDE", "SIZE"),
+}
+#: The number of arguments of Flink's group windows.
+_GROUP_WINDOW_ARGUMENTS = {"TUMBLE": 2, "HOP": 3, "SESSION": 2}
+_GROUP_WINDOW_FORMS = {
+    "TUMBLE": "TUMBLE(ts, size)",
+    "HOP": "HOP(ts, slide, size)",
+    "SESSION": "SESSION(ts, gap)",
+}
+_TVF_WINDOW_COLUMNS = frozenset({"window_start", "window_end"})
+_TVF_HELP = (
+    "a window table function is Flink's window aggregation here: SELECT window_start, "
+    "window_end, k, count(*) FROM TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), INTERVAL '1' "
+    "MINUTE)) GROUP BY window_start, window_end, k"
+)
 
 #: Spark's window functions, by the name Spark gives the grouped window column.
 _WINDOW_FUNCTIONS = frozenset({"window", "session_window"})
@@ -118,6 +153,31 @@ class QueryPositions:
         return self._lowering.expr(node)
 
 
+def lower_window_top(
+    query: ast.SqlQuery, top: ast.Top, outer_star: bool, reporter: Reporter
+) -> ast.PipeQuery | None:
+    """Flink's window Top-N over a window table function (``query``: the ranked rows,
+    ``top``: their ROW_NUMBER() as TOP; ``outer_star``: the query around selects ``*``),
+    as a pipe query; None when refused (reported)."""
+    assert isinstance(query.tree, exp.Select)
+    try:
+        return _Lowering(query).window_top(query.tree, top, outer_star)
+    except _Unsupported as problem:
+        reporter.error(
+            problem.code,
+            problem.message,
+            problem.span,
+            help=problem.help or "write the query as a pipe query (FROM x |> ...)",
+        )
+        return None
+
+
+def is_window_tvf_select(tree: exp.Expr) -> bool:
+    """A SELECT reading a window table function (``FROM TABLE(TUMBLE(...))``)."""
+    from_ = tree.args.get("from_") if isinstance(tree, exp.Select) else None
+    return from_ is not None and isinstance(from_.this, exp.TableFromRows)
+
+
 def check_flink_windows(query: ast.SqlQuery, reporter: Reporter) -> bool:
     """E0602 for Flink SQL's group windows in ``query``; False when there is one.
 
@@ -133,10 +193,11 @@ def check_flink_windows(query: ast.SqlQuery, reporter: Reporter) -> bool:
     return True
 
 
-def _tokenize(text: str) -> list[Any]:
-    """sqlglot's Spark tokens of ``text``, by a tokenizer of this call's own (a tokenizer
-    keeps the state of the text it works on, so threads must not share one)."""
-    dialect = Dialect.get_or_raise("spark")
+def _tokenize(text: str, name: str) -> list[Any]:
+    """sqlglot's tokens of ``text`` in dialect ``name`` (the query's), by a tokenizer of
+    this call's own (a tokenizer keeps the state of the text it works on, so threads must
+    not share one)."""
+    dialect = Dialect.get_or_raise(name)
     return list(dialect.tokenizer_class(dialect=dialect).tokenize(text))
 
 
@@ -148,6 +209,8 @@ class _Lowering:
     def __init__(self, query: ast.SqlQuery) -> None:
         self.query = query
         self.span = query.span
+        self.origin = query.text_origin
+        self.flink = query.dialect == FLINK
         self._tokens: list[Any] | None = None
 
     # ------------------------------------------------------------ positions
@@ -156,7 +219,7 @@ class _Lowering:
         """sqlglot's tokens of the query text (for keywords, which carry no positions)."""
         if self._tokens is None:
             try:
-                self._tokens = _tokenize(self.query.text)
+                self._tokens = _tokenize(self.query.text, self.query.dialect)
             except TokenError:  # only costs precision
                 self._tokens = []
         return self._tokens
@@ -217,7 +280,7 @@ class _Lowering:
             ):  # a subquery: its brackets too
                 first, last = first - 1, last + 1
             lo, hi = min(lo, tokens[first].start), max(hi, tokens[last].end + 1)
-        located = ast.SqlExpr(text=self.query.text, tree=exp.Null(), span=self.span)
+        located = ast.SqlExpr(text=self.query.text, tree=exp.Null(), span=self.origin)
         return sub_span(located, lo, hi)
 
     def version_clause(self, table: exp.Table) -> tuple[str, Span]:
@@ -235,7 +298,7 @@ class _Lowering:
             return "", self.span
         first, last = rest[0], ends[0] if ends else rest[0]
         text = " ".join(t.text.upper() for t in tokens[first : last + 1])
-        located = ast.SqlExpr(text=self.query.text, tree=exp.Null(), span=self.span)
+        located = ast.SqlExpr(text=self.query.text, tree=exp.Null(), span=self.origin)
         stops = [
             part.meta["end"]
             for part in (expression.walk() if expression is not None else ())
@@ -266,7 +329,7 @@ class _Lowering:
         """A standalone expression for ``node`` (or ``tree``, what it is rewritten to),
         with the span ``node`` has in the file."""
         if tree is None:
-            span = node_span(ast.SqlExpr(text=self.query.text, tree=node, span=self.span), node)
+            span = node_span(ast.SqlExpr(text=self.query.text, tree=node, span=self.origin), node)
         else:
             span = self.span_of(node)
         copy = (tree if tree is not None else node).copy()
@@ -283,6 +346,13 @@ class _Lowering:
         return {"keyword_span": self.span, "hints": (), "hints_span": None, "span": self.span}
 
     def relation(self, table: exp.Expr) -> ast.Relation:
+        if isinstance(table, exp.TableFromRows):
+            raise _Unsupported(
+                "a window table function joined (Flink's window join) has no pipe form",
+                self.span_of(table),
+                help=_TVF_HELP,
+                code=Code.E0604,
+            )
         if not isinstance(table, exp.Table) or table.args.get("db"):
             raise _Unsupported(
                 "a subquery or qualified table in FROM",
@@ -348,7 +418,21 @@ class _Lowering:
         from_ = tree.args.get("from_") or tree.args.get("from")
         if from_ is None:
             raise _Unsupported("SELECT without FROM", self.span)
-        source = self.relation(from_.this)
+        tvf_window: ast.Window | None = None
+        if isinstance(from_.this, exp.TableFromRows):
+            source, tvf_window = self.window_tvf(tree, from_.this)
+            if tree.args.get("group") is None:
+                kind = from_.this.this.name.upper()
+                raise _Unsupported(
+                    f"TABLE({kind}(...)) without GROUP BY window_start, window_end "
+                    "(Flink's window deduplication or join) has no pipe form here",
+                    self.span_of(from_.this),
+                    help=_TVF_HELP + "; its Top-N is ROW_NUMBER() OVER (PARTITION BY "
+                    "window_start, window_end ORDER BY x DESC) <= n in a subquery",
+                    code=Code.E0604,
+                )
+        else:
+            source = self.relation(from_.this)
         steps: list[ast.Step] = []
         fields = self.step_fields()
         for join in tree.args.get("joins") or []:
@@ -377,7 +461,9 @@ class _Lowering:
         items = list(tree.expressions)
         group = tree.args.get("group")
         has_aggregates = any(has_aggregate(item) for item in items)
-        if group is not None or has_aggregates:
+        if tvf_window is not None:
+            steps.extend(self.aggregate(tree, items, group, tvf_window))
+        elif group is not None or has_aggregates:
             steps.extend(self.aggregate(tree, items, group))
         elif not (len(items) == 1 and isinstance(items[0], exp.Star)):
             steps.append(ast.Select(items=tuple(self.item(i) for i in items), **fields))
@@ -386,7 +472,11 @@ class _Lowering:
         return ast.PipeQuery(source=source, steps=tuple(steps), span=self.span)
 
     def flink_windows(self, tree: exp.Select) -> None:
-        """Flink SQL's group windows and their TUMBLE_START-style properties: E0602."""
+        """Flink SQL's group windows and their TUMBLE_START-style properties: E0602 (in
+        the Flink dialect, the checks of what cannot be lowered)."""
+        if self.flink:
+            self.flink_checks(tree)
+            return
         group = tree.args.get("group")
         for key in group.expressions if group is not None else []:
             if function_name(key) in FLINK_GROUP_WINDOWS:
@@ -408,6 +498,326 @@ class _Lowering:
                     code=Code.E0602,
                 )
 
+    # ------------------------------------------------------------ Flink's windows
+
+    @staticmethod
+    def group_window(tree: exp.Select) -> exp.Anonymous | None:
+        """The query's Flink group window (its first, when flink_checks has not run)."""
+        group = tree.args.get("group")
+        for key in group.expressions if group is not None else []:
+            if function_name(key) in FLINK_GROUP_WINDOWS:
+                assert isinstance(key, exp.Anonymous)
+                return key
+        return None
+
+    def flink_checks(self, tree: exp.Select) -> None:
+        """What a Flink-dialect SELECT's windows must be for their lowering: one group
+        window with its arguments (E0605), its properties in the SELECT list or HAVING with
+        the window's own arguments (E0603), no ``*_ROWTIME``/``*_PROCTIME`` (E0602)."""
+        group = tree.args.get("group")
+        windows = [
+            key
+            for key in (group.expressions if group is not None else [])
+            if function_name(key) in FLINK_GROUP_WINDOWS
+        ]
+        if len(windows) > 1:
+            raise _Unsupported("grouping by two windows", self.span_of(windows[1]), code=Code.E0605)
+        window = windows[0] if windows else None
+        if window is not None:
+            kind = window.name.upper()
+            expected = _GROUP_WINDOW_ARGUMENTS[kind]
+            if len(window.expressions) != expected:
+                raise _Unsupported(
+                    f"{kind} takes {expected} arguments, found {len(window.expressions)}",
+                    self.span_of(window),
+                    help=f"GROUP BY {_GROUP_WINDOW_FORMS[kind]}",
+                    code=Code.E0605,
+                )
+            if not isinstance(window.expressions[0], exp.Column):
+                raise _Unsupported(
+                    f"the first argument of {kind} must be a time attribute column",
+                    self.span_of(window.expressions[0]),
+                    help="compute it as a column of a view (with its WATERMARK) first",
+                    code=Code.E0605,
+                )
+        having = tree.args.get("having")
+        selected = {id(n) for item in tree.expressions for n in item.walk()}
+        selected |= {id(n) for n in having.walk()} if having is not None else set()
+        tvf = isinstance((tree.args.get("from_") or exp.From()).this, exp.TableFromRows)
+        for node in tree.walk():
+            name = function_name(node)
+            if name in FLINK_TIME_PROPERTIES:
+                assert name is not None
+                raise _Unsupported(
+                    f"{name}(...), Flink's window time attribute, has no column in flowc",
+                    self.span_of(node),
+                    help=flink_time_property_help(name),
+                    code=Code.E0602,
+                )
+            if name in FLINK_WINDOW_PROPERTIES:
+                assert name is not None and isinstance(node, exp.Anonymous)
+                self.check_property(node, name, window, id(node) in selected)
+            elif name in FLINK_GROUP_WINDOWS and node not in windows:
+                if not isinstance(node.parent, exp.TableFromRows):
+                    raise _Unsupported(
+                        f"{name}(...) is Flink's group window: it is only a GROUP BY key",
+                        self.span_of(node),
+                        help=f"GROUP BY {_GROUP_WINDOW_FORMS[name]}, then select "
+                        f"{name}_START(...) and {name}_END(...) with the same arguments",
+                        code=Code.E0605,
+                    )
+            elif (
+                tvf
+                and isinstance(node, exp.Column)
+                and not node.table
+                and node.name == "window_time"
+            ):
+                raise _Unsupported(
+                    "window_time, Flink's window time attribute, has no column in flowc",
+                    self.span_of(node),
+                    help=flink_time_property_help("TUMBLE_ROWTIME").replace(
+                        "TUMBLE_END(...)", "window_end"
+                    ),
+                    code=Code.E0602,
+                )
+
+    def check_property(
+        self, node: exp.Anonymous, name: str, window: exp.Anonymous | None, selected: bool
+    ) -> None:
+        """E0603 unless ``node`` (TUMBLE_START(...) and the like) is in the SELECT list or
+        HAVING of a query grouped by the same window, with the same arguments."""
+        kind = name.partition("_")[0]
+        form = _GROUP_WINDOW_FORMS[kind]
+        if window is None:
+            raise _Unsupported(
+                f"{name}(...) is a property of a group window, and the query has none",
+                self.span_of(node),
+                help=f"GROUP BY {form} (and the other keys), then select {name}(...) with "
+                "the same arguments",
+                code=Code.E0603,
+            )
+        grouped = window.sql("spark")
+        if not selected:
+            raise _Unsupported(
+                f"{name}(...) is known once rows are grouped: only in the SELECT list or HAVING",
+                self.span_of(node),
+                help="filter the window's rows in a view over this query",
+                code=Code.E0603,
+            )
+        if kind != window.name.upper() or _same_arguments(node) != _same_arguments(window):
+            raise _Unsupported(
+                f"{name}(...) does not repeat the GROUP BY window {grouped}",
+                self.span_of(node),
+                help=f"write {kind}_{name.partition('_')[2]}"
+                f"({', '.join(a.sql('spark') for a in window.expressions)})"
+                if kind == window.name.upper()
+                else f"the window's properties are {window.name.upper()}_START(...) and "
+                f"{window.name.upper()}_END(...)",
+                code=Code.E0603,
+            )
+
+    @staticmethod
+    def flink_properties(node: exp.Expr) -> exp.Expr:
+        """``node`` with TUMBLE_START(...)-style calls the AGGREGATE's window_start and
+        window_end (flink_checks has matched them with the group window)."""
+
+        def swap(part: exp.Expr) -> exp.Expr:
+            name = function_name(part)
+            if name in FLINK_WINDOW_PROPERTIES and name is not None:
+                field = name.partition("_")[2].lower()
+                return exp.column(f"window_{field}")
+            return part
+
+        return node.copy().transform(swap)
+
+    def flink_group_window(self, window: exp.Anonymous) -> ast.Window:
+        """Flink's ``GROUP BY TUMBLE(ts, size)`` (HOP(ts, slide, size), SESSION(ts, gap))
+        as flowc's WINDOW step (HOP(ts, size, slide))."""
+        kind = WindowKind(window.name.upper())
+        args = [self.expr(a) for a in window.expressions]
+        if kind is WindowKind.HOP:
+            args = [args[0], args[2], args[1]]
+        return ast.Window(kind=kind, args=tuple(args), **self.step_fields())
+
+    def window_tvf(
+        self, tree: exp.Select, tvf: exp.TableFromRows
+    ) -> tuple[ast.Relation, ast.Window]:
+        """``TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), size))`` (HOP: slide, size): the
+        relation it reads and the WINDOW step it is. Its alias names no other relation,
+        so columns qualified by it are the relation's own."""
+        call = tvf.this
+        assert isinstance(call, exp.Anonymous)
+        kind = call.name.upper()
+        if kind not in _TVF_PARAMETERS:
+            raise _Unsupported(
+                f"{kind} windows have no flowc window"
+                + (" (a cumulating window)" if kind == "CUMULATE" else ""),
+                self.span_of(call),
+                help="GROUP BY SESSION(ts, gap) is Flink's session group window"
+                if kind == "SESSION"
+                else "use TUMBLE (or HOP) windows",
+                code=Code.E0604,
+            )
+        if tree.args.get("joins"):
+            raise _Unsupported(
+                "a window table function joined (Flink's window join) has no pipe form",
+                self.span_of(tree.args["joins"][0]),
+                help=_TVF_HELP,
+                code=Code.E0604,
+            )
+        parameters = _TVF_PARAMETERS[kind]
+        given: dict[str, exp.Expr] = {}
+        for index, arg in enumerate(call.expressions):
+            if isinstance(arg, exp.Kwarg):
+                name, value = arg.this.name.upper(), arg.expression
+            elif index < len(parameters) and not given.keys() - set(parameters[:index]):
+                name, value = parameters[index], arg
+            else:
+                name, value = "", arg
+            if name not in parameters or name in given:
+                raise _Unsupported(
+                    f"{kind} takes {', '.join(parameters)}"
+                    + (f"; '{name}' is not one of them" if name and name not in parameters else "")
+                    + (f"; {name} is given twice" if name in given else ""),
+                    self.span_of(arg),
+                    help=("a window's offset has no flowc form; " if name in ("", "OFFSET") else "")
+                    + f"write {kind}(TABLE t, DESCRIPTOR(ts), "
+                    + ("slide, size)" if kind == "HOP" else "size)"),
+                    code=Code.E0605,
+                )
+            given[name] = value
+        missing = [p for p in parameters if p not in given]
+        if missing:
+            raise _Unsupported(
+                f"{kind}(...) needs {', '.join(missing)}",
+                self.span_of(call),
+                help=f"write {kind}(TABLE t, DESCRIPTOR(ts), "
+                + ("slide, size)" if kind == "HOP" else "size)"),
+                code=Code.E0605,
+            )
+        data, descriptor = given["DATA"], given["TIMECOL"]
+        if not isinstance(data, exp.Table):
+            raise _Unsupported(
+                f"the data of {kind} is TABLE name",
+                self.span_of(data),
+                help="name the source or view: TABLE t",
+                code=Code.E0605,
+            )
+        if not (
+            function_name(descriptor) == "DESCRIPTOR"
+            and isinstance(descriptor, exp.Anonymous)
+            and len(descriptor.expressions) == 1
+            and isinstance(descriptor.expressions[0], exp.Column)
+        ):
+            raise _Unsupported(
+                f"the time column of {kind} is DESCRIPTOR(column)",
+                self.span_of(descriptor),
+                help="name the time attribute column: DESCRIPTOR(ts)",
+                code=Code.E0605,
+            )
+        alias = tvf.alias
+        if alias:
+            for column in tree.find_all(exp.Column):
+                if column.table == alias and not column.args.get("db"):
+                    column.set("table", None)
+        where = tree.args.get("where")
+        for column in where.find_all(exp.Column) if where is not None else []:
+            if column.name in _TVF_WINDOW_COLUMNS:
+                raise _Unsupported(
+                    f"WHERE on {column.name} of a window table function",
+                    self.span_of(column),
+                    help="filter on window_start or window_end in HAVING, or in a view over "
+                    "the aggregation",
+                    code=Code.E0604,
+                )
+        time = self.expr(descriptor.expressions[0])
+        sizes = [self.expr(given["SIZE"])]
+        if kind == "HOP":
+            sizes.append(self.expr(given["SLIDE"]))
+        window = ast.Window(kind=WindowKind(kind), args=(time, *sizes), **self.step_fields())
+        where_data = self.span_of(data)
+        relation = self.relation(data)
+        named = replace(relation, name=replace(relation.name, span=where_data), span=where_data)
+        return named, window
+
+    def window_top(self, rows: exp.Select, top: ast.Top, outer_star: bool) -> ast.PipeQuery:
+        """Flink's window Top-N straight over a window table function: ``rows`` (the
+        subquery without its ROW_NUMBER) selects from ``TABLE(TUMBLE(...))`` and ``top``
+        ranks PER window_start, window_end[, k]: ``FROM t |> WHERE ... |> WINDOW ... |>
+        TOP n BY ... PER k AS rn`` (Flink's WindowRank), then the columns ``rows`` names."""
+        for key, (what, keyword) in _UNSUPPORTED.items():
+            clause = rows.args.get(key)
+            if clause:
+                node = clause[0] if isinstance(clause, list) else clause
+                raise _Unsupported(what, self.span_of(node, keyword))
+        self.flink_windows(rows)
+        from_ = rows.args["from_"]
+        tvf = from_.this
+        assert isinstance(tvf, exp.TableFromRows)
+        source, window = self.window_tvf(rows, tvf)
+        if rows.args.get("group") is not None or any(has_aggregate(i) for i in rows.expressions):
+            raise _Unsupported(
+                "ROW_NUMBER() over an aggregation in the same SELECT",
+                self.span_of(rows.args.get("group"), TokenType.GROUP_BY),
+                help="aggregate in a subquery, and rank its rows in the query around it",
+                code=Code.E0604,
+            )
+        bounds = {
+            p.tree.name for p in top.per if isinstance(p.tree, exp.Column) and not p.tree.table
+        } & _TVF_WINDOW_COLUMNS
+        if bounds != _TVF_WINDOW_COLUMNS:
+            raise _Unsupported(
+                "a Top-N over a window table function is Flink's window Top-N only "
+                "PARTITION BY window_start, window_end (and other columns)",
+                top.span,
+                help="add window_start, window_end to PARTITION BY",
+                code=Code.E0604,
+            )
+        per = tuple(
+            p
+            for p in top.per
+            if not (isinstance(p.tree, exp.Column) and p.tree.name in _TVF_WINDOW_COLUMNS)
+        )
+        steps: list[ast.Step] = []
+        where = rows.args.get("where")
+        if where is not None:
+            steps.append(ast.Where(condition=self.expr(where.this), **self.step_fields()))
+        steps += [window, replace(top, per=per)]
+        items = list(rows.expressions)
+        if len(items) == 1 and isinstance(items[0], exp.Star):
+            if outer_star:
+                raise _Unsupported(
+                    "SELECT * of a window table function has window_time, Flink's window "
+                    "time attribute, which has no column in flowc",
+                    self.span_of(tvf),
+                    help="name the columns the query selects",
+                    code=Code.E0602,
+                )
+        else:
+            for item in items:
+                inner = item.this if isinstance(item, exp.Alias) else item
+                if not isinstance(inner, exp.Column):
+                    raise _Unsupported(
+                        f"'{inner.sql('spark')}' beside ROW_NUMBER() over a window table "
+                        "function (its Top-N selects columns)",
+                        self.span_of(inner),
+                        help="compute it in the query around the Top-N",
+                        code=Code.E0604,
+                    )
+            rank = (
+                [
+                    ast.SelectItem(
+                        expr=self.expr(exp.column(top.rank.value)), alias=None, span=self.span
+                    )
+                ]
+                if top.rank is not None
+                else []
+            )
+            steps.append(
+                ast.Select(items=(*(self.item(i) for i in items), *rank), **self.step_fields())
+            )
+        return ast.PipeQuery(source=source, steps=tuple(steps), span=self.span)
+
     def item(self, node: exp.Expr) -> ast.SelectItem:
         if isinstance(node, exp.Alias):
             return ast.SelectItem(
@@ -418,13 +828,33 @@ class _Lowering:
     # ------------------------------------------------------------ GROUP BY
 
     def aggregate(
-        self, tree: exp.Select, items: list[exp.Expr], group: exp.Group | None
+        self,
+        tree: exp.Select,
+        items: list[exp.Expr],
+        group: exp.Group | None,
+        tvf_window: ast.Window | None = None,
     ) -> list[ast.Step]:
+        """GROUP BY as KEY BY, WINDOW, AGGREGATE, WHERE (HAVING), SELECT. ``tvf_window``:
+        the WINDOW of a window table function in FROM, grouped by its window_start and
+        window_end."""
         fields = self.step_fields()
         aliases = {item.alias: item.this for item in items if isinstance(item, exp.Alias)}
         keys: list[exp.Expr] = []
         window: exp.Anonymous | None = None
+        flink_window = self.group_window(tree) if self.flink else None
+        window_step = self.flink_group_window(flink_window) if flink_window else tvf_window
+        bounds: set[str] = set()
         for key in group.expressions if group is not None else []:
+            if key is flink_window:
+                continue
+            if (
+                tvf_window is not None
+                and isinstance(key, exp.Column)
+                and not key.table
+                and key.name in _TVF_WINDOW_COLUMNS
+            ):
+                bounds.add(key.name)
+                continue
             target = key
             if (
                 isinstance(key, exp.Column)
@@ -445,11 +875,24 @@ class _Lowering:
                     self.span_of(key),
                     help="compute it in a view first, then GROUP BY the column",
                 )
+        if tvf_window is not None and bounds != _TVF_WINDOW_COLUMNS:
+            raise _Unsupported(
+                "a window table function grouped without "
+                + " and ".join(sorted(_TVF_WINDOW_COLUMNS - bounds))
+                + " is not a window aggregation",
+                self.span_of(group, TokenType.GROUP_BY) if group is not None else self.span,
+                help=_TVF_HELP,
+                code=Code.E0604,
+            )
+        if window is not None and window_step is not None:
+            raise _Unsupported("grouping by two windows", self.span_of(window))
         steps: list[ast.Step] = []
         if keys:
             steps.append(ast.KeyBy(keys=tuple(self.expr(k) for k in keys), **fields))
         window_sql = window.sql("spark") if window is not None else None
         names: set[str] = set()
+        if window_step is not None:
+            steps.append(window_step)
         if window is not None:
             args = [self.expr(a) for a in window.expressions]
             if window.name.lower() == "session_window":
@@ -462,7 +905,8 @@ class _Lowering:
             }
         key_names = {k.name for k in keys}
         names -= key_names
-        grouped = key_names | ({"window_start", "window_end"} if window is not None else set())
+        windowed = window is not None or window_step is not None
+        grouped = key_names | (set(_TVF_WINDOW_COLUMNS) if windowed else set())
         aggregates: list[ast.SelectItem] = []
         projection: list[ast.SelectItem] = []
         for index, item in enumerate(items):
@@ -491,14 +935,19 @@ class _Lowering:
                 projection.append(self.item(item))
             else:
                 rewritten = self.window_refs(inner, names, window_sql)
+                if flink_window is not None:
+                    rewritten = self.flink_properties(rewritten)
                 used = {c.name for c in rewritten.find_all(exp.Column)}
                 if isinstance(rewritten, exp.Star) or not used <= grouped:
                     raise _Unsupported(
                         f"'{inner.sql('spark')}' (neither grouped nor aggregated)",
                         self.span_of(inner),
-                        help=self.ungrouped_help(inner, window is not None),
+                        help=self.ungrouped_help(inner, windowed),
                     )
                 output = alias or _spark_name(inner, names)
+                if output is None and function_name(inner) in FLINK_WINDOW_PROPERTIES:
+                    assert isinstance(rewritten, exp.Column)
+                    output = rewritten.name  # TUMBLE_START(...) unnamed: window_start
                 projection.append(
                     ast.SelectItem(
                         expr=self.expr(inner, rewritten),
@@ -516,6 +965,8 @@ class _Lowering:
         having = tree.args.get("having")
         if having is not None:
             condition = self.window_refs(having.this, names, window_sql)
+            if flink_window is not None:
+                condition = self.flink_properties(condition)
             for agg in aggregates:
                 for node in [n for n in condition.walk() if is_aggregate(n)]:
                     if node.sql("spark") == agg.expr.tree.sql("spark") and agg.alias is not None:
@@ -563,6 +1014,22 @@ class _Lowering:
                     "then it is the window's bound"
                 )
         return "add it to GROUP BY or wrap it in an aggregate"
+
+
+def _same_arguments(call: exp.Anonymous) -> list[exp.Expr]:
+    """A window call's arguments as Flink compares them: an interval's unit in the
+    singular (``INTERVAL '1' MINUTES`` is ``INTERVAL '1' MINUTE``), the rest as written."""
+    out = []
+    for arg in call.expressions:
+        copy = arg.copy()
+        for interval in copy.find_all(exp.Interval):
+            unit = interval.args.get("unit")
+            if isinstance(unit, exp.Var) and unit.name.upper().endswith("S"):
+                interval.set("unit", exp.var(unit.name.upper()[:-1]))
+            elif isinstance(unit, exp.Var):
+                interval.set("unit", exp.var(unit.name.upper()))
+        out.append(copy)
+    return out
 
 
 def _spark_name(node: exp.Expr, names: set[str]) -> str | None:

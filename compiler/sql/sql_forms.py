@@ -31,7 +31,7 @@ from flowc import ast
 from flowc.diagnostics import Reporter
 from flowc.errorcodes import Code
 from flowc.spans import Span
-from flowc.sql.lower_sql import QueryPositions
+from flowc.sql.lower_sql import QueryPositions, is_window_tvf_select, lower_window_top
 
 __all__ = ["expand_sql_forms"]
 
@@ -136,7 +136,13 @@ class _Expansion:
 
     def sql(self, tree: exp.Expr, span: Span) -> ast.SqlQuery:
         """A query of the same text: sqlglot's positions in ``tree`` stay right."""
-        return ast.SqlQuery(text=self.source.text, tree=tree, span=span)
+        return ast.SqlQuery(
+            text=self.source.text,
+            tree=tree,
+            span=span,
+            dialect=self.source.dialect,
+            origin=self.source.text_origin,
+        )
 
     # ------------------------------------------------------------ queries
 
@@ -188,7 +194,16 @@ class _Expansion:
             hidden = self.hidden_name(alias)
             inner = subquery.this
             top = self.top_n(select, inner) if holder is from_ else None
-            if top is not None:
+            if top is not None and is_window_tvf_select(top[0]):
+                rows, step = top  # Flink's window Top-N: one view, WINDOW then TOP
+                outer_star = any(isinstance(e, exp.Star) for e in select.expressions)
+                windowed = lower_window_top(
+                    self.sql(rows, self.positions.span(rows)), step, outer_star, self.reporter
+                )
+                if windowed is None:
+                    raise _Refused()
+                self.define(hidden, windowed, subquery)
+            elif top is not None:
                 rows, step = top
                 below = self.hidden_name(f"{alias}_rows")
                 self.define(below, self.query(rows, self.positions.span(rows)), inner)

@@ -164,7 +164,7 @@ class AstBuilder:
             )
             return None
         except ParseError as error:
-            report_sqlglot_error(self.reporter, error, text, span)
+            report_sqlglot_error(self.reporter, error, text, span, self.dialect)
             return None
         except SqlglotError as error:
             self.reporter.error(Code.E0003, f"invalid SQL: {first_line(str(error))}", span)
@@ -414,7 +414,7 @@ class AstBuilder:
         if tree is None:
             return None
         self.steps += query_steps(tree)
-        return ast.SqlQuery(text=text, tree=tree, span=span)
+        return ast.SqlQuery(text=text, tree=tree, span=span, dialect=self.dialect)
 
     def expr(self, meta: Bounds, children: list[Token]) -> ast.SqlExpr | None:
         span = self._span(meta)

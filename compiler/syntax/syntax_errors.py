@@ -13,6 +13,7 @@ from sqlglot.errors import ParseError
 from flowc.diagnostics import Reporter
 from flowc.errorcodes import Code
 from flowc.spans import Span, text_span
+from flowc.sql.flink_dialect import FLINK
 from flowc.sql.habits import FLINK_WINDOW_TVF, create_help, flink_tvf_help
 from flowc.syntax.lalr import Token
 from flowc.syntax.source_text import Chunk, LineIndex, open_bracket
@@ -185,10 +186,12 @@ def _unterminated_comment(reporter: Reporter, index: LineIndex, start: int) -> N
     )
 
 
-def report_sqlglot_error(reporter: Reporter, error: ParseError, text: str, span: Span) -> None:
-    """E0003 (E0602 for a Flink window table function) for an expression sqlglot cannot
-    parse, at the place sqlglot names, mapped back to the file."""
-    tvf = FLINK_WINDOW_TVF.search(text)
+def report_sqlglot_error(
+    reporter: Reporter, error: ParseError, text: str, span: Span, dialect: str = "spark"
+) -> None:
+    """E0003 (in the Spark dialect, E0602 for a Flink window table function) for an
+    expression sqlglot cannot parse, at the place sqlglot names, mapped back to the file."""
+    tvf = FLINK_WINDOW_TVF.search(text) if dialect != FLINK else None
     if tvf is not None:
         kind = tvf.group(1).upper()
         reporter.error(
