@@ -53,6 +53,8 @@ def check_source(ctx: Context, node: ast.CreateSource) -> None:
         # Untrusted: never look at a path outside the sandbox (E0953 says why).
         if trust.path_allowed(ctx.policy, ctx.file, str(path)):
             check_source_path(ctx.file, name, path_option, path, ctx.reporter, ctx.policy.base_dir)
+    if not _source_key(ctx, node, schema):
+        return
     proctime, proctime_ok = _proctime(ctx, node, schema)
     watermark = _watermark(ctx, node, schema) if schema is not None and proctime_ok else None
     if node.bounded and not _check_table(ctx, node, connector, options):
@@ -76,6 +78,36 @@ def check_source(ctx: Context, node: ast.CreateSource) -> None:
         written_options={k: o for k, (_, o) in options.items()},
         written_types={c.name.value: c.type for c in node.columns},
     )
+
+
+def _source_key(ctx: Context, node: ast.CreateSource, schema: Schema | None) -> bool:
+    """A PRIMARY KEY on a dimension table names its columns; Flink's lookup join meets every
+    row of the join's key whatever the primary key, so it changes nothing. On a stream it
+    would make Flink read an upsert (changelog) stream: E0293, flowc's sources append."""
+    key = node.primary_key
+    if key is None:
+        return True
+    if not node.bounded:
+        ctx.reporter.error(
+            Code.E0293,
+            f"source '{node.name.value}' appends rows: flowc cannot read it as an upsert "
+            "stream keyed by its PRIMARY KEY",
+            key.span,
+            help="remove the PRIMARY KEY to read every row as an insert; or, to look rows "
+            "up by key, join the table FOR SYSTEM_TIME AS OF the stream's processing time",
+        )
+        return False
+    declared = {c.name for c in schema or ()}
+    for column in key.columns:
+        if schema is not None and column.value not in declared:
+            ctx.reporter.error(
+                Code.E0293,
+                f"unknown column '{column.value}' in PRIMARY KEY",
+                column.span,
+                help=did_you_mean(column.value, declared),
+            )
+            return False
+    return True
 
 
 #: A table's options that declare its versions (Flink's PRIMARY KEY and event time of a
@@ -281,7 +313,10 @@ def check_sink(ctx: Context, node: ast.CreateSink) -> None:
     name = node.name.value
     ctx.defined.add(name)
     schema = _columns(ctx, node.columns, None) if node.columns is not None else None
-    connector, options, hints = _connector_options(ctx, "sink", node.name, node.options, node.span)
+    written = _primary_key_options(ctx, node)
+    if written is None:
+        return
+    connector, options, hints = _connector_options(ctx, "sink", node.name, written, node.span)
     if connector is None or ctx.definitions[name].node is not node:
         return
     if node.columns is not None and schema is None:
@@ -310,6 +345,65 @@ def check_sink(ctx: Context, node: ast.CreateSink) -> None:
         written_options={k: o for k, (_, o) in options.items()},
         written_types={c.name.value: c.type for c in node.columns or ()},
     )
+
+
+def _primary_key_options(ctx: Context, node: ast.CreateSink) -> tuple[ast.Option, ...] | None:
+    """A sink's options with its PRIMARY KEY as the upsert ``key`` (and a files sink's
+    ``mode = 'update'`` unless written), as Flink upserts into a table with a primary key;
+    None after E0293: a connector that cannot upsert, an unknown column, or a ``key`` that
+    names other columns."""
+    key = node.primary_key
+    if key is None:
+        return node.options
+    written = {o.key: o for o in node.options}
+    names = [c.value for c in key.columns]
+    declared = {c.name.value for c in node.columns or ()}
+    for column in key.columns:
+        if node.columns is not None and column.value not in declared:
+            ctx.reporter.error(
+                Code.E0293,
+                f"unknown column '{column.value}' in PRIMARY KEY",
+                column.span,
+                help=did_you_mean(column.value, declared),
+            )
+            return None
+    connector = str(written["connector"].value.python).lower() if "connector" in written else ""
+    mode = str(written["mode"].value.python) if "mode" in written else None
+    if connector not in ("postgres", "files") or (connector == "files" and mode == "append"):
+        ctx.reporter.error(
+            Code.E0293,
+            f"sink '{node.name.value}' appends rows: it cannot keep one row per PRIMARY KEY",
+            key.span,
+            help="a PRIMARY KEY is an upsert sink's key: write to a postgres sink, or a files "
+            "sink in mode = 'update'; or remove it to append every row",
+        )
+        return None
+    extra: list[ast.Option] = []
+    if "key" in written:
+        value = written["key"].value.python
+        given = [n.strip() for n in value.split(",")] if isinstance(value, str) else []
+        if given != names:
+            ctx.reporter.error(
+                Code.E0293,
+                f"PRIMARY KEY ({', '.join(names)}) and key = {written['key'].value.text} "
+                "name different columns",
+                key.span,
+                help=f"give the upsert key once: remove key (at {written['key'].span}) or "
+                "the PRIMARY KEY",
+            )
+            return None
+    else:
+        text = "'" + ", ".join(n.replace("'", "''") for n in names) + "'"
+        extra.append(_option("key", text, key.span))
+    if connector == "files" and mode is None:
+        extra.append(_option("mode", "'update'", key.span))
+    return (*node.options, *extra)
+
+
+def _option(key: str, text: str, span: Span) -> ast.Option:
+    """An option flowc writes for a constraint, located at the constraint."""
+    value = ast.Value(kind=LiteralKind.STRING, text=text, span=span)
+    return ast.Option(key=key, key_span=span, value=value, span=span)
 
 
 def _check_upsert_sink(
@@ -530,6 +624,15 @@ def _columns(
             ok = False
             continue
         seen[name] = column.name.span
+        if column.not_null is not None:
+            ctx.reporter.error(
+                Code.E0294,
+                f"column '{name}' is NOT NULL: flowc does not enforce NOT NULL yet",
+                column.not_null,
+                help="remove NOT NULL (Flink fails the job when a NULL reaches a NOT NULL "
+                "sink column, and trusts a source's; flowc would do neither)",
+            )
+            ok = False
         try:
             type_text = normalize_type(column.type.text)
         except TypeSyntaxError:

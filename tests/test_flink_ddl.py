@@ -1,0 +1,142 @@
+"""Flink's DDL in the Flink dialect (docs/language.md, "Flink tables"): a CREATE TABLE is a
+source, sink or dimension table by use, and plans as the same job in flowc's own forms."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import flowc
+from flowc.diagnostics import CompileError, Reporter
+from flowc.errorcodes import Code
+from flowc.syntax.parser import parse
+from tests.helpers.files import write_batches
+from tests.helpers.spark_run import run_in
+from tests.test_upsert_sinks import BIDS, expected_totals
+
+FLINK = """SET sql.dialect = 'flink';
+SET parallelism = 2;
+SET max_parallelism = 64;
+CREATE TEMPORARY TABLE bids (auction BIGINT, price BIGINT NULL, ts TIMESTAMP, pt AS PROCTIME(),
+  WATERMARK FOR ts AS ts - INTERVAL '5' SECOND)
+  WITH (connector = 'files', path = 'in', format = 'json');
+CREATE TABLE IF NOT EXISTS auctions (id BIGINT, category BIGINT, PRIMARY KEY (id) NOT ENFORCED)
+  WITH (connector = 'files', path = 'a', format = 'json');
+CREATE TABLE totals (auction BIGINT, n BIGINT, CONSTRAINT pk PRIMARY KEY (auction) NOT ENFORCED)
+  WITH (connector = 'files', path = 'out/t', format = 'json');
+CREATE TABLE joined (auction BIGINT, category BIGINT) WITH (connector = 'console');
+CREATE TEMPORARY VIEW cheap AS SELECT auction, price, pt FROM bids WHERE price < 10;
+EXECUTE STATEMENT SET
+BEGIN
+INSERT INTO totals SELECT auction, count(*) AS n FROM cheap GROUP BY auction;
+INSERT INTO joined SELECT c.auction, a.category
+  FROM cheap AS c JOIN auctions FOR SYSTEM_TIME AS OF c.pt AS a ON c.auction = a.id;
+END;
+"""
+
+FLOWC = """SET sql.dialect = 'flink';
+SET parallelism = 2;
+SET max_parallelism = 64;
+CREATE SOURCE bids (auction BIGINT, price BIGINT, ts TIMESTAMP, pt AS PROCTIME(),
+  WATERMARK FOR ts AS ts - INTERVAL '5' SECOND)
+  WITH (connector = 'files', path = 'in', format = 'json');
+CREATE TABLE auctions (id BIGINT, category BIGINT)
+  WITH (connector = 'files', path = 'a', format = 'json');
+CREATE SINK totals (auction BIGINT, n BIGINT)
+  WITH (connector = 'files', path = 'out/t', format = 'json', key = 'auction', mode = 'update');
+CREATE SINK joined (auction BIGINT, category BIGINT) WITH (connector = 'console');
+CREATE VIEW cheap AS FROM bids |> WHERE price < 10 |> SELECT auction, price, pt;
+INSERT INTO totals SELECT auction, count(*) AS n FROM cheap GROUP BY auction;
+INSERT INTO joined SELECT c.auction, a.category
+  FROM cheap AS c JOIN auctions FOR SYSTEM_TIME AS OF c.pt AS a ON c.auction = a.id;
+"""
+
+
+def _without_lines(text: str) -> str:
+    data = json.loads(text)
+    return re.sub(r'"(line|column|end_line|end_column)": \d+', "", json.dumps(data))
+
+
+def test_flink_ddl_plans_as_flowc_forms() -> None:
+    """Tables by use, TEMPORARY, IF NOT EXISTS, a statement set and a PRIMARY KEY sink give
+    the JobGraph and StreamGraph of CREATE SOURCE / TABLE / SINK with key = '...'."""
+    flink = flowc.compile(FLINK, "job.flow", for_spark=True)
+    ours = flowc.compile(FLOWC, "job.flow", for_spark=True)
+    assert not [d for d in flink.diagnostics if d.severity.name == "ERROR"]
+    assert _without_lines(flink.job_graph.to_json()) == _without_lines(ours.job_graph.to_json())
+    assert _without_lines(flink.stream_graph.to_json()) == _without_lines(
+        ours.stream_graph.to_json()
+    )
+    totals = flink.program.sink("totals")
+    assert (totals.mode, dict(totals.options)["key"]) == ("update", "auction")
+    assert [s.name for s in flink.program.sources if s.bounded] == ["auctions"]
+
+
+def _errors(text: str) -> list[tuple[Code, int, int, int]]:
+    with pytest.raises(CompileError) as raised:
+        flowc.compile(text, "job.flow")
+    return [
+        (d.code, d.span.line, d.span.column, d.span.end_column)
+        for d in raised.value.diagnostics
+        if d.severity.name == "ERROR"
+    ]
+
+
+def test_errors_point_at_their_clause() -> None:
+    head = "SET sql.dialect = 'flink';\nCREATE TABLE s (a BIGINT) WITH (connector = 'datagen');\n"
+    text = head + (
+        "CREATE TABLE o (a BIGINT, PRIMARY KEY (a) NOT ENFORCED) WITH (connector = 'console');\n"
+        "INSERT INTO o SELECT a FROM s;\n"
+    )
+    assert _errors(text) == [(Code.E0293, 3, 27, 55)]
+    text = head + "CREATE TABLE o (a BIGINT NOT NULL) WITH (connector = 'console');\n"
+    text += "INSERT INTO o SELECT a FROM s;\n"
+    assert _errors(text) == [(Code.E0294, 3, 26, 34)]
+    text = head + "CREATE TABLE t (a BIGINT) WITH (connector = 'console');\n"
+    text += "INSERT INTO t SELECT a FROM s;\nINSERT INTO t SELECT a FROM t;\n"
+    assert _errors(text) == [(Code.E0295, 3, 14, 15)]
+
+
+def test_create_table_is_a_table_in_the_spark_dialect() -> None:
+    """Without the Flink dialect a CREATE TABLE keeps its meaning: a dimension table."""
+    text = "CREATE TABLE t (a BIGINT) WITH (connector = 'files', path = 'a', format = 'json');\n"
+    (table,) = parse(text, "job.flow", Reporter()).statements
+    assert table.bounded  # type: ignore[union-attr]
+    (flink,) = parse("SET sql.dialect = 'flink';\n" + text, "job.flow", Reporter()).statements[1:]
+    assert not flink.bounded  # type: ignore[union-attr]
+
+
+def _current_table(spark: Any, folder: Path) -> list[tuple[Any, ...]]:
+    pointer = json.loads((folder / "_current").read_text(encoding="utf-8"))
+    rows = spark.read.parquet(str(folder / pointer["version"])).collect()
+    return sorted((tuple(row) for row in rows), key=repr)
+
+
+def test_a_primary_key_table_upserts_on_spark(spark: Any, tmp_path: Path) -> None:
+    """Flink DDL end to end: a source table, a PRIMARY KEY sink table (a files table in update
+    mode), a statement set; the table holds one row per key, as plain Python's running
+    aggregate, after three micro-batches."""
+    write_batches(tmp_path / "bids", BIDS)
+    program = (
+        "SET sql.dialect = 'flink';\nSET max_parallelism = 16;\n"
+        "CREATE TEMPORARY TABLE bids (auction BIGINT, price BIGINT NULL, ts TIMESTAMP)\n"
+        "  WITH (connector = 'files', path = 'bids', format = 'json', max_files_per_trigger = 1);\n"
+        "CREATE TABLE totals (auction BIGINT, n BIGINT, top BIGINT, total BIGINT,\n"
+        "  PRIMARY KEY (auction) NOT ENFORCED)\n"
+        "  WITH (connector = 'files', path = 'out/totals', format = 'parquet');\n"
+        "BEGIN STATEMENT SET;\n"
+        "INSERT INTO totals SELECT auction, count(*) AS n, max(price) AS top,\n"
+        "  sum(price) AS total FROM bids GROUP BY auction;\n"
+        "END;\n"
+    )
+    job = flowc.compile(program, str(tmp_path / "job.flow"), for_spark=True)
+    assert not [d for d in job.diagnostics if d.severity.name == "ERROR"]
+    report = run_in(job, tmp_path)
+    assert [q.error for q in report.queries] == [None]
+    rows = _current_table(spark, tmp_path / "out" / "totals")
+    assert {r[0]: r[1:] for r in rows} == expected_totals(BIDS)
+    assert len(rows) == len(expected_totals(BIDS))
