@@ -317,9 +317,9 @@ class Code(StrEnum):
     E0290 = (
         "E0290",
         "computed-column",
-        "a computed column flowc cannot compute: a second PROCTIME(), one on a table, "
-        "or one that is not a row's own expression",
-        "processing-time",
+        "a computed column flowc cannot compute: PROCTIME() twice, or on a table; "
+        "an aggregate, a column before read ones, or with on_error = route",
+        "computed-columns",
     )
     E0291 = (
         "E0291",

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import re
+from collections import defaultdict
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -14,15 +16,15 @@ import flowc
 from flowc.diagnostics import CompileError, Reporter
 from flowc.errorcodes import Code
 from flowc.syntax.parser import parse
-from tests.helpers.files import write_batches
-from tests.helpers.spark_run import run_in
+from tests.helpers.files import Row, at, write_batches
+from tests.helpers.spark_run import compiled, run_generated, run_in, spark_codes, table
 from tests.test_upsert_sinks import BIDS, expected_totals
 
 FLINK = """SET sql.dialect = 'flink';
 SET parallelism = 2;
 SET max_parallelism = 64;
-CREATE TEMPORARY TABLE bids (auction BIGINT, price BIGINT NULL, ts TIMESTAMP, pt AS PROCTIME(),
-  WATERMARK FOR ts AS ts - INTERVAL '5' SECOND)
+CREATE TEMPORARY TABLE bids (auction BIGINT, price BIGINT NULL, t STRING, pt AS PROCTIME(),
+  ts AS CAST(t AS TIMESTAMP), WATERMARK FOR ts AS ts - INTERVAL '5' SECOND)
   WITH (connector = 'files', path = 'in', format = 'json');
 CREATE TABLE IF NOT EXISTS auctions (id BIGINT, category BIGINT, PRIMARY KEY (id) NOT ENFORCED)
   WITH (connector = 'files', path = 'a', format = 'json');
@@ -41,8 +43,8 @@ END;
 FLOWC = """SET sql.dialect = 'flink';
 SET parallelism = 2;
 SET max_parallelism = 64;
-CREATE SOURCE bids (auction BIGINT, price BIGINT, ts TIMESTAMP, pt AS PROCTIME(),
-  WATERMARK FOR ts AS ts - INTERVAL '5' SECOND)
+CREATE SOURCE bids (auction BIGINT, price BIGINT, t STRING, pt AS PROCTIME(),
+  ts AS CAST(t AS TIMESTAMP), WATERMARK FOR ts AS ts - INTERVAL '5' SECOND)
   WITH (connector = 'files', path = 'in', format = 'json');
 CREATE TABLE auctions (id BIGINT, category BIGINT)
   WITH (connector = 'files', path = 'a', format = 'json');
@@ -140,3 +142,63 @@ def test_a_primary_key_table_upserts_on_spark(spark: Any, tmp_path: Path) -> Non
     rows = _current_table(spark, tmp_path / "out" / "totals")
     assert {r[0]: r[1:] for r in rows} == expected_totals(BIDS)
     assert len(rows) == len(expected_totals(BIDS))
+
+
+#: Bids whose time is a string, over four micro-batches; the last moves the watermark past
+#: every minute before it.
+SALES: list[list[Row]] = [
+    [
+        {"auction": 1, "price": 10, "qty": 2, "t": at(1)},
+        {"auction": 2, "price": 7, "qty": 1, "t": at(20)},
+        {"auction": 1, "price": 3, "qty": None, "t": at(50)},
+    ],
+    [
+        {"auction": 1, "price": 5, "qty": 3, "t": at(61)},
+        {"auction": 2, "price": 4, "qty": 4, "t": at(119)},
+    ],
+    [
+        {"auction": 2, "price": 9, "qty": 1, "t": at(130)},
+        {"auction": 1, "price": 1, "qty": 1, "t": at(125)},
+    ],
+    [{"auction": 3, "price": 1, "qty": 1, "t": at(400)}],
+]
+
+
+def test_computed_columns_in_a_watermark_and_a_window_on_spark(spark: Any, tmp_path: Path) -> None:
+    """``total AS price * qty`` and ``ts AS CAST(t AS TIMESTAMP)`` computed after reading,
+    the WATERMARK on ``ts``: per-minute totals per auction equal plain Python's (windows the
+    final watermark closed)."""
+    write_batches(tmp_path / "sales", SALES)
+    job = compiled(
+        tmp_path,
+        "SET sql.dialect = 'flink';\nSET max_parallelism = 16;\n"
+        "CREATE TABLE sales (auction BIGINT, price BIGINT, qty BIGINT, t STRING,\n"
+        "  total AS price * qty, ts AS CAST(t AS TIMESTAMP),\n"
+        "  WATERMARK FOR ts AS ts - INTERVAL '5' SECOND)\n"
+        "  WITH (connector = 'files', path = 'sales', format = 'json',\n"
+        "        max_files_per_trigger = 1);\n"
+        "CREATE SINK per_minute WITH (connector = 'memory');\n"
+        "INSERT INTO per_minute FROM sales |> KEY BY auction\n"
+        "  |> WINDOW TUMBLE(ts, INTERVAL '1' MINUTE) |> AGGREGATE sum(total) AS s, count(*) AS n\n"
+        "  |> SELECT auction, window_start, s, n;\n",
+    )
+    assert spark_codes(job) == set()
+    run_generated(spark, tmp_path, job)
+    watermark = datetime.min
+    sums: dict[tuple[int, datetime], list[int | None]] = defaultdict(list)
+    for batch in SALES:
+        for row in batch:
+            ts = datetime.fromisoformat(row["t"])
+            assert ts >= watermark  # no late rows: when they are dropped is timing's
+            total = None if row["qty"] is None else row["price"] * row["qty"]
+            minute = ts.replace(second=0, microsecond=0)
+            sums[(row["auction"], minute)].append(total)
+        latest = max(datetime.fromisoformat(r["t"]) for r in batch)
+        watermark = max(watermark, latest - timedelta(seconds=5))
+    expected = sorted(
+        (auction, minute, sum(t for t in totals if t is not None) or None, len(totals))
+        for (auction, minute), totals in sums.items()
+        if minute + timedelta(minutes=1) <= watermark
+    )
+    assert len(expected) == 6
+    assert table(spark, "per_minute") == expected

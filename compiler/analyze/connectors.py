@@ -16,9 +16,10 @@ from flowc.analyze.context import Context
 from flowc.analyze.settings import read_hints
 from flowc.diagnostics import did_you_mean, one_of
 from flowc.errorcodes import Code
-from flowc.program import Column, Hints, Schema, SinkDef, SourceDef, Watermark
+from flowc.program import Column, Computed, Hints, Schema, SinkDef, SourceDef, Watermark
 from flowc.spans import Span
 from flowc.sql import habits
+from flowc.sql.functions import is_aggregate
 from flowc.sql.habits import check_source_path
 from flowc.sql.sqltypes import TIMESTAMP, UNKNOWN, Scope, TypeSyntaxError, normalize_type
 from flowc.trust import policy as trust
@@ -55,8 +56,11 @@ def check_source(ctx: Context, node: ast.CreateSource) -> None:
             check_source_path(ctx.file, name, path_option, path, ctx.reporter, ctx.policy.base_dir)
     if not _source_key(ctx, node, schema):
         return
-    proctime, proctime_ok = _proctime(ctx, node, schema)
-    watermark = _watermark(ctx, node, schema) if schema is not None and proctime_ok else None
+    proctime, computed, proctime_ok = _proctime(ctx, node, schema)
+    watermark = None
+    if schema is not None and proctime_ok:
+        read = (*schema, *(Column(c.name, c.type) for c in computed))
+        watermark = _watermark(ctx, node, read)
     if node.bounded and not _check_table(ctx, node, connector, options):
         return
     if schema is None or connector is None or ctx.definitions[name].node is not node:
@@ -75,6 +79,7 @@ def check_source(ctx: Context, node: ast.CreateSource) -> None:
         proctime=proctime,
         version_key=versions[0],
         version_time=versions[1],
+        computed=computed,
         written_options={k: o for k, (_, o) in options.items()},
         written_types={c.name.value: c.type for c in node.columns},
     )
@@ -195,31 +200,47 @@ def _versions(
 
 def _proctime(
     ctx: Context, node: ast.CreateSource, schema: Schema | None
-) -> tuple[str | None, bool]:
-    """The source's processing-time column (``pt AS PROCTIME()``), and False on errors:
-    E0290 for any other computed column, a second one, or one on a table; E0291 for a
-    WATERMARK on it."""
+) -> tuple[str | None, tuple[Computed, ...], bool]:
+    """The source's processing-time column (``pt AS PROCTIME()``), its other computed
+    columns, and False on errors: E0290 for a second PROCTIME() or one on a table, and for
+    a computed column that is not an expression of the row's read columns; E0291 for a
+    WATERMARK on the processing time."""
     name: str | None = None
+    computed: list[Computed] = []
     ok = True
     declared = {c.name for c in schema or ()}
-    for computed in node.computed:
-        column = computed.name.value
-        tree = computed.expr.tree
+    last_read = max(((c.span.line, c.span.column) for c in node.columns), default=(0, 0))
+    for item in node.computed:
+        column = item.name.value
+        tree = item.expr.tree
         is_proctime = isinstance(tree, exp.Anonymous) and tree.name.lower() == "proctime"
-        if not is_proctime or (isinstance(tree, exp.Anonymous) and tree.expressions):
+        if column in declared or column == name or any(c.name == column for c in computed):
+            ctx.reporter.error(
+                Code.E0203,
+                f"column '{column}' is declared twice",
+                item.name.span,
+                help="give the computed column a name of its own",
+            )
+            ok = False
+        elif not is_proctime:
+            found = _computed(ctx, node, item, schema, last_read)
+            if found is None:
+                ok = False
+            else:
+                computed.append(found)
+        elif isinstance(tree, exp.Anonymous) and tree.expressions:
             ctx.reporter.error(
                 Code.E0290,
-                f"computed column '{column}': flowc takes only PROCTIME()",
-                computed.expr.span,
-                help=f"compute it in a view: CREATE VIEW v AS FROM {node.name.value} |> "
-                f"EXTEND {computed.expr.text} AS {column}",
+                "PROCTIME() takes no arguments",
+                item.expr.span,
+                help=f"write {column} AS PROCTIME()",
             )
             ok = False
         elif node.bounded:
             ctx.reporter.error(
                 Code.E0290,
                 f"table '{node.name.value}' has no processing time: it is read whole",
-                computed.span,
+                item.span,
                 help="declare PROCTIME() on the stream that is joined with the table",
             )
             ok = False
@@ -227,16 +248,8 @@ def _proctime(
             ctx.reporter.error(
                 Code.E0290,
                 "a source has at most one PROCTIME() column",
-                computed.span,
+                item.span,
                 help=f"'{name}' is its processing time already",
-            )
-            ok = False
-        elif column in declared:
-            ctx.reporter.error(
-                Code.E0203,
-                f"column '{column}' is declared twice",
-                computed.name.span,
-                help="give the processing-time column a name of its own",
             )
             ok = False
         else:
@@ -251,7 +264,41 @@ def _proctime(
                 "windows over processing time need none (as in Flink)",
             )
             ok = False
-    return name, ok
+    return name, tuple(computed), ok
+
+
+def _computed(
+    ctx: Context,
+    node: ast.CreateSource,
+    item: ast.ComputedColumn,
+    schema: Schema | None,
+    last_read: tuple[int, int],
+) -> Computed | None:
+    """A computed column other than PROCTIME(): an expression of the row's read columns (as
+    in Flink, not of other computed columns), typed over them; None after E0290 or a type
+    error."""
+    where = f"computed column '{item.name.value}'"
+    problem = None
+    if is_aggregate(item.expr.tree) or item.expr.tree.find(exp.Window) is not None:
+        problem = "an aggregate or a window function is not a row's own value"
+    elif (item.span.line, item.span.column) < last_read:
+        problem = "flowc's stream has computed columns after the read ones"
+    elif any(o.key == "on_error" and o.value.python == "route" for o in node.options):
+        problem = "a source with on_error = 'route' takes only PROCTIME()"
+    if problem is not None:
+        ctx.reporter.error(
+            Code.E0290,
+            f"{where}: {problem}",
+            item.span,
+            help="declare computed columns after the read columns, as expressions of one row",
+        )
+        return None
+    if schema is None:
+        return None
+    type_text = ctx.checks.type(item.expr, Scope(schema), ctx.reporter)
+    if type_text is None:
+        return None
+    return Computed(name=item.name.value, expr=item.expr, type=type_text)
 
 
 #: A files source's options that only mean something for a stream.
