@@ -340,12 +340,6 @@ class Code(StrEnum):
         "upsert, an unknown column, a second one, or one that disagrees with key",
         "flink-tables",
     )
-    E0294 = (
-        "E0294",
-        "not-null",
-        "NOT NULL where flowc cannot enforce it",
-        "flink-tables",
-    )
     E0295 = (
         "E0295",
         "table-read-and-written",

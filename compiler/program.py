@@ -107,6 +107,9 @@ class SourceDef:
     #: Computed columns other than the processing time's, in the order declared; the
     #: stream has them after the read columns (``schema``).
     computed: tuple[Computed, ...] = ()
+    #: Columns declared NOT NULL: a row with NULL there fails the query (never silently
+    #: passed on, as Flink would trust the declaration).
+    not_null: tuple[str, ...] = ()
     #: Each option as written (in WITH (...), or a ``--set`` on the command line), by key,
     #: and each declared column's type as written, by column name: where a diagnostic about
     #: one option or one type points (not at the whole CREATE).
@@ -148,6 +151,9 @@ class SinkDef:
     options: tuple[tuple[str, object], ...]
     hints: Hints
     span: Span
+    #: Columns declared NOT NULL: a NULL written there fails the query, as Flink's sink
+    #: NOT NULL enforcer does by default (``table.exec.sink.not-null-enforcer = ERROR``).
+    not_null: tuple[str, ...] = ()
     #: As :attr:`SourceDef.written_options` and :attr:`SourceDef.written_types`.
     written_options: dict[str, ast.Option] = field(default_factory=dict, compare=False, hash=False)
     written_types: dict[str, ast.TypeRef] = field(default_factory=dict, compare=False, hash=False)

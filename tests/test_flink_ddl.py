@@ -95,9 +95,10 @@ def test_errors_point_at_their_clause() -> None:
         "INSERT INTO o SELECT a FROM s;\n"
     )
     assert _errors(text) == [(Code.E0293, 3, 27, 55)]
-    text = head + "CREATE TABLE o (a BIGINT NOT NULL) WITH (connector = 'console');\n"
-    text += "INSERT INTO o SELECT a FROM s;\n"
-    assert _errors(text) == [(Code.E0294, 3, 26, 34)]
+    text = head + "CREATE TABLE o (a BIGINT, b BIGINT PRIMARY KEY NOT ENFORCED)"
+    text += " WITH (connector = 'files', path = 'o', format = 'json', key = 'a');\n"
+    text += "INSERT INTO o SELECT a, a AS b FROM s;\n"
+    assert _errors(text) == [(Code.E0293, 3, 36, 60)]
     text = head + "CREATE TABLE t (a BIGINT) WITH (connector = 'console');\n"
     text += "INSERT INTO t SELECT a FROM s;\nINSERT INTO t SELECT a FROM t;\n"
     assert _errors(text) == [(Code.E0295, 3, 14, 15)]
@@ -202,3 +203,72 @@ def test_computed_columns_in_a_watermark_and_a_window_on_spark(spark: Any, tmp_p
     )
     assert len(expected) == 6
     assert table(spark, "per_minute") == expected
+
+
+#: Orders over three micro-batches; ``ORDERS_NULL`` has a NULL customer in the second.
+ORDERS: list[list[Row]] = [
+    [{"id": 1, "customer": 10, "amount": 5}, {"id": 2, "customer": 11, "amount": None}],
+    [{"id": 3, "customer": 10, "amount": 7}],
+    [{"id": 4, "customer": 12, "amount": 1}, {"id": 5, "customer": 11, "amount": 2}],
+]
+ORDERS_NULL: list[list[Row]] = [ORDERS[0], [{"id": 3, "customer": None, "amount": 7}], ORDERS[2]]
+
+
+def _not_null_job(tmp_path: Path, batches: list[list[Row]], sink_not_null: str) -> Any:
+    write_batches(tmp_path / "orders", batches)
+    return flowc.compile(
+        "SET sql.dialect = 'flink';\n"
+        "CREATE TABLE orders (id BIGINT NOT NULL, customer BIGINT NOT NULL, amount BIGINT NULL)\n"
+        "  WITH (connector = 'files', path = 'orders', format = 'json',\n"
+        "        max_files_per_trigger = 1);\n"
+        f"CREATE TABLE big (id BIGINT NOT NULL, customer BIGINT, {sink_not_null})\n"
+        "  WITH (connector = 'files', path = 'out/big', format = 'json');\n"
+        "INSERT INTO big SELECT id, customer, amount * 2 AS doubled FROM orders;\n",
+        str(tmp_path / "job.flow"),
+        for_spark=True,
+    )
+
+
+def _written(spark: Any, folder: Path) -> list[tuple[Any, ...]]:
+    rows = spark.read.json(str(folder)).select("id", "customer", "doubled").collect()
+    return sorted(tuple(r) for r in rows)
+
+
+def test_not_null_columns_pass_rows_without_nulls_on_spark(spark: Any, tmp_path: Path) -> None:
+    """NOT NULL on source and sink columns that hold no NULL: every row written, as plain
+    Python computes them, over three micro-batches (a NULL in a column not declared NOT
+    NULL passes)."""
+    job = _not_null_job(tmp_path, ORDERS, "doubled BIGINT NULL")
+    report = run_in(job, tmp_path)
+    assert [q.error for q in report.queries] == [None]
+    expected = sorted(
+        (r["id"], r["customer"], None if r["amount"] is None else r["amount"] * 2)
+        for batch in ORDERS
+        for r in batch
+    )
+    assert _written(spark, tmp_path / "out" / "big") == expected
+
+
+def test_a_null_in_a_not_null_source_column_fails_the_query(spark: Any, tmp_path: Path) -> None:
+    """Flink trusts a source's NOT NULL; flowc never passes the NULL on: the query fails at
+    the micro-batch that holds it, naming the source and column, after writing the rows
+    before it."""
+    job = _not_null_job(tmp_path, ORDERS_NULL, "doubled BIGINT")
+    (query,) = run_in(job, tmp_path).queries
+    assert query.error is not None and query.failure is not None
+    assert "source 'orders': column 'customer' is declared NOT NULL" in query.failure.message
+    assert (query.code, query.failure.span.line) == (Code.E0804, 7)  # the failed INSERT
+    assert _written(spark, tmp_path / "out" / "big") == [(1, 10, 10), (2, 11, None)]
+
+
+def test_a_null_written_to_a_not_null_sink_column_fails_the_query(
+    spark: Any, tmp_path: Path
+) -> None:
+    """Flink's sink NOT NULL enforcer (ERROR, its default): the first NULL written to a NOT
+    NULL column fails the job; nothing of that micro-batch is written."""
+    job = _not_null_job(tmp_path, ORDERS, "doubled BIGINT NOT NULL")
+    (query,) = run_in(job, tmp_path).queries
+    assert query.error is not None and query.failure is not None
+    assert "sink 'big': column 'doubled' is declared NOT NULL" in query.failure.message
+    assert query.code == Code.E0804
+    assert list((tmp_path / "out" / "big").glob("part-*")) == []

@@ -80,6 +80,7 @@ def check_source(ctx: Context, node: ast.CreateSource) -> None:
         version_key=versions[0],
         version_time=versions[1],
         computed=computed,
+        not_null=tuple(c.name.value for c in node.columns if c.not_null is not None),
         written_options={k: o for k, (_, o) in options.items()},
         written_types={c.name.value: c.type for c in node.columns},
     )
@@ -386,6 +387,7 @@ def check_sink(ctx: Context, node: ast.CreateSink) -> None:
         schema=schema,
         connector=connector.name,
         mode=mode,
+        not_null=tuple(c.name.value for c in node.columns or () if c.not_null is not None),
         options=tuple(sorted((k, v) for k, (v, _) in options.items())),
         hints=hints,
         span=node.span,
@@ -671,15 +673,6 @@ def _columns(
             ok = False
             continue
         seen[name] = column.name.span
-        if column.not_null is not None:
-            ctx.reporter.error(
-                Code.E0294,
-                f"column '{name}' is NOT NULL: flowc does not enforce NOT NULL yet",
-                column.not_null,
-                help="remove NOT NULL (Flink fails the job when a NULL reaches a NOT NULL "
-                "sink column, and trusts a source's; flowc would do neither)",
-            )
-            ok = False
         try:
             type_text = normalize_type(column.type.text)
         except TypeSyntaxError:
