@@ -16,8 +16,11 @@ import flowc
 from flowc.diagnostics import CompileError, Reporter
 from flowc.errorcodes import Code
 from flowc.syntax.parser import parse
-from tests.helpers.files import Row, at, write_batches
+from tests.helpers.files import Row, at, write_batches, write_table
 from tests.helpers.spark_run import compiled, run_generated, run_in, spark_codes, table
+from tests.test_temporal_joins import ORDERS as TEMPORAL_ORDERS
+from tests.test_temporal_joins import VERSIONS, _time, _version_of
+from tests.test_temporal_joins import _written as _versions_written
 from tests.test_upsert_sinks import BIDS, expected_totals
 
 FLINK = """SET sql.dialect = 'flink';
@@ -272,3 +275,60 @@ def test_a_null_written_to_a_not_null_sink_column_fails_the_query(
     assert "sink 'big': column 'doubled' is declared NOT NULL" in query.failure.message
     assert query.code == Code.E0804
     assert list((tmp_path / "out" / "big").glob("part-*")) == []
+
+
+VERSIONED_FLINK = """SET sql.dialect = 'flink';
+SET max_parallelism = 16;
+CREATE TABLE orders (id BIGINT, cur STRING, amount DOUBLE, ts TIMESTAMP(3),
+  WATERMARK FOR ts AS ts - INTERVAL '5' SECOND)
+  WITH (connector = 'files', path = 'orders', format = 'json', max_files_per_trigger = 1);
+CREATE TABLE rates (cur STRING, rate DOUBLE, since TIMESTAMP(3),
+  PRIMARY KEY (cur) NOT ENFORCED, WATERMARK FOR since AS since)
+  WITH (connector = 'files', path = 'rates', format = 'json');
+CREATE TABLE inner_out (id BIGINT, rate DOUBLE, since TIMESTAMP(3))
+  WITH (connector = 'files', path = 'inner', format = 'json');
+INSERT INTO inner_out SELECT o.id, r.rate, r.since FROM orders AS o
+  JOIN rates FOR SYSTEM_TIME AS OF o.ts AS r ON o.cur = r.cur;
+"""
+
+
+def test_a_versioned_flink_table_plans_as_key_and_version_time() -> None:
+    """Flink's versioned table (a PRIMARY KEY and a WATERMARK) read FOR SYSTEM_TIME AS OF
+    event time is flowc's table with key and version_time: equal plans."""
+    ours = (
+        VERSIONED_FLINK.replace("CREATE TABLE orders", "CREATE SOURCE orders")
+        .replace(
+            ",\n  PRIMARY KEY (cur) NOT ENFORCED, WATERMARK FOR since AS since)\n"
+            "  WITH (connector = 'files', path = 'rates', format = 'json');",
+            ")\n  WITH (connector = 'files', path = 'rates', format = 'json', key = 'cur',\n"
+            "  version_time = 'since');",
+        )
+        .replace("CREATE TABLE inner_out", "CREATE SINK inner_out")
+    )
+    assert "version_time" in ours and "CREATE TABLE rates" in ours
+    flink = flowc.compile(VERSIONED_FLINK, "job.flow", for_spark=True)
+    plain = flowc.compile(ours, "job.flow", for_spark=True)
+    for stage in ("job_graph", "stream_graph"):
+        assert _without_lines(getattr(flink, stage).to_json()) == _without_lines(
+            getattr(plain, stage).to_json()
+        )
+    rates = flink.program.source("rates")
+    assert (rates.version_key, rates.version_time, rates.watermark) == (("cur",), "since", None)
+
+
+def test_a_versioned_flink_table_joins_on_spark(spark: Any, tmp_path: Path) -> None:
+    """The event-time temporal join of tests/test_temporal_joins.py written in Flink's DDL:
+    each order meets its currency's version valid at its time, over three micro-batches,
+    as plain Python computes it."""
+    write_table(tmp_path / "rates", VERSIONS)
+    write_batches(tmp_path / "orders", TEMPORAL_ORDERS)
+    job = compiled(tmp_path, VERSIONED_FLINK)
+    assert not job.spark_diagnostics
+    run_generated(spark, tmp_path, job)
+    expected = []
+    for order in (o for batch in TEMPORAL_ORDERS for o in batch):
+        version = _version_of(order)
+        if version is not None:
+            expected.append((order["id"], version["rate"], _time(version["since"])))
+    assert len(expected) == 7
+    assert _versions_written(tmp_path / "inner") == sorted(expected, key=repr)

@@ -37,8 +37,9 @@ def check_source(ctx: Context, node: ast.CreateSource) -> None:
     versioning = [o for o in written if node.bounded and o.key in _VERSION_OPTIONS]
     if versioning:
         written = tuple(o for o in written if o not in versioning)
+    by_key = _versioned_by_key(node) if not versioning else []
     connector, options, hints = _connector_options(ctx, "source", node.name, written, node.span)
-    versions = _versions(ctx, node, schema, versioning)
+    versions = _versions(ctx, node, schema, versioning or by_key)
     if schema is not None and not schema:
         ctx.reporter.error(
             Code.E0407,
@@ -58,10 +59,10 @@ def check_source(ctx: Context, node: ast.CreateSource) -> None:
         return
     proctime, computed, proctime_ok = _proctime(ctx, node, schema)
     watermark = None
-    if schema is not None and proctime_ok:
+    if schema is not None and proctime_ok and not by_key:
         read = (*schema, *(Column(c.name, c.type) for c in computed))
         watermark = _watermark(ctx, node, read)
-    if node.bounded and not _check_table(ctx, node, connector, options):
+    if node.bounded and not _check_table(ctx, node, connector, options, bool(by_key)):
         return
     if schema is None or connector is None or ctx.definitions[name].node is not node:
         return
@@ -114,6 +115,26 @@ def _source_key(ctx: Context, node: ast.CreateSource, schema: Schema | None) -> 
             )
             return False
     return True
+
+
+def _versioned_by_key(node: ast.CreateSource) -> list[ast.Option]:
+    """Flink's versioned table, a table with a PRIMARY KEY and a WATERMARK: its ``key`` and
+    ``version_time`` options (the watermark's column), located at the constraints; none for
+    any other table (its WATERMARK is E0261)."""
+    key = node.primary_key
+    if not node.bounded or key is None or len(node.watermarks) != 1:
+        return []
+    mark = node.watermarks[0]
+    names = ", ".join(c.value for c in key.columns)
+    return [
+        _option("key", _quoted(names), key.span),
+        _option("version_time", _quoted(mark.column.value), mark.span),
+    ]
+
+
+def _quoted(text: str) -> str:
+    """``text`` as a single-quoted string literal."""
+    return "'" + text.replace("'", "''") + "'"
 
 
 #: A table's options that declare its versions (Flink's PRIMARY KEY and event time of a
@@ -329,10 +350,12 @@ def _check_table(
     node: ast.CreateSource,
     connector: catalog.Connector | None,
     options: dict[str, tuple[object, ast.Option]],
+    versioned: bool,
 ) -> bool:
-    """A ``CREATE TABLE`` (over ``files``) has no watermark and no stream options."""
+    """A ``CREATE TABLE`` (over ``files``) has no watermark (but the event time of a
+    versioned table's, :func:`_versioned_by_key`) and no stream options."""
     ok = True
-    for watermark in node.watermarks:
+    for watermark in () if versioned else node.watermarks:
         ctx.reporter.error(
             Code.E0261,
             f"table '{node.name.value}' is bounded: it has no event time and no watermark",
@@ -442,8 +465,7 @@ def _primary_key_options(ctx: Context, node: ast.CreateSink) -> tuple[ast.Option
             )
             return None
     else:
-        text = "'" + ", ".join(n.replace("'", "''") for n in names) + "'"
-        extra.append(_option("key", text, key.span))
+        extra.append(_option("key", _quoted(", ".join(names)), key.span))
     if connector == "files" and mode is None:
         extra.append(_option("mode", "'update'", key.span))
     return (*node.options, *extra)
