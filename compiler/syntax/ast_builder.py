@@ -340,12 +340,16 @@ class AstBuilder:
         type_ref = self._type_ref(where)
         if type_ref is None:
             return _FAILED
-        key_word = next((c for c in children[3:] if isinstance(c, Token)), None)
+        key_word = next(
+            (c for c in children[3:] if isinstance(c, Token) and c.type == "PRIMARY"), None
+        )
         key = None
         if key_word is not None:
             key = ast.PrimaryKey(
                 columns=(name,),
-                span=self.index.span(self.base + key_word.start_pos, self.base + meta.end_pos),
+                span=self.index.span(
+                    self.base + key_word.start_pos, self.base + children[6].end_pos
+                ),
             )
         column = ast.ColumnDef(name=name, type=type_ref, span=self._span(meta), not_null=not_null)
         return column, key

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     import lark
 
 _TERMINAL_TEXT = {
+    "COMMENT_WORD": "COMMENT",
     "SEMICOLON": "';'",
     "COMMA": "','",
     "LPAR": "'('",
