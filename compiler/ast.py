@@ -18,6 +18,10 @@ from sqlglot import exp
 from flowc.spans import Span
 from flowc.vocabulary import JoinKind, LiteralKind, Partitioner, WindowKind
 
+#: A field's metadata: the AST's JSON leaves it out while it has its default (Flink's
+#: constraints, which programs without them do not show).
+OMITTED_UNSET: Mapping[str, bool] = MappingProxyType({"omitted_unset": True})
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Name:
@@ -108,8 +112,20 @@ class SetStmt:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ColumnDef:
+    """A declared column. ``not_null`` is Flink's ``NOT NULL`` (its span; ``NULL`` is the
+    default and leaves it None)."""
+
     name: Name
     type: TypeRef
+    span: Span
+    not_null: Span | None = field(default=None, metadata=OMITTED_UNSET)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PrimaryKey:
+    """Flink's ``PRIMARY KEY (k, ...) NOT ENFORCED``, a table's or one column's."""
+
+    columns: tuple[Name, ...]
     span: Span
 
 
@@ -141,14 +157,19 @@ class CreateSource:
     span: Span
     bounded: bool = False
     computed: tuple[ComputedColumn, ...] = ()
+    primary_key: PrimaryKey | None = field(default=None, metadata=OMITTED_UNSET)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CreateSink:
+    """``CREATE SINK``, or a Flink-dialect ``CREATE TABLE`` that is written: its
+    ``primary_key`` is the upsert key."""
+
     name: Name
     columns: tuple[ColumnDef, ...] | None
     options: tuple[Option, ...]
     span: Span
+    primary_key: PrimaryKey | None = field(default=None, metadata=OMITTED_UNSET)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -431,7 +452,7 @@ class Program:
 # ---------------------------------------------------------------- where SQL can be
 
 #: Nodes that hold no SQL: their fields are never looked into.
-_SQL_LEAVES = (Span, Name, Value, Option, TypeRef, Relation, ColumnDef)
+_SQL_LEAVES = (Span, Name, Value, Option, TypeRef, Relation, ColumnDef, PrimaryKey)
 
 #: Field types (as annotated here) that hold no SQL. A field of any other type may, so SQL
 #: in a new kind of node is never missed by a walk, only looked for.
@@ -450,6 +471,7 @@ _SQL_FREE_TYPES = frozenset(
         "tuple[Option, ...]",
         "tuple[ColumnDef, ...]",
         "tuple[ColumnDef, ...] | None",
+        "PrimaryKey | None",
     }
 )
 

@@ -317,14 +317,34 @@ class Code(StrEnum):
     E0290 = (
         "E0290",
         "computed-column",
-        "a computed column other than PROCTIME(), or a second or a table's",
-        "processing-time",
+        "a computed column flowc cannot compute: PROCTIME() twice, or on a table; "
+        "an aggregate, a column before read ones, or with on_error = route",
+        "computed-columns",
     )
     E0291 = (
         "E0291",
         "proctime-watermark",
         "a WATERMARK on the processing-time column",
         "processing-time",
+    )
+    E0292 = (
+        "E0292",
+        "metadata-column",
+        "a METADATA column (flowc's connectors expose no metadata)",
+        "flink-tables",
+    )
+    E0293 = (
+        "E0293",
+        "primary-key",
+        "a PRIMARY KEY flowc cannot give Flink's meaning: on a stream, a sink that cannot "
+        "upsert, an unknown column, a second one, or one that disagrees with key",
+        "flink-tables",
+    )
+    E0295 = (
+        "E0295",
+        "table-read-and-written",
+        "a Flink-dialect CREATE TABLE that the job both reads and writes",
+        "flink-tables",
     )
     E0301 = ("E0301", "unknown-setting", "an unknown setting", "settings")
     E0302 = ("E0302", "setting-value", "an invalid value for a setting", "settings")

@@ -78,6 +78,16 @@ class Watermark:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Computed:
+    """A source's computed column (Flink's ``total AS price * qty``): computed from the row's
+    read columns right after reading, before the watermark, which may be on it."""
+
+    name: str
+    expr: ast.SqlExpr
+    type: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SourceDef:
     name: str
     schema: Schema
@@ -94,6 +104,12 @@ class SourceDef:
     #: of its key valid from its ``version_time`` until the key's next version.
     version_key: tuple[str, ...] = ()
     version_time: str | None = None
+    #: Computed columns other than the processing time's, in the order declared; the
+    #: stream has them after the read columns (``schema``).
+    computed: tuple[Computed, ...] = ()
+    #: Columns declared NOT NULL: a row with NULL there fails the query (never silently
+    #: passed on, as Flink would trust the declaration).
+    not_null: tuple[str, ...] = ()
     #: Each option as written (in WITH (...), or a ``--set`` on the command line), by key,
     #: and each declared column's type as written, by column name: where a diagnostic about
     #: one option or one type points (not at the whole CREATE).
@@ -102,11 +118,20 @@ class SourceDef:
 
     @property
     def output_schema(self) -> Schema:
-        """The columns the source's stream has: the declared ones, then the processing
-        time's, a TIMESTAMP."""
+        """The columns the source's stream has: the declared ones, its computed ones, then
+        the processing time's, a TIMESTAMP."""
+        read = self.read_schema
         if self.proctime is None:
+            return read
+        return (*read, Column(self.proctime, "TIMESTAMP"))
+
+    @property
+    def read_schema(self) -> Schema:
+        """The columns the source's reader returns: the declared ones and the computed ones
+        (the processing time is added after it)."""
+        if not self.computed:
             return self.schema
-        return (*self.schema, Column(self.proctime, "TIMESTAMP"))
+        return (*self.schema, *(Column(c.name, c.type) for c in self.computed))
 
     @property
     def on_error(self) -> str | None:
@@ -126,6 +151,9 @@ class SinkDef:
     options: tuple[tuple[str, object], ...]
     hints: Hints
     span: Span
+    #: Columns declared NOT NULL: a NULL written there fails the query, as Flink's sink
+    #: NOT NULL enforcer does by default (``table.exec.sink.not-null-enforcer = ERROR``).
+    not_null: tuple[str, ...] = ()
     #: As :attr:`SourceDef.written_options` and :attr:`SourceDef.written_types`.
     written_options: dict[str, ast.Option] = field(default_factory=dict, compare=False, hash=False)
     written_types: dict[str, ast.TypeRef] = field(default_factory=dict, compare=False, hash=False)

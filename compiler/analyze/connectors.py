@@ -16,9 +16,10 @@ from flowc.analyze.context import Context
 from flowc.analyze.settings import read_hints
 from flowc.diagnostics import did_you_mean, one_of
 from flowc.errorcodes import Code
-from flowc.program import Column, Hints, Schema, SinkDef, SourceDef, Watermark
+from flowc.program import Column, Computed, Hints, Schema, SinkDef, SourceDef, Watermark
 from flowc.spans import Span
 from flowc.sql import habits
+from flowc.sql.functions import is_aggregate
 from flowc.sql.habits import check_source_path
 from flowc.sql.sqltypes import TIMESTAMP, UNKNOWN, Scope, TypeSyntaxError, normalize_type
 from flowc.trust import policy as trust
@@ -36,8 +37,9 @@ def check_source(ctx: Context, node: ast.CreateSource) -> None:
     versioning = [o for o in written if node.bounded and o.key in _VERSION_OPTIONS]
     if versioning:
         written = tuple(o for o in written if o not in versioning)
+    by_key = _versioned_by_key(node) if not versioning else []
     connector, options, hints = _connector_options(ctx, "source", node.name, written, node.span)
-    versions = _versions(ctx, node, schema, versioning)
+    versions = _versions(ctx, node, schema, versioning or by_key)
     if schema is not None and not schema:
         ctx.reporter.error(
             Code.E0407,
@@ -53,9 +55,14 @@ def check_source(ctx: Context, node: ast.CreateSource) -> None:
         # Untrusted: never look at a path outside the sandbox (E0953 says why).
         if trust.path_allowed(ctx.policy, ctx.file, str(path)):
             check_source_path(ctx.file, name, path_option, path, ctx.reporter, ctx.policy.base_dir)
-    proctime, proctime_ok = _proctime(ctx, node, schema)
-    watermark = _watermark(ctx, node, schema) if schema is not None and proctime_ok else None
-    if node.bounded and not _check_table(ctx, node, connector, options):
+    if not _source_key(ctx, node, schema):
+        return
+    proctime, computed, proctime_ok = _proctime(ctx, node, schema)
+    watermark = None
+    if schema is not None and proctime_ok and not by_key:
+        read = (*schema, *(Column(c.name, c.type) for c in computed))
+        watermark = _watermark(ctx, node, read)
+    if node.bounded and not _check_table(ctx, node, connector, options, bool(by_key)):
         return
     if schema is None or connector is None or ctx.definitions[name].node is not node:
         return
@@ -73,9 +80,61 @@ def check_source(ctx: Context, node: ast.CreateSource) -> None:
         proctime=proctime,
         version_key=versions[0],
         version_time=versions[1],
+        computed=computed,
+        not_null=tuple(c.name.value for c in node.columns if c.not_null is not None),
         written_options={k: o for k, (_, o) in options.items()},
         written_types={c.name.value: c.type for c in node.columns},
     )
+
+
+def _source_key(ctx: Context, node: ast.CreateSource, schema: Schema | None) -> bool:
+    """A PRIMARY KEY on a dimension table names its columns; Flink's lookup join meets every
+    row of the join's key whatever the primary key, so it changes nothing. On a stream it
+    would make Flink read an upsert (changelog) stream: E0293, flowc's sources append."""
+    key = node.primary_key
+    if key is None:
+        return True
+    if not node.bounded:
+        ctx.reporter.error(
+            Code.E0293,
+            f"source '{node.name.value}' appends rows: flowc cannot read it as an upsert "
+            "stream keyed by its PRIMARY KEY",
+            key.span,
+            help="remove the PRIMARY KEY to read every row as an insert; or, to look rows "
+            "up by key, join the table FOR SYSTEM_TIME AS OF the stream's processing time",
+        )
+        return False
+    declared = {c.name for c in schema or ()}
+    for column in key.columns:
+        if schema is not None and column.value not in declared:
+            ctx.reporter.error(
+                Code.E0293,
+                f"unknown column '{column.value}' in PRIMARY KEY",
+                column.span,
+                help=did_you_mean(column.value, declared),
+            )
+            return False
+    return True
+
+
+def _versioned_by_key(node: ast.CreateSource) -> list[ast.Option]:
+    """Flink's versioned table, a table with a PRIMARY KEY and a WATERMARK: its ``key`` and
+    ``version_time`` options (the watermark's column), located at the constraints; none for
+    any other table (its WATERMARK is E0261)."""
+    key = node.primary_key
+    if not node.bounded or key is None or len(node.watermarks) != 1:
+        return []
+    mark = node.watermarks[0]
+    names = ", ".join(c.value for c in key.columns)
+    return [
+        _option("key", _quoted(names), key.span),
+        _option("version_time", _quoted(mark.column.value), mark.span),
+    ]
+
+
+def _quoted(text: str) -> str:
+    """``text`` as a single-quoted string literal."""
+    return "'" + text.replace("'", "''") + "'"
 
 
 #: A table's options that declare its versions (Flink's PRIMARY KEY and event time of a
@@ -163,31 +222,47 @@ def _versions(
 
 def _proctime(
     ctx: Context, node: ast.CreateSource, schema: Schema | None
-) -> tuple[str | None, bool]:
-    """The source's processing-time column (``pt AS PROCTIME()``), and False on errors:
-    E0290 for any other computed column, a second one, or one on a table; E0291 for a
-    WATERMARK on it."""
+) -> tuple[str | None, tuple[Computed, ...], bool]:
+    """The source's processing-time column (``pt AS PROCTIME()``), its other computed
+    columns, and False on errors: E0290 for a second PROCTIME() or one on a table, and for
+    a computed column that is not an expression of the row's read columns; E0291 for a
+    WATERMARK on the processing time."""
     name: str | None = None
+    computed: list[Computed] = []
     ok = True
     declared = {c.name for c in schema or ()}
-    for computed in node.computed:
-        column = computed.name.value
-        tree = computed.expr.tree
+    last_read = max(((c.span.line, c.span.column) for c in node.columns), default=(0, 0))
+    for item in node.computed:
+        column = item.name.value
+        tree = item.expr.tree
         is_proctime = isinstance(tree, exp.Anonymous) and tree.name.lower() == "proctime"
-        if not is_proctime or (isinstance(tree, exp.Anonymous) and tree.expressions):
+        if column in declared or column == name or any(c.name == column for c in computed):
+            ctx.reporter.error(
+                Code.E0203,
+                f"column '{column}' is declared twice",
+                item.name.span,
+                help="give the computed column a name of its own",
+            )
+            ok = False
+        elif not is_proctime:
+            found = _computed(ctx, node, item, schema, last_read)
+            if found is None:
+                ok = False
+            else:
+                computed.append(found)
+        elif isinstance(tree, exp.Anonymous) and tree.expressions:
             ctx.reporter.error(
                 Code.E0290,
-                f"computed column '{column}': flowc takes only PROCTIME()",
-                computed.expr.span,
-                help=f"compute it in a view: CREATE VIEW v AS FROM {node.name.value} |> "
-                f"EXTEND {computed.expr.text} AS {column}",
+                "PROCTIME() takes no arguments",
+                item.expr.span,
+                help=f"write {column} AS PROCTIME()",
             )
             ok = False
         elif node.bounded:
             ctx.reporter.error(
                 Code.E0290,
                 f"table '{node.name.value}' has no processing time: it is read whole",
-                computed.span,
+                item.span,
                 help="declare PROCTIME() on the stream that is joined with the table",
             )
             ok = False
@@ -195,16 +270,8 @@ def _proctime(
             ctx.reporter.error(
                 Code.E0290,
                 "a source has at most one PROCTIME() column",
-                computed.span,
+                item.span,
                 help=f"'{name}' is its processing time already",
-            )
-            ok = False
-        elif column in declared:
-            ctx.reporter.error(
-                Code.E0203,
-                f"column '{column}' is declared twice",
-                computed.name.span,
-                help="give the processing-time column a name of its own",
             )
             ok = False
         else:
@@ -219,7 +286,41 @@ def _proctime(
                 "windows over processing time need none (as in Flink)",
             )
             ok = False
-    return name, ok
+    return name, tuple(computed), ok
+
+
+def _computed(
+    ctx: Context,
+    node: ast.CreateSource,
+    item: ast.ComputedColumn,
+    schema: Schema | None,
+    last_read: tuple[int, int],
+) -> Computed | None:
+    """A computed column other than PROCTIME(): an expression of the row's read columns (as
+    in Flink, not of other computed columns), typed over them; None after E0290 or a type
+    error."""
+    where = f"computed column '{item.name.value}'"
+    problem = None
+    if is_aggregate(item.expr.tree) or item.expr.tree.find(exp.Window) is not None:
+        problem = "an aggregate or a window function is not a row's own value"
+    elif (item.span.line, item.span.column) < last_read:
+        problem = "flowc's stream has computed columns after the read ones"
+    elif any(o.key == "on_error" and o.value.python == "route" for o in node.options):
+        problem = "a source with on_error = 'route' takes only PROCTIME()"
+    if problem is not None:
+        ctx.reporter.error(
+            Code.E0290,
+            f"{where}: {problem}",
+            item.span,
+            help="declare computed columns after the read columns, as expressions of one row",
+        )
+        return None
+    if schema is None:
+        return None
+    type_text = ctx.checks.type(item.expr, Scope(schema), ctx.reporter)
+    if type_text is None:
+        return None
+    return Computed(name=item.name.value, expr=item.expr, type=type_text)
 
 
 #: A files source's options that only mean something for a stream.
@@ -249,10 +350,12 @@ def _check_table(
     node: ast.CreateSource,
     connector: catalog.Connector | None,
     options: dict[str, tuple[object, ast.Option]],
+    versioned: bool,
 ) -> bool:
-    """A ``CREATE TABLE`` (over ``files``) has no watermark and no stream options."""
+    """A ``CREATE TABLE`` (over ``files``) has no watermark (but the event time of a
+    versioned table's, :func:`_versioned_by_key`) and no stream options."""
     ok = True
-    for watermark in node.watermarks:
+    for watermark in () if versioned else node.watermarks:
         ctx.reporter.error(
             Code.E0261,
             f"table '{node.name.value}' is bounded: it has no event time and no watermark",
@@ -281,7 +384,10 @@ def check_sink(ctx: Context, node: ast.CreateSink) -> None:
     name = node.name.value
     ctx.defined.add(name)
     schema = _columns(ctx, node.columns, None) if node.columns is not None else None
-    connector, options, hints = _connector_options(ctx, "sink", node.name, node.options, node.span)
+    written = _primary_key_options(ctx, node)
+    if written is None:
+        return
+    connector, options, hints = _connector_options(ctx, "sink", node.name, written, node.span)
     if connector is None or ctx.definitions[name].node is not node:
         return
     if node.columns is not None and schema is None:
@@ -304,12 +410,71 @@ def check_sink(ctx: Context, node: ast.CreateSink) -> None:
         schema=schema,
         connector=connector.name,
         mode=mode,
+        not_null=tuple(c.name.value for c in node.columns or () if c.not_null is not None),
         options=tuple(sorted((k, v) for k, (v, _) in options.items())),
         hints=hints,
         span=node.span,
         written_options={k: o for k, (_, o) in options.items()},
         written_types={c.name.value: c.type for c in node.columns or ()},
     )
+
+
+def _primary_key_options(ctx: Context, node: ast.CreateSink) -> tuple[ast.Option, ...] | None:
+    """A sink's options with its PRIMARY KEY as the upsert ``key`` (and a files sink's
+    ``mode = 'update'`` unless written), as Flink upserts into a table with a primary key;
+    None after E0293: a connector that cannot upsert, an unknown column, or a ``key`` that
+    names other columns."""
+    key = node.primary_key
+    if key is None:
+        return node.options
+    written = {o.key: o for o in node.options}
+    names = [c.value for c in key.columns]
+    declared = {c.name.value for c in node.columns or ()}
+    for column in key.columns:
+        if node.columns is not None and column.value not in declared:
+            ctx.reporter.error(
+                Code.E0293,
+                f"unknown column '{column.value}' in PRIMARY KEY",
+                column.span,
+                help=did_you_mean(column.value, declared),
+            )
+            return None
+    connector = str(written["connector"].value.python).lower() if "connector" in written else ""
+    mode = str(written["mode"].value.python) if "mode" in written else None
+    if connector not in ("postgres", "files") or (connector == "files" and mode == "append"):
+        ctx.reporter.error(
+            Code.E0293,
+            f"sink '{node.name.value}' appends rows: it cannot keep one row per PRIMARY KEY",
+            key.span,
+            help="a PRIMARY KEY is an upsert sink's key: write to a postgres sink, or a files "
+            "sink in mode = 'update'; or remove it to append every row",
+        )
+        return None
+    extra: list[ast.Option] = []
+    if "key" in written:
+        value = written["key"].value.python
+        given = [n.strip() for n in value.split(",")] if isinstance(value, str) else []
+        if given != names:
+            ctx.reporter.error(
+                Code.E0293,
+                f"PRIMARY KEY ({', '.join(names)}) and key = {written['key'].value.text} "
+                "name different columns",
+                key.span,
+                help=f"give the upsert key once: remove key (at {written['key'].span}) or "
+                "the PRIMARY KEY",
+            )
+            return None
+    else:
+        extra.append(_option("key", _quoted(", ".join(names)), key.span))
+    if connector == "files" and mode is None:
+        extra.append(_option("mode", "'update'", key.span))
+    return (*node.options, *extra)
+
+
+def _option(key: str, text: str, span: Span) -> ast.Option:
+    """An option flowc writes for a constraint, located at the constraint."""
+    value = ast.Value(kind=LiteralKind.STRING, text=text, span=span)
+    return ast.Option(key=key, key_span=span, value=value, span=span)
 
 
 def _check_upsert_sink(

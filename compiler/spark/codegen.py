@@ -43,7 +43,7 @@ from flowc.spark.generated_runtime import (
 )
 from flowc.spark.spark_plan import join_root
 from flowc.sql.python_functions import result_kind
-from flowc.sql.spark_sql import UnsupportedOnSpark, registered_name
+from flowc.sql.spark_sql import UnsupportedOnSpark, quote_name, registered_name
 
 if TYPE_CHECKING:
     from flowc.job import CompiledJob
@@ -277,6 +277,16 @@ class PysparkGenerator(SourceWriter, StepWriter, SinkWriter):
             w(f"{variable} = {self.names[f'source:{source.name}']}(spark)", 1)
             if source.on_error == "route":
                 self.split_malformed(source, variable)
+            for column in source.not_null:
+                self.w(
+                    _not_null_check(
+                        variable,
+                        column,
+                        f"source '{source.name}': column '{column}' is declared NOT NULL, "
+                        "and a row has NULL there",
+                    ),
+                    1,
+                )
             if source.proctime is not None:
                 # Processing time: the micro-batch's start (Spark's CurrentBatchTimestamp).
                 w(
@@ -300,6 +310,16 @@ class PysparkGenerator(SourceWriter, StepWriter, SinkWriter):
                 view_name=None,
                 sink_node=self.spark_plan.sink_nodes[index],
             )
+            for column in self.program.sink(insert.sink).not_null:
+                self.w(
+                    _not_null_check(
+                        variable,
+                        column,
+                        f"sink '{insert.sink}': column '{column}' is declared NOT NULL, and the "
+                        "query wrote NULL there (Flink: table.exec.sink.not-null-enforcer = ERROR)",
+                    ),
+                    1,
+                )
             if self.batch:
                 self.write_batch(index, variable)
             else:
@@ -309,6 +329,15 @@ class PysparkGenerator(SourceWriter, StepWriter, SinkWriter):
         w("")
         w("if __name__ == '__main__':")
         w("raise SystemExit(main())", 1)
+
+
+def _not_null_check(variable: str, column: str, message: str) -> str:
+    """The generated line that fails the query on a NULL in ``column``, with ``message``."""
+    col = f"F.col({quote_name(column)!r})"
+    return (
+        f"{variable} = {variable}.withColumn({column!r}, F.when({col}.isNull(), "
+        f"F.raise_error(F.lit({message!r}))).otherwise({col}))"
+    )
 
 
 def _views_read(program: Program) -> set[str]:

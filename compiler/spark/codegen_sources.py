@@ -9,7 +9,7 @@ from flowc.catalog import ERRORS_COLUMNS
 from flowc.program import Column, SourceDef
 from flowc.spark.codegen_base import ProgramText, format_options, in_docstring, kafka_options
 from flowc.spark.generated_runtime import MALFORMED_CONSTANTS, MALFORMED_HELPERS, source_text
-from flowc.sql.spark_sql import UnsupportedOnSpark, quote_name, watermark_delay
+from flowc.sql.spark_sql import UnsupportedOnSpark, quote_name, sql_of, watermark_delay
 
 
 class SourceWriter(ProgramText):
@@ -71,6 +71,9 @@ class SourceWriter(ProgramText):
             self.kafka_source(source, options)
         else:
             raise UnsupportedOnSpark(f"connector {source.connector!r} as a source")
+        for computed in source.computed:
+            # Flink's computed column: of the row's read columns, before the watermark.
+            w(f"df = df.withColumn({computed.name!r}, F.expr({sql_of(computed.expr)!r}))", 1)
         if source.watermark is not None:
             column, delay = watermark_delay(source)
             w(f"df = df.withWatermark({column!r}, {delay!r})", 1)

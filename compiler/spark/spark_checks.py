@@ -59,6 +59,8 @@ _PATTERN_OPTIONS = {"timestamp_format": "timestampFormat", "date_format": "dateF
 
 def check_spark(program: Program, reporter: Reporter) -> None:
     for source in program.sources:
+        for computed in source.computed:
+            _check_expression(computed.expr, reporter)
         if source.watermark is not None:
             try:
                 watermark_delay(source)
@@ -124,6 +126,23 @@ def _check_stream(stream: Stream, reporter: Reporter) -> None:
         _check_step(step, reporter)
 
 
+def _check_expression(expr: ast.SqlExpr, reporter: Reporter) -> None:
+    """What Spark must be able to run of one expression: its syntax, patterns, casts, and
+    that it can be written as Spark SQL."""
+    _check_spark_syntax(expr, reporter)
+    _check_patterns(expr, reporter)
+    _check_casts(expr, reporter)
+    try:
+        sql_of(expr)
+    except UnsupportedOnSpark as error:
+        reporter.error(
+            Code.E0720,
+            f"the Spark backend {error}",
+            expr.span,
+            help="check the number and types of the function's arguments",
+        )
+
+
 def _check_step(step: Step, reporter: Reporter) -> None:
     if isinstance(step, AggregateStep | WindowAggregateStep):
         for item in step.node.items:
@@ -142,18 +161,7 @@ def _check_step(step: Step, reporter: Reporter) -> None:
     if isinstance(step, ExtendStep):
         _check_extended_names(step, reporter)
     for expr in _expressions(step.node):
-        _check_spark_syntax(expr, reporter)
-        _check_patterns(expr, reporter)
-        _check_casts(expr, reporter)
-        try:
-            sql_of(expr)
-        except UnsupportedOnSpark as error:
-            reporter.error(
-                Code.E0720,
-                f"the Spark backend {error}",
-                expr.span,
-                help="check the number and types of the function's arguments",
-            )
+        _check_expression(expr, reporter)
 
 
 def _check_set_names(step: SetStep, reporter: Reporter) -> None:

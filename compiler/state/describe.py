@@ -153,7 +153,7 @@ class _Describer:
     def _origin_env(self, stream: Stream) -> tuple[Env, Schema]:
         origin = stream.origin
         if isinstance(origin, FromSource):
-            schema = self.program.source(origin.name).schema
+            schema = self.program.source(origin.name).read_schema
             return [(origin.name, c.name, f"{origin.name}.{c.name}") for c in schema], schema
         if isinstance(origin, FromSourceErrors):
             return [
@@ -351,6 +351,8 @@ class _Describer:
             options = dict(source.options)
             where = options.get("path", options.get("topic"))
             columns = ", ".join(f"{c.name} {c.type}" for c in source.schema)
+            for computed in source.computed:
+                columns += f", {computed.name} AS {one_line(computed.expr.text)}"
             if source.proctime is not None:
                 columns += f", {source.proctime} AS PROCTIME()"
             if source.watermark is not None:

@@ -332,20 +332,87 @@ class AstBuilder:
             return None
         return ast.ComputedColumn(name=name, expr=expr, span=self._span(meta))
 
+    def table_column(
+        self, meta: Bounds, children: list[Any]
+    ) -> tuple[ast.ColumnDef, ast.PrimaryKey | None] | _Failed:
+        """A table's column; its inline ``PRIMARY KEY NOT ENFORCED`` comes with it."""
+        name, where, not_null = children[0], children[1], children[2]
+        type_ref = self._type_ref(where)
+        if type_ref is None:
+            return _FAILED
+        key_word = next(
+            (c for c in children[3:] if isinstance(c, Token) and c.type == "PRIMARY"), None
+        )
+        key = None
+        if key_word is not None:
+            key = ast.PrimaryKey(
+                columns=(name,),
+                span=self.index.span(
+                    self.base + key_word.start_pos, self.base + children[6].end_pos
+                ),
+            )
+        column = ast.ColumnDef(name=name, type=type_ref, span=self._span(meta), not_null=not_null)
+        return column, key
+
+    def nullability(self, meta: Bounds, children: list[Any]) -> Span | None:
+        """The span of ``NOT NULL``; None for ``NULL`` (a column's default)."""
+        return self._span(meta) if children[0] is not None else None
+
+    def metadata_column(self, meta: Bounds, children: list[Any]) -> None:
+        self.reporter.error(
+            Code.E0292,
+            f"metadata column '{children[0].value}': flowc's connectors expose no metadata",
+            self._span(meta),
+            help="remove it; a file's name or a record's time must be a column of the data",
+        )
+
+    def table_key(self, meta: Bounds, children: list[Any]) -> ast.PrimaryKey:
+        names = [c for c in children if isinstance(c, ast.Name)]
+        if children[0] is not None:  # CONSTRAINT name
+            names = names[1:]
+        return ast.PrimaryKey(columns=tuple(names), span=self._span(meta))
+
+    def if_not_exists(self, meta: Bounds, children: list[Any]) -> None:
+        return None
+
+    def statement_set(self, meta: Bounds, children: list[Any]) -> None:
+        """``BEGIN STATEMENT SET``, ``EXECUTE STATEMENT SET BEGIN`` and ``END``: the
+        INSERTs between them run as if written alone (every INSERT of a file is one job)."""
+        return None
+
     def create_source(self, meta: Bounds, children: list[Any]) -> ast.CreateSource | None:
         if any(c is _FAILED for c in children):
             return None
-        name = children[2]
-        elements = [c for c in children[3:-1] if c is not None]
+        kind = next(c for c in children if isinstance(c, Token) and c.type in ("SOURCE", "TABLE"))
+        name = next(c for c in children if isinstance(c, ast.Name))
+        elements = [c for c in children[children.index(name) + 1 : -1] if c is not None]
+        columns: list[ast.ColumnDef] = []
+        keys: list[ast.PrimaryKey] = []
+        for element in elements:
+            if isinstance(element, tuple):
+                columns.append(element[0])
+                if element[1] is not None:
+                    keys.append(element[1])
+            elif isinstance(element, ast.PrimaryKey):
+                keys.append(element)
+        for extra in keys[1:]:
+            self.reporter.error(
+                Code.E0293,
+                f"'{name.value}' has a PRIMARY KEY already",
+                extra.span,
+                help=f"a table has one primary key (of several columns: PRIMARY KEY (a, b) NOT "
+                f"ENFORCED); the first is at {keys[0].span}",
+            )
         options, _ = self._options(children[-1])
         return ast.CreateSource(
             name=name,
-            columns=tuple(e for e in elements if isinstance(e, ast.ColumnDef)),
+            columns=tuple(columns),
             watermarks=tuple(e for e in elements if isinstance(e, ast.WatermarkDef)),
             options=options,
             span=self._span(meta),
-            bounded=str(children[1]).lower() == "table",
+            bounded=str(kind).lower() == "table",
             computed=tuple(e for e in elements if isinstance(e, ast.ComputedColumn)),
+            primary_key=keys[0] if keys else None,
         )
 
     def create_sink(self, meta: Bounds, children: list[Any]) -> ast.CreateSink | None:
@@ -359,9 +426,10 @@ class AstBuilder:
         )
 
     def create_view(self, meta: Bounds, children: list[Any]) -> ast.CreateView | None:
-        if children[4] is None:
+        if children[-1] is None:
             return None
-        return ast.CreateView(name=children[2], query=children[4], span=self._span(meta))
+        name = next(c for c in children if isinstance(c, ast.Name))
+        return ast.CreateView(name=name, query=children[-1], span=self._span(meta))
 
     def function_signature(
         self, meta: Bounds, children: list[Any]

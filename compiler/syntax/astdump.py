@@ -22,7 +22,10 @@ def ast_to_data(node: Any) -> Any:
     if dataclasses.is_dataclass(node) and not isinstance(node, type):
         data: dict[str, Any] = {"node": type(node).__name__}
         for f in dataclasses.fields(node):
-            data[f.name] = ast_to_data(getattr(node, f.name))
+            value = getattr(node, f.name)
+            if f.metadata.get("omitted_unset") and value == f.default:
+                continue
+            data[f.name] = ast_to_data(value)
         return data
     if isinstance(node, tuple | list):
         return [ast_to_data(item) for item in node]

@@ -28,6 +28,7 @@ from flowc.sql.sql_parsing import (
 )
 from flowc.sql.sqltypes import clear_typing_cache
 from flowc.syntax.ast_builder import MAX_EXPRESSION_DEPTH, AstBuilder
+from flowc.syntax.flink_ddl import resolve_tables
 from flowc.syntax.lalr import Driver, NoFastPath, lark_parser, tables
 from flowc.syntax.source_text import WORD, Chunk, LineIndex, long_literals, split_statements
 from flowc.syntax.syntax_errors import report_syntax_error
@@ -58,6 +59,7 @@ def parse(text: str, file: str, reporter: Reporter) -> ast.Program:
     index = LineIndex(file, text)
     builder = AstBuilder(index, reporter)
     statements: list[ast.Statement] = []
+    flink_tables: set[int] = set()
     driver = _driver()
     for chunk in split_statements(text):
         builder.base = chunk.start
@@ -88,13 +90,17 @@ def parse(text: str, file: str, reporter: Reporter) -> ast.Program:
                 help="end every statement with ';'",
             )
         if statement is not None:
+            flink_table = isinstance(statement, ast.CreateSource) and statement.bounded
+            if flink_table and builder.dialect == "flink":  # a source, sink or table by use
+                flink_tables.add(len(statements))
             statements.append(statement)
             if isinstance(statement, ast.SetStmt) and statement.option.key == "sql.dialect":
                 builder.dialect = str(statement.option.value.python).lower()
         if builder.steps > MAX_STEPS or builder.tokens > MAX_TOKENS:
             _too_large(builder, chunk, index, reporter)
             break
-    return ast.Program(file=file, statements=tuple(statements), span=index.span(0, len(text)))
+    resolved = resolve_tables(statements, frozenset(flink_tables), reporter)
+    return ast.Program(file=file, statements=tuple(resolved), span=index.span(0, len(text)))
 
 
 def clear_expression_cache() -> None:

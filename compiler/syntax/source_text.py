@@ -75,6 +75,10 @@ _SCAN = re.compile(
 
 _STATEMENT_STARTS = frozenset({"create", "insert", "set"})
 
+#: Flink's ``EXECUTE STATEMENT SET BEGIN``: a statement of its own, ended by ``BEGIN``
+#: (the INSERT after it, on its line or the next, starts the next statement).
+_SET_HEADER = re.compile(r"execute\s+statement\s+set\s+begin\b", re.I)
+
 
 #: What _SCAN finds, with runs of words, spaces and other characters (but no line break,
 #: ``;``, quote or comment start) as one match: splitting looks at a run's first token only.
@@ -103,14 +107,28 @@ def split_statements(text: str) -> list[Chunk]:
     start: int | None = None
     last_end = 0
     line_has_token = False
+    header_end = 0
     for m in _RUNS.finditer(text):
         kind = m.lastgroup
+        if m.end() <= header_end:
+            continue
         if kind == "run":
             run = m.group()
+            if m.start() < header_end:
+                run = run[header_end - m.start() :]
             tokens = run.lstrip(_SPACES)
             if not tokens:
                 continue
             first = m.end() - len(tokens)
+            header = _SET_HEADER.match(text, first) if start is None else None
+            if header is not None:
+                chunks.append(Chunk(first, header.end(), True, header.end()))
+                line_has_token = True
+                last_end = header_end = header.end()
+                rest = text[header_end : m.end()].lstrip(_SPACES)
+                if not rest:
+                    continue
+                tokens, first = rest, m.end() - len(rest)
             if start is not None and not line_has_token:
                 word = WORD.match(text, first)
                 if (
@@ -123,7 +141,7 @@ def split_statements(text: str) -> list[Chunk]:
             if start is None:
                 start = first
             line_has_token = True
-            last_end = m.start() + len(run.rstrip(_SPACES))
+            last_end = m.end() - len(m.group()) + len(m.group().rstrip(_SPACES))
             continue
         if kind in ("comment", "block"):
             continue

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     import lark
 
 _TERMINAL_TEXT = {
+    "COMMENT_WORD": "COMMENT",
     "SEMICOLON": "';'",
     "COMMA": "','",
     "LPAR": "'('",
@@ -79,8 +80,15 @@ def _describe_token(token: Token) -> str:
     return f"'{value}'"
 
 
+#: Words that start Flink's statement sets (``BEGIN STATEMENT SET``, ``END``), left out of
+#: what a statement's start expects.
+_STATEMENT_SET_WORDS = frozenset({"BEGIN", "EXECUTE", "END"})
+
+
 def _expected_text(expected: set[str]) -> tuple[str, str | None]:
     """A short phrase for what the parser expected, and a help line where one helps."""
+    if "CREATE" in expected:  # a statement's start: statement sets' words are Flink's, rarer
+        expected = expected - _STATEMENT_SET_WORDS
     for closer, opener in (("RPAR", "("), ("RSQB", "["), ("END", "CASE")):
         if closer in expected:
             wanted = [_describe_terminal(closer)]

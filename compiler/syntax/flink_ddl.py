@@ -1,0 +1,92 @@
+"""Flink's ``CREATE TABLE`` in the Flink dialect: a source, a sink or a dimension table, by use.
+
+In Flink every source and sink is a table; in flowc a stream is a ``CREATE SOURCE``, a
+sink a ``CREATE SINK`` and a ``CREATE TABLE`` a bounded dimension table. A Flink-dialect
+table is decided by what the file does with it (docs/language.md, "Flink tables"): one an
+INSERT writes is a sink (its PRIMARY KEY the upsert key; its WATERMARK and computed
+columns, which Flink ignores on a sink, dropped); one read on the right of ``FOR
+SYSTEM_TIME AS OF`` is a dimension table (Flink's lookup and temporal joins); any other is
+a stream. One both written and read is E0295: a job reading what it writes is not a
+pipeline flowc can chain.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import replace
+
+from sqlglot import exp
+
+from flowc import ast
+from flowc.diagnostics import Reporter
+from flowc.errorcodes import Code
+from flowc.spans import Span, text_span
+
+
+def resolve_tables(
+    statements: Sequence[ast.Statement], flink: frozenset[int], reporter: Reporter
+) -> list[ast.Statement]:
+    """``statements`` with each Flink-dialect ``CREATE TABLE`` (its index in ``flink``)
+    made the source, sink or table its uses say it is."""
+    if not flink:
+        return list(statements)
+    written: dict[str, ast.Insert] = {}
+    read: dict[str, Span] = {}
+    as_of: set[str] = set()
+    for statement in statements:
+        if isinstance(statement, ast.Insert):
+            written.setdefault(statement.sink.value, statement)
+        if isinstance(statement, (ast.Insert, ast.CreateView)):
+            for name, span, versioned in _reads(statement.query):
+                read.setdefault(name, span)
+                if versioned:
+                    as_of.add(name)
+    out: list[ast.Statement] = []
+    for index, statement in enumerate(statements):
+        if index not in flink or not isinstance(statement, ast.CreateSource):
+            out.append(statement)
+            continue
+        name = statement.name.value
+        if name in written and name in read:
+            reporter.error(
+                Code.E0295,
+                f"table '{name}' is both written (by the INSERT at "
+                f"{written[name].sink.span}) and read (at {read[name]})",
+                statement.name.span,
+                help="a flowc job does not read its own sink: read the stream the INSERT "
+                "writes from a view instead (CREATE VIEW), or run two jobs",
+            )
+        if name in written:
+            out.append(
+                ast.CreateSink(
+                    name=statement.name,
+                    columns=statement.columns or None,
+                    options=statement.options,
+                    span=statement.span,
+                    primary_key=statement.primary_key,
+                )
+            )
+        else:
+            out.append(replace(statement, bounded=name in as_of))
+    return out
+
+
+def _reads(query: ast.Query) -> Iterator[tuple[str, Span, bool]]:
+    """Each name a query reads, where, and whether it is read ``FOR SYSTEM_TIME AS OF``."""
+    if isinstance(query, ast.PipeQuery):
+        yield query.source.name.value, query.source.span, False
+        for step in query.steps:
+            if isinstance(step, ast.Join):
+                yield step.right.name.value, step.right.span, step.as_of is not None
+            elif isinstance(step, ast.UnionAll):
+                for other in step.others:
+                    yield other.name.value, other.span, False
+        return
+    for table in query.tree.find_all(exp.Table):
+        if not table.name:
+            continue
+        meta = table.this.meta if isinstance(table.this, exp.Identifier) else {}
+        span = query.span
+        if "start" in meta and "end" in meta:
+            span = text_span(query.text, query.span, meta["start"], meta["end"] + 1)
+        yield table.name, span, table.args.get("version") is not None
