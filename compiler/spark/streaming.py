@@ -34,7 +34,7 @@ from flowc.program import (
     Step,
     Stream,
     UnionStep,
-    WindowTopStep,
+    WindowAggregateStep,
 )
 from flowc.spans import Span
 from flowc.vocabulary import (
@@ -370,16 +370,20 @@ def _aggregations(query: Query) -> list[Step]:
 
 
 def _window_end_kept(step: Step, columns: frozenset[str]) -> frozenset[str]:
-    """After an aggregation or TOP, only ``window_end`` of a window over a watermarked
-    column carries the watermark (the generated program gives it the window's watermark
-    metadata, as Spark's window_time does), so that a later window, TOP, time-bounded
-    JOIN or DEDUPLICATE can follow in append mode; every other column has none."""
+    """After an aggregation or TOP, only ``window_end`` and ``window_time`` (if asked for)
+    of a window over a watermarked column carry the watermark (the generated program gives
+    them the window's watermark metadata, as Spark's window_time does), so that a later
+    window, TOP, time-bounded JOIN or DEDUPLICATE can follow in append mode; every other
+    column has none."""
     window = step.window
-    if window is None or isinstance(step, WindowTopStep):
+    if not isinstance(step, WindowAggregateStep) or window is None:
         return frozenset()
     time_column = window.args[0].tree
     if isinstance(time_column, exp.Column) and time_column.name in columns:
-        return frozenset({"window_end"})
+        kept = {"window_end"}
+        if step.window_time is not None:
+            kept.add(step.window_time)
+        return frozenset(kept)
     return frozenset()
 
 
