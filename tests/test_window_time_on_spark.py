@@ -46,7 +46,7 @@ PER_MINUTE_SQL = (
 )
 SINKS = "".join(
     f"CREATE SINK {name} WITH (connector = 'files', path = '{name}', format = 'json');\n"
-    for name in ("minutes", "five_pipe", "five_sql", "five_end")
+    for name in ("minutes", "minutes_text", "five_pipe", "five_sql", "five_end")
 )
 PROGRAM = (
     source("clicks", "item BIGINT, ts TIMESTAMP", "5 SECONDS")
@@ -55,6 +55,9 @@ PROGRAM = (
     + PER_MINUTE_SQL
     + SINKS
     + "INSERT INTO minutes FROM per_minute;\n"
+    # JSON writes times to the millisecond: as text, the value shows all its digits.
+    + "INSERT INTO minutes_text FROM per_minute_sql\n"
+    + "  |> SELECT item, CAST(t AS STRING) AS t, CAST(w.end AS STRING) AS e, n;\n"
     + "INSERT INTO five_pipe FROM per_minute\n"
     + "  |> WINDOW TUMBLE(window_time, INTERVAL 5 MINUTES)\n"
     + "  |> AGGREGATE sum(n) AS clicks, window_time AS t;\n"
@@ -131,6 +134,14 @@ def test_window_time_cascades_as_flink(spark: Any, tmp_path: Path) -> None:
         "window_time",
         "n",
     ]
+
+    texts = sorted(
+        (r["item"], r["e"], r["t"], r["n"]) for r in read_json_dir(tmp_path / "minutes_text")
+    )
+    assert texts == sorted(
+        (item, f"{end:%Y-%m-%d %H:%M:%S}", f"{end - MS:%Y-%m-%d %H:%M:%S.%f}"[:-3], n)
+        for item, _, end, _, n in expected_minutes
+    )
 
     flink = _five(by_end=False)
     pipe = sorted(
