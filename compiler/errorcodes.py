@@ -546,6 +546,13 @@ class Code(StrEnum):
         "SQL's `window_time(w)` inside an expression rather than an item of its own",
         "cascading-windows-window_end-and-window_time-keep-the-watermark",
     )
+    E0733 = (
+        "E0733",
+        "window-time-watermark",
+        "a stateful step other than a window over it keyed, deduplicated or joined on "
+        "`window_time`, whose rows Spark can drop as late",
+        "cascading-windows-window_end-and-window_time-keep-the-watermark",
+    )
     E0801 = (
         "E0801",
         "malformed-record",

@@ -116,3 +116,14 @@ def test_the_state_manifest_knows_window_time() -> None:
         Verdict.COMPATIBLE,
         Verdict.COMPATIBLE,
     ]
+
+
+def test_window_time_not_asked_for_says_how_to_ask() -> None:
+    text = (
+        HEAD + f"INSERT INTO o FROM s {WINDOW} |> AGGREGATE count(*) AS n |> SELECT window_time;\n"
+    )
+    with pytest.raises(CompileError) as raised:
+        flowc.compile(text, "job.flow")
+    (error,) = raised.value.diagnostics
+    assert error.code == "E0201"
+    assert error.help is not None and "|> AGGREGATE ..., window_time" in error.help

@@ -169,3 +169,34 @@ def test_window_time_cascades_as_flink(spark: Any, tmp_path: Path) -> None:
     )
     assert control == [(s, e, n) for s, e, _, n in _five(by_end=True)]
     assert control != [(s, e, n) for s, e, _, n in flink]
+
+
+def test_keyed_by_window_time_spark_drops_a_row_so_it_is_refused(
+    spark: Any, tmp_path: Path
+) -> None:
+    """Why E0733: run anyway, an AGGREGATE keyed by window_time loses the minute that
+    closes when the watermark was its window_time exactly (09:59:59.999, after the click
+    at 10:00:04.999), which keyed by window_end it keeps."""
+    write_batches(tmp_path / "clicks", CLICKS)
+    program = (
+        source("clicks", "item BIGINT, ts TIMESTAMP", "5 SECONDS")
+        + "SET max_parallelism = 16;\n"
+        + PER_MINUTE_PIPE
+        + "CREATE SINK by_time WITH (connector = 'files', path = 'by_time', format = 'json');\n"
+        + "CREATE SINK by_end WITH (connector = 'files', path = 'by_end', format = 'json');\n"
+        + "INSERT INTO by_time FROM per_minute |> KEY BY window_time |> AGGREGATE sum(n) AS n;\n"
+        + "INSERT INTO by_end FROM per_minute |> KEY BY window_end |> AGGREGATE sum(n) AS n;\n"
+    )
+    job = compiled(tmp_path, program)
+    assert spark_codes(job) == {"E0733"}
+    run_generated(spark, tmp_path, job)
+    totals: Counter[datetime] = Counter()
+    for (_, start), n in _minutes().items():
+        if start + timedelta(minutes=1) <= _final_watermark():
+            totals[start + timedelta(minutes=1)] += n
+    by_end = sorted((_time(r["window_end"]), r["n"]) for r in read_json_dir(tmp_path / "by_end"))
+    assert by_end == sorted(totals.items())
+    by_time = {_time(r["window_time"]) + MS: r["n"] for r in read_json_dir(tmp_path / "by_time")}
+    ten = datetime(2026, 3, 1, 10, 0)
+    assert ten not in by_time
+    assert by_time == {end: n for end, n in totals.items() if end != ten}

@@ -12,7 +12,9 @@ The grouped window is a column of the windowed AGGREGATE's output, as in Spark: 
 ``window`` (``session_window``), or the alias of ``window(...) AS w`` in the SELECT list.
 ``window.start`` / ``w.start`` (and ``.end``) are the AGGREGATE's ``window_start`` and
 ``window_end``; the whole struct is ``named_struct('start', window_start, 'end',
-window_end)``. Flink SQL's group windows (``GROUP BY TUMBLE(...)``) are E0602.
+window_end)``. ``window_time(window)``, an item of its own, is the AGGREGATE's item
+``window_time`` (Flink's: the end minus 1 ms, keeping the watermark). Flink SQL's group
+windows (``GROUP BY TUMBLE(...)``) are E0602.
 """
 
 from __future__ import annotations
