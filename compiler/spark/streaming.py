@@ -262,18 +262,22 @@ def check_deduplicate_within(query: Query, lineage: Lineage, reporter: _OncePerP
 
 def check_window_time_uses(query: Query, lineage: Lineage, reporter: _OncePerPlace) -> None:
     """E0733: a stateful step other than a window over it that Spark would watch the
-    watermark on a ``window_time`` column for. Spark drops a row whose time is not after
-    the watermark of the batch before, and a window is written in the batch after the
-    watermark passed its end: the watermark before can be the end minus 1 ms, which is
-    ``window_time``, so the row would be dropped (found on Spark). A window over it is
+    watermark on a ``window_time`` column for (an aggregation keyed by one; a JOIN or a
+    DEDUPLICATE of rows holding one, as Spark watches their first watermarked column).
+    Spark drops a row whose time is not after the watermark of the batch before, and a
+    window is written in the batch after the watermark passed its end: the watermark
+    before can be the end minus 1 ms, which is ``window_time``, so the row would be
+    dropped (found on Spark). A window over it is
     kept: Spark compares that window's end, never earlier than the first's end."""
     for step in query.stateful:
         times = lineage.window_times_before(query.insert, step)
         if isinstance(step, JoinStep):
             times |= lineage.window_times(step.inputs[0])
+        if isinstance(step, JoinStep | DeduplicateStep):
+            # Spark watches the first watermarked column of the rows, whichever the keys.
             used = sorted(times)
         else:
-            used = [k for k in step.keys if k in times]
+            used = [k for k in step.keys if k in times]  # an aggregation's: of its keys
         if not used:
             continue
         reporter.error(
