@@ -3,6 +3,8 @@ what the state manifest says of the column (its lineage) and of adopting it."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 import flowc
@@ -127,3 +129,33 @@ def test_window_time_not_asked_for_says_how_to_ask() -> None:
     (error,) = raised.value.diagnostics
     assert error.code == "E0201"
     assert error.help is not None and "|> AGGREGATE ..., window_time" in error.help
+
+
+def _plans(query: str) -> tuple[str, list[list[str]]]:
+    """The job's JobGraph and StreamGraph as JSON, positions left out, and the columns
+    of its view and its INSERT (the plans name no columns)."""
+    job = flowc.compile(HEAD + query, "job.flow", for_spark=True)
+    text = job.job_graph.to_json() + job.stream_graph.to_json()
+    streams = [v.stream for v in job.program.views] + [i.stream for i in job.program.inserts]
+    columns = [[f"{c.name} {c.type}" for c in s.schema] for s in streams]
+    return re.sub(r'"(line|column|end_line|end_column)": \d+', "", text), columns
+
+
+def test_sql_window_time_plans_as_the_pipe_form() -> None:
+    sql = _plans(
+        "CREATE VIEW v AS SELECT k, window_time(window) AS t, count(*) AS n FROM s\n"
+        "  GROUP BY k, window(ts, '1 minute');\n"
+        "INSERT INTO o SELECT window_time(window), sum(n) AS total FROM v\n"
+        "  GROUP BY window(t, '5 minutes');\n"
+    )
+    pipe = _plans(
+        "CREATE VIEW v AS FROM s |> KEY BY k |> WINDOW TUMBLE(ts, '1 minute')\n"
+        "  |> AGGREGATE count(*) AS n, window_time AS t |> SELECT k, t, n;\n"
+        "INSERT INTO o FROM v |> WINDOW TUMBLE(t, '5 minutes') |> AGGREGATE sum(n) AS total,\n"
+        "  window_time |> SELECT window_time, total;\n"
+    )
+    assert sql == pipe
+    assert sql[1] == [
+        ["k STRING", "t TIMESTAMP", "n BIGINT"],
+        ["window_time TIMESTAMP", "total BIGINT"],
+    ]
