@@ -46,7 +46,7 @@ PER_MINUTE_SQL = (
 )
 SINKS = "".join(
     f"CREATE SINK {name} WITH (connector = 'files', path = '{name}', format = 'json');\n"
-    for name in ("minutes", "minutes_text", "five_pipe", "five_sql", "five_end")
+    for name in ("minutes", "minutes_text", "five_pipe", "five_sql", "five_end", "ten_hop")
 )
 PROGRAM = (
     source("clicks", "item BIGINT, ts TIMESTAMP", "5 SECONDS")
@@ -63,6 +63,9 @@ PROGRAM = (
     + "  |> AGGREGATE sum(n) AS clicks, window_time AS t;\n"
     + "INSERT INTO five_sql SELECT window.start AS s, window.end AS e, window_time(window),\n"
     + "  sum(n) AS clicks FROM per_minute_sql GROUP BY window(t, '5 minutes');\n"
+    + "INSERT INTO ten_hop FROM per_minute\n"
+    + "  |> WINDOW HOP(window_time, INTERVAL 10 MINUTES, INTERVAL 5 MINUTES)\n"
+    + "  |> AGGREGATE sum(n) AS clicks;\n"
     + "INSERT INTO five_end FROM per_minute\n"
     + "  |> WINDOW TUMBLE(window_end, INTERVAL 5 MINUTES) |> AGGREGATE sum(n) AS clicks;\n"
 )
@@ -162,6 +165,21 @@ def test_window_time_cascades_as_flink(spark: Any, tmp_path: Path) -> None:
         datetime(2026, 3, 1, 9, 59, 59, 999000),
         5,
     ) in flink
+
+    # Sliding: each minute is in the two ten-minute windows holding its window_time.
+    hops: Counter[datetime] = Counter()
+    for (_, start), n in _minutes().items():
+        end = start + timedelta(minutes=1)
+        if end <= _final_watermark():
+            time = end - MS
+            five = time.replace(minute=time.minute - time.minute % 5, second=0, microsecond=0)
+            for s in (five - timedelta(minutes=5), five):
+                hops[s] += n
+    ten = timedelta(minutes=10)
+    assert sorted(
+        (_time(r["window_start"]), _time(r["window_end"]), r["clicks"])
+        for r in read_json_dir(tmp_path / "ten_hop")
+    ) == sorted((s, s + ten, n) for s, n in hops.items() if s + ten <= _final_watermark())
 
     control = sorted(
         (_time(r["window_start"]), _time(r["window_end"]), r["clicks"])
