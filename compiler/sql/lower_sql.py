@@ -470,6 +470,7 @@ class _Lowering:
         grouped = key_names | ({"window_start", "window_end"} if window is not None else set())
         aggregates: list[ast.SelectItem] = []
         projection: list[ast.SelectItem] = []
+        time_item: ast.SelectItem | None = None
         for index, item in enumerate(items):
             inner = item.this if isinstance(item, exp.Alias) else item
             alias = item.alias if isinstance(item, exp.Alias) else None
@@ -477,14 +478,17 @@ class _Lowering:
                 assert isinstance(inner, exp.Anonymous)
                 if window is None or not self.names_window(inner, names, window_sql):
                     raise self.no_window_time(inner, window)
-                aggregates.append(
-                    ast.SelectItem(
+                name = alias or "window_time"
+                if time_item is None:  # the AGGREGATE outputs it once, under its first name
+                    time_item = ast.SelectItem(
                         expr=self.expr(inner, exp.column("window_time")),
                         alias=self.name(alias) if alias else None,
                         span=self.span,
                     )
-                )
-                projection.append(self.item(exp.column(alias or "window_time")))
+                    projection.append(self.item(exp.column(name)))
+                else:
+                    first = time_item.alias.value if time_item.alias else "window_time"
+                    projection.append(self.item(exp.alias_(exp.column(first), name)))
             elif has_aggregate(inner):
                 name = alias or f"agg_{index}"
                 aggregates.append(
@@ -529,6 +533,8 @@ class _Lowering:
                 self.span_of(group, TokenType.GROUP_BY) if group is not None else self.span,
                 help="use DISTINCT",
             )
+        if time_item is not None:
+            aggregates.append(time_item)
         steps.append(ast.Aggregate(items=tuple(aggregates), **fields))
         having = tree.args.get("having")
         if having is not None:
