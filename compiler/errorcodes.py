@@ -566,6 +566,31 @@ class Code(StrEnum):
         "checkpoint and output",
         "running-on-spark",
     )
+    E0730 = (
+        "E0730",
+        "window-time-outside-window",
+        "`window_time` in an AGGREGATE without WINDOW, or `window_time(w)` of no grouped window",
+        "cascading-windows-window_end-and-window_time-keep-the-watermark",
+    )
+    E0731 = (
+        "E0731",
+        "window-time-alone",
+        "a windowed AGGREGATE of `window_time` and no aggregate, or `window_time` given twice",
+        "cascading-windows-window_end-and-window_time-keep-the-watermark",
+    )
+    E0732 = (
+        "E0732",
+        "window-time-in-expression",
+        "SQL's `window_time(w)` inside an expression rather than an item of its own",
+        "cascading-windows-window_end-and-window_time-keep-the-watermark",
+    )
+    E0733 = (
+        "E0733",
+        "window-time-watermark",
+        "a stateful step other than a window over it keyed, deduplicated or joined on "
+        "`window_time`, whose rows Spark can drop as late",
+        "cascading-windows-window_end-and-window_time-keep-the-watermark",
+    )
     E0801 = (
         "E0801",
         "malformed-record",

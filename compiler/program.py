@@ -275,7 +275,8 @@ class Step:
     #: step that only routes records (KEY BY, PARTITION, UNION ALL make no operator).
     OPERATOR: ClassVar[Operator | None] = None
     #: Whether it groups rows into new ones (an aggregation, a Top-N): no column of its
-    #: input reaches its output as it was, except a window's end (Spark's streaming rules).
+    #: input reaches its output as it was; a window's end and time carry its watermark
+    #: (Spark's streaming rules).
     GROUPS: ClassVar[bool] = False
 
     @property
@@ -413,11 +414,22 @@ class AggregateStep(Step):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class WindowAggregateStep(Step):
+    """A WINDOW's AGGREGATE. Its output is the keys, ``window_start``, ``window_end``, the
+    column ``window_time`` if asked for, then the aggregates (``node`` holds those only)."""
+
     KIND = StepKind.WINDOW_AGGREGATE
     node: ast.Aggregate
     window: ast.Window
     OPERATOR = Operator.WINDOW
     GROUPS = True
+    #: The output name of the AGGREGATE's item ``window_time`` (Flink's window_time: the
+    #: window's end minus 1 ms, an event-time column), None when it is not asked for.
+    window_time: str | None = None
+
+    @property
+    def window_columns(self) -> int:
+        """How many columns the window adds after the keys: its start, end and time."""
+        return 2 if self.window_time is None else 3
 
     @property
     def state_kind(self) -> StateKind:

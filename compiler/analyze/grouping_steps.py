@@ -109,6 +109,12 @@ def _aggregate(
             return None
         out.append(Column("window_start", TIMESTAMP))
         out.append(Column("window_end", TIMESTAMP))
+    found = _window_time(ctx, node, schema, keys or (), window)
+    if found is None:
+        return None
+    window_time, node = found
+    if window_time is not None:
+        out.append(Column(window_time, TIMESTAMP))
     for item in node.items:
         type_text = ctx.checks.type(item.expr, scope, ctx.reporter)
         name = item_name(ctx, item)
@@ -129,8 +135,66 @@ def _aggregate(
             span=window.span.cover(node.span),
             keys=keys or (),
             window=window,
+            window_time=window_time,
         )
     return AggregateStep(node=node, schema=tuple(out), hints=hints, span=node.span, keys=keys or ())
+
+
+WINDOW_TIME = "window_time"
+
+
+def _window_time(
+    ctx: Context,
+    node: ast.Aggregate,
+    schema: Schema,
+    keys: Sequence[str],
+    window: ast.Window | None,
+) -> tuple[str | None, ast.Aggregate] | None:
+    """The AGGREGATE's item ``window_time`` (Flink's window_time, asked for by name): its
+    output name and the AGGREGATE without it; None after an error. A bare input column
+    is no aggregate, so in a windowed AGGREGATE the name is the window's time even over an
+    input column ``window_time`` (a cascade's); a key of that name, or an input column
+    without WINDOW, keeps its meaning."""
+    asked = [
+        item
+        for item in node.items
+        if isinstance(item.expr.tree, exp.Column)
+        and not item.expr.tree.table
+        and item.expr.tree.name.lower() == WINDOW_TIME
+        and not any(k.lower() == WINDOW_TIME for k in keys)
+        and (window is not None or not any(c.name.lower() == WINDOW_TIME for c in schema))
+    ]
+    if not asked:
+        return None, node
+    if window is None:
+        ctx.reporter.error(
+            Code.E0730,
+            "window_time is the time of a window: an AGGREGATE without WINDOW has none",
+            asked[0].expr.span,
+            help="group into windows first: |> WINDOW TUMBLE(ts, INTERVAL 1 MINUTE) "
+            "|> AGGREGATE ..., window_time",
+        )
+        return None
+    if len(asked) > 1:
+        ctx.reporter.error(
+            Code.E0731,
+            "window_time is asked for twice",
+            asked[1].expr.span,
+            help="ask once; rename it later with |> RENAME or |> SELECT window_time AS t",
+        )
+        return None
+    (item,) = asked
+    rest = tuple(i for i in node.items if i is not item)
+    if not rest:
+        ctx.reporter.error(
+            Code.E0731,
+            "an AGGREGATE of window_time alone computes nothing",
+            item.expr.span,
+            help="add an aggregate, for example |> AGGREGATE count(*) AS n, window_time",
+        )
+        return None
+    name = item.alias.value if item.alias is not None else WINDOW_TIME
+    return name, replace(node, items=rest)
 
 
 def _aggregate_hints(ctx: Context, node: ast.Aggregate, window: ast.Window | None) -> Hints | None:

@@ -322,7 +322,11 @@ class StepWriter(ProgramText):
             else:
                 args = ", ".join(repr(interval_text(a)) for a in window.args[1:])
                 groups.append(f"F.window(F.col({time_column!r}), {args}).alias('__flowc_window')")
-        names = [c.name for c in step.schema][len(step.keys) + (2 if step.window else 0) :]
+        window_time = step.window_time if isinstance(step, WindowAggregateStep) else None
+        width = len(step.keys) + (
+            step.window_columns if isinstance(step, WindowAggregateStep) else 0
+        )
+        names = [c.name for c in step.schema][width:]
         aggregates = ", ".join(
             f"F.expr({aggregate_sql(item.expr)!r}).alias({name!r})"
             for item, name in zip(node.items, names, strict=True)
@@ -332,11 +336,19 @@ class StepWriter(ProgramText):
             keys = "".join(f"{k!r}, " for k in step.keys)
             values = ", ".join(repr(n) for n in names)
             # window_end keeps the window's watermark (Spark's window_time does the same),
-            # so that a later stateful step can use it as its event time.
+            # so that a later stateful step can use it as its event time; so does
+            # window_time, Flink's: the end minus 1 ms (docs/language.md, "Cascading
+            # windows").
+            metadata = f"metadata={df}.schema['__flowc_window'].metadata"
+            time = (
+                ""
+                if window_time is None
+                else "(F.col('__flowc_window.end') - F.expr('INTERVAL 1 MILLISECOND'))"
+                f".alias({window_time!r}, {metadata}), "
+            )
             w(
                 f"{df} = {df}.select({keys}F.col('__flowc_window.start').alias('window_start'), "
-                f"F.col('__flowc_window.end').alias('window_end', "
-                f"metadata={df}.schema['__flowc_window'].metadata), {values})",
+                f"F.col('__flowc_window.end').alias('window_end', {metadata}), {time}{values})",
                 1,
             )
 

@@ -34,7 +34,7 @@ from flowc.program import (
     Step,
     Stream,
     UnionStep,
-    WindowTopStep,
+    WindowAggregateStep,
 )
 from flowc.spans import Span
 from flowc.vocabulary import (
@@ -260,6 +260,42 @@ def check_deduplicate_within(query: Query, lineage: Lineage, reporter: _OncePerP
         )
 
 
+def check_window_time_uses(query: Query, lineage: Lineage, reporter: _OncePerPlace) -> None:
+    """E0733: a stateful step other than a window over it that Spark would watch the
+    watermark on a ``window_time`` column for (an aggregation keyed by one; a JOIN or a
+    DEDUPLICATE of rows holding one, as Spark watches their first watermarked column).
+    Spark drops a row whose time is not after the watermark of the batch before, and a
+    window is written in the batch after the watermark passed its end: the watermark
+    before can be the end minus 1 ms, which is ``window_time``, so the row would be
+    dropped (found on Spark). A window over it is
+    kept: Spark compares that window's end, never earlier than the first's end."""
+    for step in query.stateful:
+        times = lineage.window_times_before(query.insert, step)
+        if isinstance(step, JoinStep):
+            times |= lineage.window_times(step.inputs[0])
+        if isinstance(step, JoinStep | DeduplicateStep):
+            # Spark watches the first watermarked column of the rows, whichever the keys.
+            used = sorted(times)
+        else:
+            used = [k for k in step.keys if k in times]  # an aggregation's: of its keys
+        if not used:
+            continue
+        reporter.error(
+            Code.E0733,
+            f"{query.where}: {_keyword_text(step)} would watch the watermark on '{used[0]}', "
+            "a window_time (its window's end minus 1 ms): Spark can drop its row as late "
+            "when the window closes",
+            _keyword(step),
+            help="use window_end, which keeps the watermark and is safe (the same windows, 1 ms "
+            "later); window_time is for a window over it: |> WINDOW TUMBLE(window_time, ...)"
+            + (
+                "; or DROP window_time before it"
+                if isinstance(step, JoinStep | DeduplicateStep)
+                else ""
+            ),
+        )
+
+
 def check_temporal_joins(program: Program, reporter: Reporter) -> None:
     """E0265 for every target, not only Spark: an event-time temporal join would have
     Flink's plans wrong too (:func:`_temporal_joins`)."""
@@ -362,6 +398,7 @@ RULES: tuple[Rule, ...] = (
     check_outer_joins,
     check_join_state_bounds,
     check_deduplicate_within,
+    check_window_time_uses,
 )
 
 
@@ -370,16 +407,20 @@ def _aggregations(query: Query) -> list[Step]:
 
 
 def _window_end_kept(step: Step, columns: frozenset[str]) -> frozenset[str]:
-    """After an aggregation or TOP, only ``window_end`` of a window over a watermarked
-    column carries the watermark (the generated program gives it the window's watermark
-    metadata, as Spark's window_time does), so that a later window, TOP, time-bounded
-    JOIN or DEDUPLICATE can follow in append mode; every other column has none."""
+    """After an aggregation or TOP, only ``window_end`` and ``window_time`` (if asked for)
+    of a window over a watermarked column carry the watermark (the generated program gives
+    them the window's watermark metadata, as Spark's window_time does), so that a later
+    window, TOP, time-bounded JOIN or DEDUPLICATE can follow in append mode; every other
+    column has none."""
     window = step.window
-    if window is None or isinstance(step, WindowTopStep):
+    if not isinstance(step, WindowAggregateStep) or window is None:
         return frozenset()
     time_column = window.args[0].tree
     if isinstance(time_column, exp.Column) and time_column.name in columns:
-        return frozenset({"window_end"})
+        kept = {"window_end"}
+        if step.window_time is not None:
+            kept.add(step.window_time)
+        return frozenset(kept)
     return frozenset()
 
 
@@ -407,6 +448,8 @@ class Lineage:
         self._aggregations: dict[tuple[int, int | None], bool] = {}
         #: processing() by (id(stream), upto).
         self._processing: dict[tuple[int, int | None], frozenset[str]] = {}
+        #: window_times() by (id(stream), upto).
+        self._window_times: dict[tuple[int, int | None], frozenset[str]] = {}
 
     def watermarked(self, stream: Stream, upto: int | None = None) -> frozenset[str]:
         """Columns that carry an event-time watermark after the stream's steps.
@@ -430,20 +473,23 @@ class Lineage:
 
     def _watermarked(self, stream: Stream, upto: int | None) -> frozenset[str]:
         """:meth:`watermarked`, once what it reads is known."""
-        origin = stream.origin
-        if isinstance(origin, FromSource):
-            watermark = self.program.source(origin.name).watermark
-            columns = frozenset({watermark.column} if watermark else ())
-        elif isinstance(origin, FromView):
-            columns = self.watermarked(self.program.view(origin.name).stream)
-        elif isinstance(origin, FromSourceErrors):
-            columns = frozenset()  # a malformed record's event time is unknown
-        else:
-            view, output = self.program.side_output(origin)
-            columns = self.watermarked(view.stream, upto=output.step_index + 1)
+        columns = self._origin_watermarked(stream)
         for step in stream.steps[:upto]:
             columns = self._after(step, columns)
         return columns
+
+    def _origin_watermarked(self, stream: Stream) -> frozenset[str]:
+        """Watermarked columns where the stream starts."""
+        origin = stream.origin
+        if isinstance(origin, FromSource):
+            watermark = self.program.source(origin.name).watermark
+            return frozenset({watermark.column} if watermark else ())
+        if isinstance(origin, FromView):
+            return self.watermarked(self.program.view(origin.name).stream)
+        if isinstance(origin, FromSourceErrors):
+            return frozenset()  # a malformed record's event time is unknown
+        view, output = self.program.side_output(origin)
+        return self.watermarked(view.stream, upto=output.step_index + 1)
 
     def processing(self, stream: Stream, upto: int | None = None) -> frozenset[str]:
         """Columns that are a source's processing time (its ``PROCTIME()`` column) after
@@ -477,6 +523,48 @@ class Lineage:
             else:
                 columns = step.passes_on(columns)
         return columns
+
+    def window_times(self, stream: Stream, upto: int | None = None) -> frozenset[str]:
+        """Columns that are a window's ``window_time`` with the watermark after the
+        stream's steps, read as they are (renamed, selected): where Spark would compare
+        one with the watermark, it can drop a row (:func:`check_window_time_uses`).
+        Memoized like :meth:`watermarked`."""
+        return _bottom_up(
+            self._window_times, stream, upto, self._lineage_inputs, self._window_time_columns
+        )
+
+    def _window_time_columns(self, stream: Stream, upto: int | None) -> frozenset[str]:
+        """:meth:`window_times`, once what it reads is known."""
+        origin = stream.origin
+        if isinstance(origin, FromView):
+            columns = self.window_times(self.program.view(origin.name).stream)
+        elif isinstance(origin, FromSideOutput):
+            view, output = self.program.side_output(origin)
+            columns = self.window_times(view.stream, upto=output.step_index + 1)
+        else:
+            columns = frozenset()
+        marked = self._origin_watermarked(stream)
+        for step in stream.steps[:upto]:
+            if step.GROUPS:
+                kept = _window_end_kept(step, marked)
+                columns = kept - {"window_end"}
+            elif isinstance(step, JoinStep | DimensionJoinStep):
+                columns |= self.window_times(step.inputs[0])
+            elif isinstance(step, UnionStep):
+                for other in step.inputs:
+                    columns &= self.window_times(other)
+            else:
+                columns = step.passes_on(columns)
+            marked = self._after(step, marked)
+        return columns
+
+    def window_times_before(self, insert: InsertDef, target: Step) -> frozenset[str]:
+        """:meth:`window_times` at the input of ``target``."""
+        found = self._place(insert, target)
+        if found is None:
+            return frozenset()
+        stream, index = found
+        return self.window_times(stream, upto=index)
 
     def processing_before(self, insert: InsertDef, target: Step) -> frozenset[str]:
         """Processing-time columns at the input of ``target``."""

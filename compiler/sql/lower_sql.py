@@ -12,7 +12,9 @@ The grouped window is a column of the windowed AGGREGATE's output, as in Spark: 
 ``window`` (``session_window``), or the alias of ``window(...) AS w`` in the SELECT list.
 ``window.start`` / ``w.start`` (and ``.end``) are the AGGREGATE's ``window_start`` and
 ``window_end``; the whole struct is ``named_struct('start', window_start, 'end',
-window_end)``. Flink SQL's group windows (``GROUP BY TUMBLE(...)``) are E0602.
+window_end)``. ``window_time(window)``, an item of its own, is the AGGREGATE's item
+``window_time`` (Flink's: the end minus 1 ms, keeping the watermark). Flink SQL's group
+windows (``GROUP BY TUMBLE(...)``) are E0602.
 
 In the Flink dialect (``query.dialect``), Flink's windows are read as Flink's:
 ``GROUP BY TUMBLE(ts, size)`` / ``HOP(ts, slide, size)`` / ``SESSION(ts, gap)`` is the
@@ -408,6 +410,7 @@ class _Lowering:
                 node = clause[0] if isinstance(clause, list) else clause
                 raise _Unsupported(what, self.span_of(node, keyword))
         self.flink_windows(tree)
+        self.window_time_places(tree)
         for window in tree.find_all(exp.Window):
             raise _Unsupported("OVER (...) window functions", self.span_of(window))
         for node in tree.walk():
@@ -465,6 +468,8 @@ class _Lowering:
             steps.extend(self.aggregate(tree, items, group, tvf_window))
         elif group is not None or has_aggregates:
             steps.extend(self.aggregate(tree, items, group))
+        elif any(_is_window_time(i.this if isinstance(i, exp.Alias) else i) for i in items):
+            raise self.no_window_time(next(c for c in tree.walk() if _is_window_time(c)))
         elif not (len(items) == 1 and isinstance(items[0], exp.Star)):
             steps.append(ast.Select(items=tuple(self.item(i) for i in items), **fields))
         if tree.args.get("distinct"):
@@ -909,10 +914,26 @@ class _Lowering:
         grouped = key_names | (set(_TVF_WINDOW_COLUMNS) if windowed else set())
         aggregates: list[ast.SelectItem] = []
         projection: list[ast.SelectItem] = []
+        time_item: ast.SelectItem | None = None
         for index, item in enumerate(items):
             inner = item.this if isinstance(item, exp.Alias) else item
             alias = item.alias if isinstance(item, exp.Alias) else None
-            if has_aggregate(inner):
+            if _is_window_time(inner):
+                assert isinstance(inner, exp.Anonymous)
+                if window is None or not self.names_window(inner, names, window_sql):
+                    raise self.no_window_time(inner, window)
+                name = alias or "window_time"
+                if time_item is None:  # the AGGREGATE outputs it once, under its first name
+                    time_item = ast.SelectItem(
+                        expr=self.expr(inner, exp.column("window_time")),
+                        alias=self.name(alias) if alias else None,
+                        span=self.span,
+                    )
+                    projection.append(self.item(exp.column(name)))
+                else:
+                    first = time_item.alias.value if time_item.alias else "window_time"
+                    projection.append(self.item(exp.alias_(exp.column(first), name)))
+            elif has_aggregate(inner):
                 name = alias or f"agg_{index}"
                 aggregates.append(
                     ast.SelectItem(expr=self.expr(inner), alias=self.name(name), span=self.span)
@@ -961,6 +982,8 @@ class _Lowering:
                 self.span_of(group, TokenType.GROUP_BY) if group is not None else self.span,
                 help="use DISTINCT",
             )
+        if time_item is not None:
+            aggregates.append(time_item)
         steps.append(ast.Aggregate(items=tuple(aggregates), **fields))
         having = tree.args.get("having")
         if having is not None:
@@ -974,6 +997,65 @@ class _Lowering:
             steps.append(ast.Where(condition=self.expr(having.this, condition), **fields))
         steps.append(ast.Select(items=tuple(projection), **fields))
         return steps
+
+    def window_time_places(self, tree: exp.Select) -> None:
+        """Spark's ``window_time(w)`` is the AGGREGATE's column ``window_time`` (Flink's):
+        an item of its own of the SELECT grouped by ``w``; E0732 inside an expression,
+        E0730 in another clause (before the grouping, or after it in HAVING)."""
+        for node in tree.walk():
+            if not _is_window_time(node):
+                continue
+            parent = node.parent
+            if parent is tree or (isinstance(parent, exp.Alias) and parent.parent is tree):
+                continue
+            item = node
+            while item.parent is not None and item.parent is not tree:
+                item = item.parent
+            if item.arg_key == "expressions":
+                raise _Unsupported(
+                    "window_time(...) inside an expression",
+                    self.span_of(node),
+                    help="select it as an item of its own (window_time(window) AS t), then "
+                    "compute with t in a view that reads this one",
+                    code=Code.E0732,
+                )
+            clause = _CLAUSES.get(str(item.arg_key), str(item.arg_key).upper())
+            raise _Unsupported(
+                f"window_time(...) in {clause}: it is a column of a grouped window's output",
+                self.span_of(node),
+                help="select window_time(window) AS t as an item of a SELECT that groups by "
+                "window(ts, ...), and use t in a view that reads it",
+                code=Code.E0730,
+            )
+
+    def no_window_time(self, node: exp.Expr, window: exp.Anonymous | None = None) -> _Unsupported:
+        """E0730 for ``window_time(x)`` as an item where ``x`` is no grouped window."""
+        if window is None:
+            what = "window_time(...) is the time of a grouped window, and this SELECT has none"
+        else:
+            written = ", ".join(a.sql("spark") for a in node.expressions)
+            grouped = ", ".join(a.sql("spark") for a in window.expressions)
+            what = (
+                f"window_time({written}) is not the time of this SELECT's window "
+                f"{window.name.lower()}({grouped})"
+            )
+        return _Unsupported(
+            what,
+            self.span_of(node),
+            help="GROUP BY window(ts, '1 minute') and select window_time(window) AS t",
+            code=Code.E0730,
+        )
+
+    @staticmethod
+    def names_window(call: exp.Anonymous, names: set[str], window_sql: str | None) -> bool:
+        """Whether ``window_time(...)``'s one argument is the grouped window: its name
+        (``window``, an alias of it) or the ``window(...)`` call itself."""
+        if len(call.expressions) != 1:
+            return False
+        (arg,) = call.expressions
+        if isinstance(arg, exp.Column) and not arg.table:
+            return arg.name in names or arg.name.lower() in names
+        return _is_window_call(arg) and arg.sql("spark") == window_sql
 
     @staticmethod
     def window_refs(node: exp.Expr, names: set[str], window_sql: str | None) -> exp.Expr:
@@ -1030,6 +1112,14 @@ def _same_arguments(call: exp.Anonymous) -> list[exp.Expr]:
                 interval.set("unit", exp.var(unit.name.upper()))
         out.append(copy)
     return out
+
+
+#: How a diagnostic names the clause a SELECT's part sits in, by its sqlglot key.
+_CLAUSES = {"where": "WHERE", "group": "GROUP BY", "having": "HAVING", "joins": "a JOIN"}
+
+
+def _is_window_time(node: exp.Expr) -> bool:
+    return isinstance(node, exp.Anonymous) and node.name.lower() == "window_time"
 
 
 def _spark_name(node: exp.Expr, names: set[str]) -> str | None:

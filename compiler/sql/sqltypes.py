@@ -393,6 +393,11 @@ def _resolve_column(expr: SqlExpr, column: exp.Column, scope: Scope, reporter: R
     if not matches:
         candidates = [c.name for c in scope.schema]
         hint = did_you_mean(name, candidates)
+        if name.lower() == "window_time" and "window_end" in candidates:
+            hint = (
+                "a windowed AGGREGATE outputs window_time when asked: |> AGGREGATE ..., "
+                "window_time (in SQL, select window_time(window))"
+            )
         if hint is None and candidates:
             hint = "columns here: " + ", ".join(dict.fromkeys(candidates))
         reporter.error(

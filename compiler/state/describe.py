@@ -258,6 +258,9 @@ class _Describer:
         out: Env = list(keys)
         if step.window is not None:
             out += self._window_columns(step.window, env)
+        if isinstance(step, WindowAggregateStep) and step.window_time is not None:
+            end = out[-1][2]
+            out.append((None, step.window_time, f"{end} - 1 ms"))
         values = names[len(out) :]
         for item, name in zip(step.node.items, values, strict=True):
             out.append((None, name, bounded(f"{expression_lineage(item.expr, env)} BY ({by})")))
@@ -515,7 +518,9 @@ class _Describer:
         if isinstance(step, AggregateStep | WindowAggregateStep):
             if step.window is not None:
                 window = self._window(step.window, env)
-            width = len(step.keys) + (2 if step.window is not None else 0)
+            width = len(step.keys) + (
+                step.window_columns if isinstance(step, WindowAggregateStep) else 0
+            )
             aggregates = tuple(
                 aggregate_state(item, column, env)
                 for item, column in zip(step.node.items, step.schema[width:], strict=True)
