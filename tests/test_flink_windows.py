@@ -23,6 +23,22 @@ CREATE SINK o WITH (connector = 'console');
 
 #: (Flink SQL, the same job in flowc's pipe steps, the output columns).
 FORMS = {
+    "tumble_rowtime": (
+        "INSERT INTO o SELECT k, TUMBLE_ROWTIME(ts, INTERVAL '1' MINUTE) AS rt, count(*) AS n\n"
+        "FROM s GROUP BY k, TUMBLE(ts, INTERVAL '1' MINUTE);",
+        "INSERT INTO o FROM s |> KEY BY k |> WINDOW TUMBLE(ts, INTERVAL '1' MINUTE)\n"
+        "  |> AGGREGATE count(*) AS n, window_time AS rt |> SELECT k, rt, n;",
+        ["k", "rt", "n"],
+    ),
+    "tvf_window_time": (
+        "INSERT INTO o SELECT window_start, window_end, window_time, count(*) AS n\n"
+        "FROM TABLE(TUMBLE(TABLE s, DESCRIPTOR(ts), INTERVAL '10' MINUTES))\n"
+        "GROUP BY window_start, window_end, window_time;",
+        "INSERT INTO o FROM s |> WINDOW TUMBLE(ts, INTERVAL '10' MINUTES)\n"
+        "  |> AGGREGATE count(*) AS n, window_time\n"
+        "  |> SELECT window_start, window_end, window_time, n;",
+        ["window_start", "window_end", "window_time", "n"],
+    ),
     "tumble": (
         "INSERT INTO o SELECT k, TUMBLE_START(ts, INTERVAL '1' MINUTE) AS ws,\n"
         "  TUMBLE_END(ts, INTERVAL '1' MINUTE) AS we, count(*) AS n, sum(v) AS total\n"
@@ -188,8 +204,21 @@ REFUSED = [
         "TUMBLE_END(ts, INTERVAL '1' MINUTE)",
     ),
     (
-        "INSERT INTO o SELECT k, TUMBLE_ROWTIME(ts, INTERVAL '1' MINUTE) AS rt, count(*) AS n\n"
+        "INSERT INTO o SELECT k, TUMBLE_PROCTIME(ts, INTERVAL '1' MINUTE) AS pt, count(*) AS n\n"
         "FROM s GROUP BY k, TUMBLE(ts, INTERVAL '1' MINUTE);",
+        "E0602",
+        "TUMBLE_PROCTIME(ts, INTERVAL '1' MINUTE)",
+    ),
+    (
+        "INSERT INTO o SELECT k, TUMBLE_ROWTIME(ts, INTERVAL '2' MINUTE) AS rt, count(*) AS n\n"
+        "FROM s GROUP BY k, TUMBLE(ts, INTERVAL '1' MINUTE);",
+        "E0603",
+        "TUMBLE_ROWTIME(ts, INTERVAL '2' MINUTE)",
+    ),
+    (
+        "INSERT INTO o SELECT k, count(*) AS n\n"
+        "FROM s GROUP BY k, TUMBLE(ts, INTERVAL '1' MINUTE)\n"
+        "HAVING TUMBLE_ROWTIME(ts, INTERVAL '1' MINUTE) > TIMESTAMP '2026-01-01';",
         "E0602",
         "TUMBLE_ROWTIME(ts, INTERVAL '1' MINUTE)",
     ),
@@ -243,9 +272,9 @@ REFUSED = [
         "TABLE nope",
     ),
     (
-        "INSERT INTO o SELECT window_start, window_end, window_time, count(*) AS n\n"
+        "INSERT INTO o SELECT window_start, window_end, count(*) AS n\n"
         "FROM TABLE(TUMBLE(TABLE s, DESCRIPTOR(ts), INTERVAL '10' MINUTES))\n"
-        "GROUP BY window_start, window_end, window_time;",
+        "WHERE window_time > TIMESTAMP '2026-01-01' GROUP BY window_start, window_end;",
         "E0602",
         "window_time",
     ),

@@ -218,3 +218,45 @@ def test_keyed_by_window_time_spark_drops_a_row_so_it_is_refused(
     ten = datetime(2026, 3, 1, 10, 0)
     assert ten not in by_time
     assert by_time == {end: n for end, n in totals.items() if end != ten}
+
+
+#: The same cascade as Flink users write it: a group window's TUMBLE_ROWTIME, and a window
+#: table function's window_time, each cascaded into five-minute windows.
+FLINK_PROGRAM = (
+    "SET sql.dialect = 'flink';\n"
+    + source("clicks", "item BIGINT, ts TIMESTAMP", "5 SECONDS")
+    + "SET max_parallelism = 16;\n"
+    + "CREATE VIEW per_minute AS SELECT item, TUMBLE_ROWTIME(ts, INTERVAL '1' MINUTE) AS rt,\n"
+    + "  COUNT(*) AS n FROM clicks GROUP BY TUMBLE(ts, INTERVAL '1' MINUTE), item;\n"
+    + "CREATE VIEW per_minute_tvf AS SELECT item, window_time, COUNT(*) AS n\n"
+    + "  FROM TABLE(TUMBLE(TABLE clicks, DESCRIPTOR(ts), INTERVAL '1' MINUTES))\n"
+    + "  GROUP BY item, window_start, window_end, window_time;\n"
+    + "".join(
+        f"CREATE SINK {name} WITH (connector = 'files', path = '{name}', format = 'json');\n"
+        for name in ("five_group", "five_tvf")
+    )
+    + "INSERT INTO five_group SELECT TUMBLE_START(rt, INTERVAL '5' MINUTE) AS s,\n"
+    + "  TUMBLE_END(rt, INTERVAL '5' MINUTE) AS e, SUM(n) AS clicks\n"
+    + "  FROM per_minute GROUP BY TUMBLE(rt, INTERVAL '5' MINUTE);\n"
+    + "INSERT INTO five_tvf SELECT window_start AS s, window_end AS e, SUM(n) AS clicks\n"
+    + "  FROM TABLE(TUMBLE(TABLE per_minute_tvf, DESCRIPTOR(window_time), INTERVAL '5' MINUTES))\n"
+    + "  GROUP BY window_start, window_end;\n"
+)
+
+
+def test_flink_rowtime_and_window_time_cascade_as_flink(spark: Any, tmp_path: Path) -> None:
+    """In the Flink dialect, TUMBLE_ROWTIME(...) of a group window and window_time of a
+    window table function are flowc's window_time: the cascaded five-minute sums equal
+    Flink's (the minute [09:59, 10:00) in [09:55, 10:00)), across a restart."""
+    write_batches(tmp_path / "clicks", CLICKS[:FIRST_RUN])
+    job = compiled(tmp_path, FLINK_PROGRAM)
+    assert spark_codes(job) == set()
+    run_generated(spark, tmp_path, job)
+    write_batches(tmp_path / "clicks", CLICKS)
+    run_generated(spark, tmp_path, compiled(tmp_path, FLINK_PROGRAM))
+    flink = [(s, e, n) for s, e, _, n in _five(by_end=False)]
+    for sink in ("five_group", "five_tvf"):
+        rows = sorted(
+            (_time(r["s"]), _time(r["e"]), r["clicks"]) for r in read_json_dir(tmp_path / sink)
+        )
+        assert rows == flink, sink

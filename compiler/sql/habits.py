@@ -80,14 +80,23 @@ FLINK_TIME_PROPERTIES = frozenset(
 )
 
 
+#: Flink's rowtime properties: the window's end minus 1 ms, with the watermark (the
+#: windowed AGGREGATE's ``window_time``).
+FLINK_ROWTIME_PROPERTIES = frozenset(
+    name for name in FLINK_WINDOW_PROPERTIES if name.endswith("_ROWTIME")
+)
+
+
 def flink_time_property_help(name: str) -> str:
-    """What to write instead of ``TUMBLE_ROWTIME(...)``/``_PROCTIME`` in the Flink dialect."""
+    """What to write instead of ``TUMBLE_PROCTIME(...)`` (or a window time attribute where
+    none can stand) in the Flink dialect."""
     kind = name.partition("_")[0]
     return (
-        "flowc has no window time attribute yet (Flink's rowtime is the window's end minus "
-        f"1 ms, with the watermark); {kind}_END(...) is the window's end, exclusive: a "
-        "window cascaded over it puts the minute [09:59, 10:00) in [10:00, 10:05), where "
-        "Flink puts it in [09:55, 10:00)"
+        f"select {kind}_ROWTIME(...) (the window's end minus 1 ms, with the watermark) as "
+        "an item of its own to cascade a window over event time; flowc has no "
+        f"processing-time attribute of a window, and {kind}_END(...) is no substitute for "
+        "cascading: a window over it puts the minute [09:59, 10:00) in [10:00, 10:05), "
+        "where Flink puts it in [09:55, 10:00)"
     )
 
 

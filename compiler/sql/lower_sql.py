@@ -24,9 +24,11 @@ WINDOW step (HOP's arguments in flowc's order, size then slide) and ``TUMBLE_STA
 grouped by ``window_start, window_end[, k]`` is ``FROM t |> KEY BY k |> WINDOW ... |>
 AGGREGATE``; a window Top-N straight over one (:func:`lower_window_top`, from
 :mod:`flowc.sql.sql_forms`'s Top-N) is ``|> WINDOW ... |> TOP``. What has no pipe form is
-refused at its place: ``*_ROWTIME``/``*_PROCTIME``
-(E0602: flowc has no window time column), a window table function not grouped by its
-window or of a kind flowc has no window for (E0604), wrong arguments (E0605).
+refused at its place: ``*_PROCTIME`` (E0602: flowc has no processing-time attribute of a
+window); ``*_ROWTIME(...)`` and a window table function's ``window_time`` are the
+AGGREGATE's ``window_time`` item (the window's end minus 1 ms, with the watermark); a
+window table function not grouped by its window or of a kind flowc has no window for
+(E0604), wrong arguments (E0605).
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ from flowc.sql.flink_dialect import FLINK
 from flowc.sql.functions import has_aggregate, is_aggregate
 from flowc.sql.habits import (
     FLINK_GROUP_WINDOWS,
+    FLINK_ROWTIME_PROPERTIES,
     FLINK_TIME_PROPERTIES,
     FLINK_WINDOW_PROPERTIES,
     flink_property_help,
@@ -549,9 +552,15 @@ class _Lowering:
         selected = {id(n) for item in tree.expressions for n in item.walk()}
         selected |= {id(n) for n in having.walk()} if having is not None else set()
         tvf = isinstance((tree.args.get("from_") or exp.From()).this, exp.TableFromRows)
+        #: Where Flink's window time may stand: an item of its own, a TVF's GROUP BY key.
+        items = {id(i.this if isinstance(i, exp.Alias) else i) for i in tree.expressions}
+        keys = {id(k) for k in (group.expressions if group is not None else [])}
         for node in tree.walk():
             name = function_name(node)
-            if name in FLINK_TIME_PROPERTIES:
+            if name in FLINK_ROWTIME_PROPERTIES and id(node) in items:
+                assert name is not None and isinstance(node, exp.Anonymous)
+                self.check_property(node, name, window, selected=True)
+            elif name in FLINK_TIME_PROPERTIES:
                 assert name is not None
                 raise _Unsupported(
                     f"{name}(...), Flink's window time attribute, has no column in flowc",
@@ -576,6 +585,8 @@ class _Lowering:
                 and isinstance(node, exp.Column)
                 and not node.table
                 and node.name == "window_time"
+                and not ({id(node)} & (items | keys) and group is not None)
+                and node.find_ancestor(exp.TableFromRows) is None  # DESCRIPTOR(window_time)
             ):
                 raise _Unsupported(
                     "window_time, Flink's window time attribute, has no column in flowc",
@@ -860,6 +871,13 @@ class _Lowering:
             ):
                 bounds.add(key.name)
                 continue
+            if (
+                tvf_window is not None
+                and isinstance(key, exp.Column)
+                and not key.table
+                and key.name == "window_time"
+            ):
+                continue  # the window's time (Flink's), one value per window: not a key
             target = key
             if (
                 isinstance(key, exp.Column)
@@ -918,10 +936,12 @@ class _Lowering:
         for index, item in enumerate(items):
             inner = item.this if isinstance(item, exp.Alias) else item
             alias = item.alias if isinstance(item, exp.Alias) else None
-            if _is_window_time(inner):
-                assert isinstance(inner, exp.Anonymous)
-                if window is None or not self.names_window(inner, names, window_sql):
-                    raise self.no_window_time(inner, window)
+            flink_time = self.flink and window_step is not None and _is_flink_window_time(inner)
+            if flink_time or _is_window_time(inner):
+                if not flink_time:
+                    assert isinstance(inner, exp.Anonymous)
+                    if window is None or not self.names_window(inner, names, window_sql):
+                        raise self.no_window_time(inner, window)
                 name = alias or "window_time"
                 if time_item is None:  # the AGGREGATE outputs it once, under its first name
                     time_item = ast.SelectItem(
@@ -1120,6 +1140,15 @@ _CLAUSES = {"where": "WHERE", "group": "GROUP BY", "having": "HAVING", "joins": 
 
 def _is_window_time(node: exp.Expr) -> bool:
     return isinstance(node, exp.Anonymous) and node.name.lower() == "window_time"
+
+
+def _is_flink_window_time(node: exp.Expr) -> bool:
+    """Flink's window time attribute: ``TUMBLE_ROWTIME(...)`` (``HOP_``, ``SESSION_``; its
+    arguments checked against the group window's) or a window table function's
+    ``window_time`` column."""
+    if function_name(node) in FLINK_ROWTIME_PROPERTIES:
+        return True
+    return isinstance(node, exp.Column) and not node.table and node.name == "window_time"
 
 
 def _spark_name(node: exp.Expr, names: set[str]) -> str | None:
