@@ -1,0 +1,224 @@
+"""Flink's meaning of functions and operators Spark has under the same name, in the Flink
+dialect (docs/language.md, "Functions whose meaning differs"): the Spark SQL flowc writes
+for each Flink form, that SQL evaluated on Spark against plain Python computing Flink's
+values, one streaming job over several micro-batches, and the refused forms at their span.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import flowc
+from flowc.program import ExtendStep
+from flowc.sql.spark_sql import sql_of
+from tests.helpers.files import Row, source, write_batches
+from tests.helpers.spark_run import compiled, into_memory, run_generated, spark_codes
+
+COLUMNS = "a INT, b BIGINT, c DOUBLE, t STRING"
+
+PROGRAM = """\
+SET sql.dialect = '{dialect}';
+CREATE SOURCE s ({columns}) WITH (connector = 'files', path = 'in', format = 'json');
+CREATE SINK o WITH (connector = 'files', path = 'out', format = 'json');
+INSERT INTO o FROM s |> EXTEND {expr} AS v;
+"""
+
+
+def _errors(job: flowc.CompiledJob) -> list[flowc.Diagnostic]:
+    return [d for d in job.diagnostics if d.severity == flowc.Severity.ERROR]
+
+
+def spark_sql(expr: str, dialect: str = "flink") -> tuple[str, str]:
+    """The Spark SQL flowc writes for ``expr`` over :data:`COLUMNS`, and its type."""
+    job = flowc.compile(PROGRAM.format(dialect=dialect, columns=COLUMNS, expr=expr), "j.flow")
+    assert not _errors(job), job.diagnostics
+    (step,) = job.program.inserts[0].stream.steps
+    assert isinstance(step, ExtendStep)
+    return sql_of(step.node.items[0].expr), job.program.inserts[0].stream.schema[-1].type
+
+
+def _quotient(x: int | None, y: int | None) -> int | None:
+    """Java's integer division: truncation toward zero."""
+    if x is None or y is None:
+        return None
+    magnitude = abs(x) // abs(y)
+    return magnitude if (x < 0) == (y < 0) else -magnitude
+
+
+def _search(pattern: str, group: int) -> Callable[[Row], str | None]:
+    def flink(row: Row) -> str | None:
+        if row["t"] is None:
+            return None
+        found = re.search(pattern, row["t"])
+        return found.group(group) if found is not None else None
+
+    return flink
+
+
+def _similar(regex: str) -> Callable[[Row], bool | None]:
+    """Flink's SIMILAR TO, by a Python regex written by hand for each pattern."""
+    return lambda row: None if row["t"] is None else re.fullmatch(regex, row["t"], re.S) is not None
+
+
+#: (Flink expression, the Spark SQL flowc writes, its type, Flink's value for a row).
+ROWS: list[tuple[str, str, str, Callable[[Row], Any]]] = [
+    ("a / 2", "CAST(`a` DIV 2 AS INT)", "INT", lambda r: _quotient(r["a"], 2)),
+    ("b / a", "`b` DIV `a`", "BIGINT", lambda r: _quotient(r["b"], r["a"])),
+    ("b / 3", "`b` DIV 3", "BIGINT", lambda r: _quotient(r["b"], 3)),
+    ("c / a", "`c` / `a`", "DOUBLE", lambda r: None if r["a"] is None else r["c"] / r["a"]),
+    (
+        r"REGEXP_EXTRACT(t, 'x(\d+)')",
+        r"CASE WHEN `t` RLIKE 'x(\\d+)' THEN REGEXP_EXTRACT(`t`, 'x(\\d+)', 0) END",
+        "STRING",
+        _search(r"x(\d+)", 0),
+    ),
+    (
+        r"REGEXP_EXTRACT(t, 'x(\d+)', 1)",
+        r"CASE WHEN `t` RLIKE 'x(\\d+)' THEN REGEXP_EXTRACT(`t`, 'x(\\d+)') END",
+        "STRING",
+        _search(r"x(\d+)", 1),
+    ),
+    (
+        "t SIMILAR TO '(ab|x)%'",
+        r"`t` RLIKE '(?s)^(?:(ab|x).*)\\z'",
+        "BOOLEAN",
+        _similar(r"(ab|x).*"),
+    ),
+    (
+        "t SIMILAR TO 'a.b_'",
+        r"`t` RLIKE '(?s)^(?:a\\.b.)\\z'",
+        "BOOLEAN",
+        _similar(r"a\.b."),
+    ),
+    (
+        "t NOT SIMILAR TO '[a-c]x{1,2}[0-9]+'",
+        r"NOT `t` RLIKE '(?s)^(?:[a-c]x{1,2}[0-9]+)\\z'",
+        "BOOLEAN",
+        lambda r: None if r["t"] is None else not re.fullmatch(r"[a-c]x{1,2}[0-9]+", r["t"]),
+    ),
+    (
+        "t SIMILAR TO '%$_'",
+        r"`t` RLIKE '(?s)^(?:.*\\$.)\\z'",
+        "BOOLEAN",
+        _similar(r".*\$."),
+    ),
+]
+
+INPUT: list[Row] = [
+    {"a": -7, "b": -7, "c": 1.5, "t": "ab x12 x3"},
+    {"a": 7, "b": 9_007_199_254_740_993, "c": -2.0, "t": "no digits"},
+    {"a": 2, "b": -9_007_199_254_740_993, "c": 0.0, "t": "a.bc"},
+    {"a": -3, "b": 5, "c": 3.0, "t": "axb\nx"},
+    {"a": 3, "b": 0, "c": 9.0, "t": "bxx42"},
+    {"a": 1, "b": -1, "c": 4.0, "t": "x\n$!"},
+    {"a": None, "b": None, "c": None, "t": None},
+    {"a": 5, "b": 11, "c": 2.0, "t": "axb"},
+]
+
+
+@pytest.mark.parametrize(("flink", "spark", "kind", "meaning"), ROWS, ids=[r[0] for r in ROWS])
+def test_flink_text_is_written_as_this_spark_sql(
+    flink: str, spark: str, kind: str, meaning: Callable[[Row], Any]
+) -> None:
+    assert spark_sql(flink) == (spark, kind)
+
+
+@pytest.mark.parametrize(
+    ("flink", "kind", "meaning"), [(f, k, m) for f, _, k, m in ROWS], ids=[r[0] for r in ROWS]
+)
+def test_the_spark_sql_computes_flinks_values(
+    spark: Any, flink: str, kind: str, meaning: Callable[[Row], Any]
+) -> None:
+    text, _ = spark_sql(flink)
+    frame = spark.createDataFrame(INPUT, schema="a INT, b BIGINT, c DOUBLE, t STRING")
+    got = [row["v"] for row in frame.selectExpr(f"{text} AS v").collect()]
+    assert got == [meaning(row) for row in INPUT]
+
+
+def test_the_spark_dialect_keeps_sparks_meaning() -> None:
+    """Spark programs are untouched: ``/`` is DOUBLE division, REGEXP_EXTRACT group 1."""
+    assert spark_sql("a / 2", "spark") == ("`a` / 2", "DOUBLE")
+    assert spark_sql(r"REGEXP_EXTRACT(t, 'x')", "spark")[0] == "REGEXP_EXTRACT(`t`, 'x')"
+
+
+def test_integer_division_by_zero_fails_the_job_as_in_flink(spark: Any) -> None:
+    """Flink's integer ``/`` by zero throws (the job fails); Spark's ``div`` under ANSI
+    (flowc's setting) raises DIVIDE_BY_ZERO."""
+    from pyspark.errors import PySparkException
+
+    text, _ = spark_sql("b / a")
+    frame = spark.createDataFrame([{"a": 0, "b": 1, "c": 0.0, "t": ""}], schema=COLUMNS)
+    with pytest.raises(PySparkException, match="DIVIDE_BY_ZERO"):
+        frame.selectExpr(f"{text} AS v").collect()
+
+
+#: (Flink expression, its code, the text the diagnostic points at).
+REFUSED = [
+    ("CURRENT_WATERMARK(ts) IS NULL", "E0610", "CURRENT_WATERMARK"),
+    ("t SIMILAR TO 'a\\b'", "E0611", "\\"),
+    ("t SIMILAR TO t", "E0611", "t"),
+    ("t SIMILAR TO '[[:alpha:]]'", "E0611", "["),
+    ("DATE_FORMAT(ts, 'HH:mm:ss.S')", "E0612", "S"),
+    ("DATE_FORMAT(ts, 'yyyy F')", "E0612", "F"),
+]
+
+
+@pytest.mark.parametrize(("flink", "code", "at"), REFUSED, ids=[r[0] for r in REFUSED])
+def test_forms_flowc_cannot_give_flinks_meaning_are_refused_at_their_span(
+    flink: str, code: str, at: str
+) -> None:
+    program = PROGRAM.format(dialect="flink", columns=COLUMNS + ", ts TIMESTAMP", expr=flink)
+    with pytest.raises(flowc.CompileError) as raised:
+        flowc.compile(program, "j.flow")
+    (error,) = [d for d in raised.value.diagnostics if d.severity == flowc.Severity.ERROR]
+    assert error.code == code
+    line = program.splitlines()[error.span.line - 1]
+    assert error.span.line == error.span.end_line == 4
+    assert line[error.span.column - 1 : error.span.end_column - 1] == at
+    assert error.help
+
+
+def test_date_format_patterns_both_read_alike_pass() -> None:
+    text, _ = spark_sql("DATE_FORMAT(CAST(t AS TIMESTAMP), 'yyyy-MM-dd HH:mm:ss.SSS')")
+    assert text == "DATE_FORMAT(CAST(`t` AS TIMESTAMP), 'yyyy-MM-dd HH:mm:ss.SSS')"
+
+
+BATCHES: list[list[Row]] = [
+    [{"a": -7, "b": 10, "t": "ab x12"}, {"a": 2, "b": -9, "t": "zz"}],
+    [{"a": 3, "b": -1, "t": "x7 x8"}, {"a": -4, "b": 9_007_199_254_740_993, "t": "a.b!"}],
+    [{"a": 5, "b": -11, "t": "abx"}, {"a": -1, "b": 0, "t": None}],
+]
+
+
+def test_a_flink_dialect_job_computes_flinks_values_across_micro_batches(
+    spark: Any, tmp_path: Path
+) -> None:
+    write_batches(tmp_path / "s", BATCHES)
+    job = compiled(
+        tmp_path,
+        "SET sql.dialect = 'flink';\n"
+        + source("s", "a INT, b BIGINT, t STRING")
+        + "SET max_parallelism = 16;\n"
+        + "CREATE SINK o WITH (connector = 'noop');\n"
+        + "INSERT INTO o SELECT b / a AS q, a / 2 AS h, REGEXP_EXTRACT(t, 'x(\\d)') AS r, "
+        + "t SIMILAR TO 'ab%|a._!' AS m FROM s;\n",
+    )
+    assert not _errors(job) and spark_codes(job) == set()
+    run_generated(spark, tmp_path, job, into_memory)
+    expected = [
+        (
+            _quotient(r["b"], r["a"]),
+            _quotient(r["a"], 2),
+            _search(r"x(\d)", 0)(r),
+            _similar(r"ab.*|a\..!")(r),
+        )
+        for batch in BATCHES
+        for r in batch
+    ]
+    got = [tuple(row) for row in spark.sql("SELECT * FROM `o`").collect()]
+    assert sorted(got, key=repr) == sorted(expected, key=repr)
