@@ -473,6 +473,12 @@ class Code(StrEnum):
         "a DATE_FORMAT pattern letter Flink and Spark read differently (Flink dialect)",
         "functions-whose-meaning-differs",
     )
+    E0613 = (
+        "E0613",
+        "flink-regexp-group",
+        "a REGEXP_EXTRACT group Flink may give NULL for where Spark gives '' or fails",
+        "functions-whose-meaning-differs",
+    )
     E0701 = (
         "E0701",
         "complete-without-aggregation",

@@ -39,7 +39,7 @@ def rewrite_flink(tree: exp.Expr, text: str, span: Span, reporter: Reporter) -> 
     for node in list(tree.walk()):
         replacement: exp.Expr | None = None
         if isinstance(node, exp.RegexpExtract):
-            replacement = _regexp_extract(node)
+            replacement = _regexp_extract(node, text, refusals)
         elif isinstance(node, exp.SimilarTo):
             replacement = _similar_to(node, text, refusals)
         elif isinstance(node, exp.Anonymous) and node.name.upper() == "CURRENT_WATERMARK":
@@ -88,11 +88,35 @@ def rewrite_flink(tree: exp.Expr, text: str, span: Span, reporter: Reporter) -> 
     return None if refusals else tree
 
 
-def _regexp_extract(node: exp.RegexpExtract) -> exp.Expr:
+def _regexp_extract(
+    node: exp.RegexpExtract, text: str, refusals: list[_Refusal]
+) -> exp.Expr | None:
     """Flink's ``REGEXP_EXTRACT(s, re[, group])``: group 0 (the whole match) by default,
-    NULL where ``re`` does not match; Spark's default group is 1 and it gives ''."""
+    NULL where ``re`` does not match; Spark's default group is 1 and it gives ''.
+
+    A group that may not take part in a match is NULL in Flink and '' in Spark, and a
+    group past the regex's is NULL in Flink and an error in Spark: a group other than 0
+    is written only when the regex is a literal in which it always takes part."""
     subject, pattern = node.this, node.expression
     group = node.args.get("group")  # the Flink dialect's parser fills in Flink's 0
+    index = group.to_py() if isinstance(group, exp.Literal) and group.is_int else None
+    if index != 0:
+        regex = pattern.this if isinstance(pattern, exp.Literal) and pattern.is_string else None
+        why = None if regex is None or index is None else group_problem(regex, int(index))
+        if regex is None or index is None or why is not None:
+            start, end = _place(group if regex is not None and group is not None else pattern, text)
+            refusals.append(
+                _Refusal(
+                    Code.E0613,
+                    "REGEXP_EXTRACT's group: "
+                    + (why or "a group other than 0 needs a literal regex and group number"),
+                    start,
+                    end,
+                    "Flink gives NULL where the group takes no part in the match, Spark '': "
+                    "make the group always take part, e.g. (a?) for (a)?, or extract group 0",
+                )
+            )
+            return None
     call = exp.RegexpExtract(
         this=subject.copy(),
         expression=pattern.copy(),
@@ -100,6 +124,63 @@ def _regexp_extract(node: exp.RegexpExtract) -> exp.Expr:
     )
     matches = exp.RegexpLike(this=subject.copy(), expression=pattern.copy())
     return exp.Case(ifs=[exp.If(this=matches, true=call)])
+
+
+def group_problem(regex: str, index: int) -> str | None:
+    """Why capturing group ``index`` of the Java ``regex`` may not take part in a match
+    (inside an alternative, a group that may repeat zero times or a lookaround), or is
+    not there; None when it always takes part. Conservative: a form it does not read
+    (``\\Q``, a class holding ``[`` or a backslash) is a problem."""
+    unread = "the regex has a form flowc does not read"
+    parents: dict[int, int] = {0: 0}  # every group (0: the whole regex) to its parent
+    optional: set[int] = set()  # may take no part: repeated zero times, or a lookaround
+    alternated: set[int] = set()  # holding a | of its own
+    capturing: list[int] = []
+    stack = [0]
+    position = 0
+    while position < len(regex):
+        char = regex[position]
+        if char == "\\":
+            if regex[position + 1 : position + 2] in ("Q", ""):
+                return unread
+            position += 2
+            continue
+        if char == "[":
+            first = position + 1 + (regex[position + 1 : position + 2] == "^")
+            close = regex.find("]", first + 1)
+            if close < 0 or "[" in regex[position + 1 : close] or "\\" in regex[position:close]:
+                return unread
+            position = close + 1
+            continue
+        if char == "(":
+            number = len(parents)
+            parents[number] = stack[-1]
+            stack.append(number)
+            if regex.startswith(("(?=", "(?!", "(?<=", "(?<!"), position):
+                optional.add(number)
+            elif not regex.startswith("(?", position) or regex.startswith("(?<", position):
+                capturing.append(number)
+        elif char == ")":
+            if len(stack) == 1:
+                return unread
+            number = stack.pop()
+            after = regex[position + 1 : position + 3]
+            if after[:1] in ("?", "*") or after in ("{0", "{,"):
+                optional.add(number)
+        elif char == "|":
+            alternated.add(stack[-1])
+        position += 1
+    if len(stack) != 1:
+        return unread
+    if not 0 < index <= len(capturing):
+        return f"the regex has {len(capturing)} groups, not group {index}"
+    target = chain = capturing[index - 1]
+    while True:
+        if chain in optional or (chain != target and chain in alternated):
+            return f"group {index} may take no part in a match"
+        if chain == 0:
+            return None
+        chain = parents[chain]
 
 
 #: SIMILAR TO's operators, passed to the Java regular expression as they are.
