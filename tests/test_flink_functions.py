@@ -160,6 +160,18 @@ def test_integer_division_by_zero_fails_the_job_as_in_flink(spark: Any) -> None:
         frame.selectExpr(f"{text} AS v").collect()
 
 
+@pytest.mark.parametrize("expr", ["a / -1", "b / -1"])
+def test_the_one_overflowing_quotient_fails_the_job_not_a_wrong_row(spark: Any, expr: str) -> None:
+    """MIN_VALUE / -1 wraps to MIN_VALUE in Flink (Java's arithmetic); Spark's ANSI
+    ``div`` and cast raise instead: the job fails, documented, never a wrong row."""
+    from pyspark.errors import PySparkException
+
+    text, _ = spark_sql(expr)
+    frame = spark.createDataFrame([(-(2**31), -(2**63), 0.0, "")], schema=COLUMNS)
+    with pytest.raises(PySparkException, match="OVERFLOW"):
+        frame.selectExpr(f"{text} AS v").collect()
+
+
 #: (Flink expression, its code, the text the diagnostic points at).
 REFUSED = [
     ("CURRENT_WATERMARK(ts) IS NULL", "E0610", "CURRENT_WATERMARK"),

@@ -275,7 +275,13 @@ class SparkGenerator(_SparkGenerator):
         """Flink's ``/`` (``typed``, :mod:`flowc.sql.flink_dialect`) of two integers as
         Spark's ``div`` (truncating), cast back to the type Flink gives it."""
         left, right = expression.left, expression.right
-        if expression.args.get("typed") and all(side.is_type(*_INTEGERS) for side in (left, right)):
+        typed = expression.args.get("typed")
+        if typed and any(
+            side.type is None or side.is_type(exp.DType.UNKNOWN) for side in (left, right)
+        ):
+            # Never guess: Flink's meaning depends on the operands' types.
+            raise ValueError("the operands of a Flink division are not typed")
+        if typed and all(side.is_type(*_INTEGERS) for side in (left, right)):
             quotient = f"{self.sql(left)} DIV {self.sql(right)}"
             result = expression.type
             if result is not None and result.this in _INTEGERS and result.this != exp.DType.BIGINT:
