@@ -7,6 +7,7 @@ values, one streaming job over several micro-batches, and the refused forms at t
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 from collections.abc import Callable
@@ -139,6 +140,43 @@ def test_the_spark_sql_computes_flinks_values(
 ) -> None:
     text, _ = spark_sql(flink)
     frame = spark.createDataFrame(INPUT, schema="a INT, b BIGINT, c DOUBLE, t STRING")
+    got = [row["v"] for row in frame.selectExpr(f"{text} AS v").collect()]
+    assert got == [meaning(row) for row in INPUT]
+
+
+def _text(fn: Callable[[str], Any]) -> Callable[[Row], Any]:
+    return lambda row: None if row["t"] is None else fn(row["t"])
+
+
+def _remainder(x: int | None, y: int) -> int | None:
+    """Java's ``%``: the sign of the dividend."""
+    return None if x is None else int(math.fmod(x, y))
+
+
+#: Functions Flink and Spark agree on (docs/language.md): passed as written, Flink's
+#: values on Spark.
+AGREED: list[tuple[str, Callable[[Row], Any]]] = [
+    ("CONCAT(t, CAST(NULL AS STRING))", lambda r: None),
+    ("t || CAST(NULL AS STRING)", lambda r: None),
+    (
+        "CONCAT_WS('-', t, CAST(NULL AS STRING), 'z')",
+        lambda r: "-".join(x for x in (r["t"], "z") if x is not None),
+    ),
+    ("MOD(a, 2)", lambda r: _remainder(r["a"], 2)),
+    ("a % -3", lambda r: _remainder(r["a"], -3)),
+    ("POSITION('x' IN t)", _text(lambda t: t.find("x") + 1)),
+    ("LOCATE('x', t, 3)", _text(lambda t: t.find("x", 2) + 1)),
+    ("CHAR_LENGTH(t)", _text(len)),
+    ("IF(a > 0, 'p', 'n')", lambda r: "p" if r["a"] is not None and r["a"] > 0 else "n"),
+]
+
+
+@pytest.mark.parametrize(("flink", "meaning"), AGREED, ids=[r[0] for r in AGREED])
+def test_functions_both_read_alike_give_flinks_values(
+    spark: Any, flink: str, meaning: Callable[[Row], Any]
+) -> None:
+    text, _ = spark_sql(flink)
+    frame = spark.createDataFrame(INPUT, schema=COLUMNS)
     got = [row["v"] for row in frame.selectExpr(f"{text} AS v").collect()]
     assert got == [meaning(row) for row in INPUT]
 
