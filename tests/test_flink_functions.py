@@ -88,6 +88,14 @@ ROWS: list[tuple[str, str, str, Callable[[Row], Any]]] = [
         _search(r"x(\d+)", 1),
     ),
     (
+        r"REGEXP_EXTRACT(REGEXP_EXTRACT(t, 'x\d+'), '\d$')",
+        r"CASE WHEN CASE WHEN `t` RLIKE 'x\\d+' THEN REGEXP_EXTRACT(`t`, 'x\\d+', 0) END "
+        r"RLIKE '\\d$' THEN REGEXP_EXTRACT(CASE WHEN `t` RLIKE 'x\\d+' "
+        r"THEN REGEXP_EXTRACT(`t`, 'x\\d+', 0) END, '\\d$', 0) END",
+        "STRING",
+        lambda r: _search(r"\d$", 0)({"t": _search(r"x\d+", 0)(r)}),
+    ),
+    (
         "t SIMILAR TO '(ab|x)%'",
         r"`t` RLIKE '(?s)^(?:(ab|x).*)\\z'",
         "BOOLEAN",
@@ -216,6 +224,7 @@ REFUSED = [
     ("t SIMILAR TO 'a\\b'", "E0611", "\\"),
     ("t SIMILAR TO t", "E0611", "t"),
     ("t SIMILAR TO '[[:alpha:]]'", "E0611", "["),
+    ("t SIMILAR TO 'a{'", "E0611", "{"),
     (r"REGEXP_EXTRACT(t, '(a)?b', 1)", "E0613", "1"),
     (r"REGEXP_EXTRACT(t, 'x|(y)', 1)", "E0613", "1"),
     (r"REGEXP_EXTRACT(t, 'x(\d)', 2)", "E0613", "2"),
@@ -245,6 +254,21 @@ def test_spark_gives_an_empty_string_where_flink_gives_null(spark: Any) -> None:
     Java's Matcher.group, NULL; Spark's returns ''."""
     row = spark.sql("SELECT regexp_extract('b', '(a)?b', 1) AS v").collect()[0]
     assert row["v"] == ""
+
+
+def test_each_current_watermark_is_refused_at_its_call() -> None:
+    expr = "CURRENT_WATERMARK(ts) IS NULL OR ts > current_watermark (ts)"
+    program = PROGRAM.format(dialect="flink", columns=COLUMNS + ", ts TIMESTAMP", expr=expr)
+    with pytest.raises(flowc.CompileError) as raised:
+        flowc.compile(program, "j.flow")
+    line = program.splitlines()[3]
+    assert sorted(
+        (d.code, line[d.span.column - 1 : d.span.end_column - 1], d.span.column)
+        for d in raised.value.diagnostics
+    ) == [
+        ("E0610", "CURRENT_WATERMARK", line.index("CURRENT_WATERMARK") + 1),
+        ("E0610", "current_watermark", line.index("current_watermark") + 1),
+    ]
 
 
 def test_date_format_patterns_both_read_alike_pass() -> None:

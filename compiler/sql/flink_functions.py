@@ -36,14 +36,13 @@ def rewrite_flink(tree: exp.Expr, text: str, span: Span, reporter: Reporter) -> 
     """``tree`` (parsed from ``text`` in the Flink dialect) computing Flink's values on
     Spark; None, with each refusal reported at its span, where it cannot."""
     refusals: list[_Refusal] = []
-    for node in list(tree.walk()):
-        replacement: exp.Expr | None = None
-        if isinstance(node, exp.RegexpExtract):
-            replacement = _regexp_extract(node, text, refusals)
-        elif isinstance(node, exp.SimilarTo):
-            replacement = _similar_to(node, text, refusals)
-        elif isinstance(node, exp.Anonymous) and node.name.upper() == "CURRENT_WATERMARK":
-            start, end = _word(text, "CURRENT_WATERMARK", node, tree)
+    watermarks = [
+        node
+        for node in tree.walk()
+        if isinstance(node, exp.Anonymous) and node.name.upper() == "CURRENT_WATERMARK"
+    ]
+    if watermarks:
+        for start, end in _calls(text, "CURRENT_WATERMARK", len(watermarks)):
             refusals.append(
                 _Refusal(
                     Code.E0610,
@@ -55,6 +54,13 @@ def rewrite_flink(tree: exp.Expr, text: str, span: Span, reporter: Reporter) -> 
                     "WATERMARK's delay instead of filtering on CURRENT_WATERMARK",
                 )
             )
+    # Children before their parents (a parent is rewritten from its rewritten children).
+    for node in reversed(list(tree.walk(bfs=True))):
+        replacement: exp.Expr | None = None
+        if isinstance(node, exp.RegexpExtract):
+            replacement = _regexp_extract(node, text, refusals)
+        elif isinstance(node, exp.SimilarTo):
+            replacement = _similar_to(node, text, refusals)
         if replacement is not None:
             if node is tree:
                 tree = replacement
@@ -184,7 +190,9 @@ def group_problem(regex: str, index: int) -> str | None:
 
 
 #: SIMILAR TO's operators, passed to the Java regular expression as they are.
-_SIMILAR_OPERATORS = frozenset("|*+?(){},")
+_SIMILAR_OPERATORS = frozenset("|*+?(),")
+#: A repetition ``{m}``, ``{m,}`` or ``{m,n}``.
+_BOUND = re.compile(r"\{[0-9]+(,[0-9]*)?\}")
 
 
 def _similar_to(node: exp.SimilarTo, text: str, refusals: list[_Refusal]) -> exp.Expr | None:
@@ -260,6 +268,14 @@ def similar_to_regex(pattern: str) -> str | tuple[int, str]:
             )
             out.append("[" + ("^" if negated else "") + escaped + "]")
             index = close
+        elif char == "{":
+            bound = _BOUND.match(pattern, index)
+            if bound is None or index == 0 or pattern[index - 1] in "|(":
+                return index, "'{' is not a repetition {m}, {m,} or {m,n} after an item"
+            out.append(bound.group())
+            index = bound.end() - 1
+        elif char == "}":
+            return index, "'}' closes no repetition"
         elif char in _SIMILAR_OPERATORS or char.isalnum() or char == " ":
             out.append(char)
         else:
@@ -316,12 +332,8 @@ def _place(node: exp.Expr, text: str) -> tuple[int, int]:
     return min(starts), max(ends)
 
 
-def _word(text: str, word: str, node: exp.Expr, tree: exp.Expr) -> tuple[int, int]:
-    """Where the call ``node`` names ``word``: its n-th occurrence in ``text`` for the
-    n-th such call of ``tree``."""
-    calls = [n for n in tree.walk() if isinstance(n, exp.Anonymous) and n.name.upper() == word]
-    found = [m.span() for m in re.finditer(re.escape(word), text, re.IGNORECASE)]
-    position = next((i for i, call in enumerate(calls) if call is node), 0)
-    if position < len(found):
-        return found[position]
-    return 0, len(text)
+def _calls(text: str, word: str, count: int) -> list[tuple[int, int]]:
+    """Where the ``count`` calls of ``word`` stand in ``text``, in text order (the whole
+    text when the calls written there are not as many: a name in a string)."""
+    found = [m.span(1) for m in re.finditer(rf"\b({re.escape(word)})\s*\(", text, re.IGNORECASE)]
+    return found if len(found) == count else [(0, len(text))] * count
