@@ -102,8 +102,8 @@ ROWS: list[tuple[str, str, str, Callable[[Row], Any]]] = [
         _similar(r"(ab|x).*"),
     ),
     (
-        "t SIMILAR TO 'a.b_'",
-        r"`t` RLIKE '(?s)^(?:a\\.b.)\\z'",
+        "t SIMILAR TO 'a[.]b_'",
+        r"`t` RLIKE '(?s)^(?:a[\\.]b.)\\z'",
         "BOOLEAN",
         _similar(r"a\.b."),
     ),
@@ -114,8 +114,8 @@ ROWS: list[tuple[str, str, str, Callable[[Row], Any]]] = [
         lambda r: None if r["t"] is None else not re.fullmatch(r"[a-c]x{1,2}[0-9]+", r["t"]),
     ),
     (
-        "t SIMILAR TO '%$_'",
-        r"`t` RLIKE '(?s)^(?:.*\\$.)\\z'",
+        "t SIMILAR TO '%[$]_'",
+        r"`t` RLIKE '(?s)^(?:.*[\\$].)\\z'",
         "BOOLEAN",
         _similar(r".*\$."),
     ),
@@ -225,6 +225,8 @@ REFUSED = [
     ("t SIMILAR TO t", "E0611", "t"),
     ("t SIMILAR TO '[[:alpha:]]'", "E0611", "["),
     ("t SIMILAR TO 'a{'", "E0611", "{"),
+    ("t SIMILAR TO 'a%.'", "E0611", "."),
+    ("t SIMILAR TO '^a'", "E0611", "^"),
     (r"REGEXP_EXTRACT(t, '(a)?b', 1)", "E0613", "1"),
     (r"REGEXP_EXTRACT(t, 'x|(y)', 1)", "E0613", "1"),
     (r"REGEXP_EXTRACT(t, 'x(\d)', 2)", "E0613", "2"),
@@ -308,7 +310,7 @@ def test_a_flink_dialect_job_computes_flinks_values_across_micro_batches(
         + "SET max_parallelism = 16;\n"
         + "CREATE SINK o WITH (connector = 'files', path = 'out', format = 'json');\n"
         + "INSERT INTO o SELECT b / a AS q, a / 2 AS h, REGEXP_EXTRACT(t, 'x(\\d)') AS r, "
-        + "t SIMILAR TO 'ab%|a._!' AS m FROM s;\n",
+        + "t SIMILAR TO 'ab%|a[.]_!' AS m FROM s;\n",
         str(tmp_path / "job.flow"),
         for_spark=True,
     )

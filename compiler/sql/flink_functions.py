@@ -276,6 +276,10 @@ def similar_to_regex(pattern: str) -> str | tuple[int, str]:
             index = bound.end() - 1
         elif char == "}":
             return index, "'}' closes no repetition"
+        elif char in ".^$":
+            # The SQL standard reads these as themselves, Calcite's translation for Flink
+            # may hand them to Java's regex as they are: only the bracketed form is sure.
+            return index, f"'{char}' outside brackets is not translated; write [{char}]"
         elif char in _SIMILAR_OPERATORS or char.isalnum() or char == " ":
             out.append(char)
         else:
