@@ -365,3 +365,14 @@ def test_a_flink_dialect_job_plans_and_runs_as_its_spark_forms() -> None:
     )
     assert generate_pyspark(flink) == generate_pyspark(spark)
     assert "`b` DIV `a`" in generate_pyspark(flink)
+
+
+def test_a_flink_division_is_never_written_untyped() -> None:
+    """Flink's ``/`` means integer or real division by its operands' types: a tree not
+    typed is not written (the backend reports E0720), never guessed as Spark's ``/``."""
+    from flowc.sql.spark_sql import spark_text
+    from flowc.sql.sql_parsing import parse_sql_uncached
+
+    with pytest.raises(ValueError, match="not typed"):
+        spark_text(parse_sql_uncached("a / b", "flink"))
+    assert spark_text(parse_sql_uncached("a / b", "spark")) == "`a` / `b`"
