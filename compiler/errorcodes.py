@@ -493,6 +493,30 @@ class Code(StrEnum):
         "a Flink group window or window table function with the wrong arguments",
         "flink-sql-and-flink-ddl",
     )
+    E0610 = (
+        "E0610",
+        "flink-current-watermark",
+        "Flink's CURRENT_WATERMARK, which Spark has no per-row form of",
+        "functions-whose-meaning-differs",
+    )
+    E0611 = (
+        "E0611",
+        "flink-similar-to",
+        "a SIMILAR TO (Flink dialect) flowc does not translate to Spark's RLIKE",
+        "functions-whose-meaning-differs",
+    )
+    E0612 = (
+        "E0612",
+        "flink-date-format",
+        "a DATE_FORMAT pattern letter Flink and Spark read differently (Flink dialect)",
+        "functions-whose-meaning-differs",
+    )
+    E0613 = (
+        "E0613",
+        "flink-regexp-group",
+        "a REGEXP_EXTRACT group Flink may give NULL for where Spark gives '' or fails",
+        "functions-whose-meaning-differs",
+    )
     E0701 = (
         "E0701",
         "complete-without-aggregation",

@@ -44,6 +44,13 @@ def _place(node: exp.Expr, first: Any, last: Any) -> exp.Expr:
 class Flink(Spark):
     """Flink SQL, read into sqlglot's trees (registered as ``flink``)."""
 
+    #: ``a / b`` of two exact integers is integer division (truncating, of their wider
+    #: type): the parser marks each division ``typed``, the Spark generator writes it
+    #: as Spark's ``div`` where both operands are typed as integers.
+    TYPED_DIVISION = True
+    #: ``REGEXP_EXTRACT(s, re)`` is group 0, the whole match (Spark's default is 1).
+    REGEXP_EXTRACT_DEFAULT_GROUP = 0
+
     class Tokenizer(SparkTokenizer):
         #: Flink reads ``'a\\b'`` as the three characters ``a\\b``; only ``''`` escapes.
         STRING_ESCAPES: ClassVar[list[str]] = ["'"]

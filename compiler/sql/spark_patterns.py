@@ -260,12 +260,34 @@ class SparkParser(_SparkParser):
     }
 
 
+#: The exact integer types: Flink divides two of them as integers.
+_INTEGERS = (exp.DType.TINYINT, exp.DType.SMALLINT, exp.DType.INT, exp.DType.BIGINT)
+
+
 class SparkGenerator(_SparkGenerator):
     """Spark's generator, writing each call parsed by :class:`SparkParser` with the
     pattern as written, under the function's own name. The calls are replaced in the
     generator's own copy of the tree before it writes, not in an override of ``sql``: that
     would add a Python frame to every level of every expression, and deep expressions
     would pass the recursion limit the writers keep (docs/limits.md)."""
+
+    def div_sql(self, expression: exp.Div) -> str:
+        """Flink's ``/`` (``typed``, :mod:`flowc.sql.flink_dialect`) of two integers as
+        Spark's ``div`` (truncating), cast back to the type Flink gives it."""
+        left, right = expression.left, expression.right
+        typed = expression.args.get("typed")
+        if typed and any(
+            side.type is None or side.is_type(exp.DType.UNKNOWN) for side in (left, right)
+        ):
+            # Never guess: Flink's meaning depends on the operands' types.
+            raise ValueError("the operands of a Flink division are not typed")
+        if typed and all(side.is_type(*_INTEGERS) for side in (left, right)):
+            quotient = f"{self.sql(left)} DIV {self.sql(right)}"
+            result = expression.type
+            if result is not None and result.this in _INTEGERS and result.this != exp.DType.BIGINT:
+                return f"CAST({quotient} AS {self.sql(result)})"
+            return quotient
+        return self.binary(expression, "/")
 
     def preprocess(self, expression: exp.Expr) -> exp.Expr:
         expression = super().preprocess(expression)

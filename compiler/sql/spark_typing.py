@@ -123,6 +123,10 @@ def arithmetic(node: exp.Binary, left: str, right: str) -> str | None:
         return "FLOAT" if left == right == "FLOAT" and not isinstance(node, exp.Div) else "DOUBLE"
     if decimal(left) is None and decimal(right) is None:
         if isinstance(node, exp.Div):
+            # Flink's ``/`` (``typed``) of two integers is integer division of their type.
+            integers = left in _INTEGRAL_ORDER and right in _INTEGRAL_ORDER
+            if integers and node.args.get("typed"):
+                return max(left, right, key=_NUMERIC_ORDER.index)
             return "DOUBLE"
         return max(left, right, key=_NUMERIC_ORDER.index)
     a = _literal_decimal(node.left, left)

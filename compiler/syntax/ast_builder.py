@@ -16,6 +16,8 @@ from flowc.diagnostics import Reporter
 from flowc.errorcodes import Code
 from flowc.limits import MAX_NESTING, MAX_TOKENS
 from flowc.spans import Span, text_span
+from flowc.sql.flink_dialect import FLINK
+from flowc.sql.flink_functions import rewrite_flink
 from flowc.sql.sql_parsing import LONG_EXPRESSION, TooDeep, count_tokens, parse_sql, sql_keywords
 from flowc.syntax.lalr import Bounds, Token
 from flowc.syntax.source_text import LineIndex
@@ -204,6 +206,8 @@ class AstBuilder:
             what = "a query" if statement else "an expression"
             self.reporter.error(Code.E0003, f"invalid SQL: expected {what} here", span)
             return None
+        if self.dialect == FLINK:  # Flink's meaning of names Spark gives another one
+            return rewrite_flink(tree, text, span, self.reporter)
         return tree
 
     def _plain(self, expr: ast.SqlExpr | None) -> ast.SqlExpr | None:

@@ -1,0 +1,343 @@
+"""Flink's meaning for functions and operators Spark has under the same name: each Flink
+tree is rewritten, right after it is parsed, into the Spark SQL that computes what Flink
+computes, or refused where flowc cannot (docs/language.md, "Functions whose meaning
+differs"). Division of two exact integers, whose meaning depends on the operands' types,
+is marked by the dialect's parser (``typed``) and written by the Spark generator.
+
+Only trees read in the Flink dialect pass through here: Spark programs keep their text.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from sqlglot import exp
+
+from flowc.diagnostics import Reporter
+from flowc.errorcodes import Code
+from flowc.spans import Span, text_span
+from flowc.sql.spark_patterns import pattern_uses
+
+
+@dataclass(frozen=True, slots=True)
+class _Refusal:
+    """Why a Flink form cannot be written for Spark: the characters ``[start, end)`` of
+    the expression's text at fault, the message and the hint."""
+
+    code: Code
+    message: str
+    start: int
+    end: int
+    help: str
+
+
+def rewrite_flink(tree: exp.Expr, text: str, span: Span, reporter: Reporter) -> exp.Expr | None:
+    """``tree`` (parsed from ``text`` in the Flink dialect) computing Flink's values on
+    Spark; None, with each refusal reported at its span, where it cannot."""
+    refusals: list[_Refusal] = []
+    watermarks = [
+        node
+        for node in tree.walk()
+        if isinstance(node, exp.Anonymous) and node.name.upper() == "CURRENT_WATERMARK"
+    ]
+    if watermarks:
+        for start, end in _calls(text, "CURRENT_WATERMARK", len(watermarks)):
+            refusals.append(
+                _Refusal(
+                    Code.E0610,
+                    "Spark has no CURRENT_WATERMARK: a row cannot read the watermark",
+                    start,
+                    end,
+                    "flowc drops late rows as Flink's stateful operators do (behind the "
+                    "watermark of an earlier micro-batch); to keep late rows, raise the "
+                    "WATERMARK's delay instead of filtering on CURRENT_WATERMARK",
+                )
+            )
+    # Children before their parents (a parent is rewritten from its rewritten children).
+    for node in reversed(list(tree.walk(bfs=True))):
+        replacement: exp.Expr | None = None
+        if isinstance(node, exp.RegexpExtract):
+            replacement = _regexp_extract(node, text, refusals)
+        elif isinstance(node, exp.SimilarTo):
+            replacement = _similar_to(node, text, refusals)
+        if replacement is not None:
+            if node is tree:
+                tree = replacement
+            else:
+                node.replace(replacement)
+    for use in pattern_uses(tree):
+        if use.function == "date_format" and use.pattern is not None:
+            found = date_format_difference(use.pattern)
+            if found is not None:
+                offset, length, reason = found
+                start, end = _place(use.literal, text) if use.literal is not None else (0, 0)
+                if text[start : start + 1] == "'" and text[start + 1 : end - 1] == use.pattern:
+                    start, end = start + 1 + offset, start + 1 + offset + length
+                refusals.append(
+                    _Refusal(
+                        Code.E0612,
+                        f"DATE_FORMAT pattern '{use.pattern}': {reason}",
+                        start,
+                        end,
+                        "write SSS for milliseconds; for a day's place in its month "
+                        "compute it: (dayofmonth(ts) + 6) DIV 7",
+                    )
+                )
+    for refusal in refusals:
+        reporter.error(
+            refusal.code,
+            refusal.message,
+            text_span(text, span, refusal.start, refusal.end),
+            help=refusal.help,
+        )
+    return None if refusals else tree
+
+
+def _regexp_extract(
+    node: exp.RegexpExtract, text: str, refusals: list[_Refusal]
+) -> exp.Expr | None:
+    """Flink's ``REGEXP_EXTRACT(s, re[, group])``: group 0 (the whole match) by default,
+    NULL where ``re`` does not match; Spark's default group is 1 and it gives ''.
+
+    A group that may not take part in a match is NULL in Flink and '' in Spark, and a
+    group past the regex's is NULL in Flink and an error in Spark: a group other than 0
+    is written only when the regex is a literal in which it always takes part."""
+    subject, pattern = node.this, node.expression
+    group = node.args.get("group")  # the Flink dialect's parser fills in Flink's 0
+    index = group.to_py() if isinstance(group, exp.Literal) and group.is_int else None
+    if index != 0:
+        regex = pattern.this if isinstance(pattern, exp.Literal) and pattern.is_string else None
+        why = None if regex is None or index is None else group_problem(regex, int(index))
+        if regex is None or index is None or why is not None:
+            start, end = _place(group if regex is not None and group is not None else pattern, text)
+            refusals.append(
+                _Refusal(
+                    Code.E0613,
+                    "REGEXP_EXTRACT's group: "
+                    + (why or "a group other than 0 needs a literal regex and group number"),
+                    start,
+                    end,
+                    "Flink gives NULL where the group takes no part in the match, Spark '': "
+                    "make the group always take part, e.g. (a?) for (a)?, or extract group 0",
+                )
+            )
+            return None
+    call = exp.RegexpExtract(
+        this=subject.copy(),
+        expression=pattern.copy(),
+        group=group.copy() if group is not None else exp.Literal.number(0),
+    )
+    matches = exp.RegexpLike(this=subject.copy(), expression=pattern.copy())
+    return exp.Case(ifs=[exp.If(this=matches, true=call)])
+
+
+def group_problem(regex: str, index: int) -> str | None:
+    """Why capturing group ``index`` of the Java ``regex`` may not take part in a match
+    (inside an alternative, a group that may repeat zero times or a lookaround), or is
+    not there; None when it always takes part. Conservative: a form it does not read
+    (``\\Q``, a class holding ``[`` or a backslash) is a problem."""
+    unread = "the regex has a form flowc does not read"
+    parents: dict[int, int] = {0: 0}  # every group (0: the whole regex) to its parent
+    optional: set[int] = set()  # may take no part: repeated zero times, or a lookaround
+    alternated: set[int] = set()  # holding a | of its own
+    capturing: list[int] = []
+    stack = [0]
+    position = 0
+    while position < len(regex):
+        char = regex[position]
+        if char == "\\":
+            if regex[position + 1 : position + 2] in ("Q", ""):
+                return unread
+            position += 2
+            continue
+        if char == "[":
+            first = position + 1 + (regex[position + 1 : position + 2] == "^")
+            close = regex.find("]", first + 1)
+            if close < 0 or "[" in regex[position + 1 : close] or "\\" in regex[position:close]:
+                return unread
+            position = close + 1
+            continue
+        if char == "(":
+            number = len(parents)
+            parents[number] = stack[-1]
+            stack.append(number)
+            if regex.startswith(("(?=", "(?!", "(?<=", "(?<!"), position):
+                optional.add(number)
+            elif not regex.startswith("(?", position) or regex.startswith("(?<", position):
+                capturing.append(number)
+        elif char == ")":
+            if len(stack) == 1:
+                return unread
+            number = stack.pop()
+            after = regex[position + 1 : position + 3]
+            if after[:1] in ("?", "*") or after in ("{0", "{,"):
+                optional.add(number)
+        elif char == "|":
+            alternated.add(stack[-1])
+        position += 1
+    if len(stack) != 1:
+        return unread
+    if not 0 < index <= len(capturing):
+        return f"the regex has {len(capturing)} groups, not group {index}"
+    target = chain = capturing[index - 1]
+    while True:
+        if chain in optional or (chain != target and chain in alternated):
+            return f"group {index} may take no part in a match"
+        if chain == 0:
+            return None
+        chain = parents[chain]
+
+
+#: SIMILAR TO's operators, passed to the Java regular expression as they are.
+_SIMILAR_OPERATORS = frozenset("|*+?(),")
+#: A repetition ``{m}``, ``{m,}`` or ``{m,n}``.
+_BOUND = re.compile(r"\{[0-9]+(,[0-9]*)?\}")
+
+
+def _similar_to(node: exp.SimilarTo, text: str, refusals: list[_Refusal]) -> exp.Expr | None:
+    """``s SIMILAR TO p`` as Spark's ``s RLIKE r``: ``r`` matches the whole string
+    (anchored, ``%`` and ``_`` matching line ends too), every other character literal."""
+    pattern = node.expression
+    start, end = _place(pattern, text)
+    if node.args.get("escape") is not None:
+        refusals.append(
+            _Refusal(
+                Code.E0611,
+                "SIMILAR TO with ESCAPE is not translated for Spark",
+                start,
+                end,
+                "write RLIKE with a Java regular expression",
+            )
+        )
+        return None
+    if not (isinstance(pattern, exp.Literal) and pattern.is_string):
+        refusals.append(
+            _Refusal(
+                Code.E0611,
+                "the pattern of SIMILAR TO must be a string literal to be translated for "
+                "Spark's RLIKE",
+                start,
+                end,
+                "write the pattern as a string literal",
+            )
+        )
+        return None
+    translated = similar_to_regex(pattern.this)
+    if isinstance(translated, tuple):
+        offset, reason = translated
+        inside = start + 1 + offset if text[start : start + 1] == "'" else start
+        refusals.append(
+            _Refusal(
+                Code.E0611,
+                f"SIMILAR TO pattern '{pattern.this}': {reason}",
+                inside,
+                inside + 1 if inside != start else end,
+                "write RLIKE with a Java regular expression: x RLIKE '^(?s)(a|b).*\\z'",
+            )
+        )
+        return None
+    return exp.RegexpLike(this=node.this.copy(), expression=exp.Literal.string(translated))
+
+
+def similar_to_regex(pattern: str) -> str | tuple[int, str]:
+    """The Java regular expression matching what ``pattern`` matches under SIMILAR TO,
+    or where (an offset in ``pattern``) and why it is not translated."""
+    out = ["(?s)^(?:"]
+    index = 0
+    while index < len(pattern):
+        char = pattern[index]
+        if char == "%":
+            out.append(".*")
+        elif char == "_":
+            out.append(".")
+        elif char == "\\":
+            return index, "a backslash (SIMILAR TO's escape) is not translated"
+        elif char == "[":
+            close = pattern.find("]", index + 2)
+            if close < 0:
+                return index, "'[' is not closed"
+            body = pattern[index + 1 : close]
+            if body.startswith(":") or any(c in "[\\%_&" for c in body):
+                return index, "this bracket expression is not translated"
+            negated = body.startswith("^")
+            members = body[1:] if negated else body
+            escaped = "".join(
+                c if c.isalnum() or (c == "-" and 0 < i < len(members) - 1) else "\\" + c
+                for i, c in enumerate(members)
+            )
+            out.append("[" + ("^" if negated else "") + escaped + "]")
+            index = close
+        elif char == "{":
+            bound = _BOUND.match(pattern, index)
+            if bound is None or index == 0 or pattern[index - 1] in "|(":
+                return index, "'{' is not a repetition {m}, {m,} or {m,n} after an item"
+            out.append(bound.group())
+            index = bound.end() - 1
+        elif char == "}":
+            return index, "'}' closes no repetition"
+        elif char in ".^$":
+            # The SQL standard reads these as themselves, Calcite's translation for Flink
+            # may hand them to Java's regex as they are: only the bracketed form is sure.
+            return index, f"'{char}' outside brackets is not translated; write [{char}]"
+        elif char in _SIMILAR_OPERATORS or char.isalnum() or char == " ":
+            out.append(char)
+        else:
+            out.append("\\" + char)
+        index += 1
+    out.append(")\\z")
+    regex = "".join(out)
+    try:
+        re.compile(regex.replace("\\z", "\\Z"))
+    except re.error:
+        return 0, "the pattern is not a well-formed SIMILAR TO pattern"
+    return regex
+
+
+def date_format_difference(pattern: str) -> tuple[int, int, str] | None:
+    """The first letters of a DATE_FORMAT pattern whose meaning under Flink's
+    SimpleDateFormat patterns is not Spark's (offset, length, why), or None. ``S`` is
+    milliseconds there, a fraction of a second in Spark: they agree written ``SSS`` only;
+    ``F`` is the week of the month's day there. Quoted text is text in both."""
+    index = 0
+    while index < len(pattern):
+        char = pattern[index]
+        if char == "'":
+            close = pattern.find("'", index + 1)
+            index = len(pattern) if close < 0 else close + 1
+            continue
+        run = index
+        while run < len(pattern) and pattern[run] == char:
+            run += 1
+        if char == "S" and run - index != 3:
+            return index, run - index, "S is milliseconds in Flink, a fraction of a second in Spark"
+        if char == "F":
+            return (
+                index,
+                run - index,
+                "F (SimpleDateFormat's day of week in month) is not translated",
+            )
+        index = run
+    return None
+
+
+def _place(node: exp.Expr, text: str) -> tuple[int, int]:
+    """The characters of ``text`` ``node`` stands on (a literal's own positions, else
+    its identifiers'), or the whole text."""
+    starts: list[int] = []
+    ends: list[int] = []
+    for part in node.walk():
+        meta = part._meta
+        if meta and "start" in meta and "end" in meta:
+            starts.append(int(meta["start"]))
+            ends.append(int(meta["end"]) + 1)
+    if not starts:
+        return 0, len(text)
+    return min(starts), max(ends)
+
+
+def _calls(text: str, word: str, count: int) -> list[tuple[int, int]]:
+    """Where the ``count`` calls of ``word`` stand in ``text``, in text order (the whole
+    text when the calls written there are not as many: a name in a string)."""
+    found = [m.span(1) for m in re.finditer(rf"\b({re.escape(word)})\s*\(", text, re.IGNORECASE)]
+    return found if len(found) == count else [(0, len(text))] * count
