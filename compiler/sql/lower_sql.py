@@ -18,6 +18,7 @@ window_end)``. Flink SQL's group windows (``GROUP BY TUMBLE(...)``) are E0602.
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 from typing import Any, TypedDict
 
 from sqlglot import exp
@@ -328,7 +329,9 @@ class _Lowering:
                 self.span_of(right, TokenType.SELECT),
                 help="define each side as a view, then UNION ALL the views",
             )
-        step = ast.UnionAll(others=(self.relation(right.args["from_"].this),), **self.step_fields())
+        table = right.args["from_"].this
+        relation = replace(self.relation(table), span=self.span_of(table))
+        step = ast.UnionAll(others=(relation,), **self.step_fields())
         return ast.PipeQuery(source=first.source, steps=(*first.steps, step), span=self.span)
 
     def select(self, tree: exp.Select) -> ast.PipeQuery:
@@ -423,6 +426,7 @@ class _Lowering:
         fields = self.step_fields()
         aliases = {item.alias: item.this for item in items if isinstance(item, exp.Alias)}
         keys: list[exp.Expr] = []
+        computed: list[tuple[exp.Expr, str]] = []
         window: exp.Anonymous | None = None
         for key in group.expressions if group is not None else []:
             target = key
@@ -440,12 +444,15 @@ class _Lowering:
             elif isinstance(key, exp.Column):
                 keys.append(key)
             else:
-                raise _Unsupported(
-                    "GROUP BY an expression",
-                    self.span_of(key),
-                    help="compute it in a view first, then GROUP BY the column",
-                )
+                keys.append(self.computed_key(key, computed))
         steps: list[ast.Step] = []
+        if computed:
+            steps.append(self.key_columns(computed))
+            items = [self.read_keys(item, computed) for item in items]
+            having_clause = tree.args.get("having")
+            if having_clause is not None:
+                tree = tree.copy()
+                tree.set("having", exp.Having(this=_read_keys(tree.args["having"].this, computed)))
         if keys:
             steps.append(ast.KeyBy(keys=tuple(self.expr(k) for k in keys), **fields))
         window_sql = window.sql("spark") if window is not None else None
@@ -524,6 +531,50 @@ class _Lowering:
         steps.append(ast.Select(items=tuple(projection), **fields))
         return steps
 
+    def computed_key(self, key: exp.Expr, computed: list[tuple[exp.Expr, str]]) -> exp.Column:
+        """``GROUP BY auction % 10``: the key is a column the query computes before KEY BY
+        (as Flink's Calc below the exchange), named ``$f<n>`` as Flink's planner names a
+        computed field; a plain name cannot be it, and a quoted one that is meets E0213."""
+        if has_aggregate(key) or any(True for _ in key.find_all(exp.Window)):
+            raise _Unsupported(
+                "GROUP BY an aggregate",
+                self.span_of(key),
+                help="GROUP BY columns or expressions of one row's columns",
+            )
+        while isinstance(key, exp.Paren):
+            key = key.this
+        text = key.sql("spark")
+        for done, name in computed:
+            if done.sql("spark") == text:
+                return exp.column(name, quoted=True)
+        name = f"$f{len(computed)}"
+        computed.append((key, name))
+        return exp.column(name, quoted=True)
+
+    def read_keys(self, item: exp.Expr, computed: list[tuple[exp.Expr, str]]) -> exp.Expr:
+        """A SELECT item reading the computed keys; a bare key expression needs a name
+        (Spark and Flink would name it by its text or ``EXPR$0``: flowc asks for AS)."""
+        rewritten = _read_keys(item, computed)
+        if isinstance(rewritten, exp.Column) and rewritten.name in {n for _, n in computed}:
+            raise _Unsupported(
+                f"'{item.sql('spark')}' without a name",
+                self.span_of(item),
+                help=f"name the grouped expression: {item.sql('spark')} AS k",
+            )
+        return rewritten
+
+    def key_columns(self, computed: list[tuple[exp.Expr, str]]) -> ast.Extend:
+        """The EXTEND that computes the GROUP BY's expressions, each at its span."""
+        return ast.Extend(
+            items=tuple(
+                ast.SelectItem(
+                    expr=self.expr(key), alias=self.name(name, self.span_of(key)), span=self.span
+                )
+                for key, name in computed
+            ),
+            **self.step_fields(),
+        )
+
     @staticmethod
     def window_refs(node: exp.Expr, names: set[str], window_sql: str | None) -> exp.Expr:
         """``node`` with the grouped window's references made the AGGREGATE's columns:
@@ -563,6 +614,31 @@ class _Lowering:
                     "then it is the window's bound"
                 )
         return "add it to GROUP BY or wrap it in an aggregate"
+
+
+def _read_keys(node: exp.Expr, computed: list[tuple[exp.Expr, str]]) -> exp.Expr:
+    """``node`` with each GROUP BY expression outside an aggregate read from its computed
+    key column (``auction % 10 AS k`` is ``$f0 AS k``), positions kept for spans."""
+    texts = {key.sql("spark"): name for key, name in computed}
+
+    def swap(part: exp.Expr) -> exp.Expr:
+        name = texts.get(part.sql("spark")) if not isinstance(part, exp.Alias) else None
+        if name is None or part.find_ancestor(exp.AggFunc) is not None:
+            return part
+        column = exp.column(name, quoted=True)
+        column.meta.update(
+            {k: v for k, v in _first_meta(part).items() if k in ("start", "end", "line", "col")}
+        )
+        return column
+
+    return node.copy().transform(swap)
+
+
+def _first_meta(node: exp.Expr) -> dict[str, Any]:
+    for part in node.walk():
+        if part._meta and "start" in part._meta:
+            return dict(part._meta)
+    return {}
 
 
 def _spark_name(node: exp.Expr, names: set[str]) -> str | None:

@@ -169,10 +169,51 @@ class _Expansion:
                 renamed[name] = hidden
             tree.set("with_", None)
         _rename_tables(tree, renamed)
+        if isinstance(tree, exp.Union):
+            self.union_branches(tree)
         for select in _selects(tree):
             self.from_subqueries(select)
             self.aliases(select)
         return self.sql(tree, span)
+
+    def union_branches(self, tree: exp.Union) -> None:
+        """``a UNION ALL SELECT ... FROM b WHERE ...``: each branch after the first that is
+        more than ``SELECT * FROM x`` becomes a hidden view (its projection a Calc, as in
+        Flink's plan) read by UNION ALL. Columns match by position, named by the first
+        branch (as SQL): a branch's items are renamed to the first branch's names when
+        those are known from its text; types must then be the same (E0222 otherwise)."""
+        first = _selects(tree)[0]
+        names = [_output_name(item) for item in first.expressions]
+        node: exp.Expr = tree
+        chain: list[exp.Union] = []
+        while isinstance(node, exp.Union):
+            chain.append(node)
+            node = node.left
+        for union in reversed(chain):
+            if union.args.get("distinct"):
+                return  # lower_sql refuses UNION without ALL at its keyword
+            branch = union.right
+            if not isinstance(branch, exp.Select) or _plain_star(branch):
+                continue
+            if None not in names and len(branch.expressions) == len(names):
+                branch.set(
+                    "expressions",
+                    [
+                        _named(item, name)
+                        for item, name in zip(branch.expressions, names, strict=True)
+                    ],
+                )
+            hidden = self.hidden_name("union")
+            span = self.positions.span(branch, TokenType.SELECT)
+            self.define(hidden, self.query(branch, span), branch)
+            table = exp.Table(this=exp.to_identifier(hidden, quoted=True))
+            positioned = [p.meta for p in branch.walk() if "start" in p.meta and "end" in p.meta]
+            if positioned:
+                table.this.meta.update(
+                    start=min(m["start"] for m in positioned),
+                    end=max(m["end"] for m in positioned),
+                )
+            union.set("expression", exp.select("*").from_(table))
 
     def from_subqueries(self, select: exp.Select) -> None:
         """Each subquery of FROM and JOIN made a hidden view (the Top-N pattern a view
@@ -334,6 +375,36 @@ class _Expansion:
             window,
             help=_TOP_HELP,
         )
+
+
+def _plain_star(select: exp.Select) -> bool:
+    """``SELECT * FROM x``: what UNION ALL reads as a relation."""
+    from_ = select.args.get("from_")
+    return (
+        len(select.expressions) == 1
+        and isinstance(select.expressions[0], exp.Star)
+        and from_ is not None
+        and isinstance(from_.this, exp.Table)
+        and not any(select.args.get(k) for k in ("where", "joins", "group", "having", "distinct"))
+    )
+
+
+def _output_name(item: exp.Expr) -> str | None:
+    """The column name a SELECT item gives, when its text says it (None for ``*`` and
+    unnamed expressions)."""
+    if isinstance(item, exp.Alias):
+        return item.alias
+    if isinstance(item, exp.Column) and not isinstance(item.this, exp.Star):
+        return item.name
+    return None
+
+
+def _named(item: exp.Expr, name: str) -> exp.Expr:
+    """``item`` giving the column ``name`` (as the first UNION branch names it)."""
+    if _output_name(item) == name or isinstance(item, exp.Star):
+        return item
+    inner = item.this if isinstance(item, exp.Alias) else item
+    return exp.Alias(this=inner, alias=exp.to_identifier(name))
 
 
 def _upper_bound(term: exp.Expr, rank: str) -> int | None:
