@@ -386,6 +386,9 @@ class SqlQuery:
     text: str
     tree: exp.Expr = field(compare=False, repr=False)
     span: Span
+    #: Where ``text`` begins in the file, when ``span`` is a part of it (a hidden view's
+    #: query is a part of its statement's text): sqlglot's offsets count from here.
+    origin: Span | None = field(default=None, compare=False, repr=False)
 
 
 Query: TypeAlias = PipeQuery | SqlQuery

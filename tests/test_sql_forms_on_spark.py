@@ -180,3 +180,99 @@ def test_union_all_of_selects_on_spark(spark: Any, tmp_path: Path) -> None:
     assert table(spark, "both") == sorted(expected)
     columns = spark.sql("SELECT * FROM `both`").columns
     assert columns == ["auction", "price"]
+
+
+TOP_HEAD = """SET max_parallelism = 16;
+CREATE SOURCE bids (auction BIGINT, bidder BIGINT, price BIGINT, ts TIMESTAMP)
+  WITH (connector = 'files', path = 'in', format = 'json');
+CREATE TABLE auctions (id BIGINT, category BIGINT)
+  WITH (connector = 'files', path = 'in', format = 'json');
+CREATE SINK u WITH (connector = 'console', mode = 'update');
+"""
+
+
+@pytest.mark.parametrize("dialect", ["", FLINK])
+def test_row_number_over_a_join_side_plans_as_top(dialect: str) -> None:
+    """ORDER BY b.price and PARTITION BY a.category name the subquery's join sides: TOP reads
+    the subquery's columns of the same text."""
+    sql = (
+        dialect
+        + TOP_HEAD
+        + (
+            "INSERT INTO u SELECT * FROM (\n"
+            "  SELECT b.auction, b.price, a.category,\n"
+            "    ROW_NUMBER() OVER (PARTITION BY a.category ORDER BY b.price DESC) AS rn\n"
+            "  FROM bids AS b JOIN auctions AS a ON b.auction = a.id) WHERE rn <= 3;\n"
+        )
+    )
+    pipe = TOP_HEAD + (
+        "CREATE VIEW j AS SELECT bids.auction, bids.price, auctions.category\n"
+        "  FROM bids JOIN auctions ON bids.auction = auctions.id;\n"
+        "INSERT INTO u FROM j |> TOP 3 BY price DESC PER category AS rn;\n"
+    )
+    assert _job_graph(sql) == _job_graph(pipe)
+
+
+def test_row_number_ordered_by_a_column_not_selected_plans_as_top_and_drop() -> None:
+    """SQL ranks over the subquery's input, TOP after its projection: what the projection
+    does not keep (or renames: ``price`` is the input's, not the item ``b.price * 2 AS
+    price``) is computed for TOP and dropped after it."""
+    sql = TOP_HEAD + (
+        "INSERT INTO u SELECT * FROM (\n"
+        "  SELECT b.auction, b.price * 2 AS price,\n"
+        "    ROW_NUMBER() OVER (PARTITION BY a.category ORDER BY price DESC) AS rn\n"
+        "  FROM bids AS b JOIN auctions AS a ON b.auction = a.id) WHERE rn <= 3;\n"
+    )
+    pipe = TOP_HEAD + (
+        "CREATE VIEW j AS SELECT bids.auction, bids.price * 2 AS price,\n"
+        "  price AS `$rank0`, auctions.category AS `$rank1`\n"
+        "  FROM bids JOIN auctions ON bids.auction = auctions.id;\n"
+        "INSERT INTO u FROM j |> TOP 3 BY `$rank0` DESC PER `$rank1` AS rn\n"
+        "  |> DROP `$rank0`, `$rank1`;\n"
+    )
+    assert _job_graph(sql) == _job_graph(pipe)
+    job = flowc.compile(sql, "job.flow")
+    (insert,) = job.program.inserts
+    assert [c.name for c in insert.stream.schema] == ["auction", "price", "rn"]
+
+
+CATEGORY = {1: 7, 2: 8, 3: 7, 4: 8, 5: 7, 6: 8}  # 7 and 8 have no auction: a join drops them
+
+
+def test_row_number_over_a_join_side_on_spark(spark: Any, tmp_path: Path) -> None:
+    """The two highest bids per category, ordered by the join's b.price, which the
+    subquery does not select, after every micro-batch, against plain Python."""
+    write_batches(tmp_path / "bids", BIDS)
+    (tmp_path / "auctions").mkdir()
+    (tmp_path / "auctions" / "a.json").write_text(
+        "".join(f'{{"id": {a}, "category": {c}}}\n' for a, c in CATEGORY.items()),
+        encoding="utf-8",
+    )
+    job = compiled(
+        tmp_path,
+        source("bids", "auction BIGINT, bidder BIGINT, price BIGINT, ts TIMESTAMP")
+        + "SET max_parallelism = 16;\n"
+        + "CREATE TABLE auctions (id BIGINT, category BIGINT)"
+        " WITH (connector = 'files', path = 'auctions', format = 'json');\n"
+        + "CREATE SINK best WITH (connector = 'noop', mode = 'update');\n"
+        + "INSERT INTO best SELECT * FROM (\n"
+        "  SELECT b.auction, a.category,\n"
+        "    ROW_NUMBER() OVER (PARTITION BY a.category ORDER BY b.price DESC) AS rn\n"
+        "  FROM bids AS b JOIN auctions AS a ON b.auction = a.id) WHERE rn <= 2;\n",
+    )
+    assert spark_codes(job) == set()
+    run_generated(spark, tmp_path, job, into_memory)
+    seen: dict[int, list[Row]] = defaultdict(list)
+    expected = []
+    for batch in BIDS:
+        touched = []
+        for row in batch:
+            category = CATEGORY.get(row["auction"])
+            if category is not None:
+                seen[category].append(row)
+                touched.append(category)
+        for category in dict.fromkeys(touched):
+            ranked = sorted(seen[category], key=lambda r: r["price"], reverse=True)[:2]
+            expected += [(r["auction"], category, n) for n, r in enumerate(ranked, start=1)]
+    assert len(expected) >= 8
+    assert table(spark, "best") == sorted(expected)

@@ -115,8 +115,8 @@ class QueryPositions:
     def version_clause(self, table: exp.Table) -> tuple[str, Span]:
         return self._lowering.version_clause(table)
 
-    def expr(self, node: exp.Expr) -> ast.SqlExpr:
-        return self._lowering.expr(node)
+    def expr(self, node: exp.Expr, tree: exp.Expr | None = None) -> ast.SqlExpr:
+        return self._lowering.expr(node, tree)
 
 
 def check_flink_windows(query: ast.SqlQuery, reporter: Reporter) -> bool:
@@ -149,6 +149,7 @@ class _Lowering:
     def __init__(self, query: ast.SqlQuery) -> None:
         self.query = query
         self.span = query.span
+        self.origin = query.origin or query.span
         self._tokens: list[Any] | None = None
 
     # ------------------------------------------------------------ positions
@@ -218,7 +219,7 @@ class _Lowering:
             ):  # a subquery: its brackets too
                 first, last = first - 1, last + 1
             lo, hi = min(lo, tokens[first].start), max(hi, tokens[last].end + 1)
-        located = ast.SqlExpr(text=self.query.text, tree=exp.Null(), span=self.span)
+        located = ast.SqlExpr(text=self.query.text, tree=exp.Null(), span=self.origin)
         return sub_span(located, lo, hi)
 
     def version_clause(self, table: exp.Table) -> tuple[str, Span]:
@@ -236,7 +237,7 @@ class _Lowering:
             return "", self.span
         first, last = rest[0], ends[0] if ends else rest[0]
         text = " ".join(t.text.upper() for t in tokens[first : last + 1])
-        located = ast.SqlExpr(text=self.query.text, tree=exp.Null(), span=self.span)
+        located = ast.SqlExpr(text=self.query.text, tree=exp.Null(), span=self.origin)
         stops = [
             part.meta["end"]
             for part in (expression.walk() if expression is not None else ())
@@ -267,7 +268,8 @@ class _Lowering:
         """A standalone expression for ``node`` (or ``tree``, what it is rewritten to),
         with the span ``node`` has in the file."""
         if tree is None:
-            span = node_span(ast.SqlExpr(text=self.query.text, tree=node, span=self.span), node)
+            located = ast.SqlExpr(text=self.query.text, tree=node, span=self.origin)
+            span = node_span(located, node)
         else:
             span = self.span_of(node)
         copy = (tree if tree is not None else node).copy()

@@ -136,7 +136,12 @@ class _Expansion:
 
     def sql(self, tree: exp.Expr, span: Span) -> ast.SqlQuery:
         """A query of the same text: sqlglot's positions in ``tree`` stay right."""
-        return ast.SqlQuery(text=self.source.text, tree=tree, span=span)
+        return ast.SqlQuery(
+            text=self.source.text,
+            tree=tree,
+            span=span,
+            origin=self.source.origin or self.source.span,
+        )
 
     # ------------------------------------------------------------ queries
 
@@ -230,7 +235,8 @@ class _Expansion:
             inner = subquery.this
             top = self.top_n(select, inner) if holder is from_ else None
             if top is not None:
-                rows, step = top
+                rows, steps = top
+                step = steps[0]
                 below = self.hidden_name(f"{alias}_rows")
                 self.define(below, self.query(rows, self.positions.span(rows)), inner)
                 relation = ast.Relation(
@@ -238,7 +244,7 @@ class _Expansion:
                     side_output=None,
                     span=step.span,
                 )
-                pipe = ast.PipeQuery(source=relation, steps=(step,), span=step.span)
+                pipe = ast.PipeQuery(source=relation, steps=steps, span=step.span)
                 self.define(hidden, pipe, subquery)
             else:
                 span = self.positions.span(inner, TokenType.SELECT)
@@ -292,10 +298,13 @@ class _Expansion:
                 _requalify(select, alias, table.name)
                 table.set("alias", None)
 
-    def top_n(self, outer: exp.Select, inner: exp.Expr) -> tuple[exp.Select, ast.Top] | None:
+    def top_n(
+        self, outer: exp.Select, inner: exp.Expr
+    ) -> tuple[exp.Select, tuple[ast.Step, ...]] | None:
         """The Top-N pattern: ``inner`` selects ``ROW_NUMBER() OVER (...) AS rn`` and
         ``outer`` keeps ``rn <= n`` (``rn < n``, ``rn = 1``). Returns the inner query
-        without the ranking and the TOP step; None for any other subquery."""
+        without the ranking and the steps after it (TOP, and the DROP of the columns
+        computed for it, :meth:`rank_inputs`); None for any other subquery."""
         if not isinstance(inner, exp.Select):
             return None
         ranked = [
@@ -331,26 +340,40 @@ class _Expansion:
         rows.set("expressions", [e for e in rows.expressions if e.alias_or_name != rank])
         if not rows.expressions:
             rows.set("expressions", [exp.Star()])
+        partition = list(window.args.get("partition_by") or [])
+        read, added = _rank_inputs(rows, [o.this for o in order.expressions] + partition)
         span = self.positions.span(window)
         step = ast.Top(
             count=count[0],
             count_span=count[1],
             order=tuple(
                 ast.OrderItem(
-                    expr=self.positions.expr(o.this),
+                    expr=self.positions.expr(o.this, read[index]),
                     descending=bool(o.args.get("desc")),
                     span=self.positions.span(o),
                 )
-                for o in order.expressions
+                for index, o in enumerate(order.expressions)
             ),
-            per=tuple(self.positions.expr(p) for p in window.args.get("partition_by") or []),
+            per=tuple(
+                self.positions.expr(p, read[len(order.expressions) + index])
+                for index, p in enumerate(partition)
+            ),
             rank=ast.Name(value=rank, quoted=False, span=self.positions.span(item)),
             keyword_span=span,
             hints=(),
             hints_span=None,
             span=span,
         )
-        return rows, step
+        if not added:
+            return rows, (step,)
+        drop = ast.Drop(
+            columns=tuple(ast.Name(value=name, quoted=True, span=span) for name in added),
+            keyword_span=span,
+            hints=(),
+            hints_span=None,
+            span=span,
+        )
+        return rows, (step, drop)
 
     def bound(
         self, outer: exp.Select, rank: str, window: exp.Expr
@@ -375,6 +398,38 @@ class _Expansion:
             window,
             help=_TOP_HELP,
         )
+
+
+def _rank_inputs(rows: exp.Select, inputs: list[exp.Expr]) -> tuple[list[exp.Expr], list[str]]:
+    """What TOP reads for each ORDER BY and PARTITION BY expression of ``ROW_NUMBER()
+    OVER (...)``, which SQL evaluates over the subquery's input (``b.price`` of its join,
+    a column it does not select), while TOP runs after the subquery's projection: an
+    item of the same text is read by its name; an unqualified column a ``*`` passes on
+    stays; anything else is computed as a column ``$rank<n>`` added to ``rows`` (and the
+    names of these, for the DROP after TOP)."""
+    items = list(rows.expressions)
+    named = {_output_name(i) for i in items} - {None}
+    by_text = {
+        (i.this if isinstance(i, exp.Alias) else i).sql("spark"): _output_name(i) for i in items
+    }
+    star = any(isinstance(i, exp.Star) for i in items)
+    read: list[exp.Expr] = []
+    added: list[str] = []
+    for node in inputs:
+        name = by_text.get(node.sql("spark"))
+        if name is not None:
+            plain = name.isidentifier()
+            read.append(exp.column(name, quoted=not plain) if name != node.sql("spark") else node)
+        elif isinstance(node, exp.Column) and not node.table and star and node.name not in named:
+            read.append(node)
+        else:
+            hidden = f"$rank{len(added)}"
+            added.append(hidden)
+            items.append(exp.Alias(this=node.copy(), alias=exp.to_identifier(hidden, quoted=True)))
+            by_text[node.sql("spark")] = hidden
+            read.append(exp.column(hidden, quoted=True))
+    rows.set("expressions", items)
+    return read, added
 
 
 def _plain_star(select: exp.Select) -> bool:
