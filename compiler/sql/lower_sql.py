@@ -3,7 +3,9 @@
 ``SELECT ... FROM t [JOIN u ON ...] WHERE ... GROUP BY k, window(ts, '10 seconds')
 HAVING ...`` becomes ``FROM t |> JOIN u ON ... |> WHERE ... |> KEY BY k |> WINDOW
 TUMBLE(ts, ...) |> AGGREGATE ... |> WHERE <having> |> SELECT ...``, so SQL views get
-exactly the plans of the equivalent pipe query. CTEs, subqueries in FROM and aliases are
+exactly the plans of the equivalent pipe query. ``GROUP BY auction % 10`` computes the key
+first (``EXTEND auction % 10 AS `$f0` |> KEY BY `$f0```, Flink's Calc below the exchange
+and Flink's name for the field). CTEs, subqueries in FROM and aliases are
 made views and relation names before (:mod:`flowc.sql.sql_forms`). What has no streaming
 meaning here (ORDER BY, LIMIT, subqueries in expressions, OVER windows) is a diagnostic
 at its position.

@@ -11,7 +11,13 @@ b``) is its relation's name: ``b.price`` is ``bids.price``.
 
 The Top-N pattern ``SELECT ... FROM (SELECT ..., ROW_NUMBER() OVER (PARTITION BY k ORDER
 BY x DESC) AS rn FROM s) WHERE rn <= n`` becomes a hidden view ending in ``TOP n BY x
-DESC PER k AS rn`` (Flink's Rank); every other OVER stays E0232.
+DESC PER k AS rn`` (Flink's Rank); every other OVER stays E0232. Its ORDER BY and
+PARTITION BY name the subquery's input (``b.price`` of its join), TOP reads the
+subquery's output: the same item by name, or a column computed for TOP and dropped.
+
+``a UNION ALL SELECT ... FROM b WHERE ...``: each branch after the first that is more
+than ``SELECT * FROM x`` is a hidden view (``owner$union``), its items named by position
+as the first branch names them.
 
 Codes: E0250 (WITH RECURSIVE), E0251 (a CTE name given twice), E0252 (FOR SYSTEM_TIME AS
 OF on a stream), E0253 (ROW_NUMBER() not filtered by an upper bound), E0265 (an AS OF
@@ -188,7 +194,10 @@ class _Expansion:
         branch (as SQL): a branch's items are renamed to the first branch's names when
         those are known from its text; types must then be the same (E0222 otherwise)."""
         first = _selects(tree)[0]
-        names = [_output_name(item) for item in first.expressions]
+        written = [_output_name(item) for item in first.expressions]
+        names = [name for name in written if name is not None]
+        if len(names) != len(written):
+            names = []  # a `*` or an unnamed item: the names are known after analysis only
         node: exp.Expr = tree
         chain: list[exp.Union] = []
         while isinstance(node, exp.Union):
@@ -200,7 +209,7 @@ class _Expansion:
             branch = union.right
             if not isinstance(branch, exp.Select) or _plain_star(branch):
                 continue
-            if None not in names and len(branch.expressions) == len(names):
+            if names and len(branch.expressions) == len(names):
                 branch.set(
                     "expressions",
                     [
