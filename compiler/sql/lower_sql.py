@@ -378,10 +378,11 @@ class _Lowering:
                     **fields,
                 )
             )
+        items = list(tree.expressions)
+        steps.extend(self.drop_join_keys(tree, items))
         where = tree.args.get("where")
         if where is not None:
             steps.append(ast.Where(condition=self.expr(where.this), **fields))
-        items = list(tree.expressions)
         group = tree.args.get("group")
         has_aggregates = any(has_aggregate(item) for item in items)
         if group is not None or has_aggregates:
@@ -391,6 +392,26 @@ class _Lowering:
         if tree.args.get("distinct"):
             steps.append(ast.Deduplicate(columns=(), within=None, **fields))
         return ast.PipeQuery(source=source, steps=tuple(steps), span=self.span)
+
+    def drop_join_keys(self, tree: exp.Select, items: list[exp.Expr]) -> list[ast.Step]:
+        """The DROP of the join keys computed for the query (``$join<n>``,
+        :mod:`flowc.sql.sql_forms`) where a ``*`` would show them."""
+        names = sorted(
+            {
+                column.name
+                for join in tree.args.get("joins") or []
+                for column in (join.args["on"].find_all(exp.Column) if join.args.get("on") else ())
+                if column.name.startswith("$join")
+            }
+        )
+        starred = any(
+            isinstance(i, exp.Star) or (isinstance(i, exp.Column) and isinstance(i.this, exp.Star))
+            for i in items
+        )
+        if not names or not starred:
+            return []
+        columns = tuple(ast.Name(value=n, quoted=True, span=self.span) for n in names)
+        return [ast.Drop(columns=columns, **self.step_fields())]
 
     def flink_windows(self, tree: exp.Select) -> None:
         """Flink SQL's group windows and their TUMBLE_START-style properties: E0602."""

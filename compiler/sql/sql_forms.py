@@ -37,6 +37,7 @@ from flowc import ast
 from flowc.diagnostics import Reporter
 from flowc.errorcodes import Code
 from flowc.spans import Span
+from flowc.sql.functions import has_aggregate
 from flowc.sql.lower_sql import QueryPositions
 
 __all__ = ["expand_sql_forms"]
@@ -185,6 +186,7 @@ class _Expansion:
         for select in _selects(tree):
             self.from_subqueries(select)
             self.aliases(select)
+            self.join_keys(select)
         return self.sql(tree, span)
 
     def union_branches(self, tree: exp.Union) -> None:
@@ -228,6 +230,67 @@ class _Expansion:
                     end=max(m["end"] for m in positioned),
                 )
             union.set("expression", exp.select("*").from_(table))
+
+    def join_keys(self, select: exp.Select) -> None:
+        """``ON mod(b.auction, 10000) = s.key``: an equality whose side is an expression of
+        one stream's columns is made an equality of columns, as Flink's planner computes
+        the key in a Calc below the join: that stream is read through a hidden view
+        ``owner$<stream>_keys`` adding the column ``$join<n>``, which lower_sql drops after
+        the join where ``*`` would show it. A table's side, and a stream's whose
+        processing time a FOR SYSTEM_TIME AS OF reads, stay (a view over a table is no
+        table, and keeps no PROCTIME()): E0221 as before."""
+        joins = select.args.get("joins") or []
+        from_ = select.args.get("from_")
+        if not joins or from_ is None:
+            return
+        relations = {
+            t.name: t
+            for t in [from_.this, *(j.this for j in joins)]
+            if isinstance(t, exp.Table) and not t.alias
+        }
+        timed = {  # a view does not keep PROCTIME(): AS OF must read the stream itself
+            column.table
+            for join in joins
+            if isinstance(join.this, exp.Table) and join.this.args.get("version") is not None
+            for column in join.this.args["version"].find_all(exp.Column)
+        }
+        keys: dict[str, list[tuple[exp.Expr, str]]] = {}
+        count = 0
+        for join in joins:
+            on = join.args.get("on")
+            terms = list(on.flatten()) if isinstance(on, exp.And) else [on]
+            for term in terms:
+                if not isinstance(term, exp.EQ):
+                    continue
+                sides = [term.left, term.right]
+                owners = [_owner(side) for side in sides]
+                if owners[0] is None or owners[1] is None or owners[0] == owners[1]:
+                    continue
+                for side, owner in zip(sides, owners, strict=True):
+                    if (
+                        isinstance(side, exp.Column)
+                        or owner is None
+                        or owner in self.tables
+                        or owner in timed
+                        or owner not in relations
+                    ):
+                        continue
+                    name = f"$join{count}"
+                    count += 1
+                    keys.setdefault(owner, []).append((side.copy(), name))
+                    column = exp.column(name, table=owner, quoted=True)
+                    column.this.meta.update({k: v for k, v in _positions(side).items()})
+                    side.replace(column)
+        for owner, computed in keys.items():
+            hidden = self.hidden_name(f"{owner}_keys")
+            body = exp.select(
+                exp.Star(),
+                *(exp.alias_(key, name, quoted=True) for key, name in computed),
+            ).from_(exp.Table(this=exp.to_identifier(owner, quoted=True)))
+            span = self.positions.span(computed[0][0])
+            self.define(hidden, self.sql(body, span), computed[0][0])
+            relations[owner].set("this", exp.to_identifier(hidden, quoted=True))
+            _requalify(select, owner, hidden)
 
     def from_subqueries(self, select: exp.Select) -> None:
         """Each subquery of FROM and JOIN made a hidden view (the Top-N pattern a view
@@ -439,6 +502,22 @@ def _rank_inputs(rows: exp.Select, inputs: list[exp.Expr]) -> tuple[list[exp.Exp
             read.append(exp.column(hidden, quoted=True))
     rows.set("expressions", items)
     return read, added
+
+
+def _owner(side: exp.Expr) -> str | None:
+    """The one relation whose columns ``side`` reads (all qualified by it), else None."""
+    tables = {column.table for column in side.find_all(exp.Column)}
+    if len(tables) != 1 or "" in tables or has_aggregate(side):
+        return None
+    return next(iter(tables))
+
+
+def _positions(node: exp.Expr) -> dict[str, int]:
+    """Where ``node`` stands (its first and last identifier), for the column replacing it."""
+    metas = [p.meta for p in node.walk() if isinstance(p, exp.Identifier) and "start" in p.meta]
+    if not metas:
+        return {}
+    return {"start": min(m["start"] for m in metas), "end": max(m["end"] for m in metas)}
 
 
 def _plain_star(select: exp.Select) -> bool:
