@@ -6,6 +6,7 @@ plain Python's rows over several micro-batches."""
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections import defaultdict
 from datetime import datetime
@@ -16,7 +17,14 @@ import pytest
 
 import flowc
 from tests.helpers.files import Row, at, source, write_batches
-from tests.helpers.spark_run import compiled, into_memory, run_generated, spark_codes, table
+from tests.helpers.spark_run import (
+    compiled,
+    into_memory,
+    run_generated,
+    run_in,
+    spark_codes,
+    table,
+)
 
 HEAD = """SET max_parallelism = 64;
 CREATE SOURCE bids (auction BIGINT, bidder BIGINT, price BIGINT, ts TIMESTAMP)
@@ -126,7 +134,6 @@ ASKS: list[list[Row]] = [
 def test_group_by_an_expression_on_spark(spark: Any, tmp_path: Path, dialect: str) -> None:
     """Per (auction mod 3, day): counts and sums of bids over 100, kept when the sum is over
     200, after every micro-batch, against plain Python."""
-    write_batches(tmp_path / "bids", BIDS)
     job = compiled(
         tmp_path,
         dialect
@@ -139,7 +146,9 @@ def test_group_by_an_expression_on_spark(spark: Any, tmp_path: Path, dialect: st
         "  GROUP BY MOD(auction, 3), date_format(ts, 'yyyy-MM-dd') HAVING sum(price) > 200;\n",
     )
     assert spark_codes(job) == set()
+    write_batches(tmp_path / "bids", BIDS)
     run_generated(spark, tmp_path, job, into_memory)
+    rows = table(spark, "per_key")
     counts: dict[tuple[int, str], int] = defaultdict(int)
     totals: dict[tuple[int, str], int] = defaultdict(int)
     expected = []
@@ -157,7 +166,40 @@ def test_group_by_an_expression_on_spark(spark: Any, tmp_path: Path, dialect: st
             if totals[(k, day)] > 200
         ]
     assert len(expected) >= 3
-    assert table(spark, "per_key") == sorted(expected)
+    assert sorted(rows) == sorted(expected)
+
+
+def test_group_by_an_expression_across_a_restart(spark: Any, tmp_path: Path) -> None:
+    """The state is keyed by the computed key: a run restarted from its checkpoint with
+    one more file goes on from it (an upsert table keyed by the output's key columns)."""
+    job = flowc.compile(
+        FLINK
+        + source("bids", "auction BIGINT, bidder BIGINT, price BIGINT, ts TIMESTAMP")
+        + "SET max_parallelism = 16;\n"
+        + "CREATE SINK per_key WITH (connector = 'files', path = 'out', format = 'parquet',\n"
+        "  mode = 'update', key = 'k, day');\n"
+        + "INSERT INTO per_key SELECT MOD(auction, 3) AS k, date_format(ts, 'yyyy-MM-dd') AS day,\n"
+        "  count(*) AS n, sum(price) AS total FROM bids\n"
+        "  GROUP BY MOD(auction, 3), date_format(ts, 'yyyy-MM-dd');\n",
+        str(tmp_path / "job.flow"),
+        for_spark=True,
+    )
+    write_batches(tmp_path / "bids", BIDS[:2])
+    assert [q.error for q in run_in(job, tmp_path).queries] == [None]
+    write_batches(tmp_path / "later", BIDS[2:])
+    target = tmp_path / "bids" / "part-099.json"
+    (tmp_path / "later" / "part-000.json").rename(target)
+    os.utime(target, (1_700_001_000, 1_700_001_000))
+    assert [q.error for q in run_in(job, tmp_path).queries] == [None]
+    totals: dict[tuple[int, str], tuple[int, int]] = {}
+    for row in (r for batch in BIDS for r in batch):
+        key = (row["auction"] % 3, datetime.fromisoformat(row["ts"]).strftime("%Y-%m-%d"))
+        n, total = totals.get(key, (0, 0))
+        totals[key] = (n + 1, total + row["price"])
+    pointer = json.loads((tmp_path / "out" / "_current").read_text(encoding="utf-8"))
+    rows = spark.read.parquet(str(tmp_path / "out" / pointer["version"])).collect()
+    assert {(r["k"], r["day"]): (r["n"], r["total"]) for r in rows} == totals
+    assert len(totals) >= 4
 
 
 def test_union_all_of_selects_on_spark(spark: Any, tmp_path: Path) -> None:
