@@ -342,7 +342,7 @@ def test_join_on_an_expression_plans_as_a_computed_key(dialect: str) -> None:
         )
     )
     pipe = JOIN_HEAD + (
-        "CREATE VIEW k AS SELECT *, MOD(auction, 10000) AS `$join0` FROM bids;\n"
+        "CREATE VIEW k AS FROM bids |> EXTEND MOD(auction, 10000) AS `$join0`;\n"
         "INSERT INTO o FROM k |> JOIN sellers ON k.`$join0` = sellers.key AND k.price > 1\n"
         "  |> DROP `$join0`;\n"
     )
@@ -365,8 +365,8 @@ def test_join_on_expressions_of_both_sides() -> None:
         "  ON b.auction % 10 = s.key + 1;\n"
     )
     pipe = JOIN_HEAD + (
-        "CREATE VIEW k AS SELECT *, auction % 10 AS `$join0` FROM bids;\n"
-        "CREATE VIEW t AS SELECT *, key + 1 AS `$join1` FROM sellers;\n"
+        "CREATE VIEW k AS FROM bids |> EXTEND auction % 10 AS `$join0`;\n"
+        "CREATE VIEW t AS FROM sellers |> EXTEND key + 1 AS `$join1`;\n"
         "INSERT INTO o FROM k |> JOIN t ON k.`$join0` = t.`$join1`\n"
         "  |> SELECT k.auction, t.name;\n"
     )

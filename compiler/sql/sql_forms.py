@@ -38,7 +38,7 @@ from flowc.diagnostics import Reporter
 from flowc.errorcodes import Code
 from flowc.spans import Span
 from flowc.sql.functions import has_aggregate
-from flowc.sql.lower_sql import QueryPositions
+from flowc.sql.lower_sql import QueryPositions, StepFields
 
 __all__ = ["expand_sql_forms"]
 
@@ -283,12 +283,28 @@ class _Expansion:
                     side.replace(column)
         for owner, computed in keys.items():
             hidden = self.hidden_name(f"{owner}_keys")
-            body = exp.select(
-                exp.Star(),
-                *(exp.alias_(key, name, quoted=True) for key, name in computed),
-            ).from_(exp.Table(this=exp.to_identifier(owner, quoted=True)))
             span = self.positions.span(computed[0][0])
-            self.define(hidden, self.sql(body, span), computed[0][0])
+            fields: StepFields = {
+                "keyword_span": span,
+                "hints": (),
+                "hints_span": None,
+                "span": span,
+            }
+            extend = ast.Extend(  # EXTEND, not SELECT *, ...: the event time passes on
+                items=tuple(
+                    ast.SelectItem(
+                        expr=self.positions.expr(key),
+                        alias=ast.Name(value=name, quoted=True, span=self.positions.span(key)),
+                        span=self.positions.span(key),
+                    )
+                    for key, name in computed
+                ),
+                **fields,
+            )
+            source = ast.Relation(
+                name=ast.Name(value=owner, quoted=True, span=span), side_output=None, span=span
+            )
+            self.define(hidden, ast.PipeQuery(source=source, steps=(extend,), span=span), None)
             relations[owner].set("this", exp.to_identifier(hidden, quoted=True))
             _requalify(select, owner, hidden)
 
