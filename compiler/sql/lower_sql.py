@@ -469,7 +469,9 @@ class _Lowering:
             elif isinstance(key, exp.Column):
                 keys.append(key)
             else:
-                keys.append(self.computed_key(key, computed))
+                column = self.computed_key(key, computed)
+                if column.name not in {k.name for k in keys}:  # GROUP BY a, (a): one key
+                    keys.append(column)
         steps: list[ast.Step] = []
         if computed:
             steps.append(self.key_columns(computed))

@@ -195,7 +195,10 @@ class _Expansion:
         Flink's plan) read by UNION ALL. Columns match by position, named by the first
         branch (as SQL): a branch's items are renamed to the first branch's names when
         those are known from its text; types must then be the same (E0222 otherwise)."""
-        first = _selects(tree)[0]
+        selects = _selects(tree)
+        if not selects:
+            return
+        first = selects[0]
         written = [_output_name(item) for item in first.expressions]
         names = [name for name in written if name is not None]
         if len(names) != len(written):
@@ -209,7 +212,12 @@ class _Expansion:
             if union.args.get("distinct"):
                 return  # lower_sql refuses UNION without ALL at its keyword
             branch = union.right
-            if not isinstance(branch, exp.Select) or _plain_star(branch):
+            if isinstance(branch, exp.Subquery) and isinstance(branch.this, exp.Select):
+                branch = branch.this  # UNION ALL (SELECT ...)
+            if not isinstance(branch, exp.Select):
+                continue
+            if _plain_star(branch):
+                union.set("expression", branch)
                 continue
             if names and len(branch.expressions) == len(names):
                 branch.set(
