@@ -429,7 +429,7 @@ class SqlQuery:
     dialect: str = "spark"
     #: Where the first character of ``text`` stands, when not at ``span`` (a hidden view
     #: of a CTE or subquery keeps its statement's text: :mod:`flowc.sql.sql_forms`).
-    origin: Span | None = None
+    origin: Span | None = field(default=None, compare=False, repr=False)
 
     @property
     def text_origin(self) -> Span:

@@ -213,7 +213,16 @@ LOCATED = [
         (6, 3, 49),
     ),
     ("SELECT k FROM s WHERE k IN (SELECT k FROM s);", "a subquery", (5, 42, 59)),
-    ("SELECT count(*) AS n FROM s\n  GROUP BY k % 10;", "GROUP BY an expression", (6, 12, 18)),
+    (
+        "SELECT count(*) AS n,\n  k % 10 FROM s GROUP BY k % 10;",
+        "'k % 10' without a name",
+        (6, 3, 9),
+    ),
+    (
+        "SELECT k, count(*) AS n FROM s\n  GROUP BY k, max(k) + 1;",
+        "GROUP BY an aggregate",
+        (6, 15, 25),
+    ),
 ]
 
 

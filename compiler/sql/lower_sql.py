@@ -3,7 +3,9 @@
 ``SELECT ... FROM t [JOIN u ON ...] WHERE ... GROUP BY k, window(ts, '10 seconds')
 HAVING ...`` becomes ``FROM t |> JOIN u ON ... |> WHERE ... |> KEY BY k |> WINDOW
 TUMBLE(ts, ...) |> AGGREGATE ... |> WHERE <having> |> SELECT ...``, so SQL views get
-exactly the plans of the equivalent pipe query. CTEs, subqueries in FROM and aliases are
+exactly the plans of the equivalent pipe query. ``GROUP BY auction % 10`` computes the key
+first (``EXTEND auction % 10 AS `$f0` |> KEY BY `$f0```, Flink's Calc below the exchange
+and Flink's name for the field). CTEs, subqueries in FROM and aliases are
 made views and relation names before (:mod:`flowc.sql.sql_forms`). What has no streaming
 meaning here (ORDER BY, LIMIT, subqueries in expressions, OVER windows) is a diagnostic
 at its position.
@@ -154,8 +156,8 @@ class QueryPositions:
     def version_clause(self, table: exp.Table) -> tuple[str, Span]:
         return self._lowering.version_clause(table)
 
-    def expr(self, node: exp.Expr) -> ast.SqlExpr:
-        return self._lowering.expr(node)
+    def expr(self, node: exp.Expr, tree: exp.Expr | None = None) -> ast.SqlExpr:
+        return self._lowering.expr(node, tree)
 
 
 def lower_window_top(
@@ -403,7 +405,9 @@ class _Lowering:
                 self.span_of(right, TokenType.SELECT),
                 help="define each side as a view, then UNION ALL the views",
             )
-        step = ast.UnionAll(others=(self.relation(right.args["from_"].this),), **self.step_fields())
+        table = right.args["from_"].this
+        relation = replace(self.relation(table), span=self.span_of(table))
+        step = ast.UnionAll(others=(relation,), **self.step_fields())
         return ast.PipeQuery(source=first.source, steps=(*first.steps, step), span=self.span)
 
     def select(self, tree: exp.Select) -> ast.PipeQuery:
@@ -461,10 +465,11 @@ class _Lowering:
                     **fields,
                 )
             )
+        items = list(tree.expressions)
+        steps.extend(self.drop_join_keys(tree, items))
         where = tree.args.get("where")
         if where is not None:
             steps.append(ast.Where(condition=self.expr(where.this), **fields))
-        items = list(tree.expressions)
         group = tree.args.get("group")
         has_aggregates = any(has_aggregate(item) for item in items)
         if tvf_window is not None:
@@ -478,6 +483,26 @@ class _Lowering:
         if tree.args.get("distinct"):
             steps.append(ast.Deduplicate(columns=(), within=None, **fields))
         return ast.PipeQuery(source=source, steps=tuple(steps), span=self.span)
+
+    def drop_join_keys(self, tree: exp.Select, items: list[exp.Expr]) -> list[ast.Step]:
+        """The DROP of the join keys computed for the query (``$join<n>``,
+        :mod:`flowc.sql.sql_forms`) where a ``*`` would show them."""
+        names = sorted(
+            {
+                column.name
+                for join in tree.args.get("joins") or []
+                for column in (join.args["on"].find_all(exp.Column) if join.args.get("on") else ())
+                if column.name.startswith("$join")
+            }
+        )
+        starred = any(
+            isinstance(i, exp.Star) or (isinstance(i, exp.Column) and isinstance(i.this, exp.Star))
+            for i in items
+        )
+        if not names or not starred:
+            return []
+        columns = tuple(ast.Name(value=n, quoted=True, span=self.span) for n in names)
+        return [ast.Drop(columns=columns, **self.step_fields())]
 
     def flink_windows(self, tree: exp.Select) -> None:
         """Flink SQL's group windows and their TUMBLE_START-style properties: E0602 (in
@@ -856,6 +881,7 @@ class _Lowering:
         fields = self.step_fields()
         aliases = {item.alias: item.this for item in items if isinstance(item, exp.Alias)}
         keys: list[exp.Expr] = []
+        computed: list[tuple[exp.Expr, str]] = []
         window: exp.Anonymous | None = None
         flink_window = self.group_window(tree) if self.flink else None
         window_step = self.flink_group_window(flink_window) if flink_window else tvf_window
@@ -893,11 +919,9 @@ class _Lowering:
             elif isinstance(key, exp.Column):
                 keys.append(key)
             else:
-                raise _Unsupported(
-                    "GROUP BY an expression",
-                    self.span_of(key),
-                    help="compute it in a view first, then GROUP BY the column",
-                )
+                column = self.computed_key(key, computed)
+                if column.name not in {k.name for k in keys}:  # GROUP BY a, (a): one key
+                    keys.append(column)
         if tvf_window is not None and bounds != _TVF_WINDOW_COLUMNS:
             raise _Unsupported(
                 "a window table function grouped without "
@@ -910,6 +934,13 @@ class _Lowering:
         if window is not None and window_step is not None:
             raise _Unsupported("grouping by two windows", self.span_of(window))
         steps: list[ast.Step] = []
+        if computed:
+            steps.append(self.key_columns(computed))
+            items = [self.read_keys(item, computed) for item in items]
+            having_clause = tree.args.get("having")
+            if having_clause is not None:
+                tree = tree.copy()
+                tree.set("having", exp.Having(this=_read_keys(tree.args["having"].this, computed)))
         if keys:
             steps.append(ast.KeyBy(keys=tuple(self.expr(k) for k in keys), **fields))
         window_sql = window.sql("spark") if window is not None else None
@@ -1077,6 +1108,50 @@ class _Lowering:
             return arg.name in names or arg.name.lower() in names
         return _is_window_call(arg) and arg.sql("spark") == window_sql
 
+    def computed_key(self, key: exp.Expr, computed: list[tuple[exp.Expr, str]]) -> exp.Column:
+        """``GROUP BY auction % 10``: the key is a column the query computes before KEY BY
+        (as Flink's Calc below the exchange), named ``$f<n>`` as Flink's planner names a
+        computed field; a plain name cannot be it, and a quoted one that is meets E0213."""
+        if has_aggregate(key) or any(True for _ in key.find_all(exp.Window)):
+            raise _Unsupported(
+                "GROUP BY an aggregate",
+                self.span_of(key),
+                help="GROUP BY columns or expressions of one row's columns",
+            )
+        while isinstance(key, exp.Paren):
+            key = key.this
+        text = key.sql("spark")
+        for done, name in computed:
+            if done.sql("spark") == text:
+                return exp.column(name, quoted=True)
+        name = f"$f{len(computed)}"
+        computed.append((key, name))
+        return exp.column(name, quoted=True)
+
+    def read_keys(self, item: exp.Expr, computed: list[tuple[exp.Expr, str]]) -> exp.Expr:
+        """A SELECT item reading the computed keys; a bare key expression needs a name
+        (Spark and Flink would name it by its text or ``EXPR$0``: flowc asks for AS)."""
+        rewritten = _read_keys(item, computed)
+        if isinstance(rewritten, exp.Column) and rewritten.name in {n for _, n in computed}:
+            raise _Unsupported(
+                f"'{item.sql('spark')}' without a name",
+                self.span_of(item),
+                help=f"name the grouped expression: {item.sql('spark')} AS k",
+            )
+        return rewritten
+
+    def key_columns(self, computed: list[tuple[exp.Expr, str]]) -> ast.Extend:
+        """The EXTEND that computes the GROUP BY's expressions, each at its span."""
+        return ast.Extend(
+            items=tuple(
+                ast.SelectItem(
+                    expr=self.expr(key), alias=self.name(name, self.span_of(key)), span=self.span
+                )
+                for key, name in computed
+            ),
+            **self.step_fields(),
+        )
+
     @staticmethod
     def window_refs(node: exp.Expr, names: set[str], window_sql: str | None) -> exp.Expr:
         """``node`` with the grouped window's references made the AGGREGATE's columns:
@@ -1149,6 +1224,31 @@ def _is_flink_window_time(node: exp.Expr) -> bool:
     if function_name(node) in FLINK_ROWTIME_PROPERTIES:
         return True
     return isinstance(node, exp.Column) and not node.table and node.name == "window_time"
+
+
+def _read_keys(node: exp.Expr, computed: list[tuple[exp.Expr, str]]) -> exp.Expr:
+    """``node`` with each GROUP BY expression outside an aggregate read from its computed
+    key column (``auction % 10 AS k`` is ``$f0 AS k``), positions kept for spans."""
+    texts = {key.sql("spark"): name for key, name in computed}
+
+    def swap(part: exp.Expr) -> exp.Expr:
+        name = texts.get(part.sql("spark")) if not isinstance(part, exp.Alias) else None
+        if name is None or part.find_ancestor(exp.AggFunc) is not None:
+            return part
+        column = exp.column(name, quoted=True)
+        column.meta.update(
+            {k: v for k, v in _first_meta(part).items() if k in ("start", "end", "line", "col")}
+        )
+        return column
+
+    return node.copy().transform(swap)
+
+
+def _first_meta(node: exp.Expr) -> dict[str, Any]:
+    for part in node.walk():
+        if part._meta and "start" in part._meta:
+            return dict(part._meta)
+    return {}
 
 
 def _spark_name(node: exp.Expr, names: set[str]) -> str | None:

@@ -11,7 +11,13 @@ b``) is its relation's name: ``b.price`` is ``bids.price``.
 
 The Top-N pattern ``SELECT ... FROM (SELECT ..., ROW_NUMBER() OVER (PARTITION BY k ORDER
 BY x DESC) AS rn FROM s) WHERE rn <= n`` becomes a hidden view ending in ``TOP n BY x
-DESC PER k AS rn`` (Flink's Rank); every other OVER stays E0232.
+DESC PER k AS rn`` (Flink's Rank); every other OVER stays E0232. Its ORDER BY and
+PARTITION BY name the subquery's input (``b.price`` of its join), TOP reads the
+subquery's output: the same item by name, or a column computed for TOP and dropped.
+
+``a UNION ALL SELECT ... FROM b WHERE ...``: each branch after the first that is more
+than ``SELECT * FROM x`` is a hidden view (``owner$union``), its items named by position
+as the first branch names them.
 
 Codes: E0250 (WITH RECURSIVE), E0251 (a CTE name given twice), E0252 (FOR SYSTEM_TIME AS
 OF on a stream), E0253 (ROW_NUMBER() not filtered by an upper bound), E0265 (an AS OF
@@ -31,7 +37,13 @@ from flowc import ast
 from flowc.diagnostics import Reporter
 from flowc.errorcodes import Code
 from flowc.spans import Span
-from flowc.sql.lower_sql import QueryPositions, is_window_tvf_select, lower_window_top
+from flowc.sql.functions import has_aggregate
+from flowc.sql.lower_sql import (
+    QueryPositions,
+    StepFields,
+    is_window_tvf_select,
+    lower_window_top,
+)
 
 __all__ = ["expand_sql_forms"]
 
@@ -175,10 +187,140 @@ class _Expansion:
                 renamed[name] = hidden
             tree.set("with_", None)
         _rename_tables(tree, renamed)
+        if isinstance(tree, exp.Union):
+            self.union_branches(tree)
         for select in _selects(tree):
             self.from_subqueries(select)
             self.aliases(select)
+            self.join_keys(select)
         return self.sql(tree, span)
+
+    def union_branches(self, tree: exp.Union) -> None:
+        """``a UNION ALL SELECT ... FROM b WHERE ...``: each branch after the first that is
+        more than ``SELECT * FROM x`` becomes a hidden view (its projection a Calc, as in
+        Flink's plan) read by UNION ALL. Columns match by position, named by the first
+        branch (as SQL): a branch's items are renamed to the first branch's names when
+        those are known from its text; types must then be the same (E0222 otherwise)."""
+        selects = _selects(tree)
+        if not selects:
+            return
+        first = selects[0]
+        written = [_output_name(item) for item in first.expressions]
+        names = [name for name in written if name is not None]
+        if len(names) != len(written):
+            names = []  # a `*` or an unnamed item: the names are known after analysis only
+        node: exp.Expr = tree
+        chain: list[exp.Union] = []
+        while isinstance(node, exp.Union):
+            chain.append(node)
+            node = node.left
+        for union in reversed(chain):
+            if union.args.get("distinct"):
+                return  # lower_sql refuses UNION without ALL at its keyword
+            branch = union.right
+            if isinstance(branch, exp.Subquery) and isinstance(branch.this, exp.Select):
+                branch = branch.this  # UNION ALL (SELECT ...)
+            if not isinstance(branch, exp.Select):
+                continue
+            if _plain_star(branch):
+                union.set("expression", branch)
+                continue
+            if names and len(branch.expressions) == len(names):
+                branch.set(
+                    "expressions",
+                    [
+                        _named(item, name)
+                        for item, name in zip(branch.expressions, names, strict=True)
+                    ],
+                )
+            hidden = self.hidden_name("union")
+            span = self.positions.span(branch, TokenType.SELECT)
+            self.define(hidden, self.query(branch, span), branch)
+            table = exp.Table(this=exp.to_identifier(hidden, quoted=True))
+            positioned = [p.meta for p in branch.walk() if "start" in p.meta and "end" in p.meta]
+            if positioned:
+                table.this.meta.update(
+                    start=min(m["start"] for m in positioned),
+                    end=max(m["end"] for m in positioned),
+                )
+            union.set("expression", exp.select("*").from_(table))
+
+    def join_keys(self, select: exp.Select) -> None:
+        """``ON mod(b.auction, 10000) = s.key``: an equality whose side is an expression of
+        one stream's columns is made an equality of columns, as Flink's planner computes
+        the key in a Calc below the join: that stream is read through a hidden view
+        ``owner$<stream>_keys`` adding the column ``$join<n>``, which lower_sql drops after
+        the join where ``*`` would show it. A table's side, and a stream's whose
+        processing time a FOR SYSTEM_TIME AS OF reads, stay (a view over a table is no
+        table, and keeps no PROCTIME()): E0221 as before."""
+        joins = select.args.get("joins") or []
+        from_ = select.args.get("from_")
+        if not joins or from_ is None:
+            return
+        relations = {
+            t.name: t
+            for t in [from_.this, *(j.this for j in joins)]
+            if isinstance(t, exp.Table) and not t.alias
+        }
+        timed = {  # a view does not keep PROCTIME(): AS OF must read the stream itself
+            column.table
+            for join in joins
+            if isinstance(join.this, exp.Table) and join.this.args.get("version") is not None
+            for column in join.this.args["version"].find_all(exp.Column)
+        }
+        keys: dict[str, list[tuple[exp.Expr, str]]] = {}
+        count = 0
+        for join in joins:
+            on = join.args.get("on")
+            terms = list(on.flatten()) if isinstance(on, exp.And) else [on]
+            for term in terms:
+                if not isinstance(term, exp.EQ):
+                    continue
+                sides = [term.left, term.right]
+                owners = [_owner(side) for side in sides]
+                if owners[0] is None or owners[1] is None or owners[0] == owners[1]:
+                    continue
+                for side, owner in zip(sides, owners, strict=True):
+                    if (
+                        isinstance(side, exp.Column)
+                        or owner is None
+                        or owner in self.tables
+                        or owner in timed
+                        or owner not in relations
+                    ):
+                        continue
+                    name = f"$join{count}"
+                    count += 1
+                    keys.setdefault(owner, []).append((side.copy(), name))
+                    column = exp.column(name, table=owner, quoted=True)
+                    column.this.meta.update({k: v for k, v in _positions(side).items()})
+                    side.replace(column)
+        for owner, computed in keys.items():
+            hidden = self.hidden_name(f"{owner}_keys")
+            span = self.positions.span(computed[0][0])
+            fields: StepFields = {
+                "keyword_span": span,
+                "hints": (),
+                "hints_span": None,
+                "span": span,
+            }
+            extend = ast.Extend(  # EXTEND, not SELECT *, ...: the event time passes on
+                items=tuple(
+                    ast.SelectItem(
+                        expr=self.positions.expr(key),
+                        alias=ast.Name(value=name, quoted=True, span=self.positions.span(key)),
+                        span=self.positions.span(key),
+                    )
+                    for key, name in computed
+                ),
+                **fields,
+            )
+            source = ast.Relation(
+                name=ast.Name(value=owner, quoted=True, span=span), side_output=None, span=span
+            )
+            self.define(hidden, ast.PipeQuery(source=source, steps=(extend,), span=span), None)
+            relations[owner].set("this", exp.to_identifier(hidden, quoted=True))
+            _requalify(select, owner, hidden)
 
     def from_subqueries(self, select: exp.Select) -> None:
         """Each subquery of FROM and JOIN made a hidden view (the Top-N pattern a view
@@ -194,8 +336,14 @@ class _Expansion:
             hidden = self.hidden_name(alias)
             inner = subquery.this
             top = self.top_n(select, inner) if holder is from_ else None
-            if top is not None and is_window_tvf_select(top[0]):
-                rows, step = top  # Flink's window Top-N: one view, WINDOW then TOP
+            if (
+                top is not None
+                and is_window_tvf_select(top[0])
+                and len(top[1]) == 1
+                and isinstance(top[1][0], ast.Top)
+            ):
+                rows, (step,) = top  # Flink's window Top-N: one view, WINDOW then TOP
+                assert isinstance(step, ast.Top)
                 outer_star = any(isinstance(e, exp.Star) for e in select.expressions)
                 windowed = lower_window_top(
                     self.sql(rows, self.positions.span(rows)), step, outer_star, self.reporter
@@ -204,7 +352,8 @@ class _Expansion:
                     raise _Refused()
                 self.define(hidden, windowed, subquery)
             elif top is not None:
-                rows, step = top
+                rows, steps = top
+                step = steps[0]
                 below = self.hidden_name(f"{alias}_rows")
                 self.define(below, self.query(rows, self.positions.span(rows)), inner)
                 relation = ast.Relation(
@@ -212,7 +361,7 @@ class _Expansion:
                     side_output=None,
                     span=step.span,
                 )
-                pipe = ast.PipeQuery(source=relation, steps=(step,), span=step.span)
+                pipe = ast.PipeQuery(source=relation, steps=steps, span=step.span)
                 self.define(hidden, pipe, subquery)
             else:
                 span = self.positions.span(inner, TokenType.SELECT)
@@ -266,10 +415,13 @@ class _Expansion:
                 _requalify(select, alias, table.name)
                 table.set("alias", None)
 
-    def top_n(self, outer: exp.Select, inner: exp.Expr) -> tuple[exp.Select, ast.Top] | None:
+    def top_n(
+        self, outer: exp.Select, inner: exp.Expr
+    ) -> tuple[exp.Select, tuple[ast.Step, ...]] | None:
         """The Top-N pattern: ``inner`` selects ``ROW_NUMBER() OVER (...) AS rn`` and
         ``outer`` keeps ``rn <= n`` (``rn < n``, ``rn = 1``). Returns the inner query
-        without the ranking and the TOP step; None for any other subquery."""
+        without the ranking and the steps after it (TOP, and the DROP of the columns
+        computed for it, :meth:`rank_inputs`); None for any other subquery."""
         if not isinstance(inner, exp.Select):
             return None
         ranked = [
@@ -305,26 +457,40 @@ class _Expansion:
         rows.set("expressions", [e for e in rows.expressions if e.alias_or_name != rank])
         if not rows.expressions:
             rows.set("expressions", [exp.Star()])
+        partition = list(window.args.get("partition_by") or [])
+        read, added = _rank_inputs(rows, [o.this for o in order.expressions] + partition)
         span = self.positions.span(window)
         step = ast.Top(
             count=count[0],
             count_span=count[1],
             order=tuple(
                 ast.OrderItem(
-                    expr=self.positions.expr(o.this),
+                    expr=self.positions.expr(o.this, read[index]),
                     descending=bool(o.args.get("desc")),
                     span=self.positions.span(o),
                 )
-                for o in order.expressions
+                for index, o in enumerate(order.expressions)
             ),
-            per=tuple(self.positions.expr(p) for p in window.args.get("partition_by") or []),
+            per=tuple(
+                self.positions.expr(p, read[len(order.expressions) + index])
+                for index, p in enumerate(partition)
+            ),
             rank=ast.Name(value=rank, quoted=False, span=self.positions.span(item)),
             keyword_span=span,
             hints=(),
             hints_span=None,
             span=span,
         )
-        return rows, step
+        if not added:
+            return rows, (step,)
+        drop = ast.Drop(
+            columns=tuple(ast.Name(value=name, quoted=True, span=span) for name in added),
+            keyword_span=span,
+            hints=(),
+            hints_span=None,
+            span=span,
+        )
+        return rows, (step, drop)
 
     def bound(
         self, outer: exp.Select, rank: str, window: exp.Expr
@@ -349,6 +515,84 @@ class _Expansion:
             window,
             help=_TOP_HELP,
         )
+
+
+def _rank_inputs(rows: exp.Select, inputs: list[exp.Expr]) -> tuple[list[exp.Expr], list[str]]:
+    """What TOP reads for each ORDER BY and PARTITION BY expression of ``ROW_NUMBER()
+    OVER (...)``, which SQL evaluates over the subquery's input (``b.price`` of its join,
+    a column it does not select), while TOP runs after the subquery's projection: an
+    item of the same text is read by its name; an unqualified column a ``*`` passes on
+    stays; anything else is computed as a column ``$rank<n>`` added to ``rows`` (and the
+    names of these, for the DROP after TOP)."""
+    items = list(rows.expressions)
+    named = {_output_name(i) for i in items} - {None}
+    by_text = {
+        (i.this if isinstance(i, exp.Alias) else i).sql("spark"): _output_name(i) for i in items
+    }
+    star = any(isinstance(i, exp.Star) for i in items)
+    read: list[exp.Expr] = []
+    added: list[str] = []
+    for node in inputs:
+        name = by_text.get(node.sql("spark"))
+        if name is not None:
+            plain = name.isidentifier()
+            read.append(exp.column(name, quoted=not plain) if name != node.sql("spark") else node)
+        elif isinstance(node, exp.Column) and not node.table and star and node.name not in named:
+            read.append(node)
+        else:
+            hidden = f"$rank{len(added)}"
+            added.append(hidden)
+            items.append(exp.Alias(this=node.copy(), alias=exp.to_identifier(hidden, quoted=True)))
+            by_text[node.sql("spark")] = hidden
+            read.append(exp.column(hidden, quoted=True))
+    rows.set("expressions", items)
+    return read, added
+
+
+def _owner(side: exp.Expr) -> str | None:
+    """The one relation whose columns ``side`` reads (all qualified by it), else None."""
+    tables = {column.table for column in side.find_all(exp.Column)}
+    if len(tables) != 1 or "" in tables or has_aggregate(side):
+        return None
+    return next(iter(tables))
+
+
+def _positions(node: exp.Expr) -> dict[str, int]:
+    """Where ``node`` stands (its first and last identifier), for the column replacing it."""
+    metas = [p.meta for p in node.walk() if isinstance(p, exp.Identifier) and "start" in p.meta]
+    if not metas:
+        return {}
+    return {"start": min(m["start"] for m in metas), "end": max(m["end"] for m in metas)}
+
+
+def _plain_star(select: exp.Select) -> bool:
+    """``SELECT * FROM x``: what UNION ALL reads as a relation."""
+    from_ = select.args.get("from_")
+    return (
+        len(select.expressions) == 1
+        and isinstance(select.expressions[0], exp.Star)
+        and from_ is not None
+        and isinstance(from_.this, exp.Table)
+        and not any(select.args.get(k) for k in ("where", "joins", "group", "having", "distinct"))
+    )
+
+
+def _output_name(item: exp.Expr) -> str | None:
+    """The column name a SELECT item gives, when its text says it (None for ``*`` and
+    unnamed expressions)."""
+    if isinstance(item, exp.Alias):
+        return item.alias
+    if isinstance(item, exp.Column) and not isinstance(item.this, exp.Star):
+        return item.name
+    return None
+
+
+def _named(item: exp.Expr, name: str) -> exp.Expr:
+    """``item`` giving the column ``name`` (as the first UNION branch names it)."""
+    if _output_name(item) == name or isinstance(item, exp.Star):
+        return item
+    inner = item.this if isinstance(item, exp.Alias) else item
+    return exp.Alias(this=inner, alias=exp.to_identifier(name))
 
 
 def _upper_bound(term: exp.Expr, rank: str) -> int | None:
