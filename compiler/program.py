@@ -552,6 +552,8 @@ class SetStep(Step):
 def _read_unchanged(items: tuple[ast.SelectItem, ...], columns: frozenset[str]) -> frozenset[str]:
     """The output names of the items of a SELECT or EXTEND that read one of ``columns``
     as it is (``ts`` or ``ts AS event_time``)."""
+    if not columns:
+        return columns
     kept = set()
     for item in items:
         tree = item.expr.tree

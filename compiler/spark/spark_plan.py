@@ -911,6 +911,8 @@ class _HashedOutputs:
             found = _through(step, self.of(edges[0].source_id))
         else:
             return frozenset()
+        if not found:
+            return found
         columns = [c.name.lower() for c in step.schema]
         return frozenset(
             keys
@@ -922,7 +924,7 @@ class _HashedOutputs:
 def _through(step: Step, hashed: frozenset[tuple[str, ...]]) -> frozenset[tuple[str, ...]]:
     """The partitionings a row-wise step passes on, its key columns renamed as it renames
     them; a key it drops or computes anew ends that partitioning."""
-    if isinstance(step, WhereStep):
+    if not hashed or isinstance(step, WhereStep):
         return hashed
     if isinstance(step, SelectStep):
         renamed: dict[str, str] = {}

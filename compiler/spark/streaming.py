@@ -450,6 +450,12 @@ class Lineage:
         self._processing: dict[tuple[int, int | None], frozenset[str]] = {}
         #: window_times() by (id(stream), upto).
         self._window_times: dict[tuple[int, int | None], frozenset[str]] = {}
+        #: Whether any windowed AGGREGATE asks for window_time (else there is none to find).
+        self._asks_window_time = any(
+            isinstance(step, WindowAggregateStep) and step.window_time is not None
+            for stream in [*(v.stream for v in program.views), *(i.stream for i in program.inserts)]
+            for step in _steps_within(stream)
+        )
 
     def watermarked(self, stream: Stream, upto: int | None = None) -> frozenset[str]:
         """Columns that carry an event-time watermark after the stream's steps.
@@ -529,6 +535,8 @@ class Lineage:
         stream's steps, read as they are (renamed, selected): where Spark would compare
         one with the watermark, it can drop a row (:func:`check_window_time_uses`).
         Memoized like :meth:`watermarked`."""
+        if not self._asks_window_time:
+            return frozenset()
         return _bottom_up(
             self._window_times, stream, upto, self._lineage_inputs, self._window_time_columns
         )
@@ -667,6 +675,16 @@ class Lineage:
             return frozenset()
         stream, index = found
         return self.watermarked(stream, upto=index)
+
+
+def _steps_within(stream: Stream) -> Iterator[Step]:
+    """The stream's steps and those of the streams its JOIN and UNION ALL steps read
+    (each view's own are walked from the view)."""
+    todo = [stream]
+    while todo:
+        for step in todo.pop().steps:
+            yield step
+            todo.extend(step.inputs)
 
 
 class _OncePerPlace:
