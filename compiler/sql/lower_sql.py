@@ -124,17 +124,20 @@ class _Unsupported(Exception):
             return f"not supported in a streaming query: {self.what}"
         return self.what
 
+    def report(self, reporter: Reporter) -> None:
+        reporter.error(
+            self.code,
+            self.message,
+            self.span,
+            help=self.help or "write the query as a pipe query (FROM x |> ...)",
+        )
+
 
 def lower_sql_query(query: ast.SqlQuery, reporter: Reporter) -> ast.PipeQuery | None:
     try:
         return _Lowering(query).lower()
     except _Unsupported as problem:
-        reporter.error(
-            problem.code,
-            problem.message,
-            problem.span,
-            help=problem.help or "write the query as a pipe query (FROM x |> ...)",
-        )
+        problem.report(reporter)
         return None
 
 
@@ -170,12 +173,7 @@ def lower_window_top(
     try:
         return _Lowering(query).window_top(query.tree, top, outer_star)
     except _Unsupported as problem:
-        reporter.error(
-            problem.code,
-            problem.message,
-            problem.span,
-            help=problem.help or "write the query as a pipe query (FROM x |> ...)",
-        )
+        problem.report(reporter)
         return None
 
 
