@@ -16,12 +16,14 @@ import flowc
 from flowc.diagnostics import CompileError, Reporter
 from flowc.errorcodes import Code
 from flowc.syntax.parser import parse
+from tests.helpers.bid_totals import BIDS, expected_totals
 from tests.helpers.files import Row, at, write_batches, write_table
+from tests.helpers.rates import ORDERS as TEMPORAL_ORDERS
+from tests.helpers.rates import VERSIONS
+from tests.helpers.rates import naive_time as _time
+from tests.helpers.rates import version_of as _version_of
+from tests.helpers.rates import written_versions as _versions_written
 from tests.helpers.spark_run import compiled, run_generated, run_in, spark_codes, table
-from tests.test_temporal_joins import ORDERS as TEMPORAL_ORDERS
-from tests.test_temporal_joins import VERSIONS, _time, _version_of
-from tests.test_temporal_joins import _written as _versions_written
-from tests.test_upsert_sinks import BIDS, expected_totals
 
 FLINK = """SET sql.dialect = 'flink';
 SET parallelism = 2;

@@ -21,6 +21,7 @@ from flowc.program import ExtendStep
 from flowc.spark.codegen import generate_pyspark
 from flowc.sql.spark_sql import sql_of
 from tests.helpers.files import Row, read_json_dir, source, write_batches
+from tests.helpers.plans import without_spans
 from tests.helpers.spark_run import run_in
 
 COLUMNS = "a INT, b BIGINT, c DOUBLE, t STRING"
@@ -347,20 +348,12 @@ INSERT INTO o FROM s |> SELECT b div a AS q,
 """
 
 
-def _without_spans(data: object) -> object:
-    if isinstance(data, dict):
-        return {k: _without_spans(v) for k, v in data.items() if k != "span"}
-    if isinstance(data, list):
-        return [_without_spans(v) for v in data]
-    return data
-
-
 def test_a_flink_dialect_job_plans_and_runs_as_its_spark_forms() -> None:
     """The Flink SQL job and the same job in flowc's pipe forms and Spark's functions:
     equal JobGraphs (spans aside) and the same generated PySpark."""
     flink = flowc.compile(FLINK_JOB, "j.flow", for_spark=True)
     spark = flowc.compile(SPARK_JOB, "j.flow", for_spark=True)
-    assert _without_spans(json.loads(flink.job_graph.to_json())) == _without_spans(
+    assert without_spans(json.loads(flink.job_graph.to_json())) == without_spans(
         json.loads(spark.job_graph.to_json())
     )
     assert generate_pyspark(flink) == generate_pyspark(spark)

@@ -19,6 +19,7 @@ from flowc.diagnostics import CompileError
 from flowc.program import SetStep
 from flowc.state.describe import describe_state
 from tests.helpers.files import Row, at, read_json_dir, source, write_batches
+from tests.helpers.plans import without_spans
 from tests.helpers.spark_run import Refused, compiled, run_generated
 
 SOURCE = (
@@ -45,14 +46,6 @@ def test_a_column_set_twice_points_at_the_second() -> None:
     assert (error.code, error.span.line, error.span.column) == ("E0206", 3, 58)
 
 
-def _without_spans(data: object) -> object:
-    if isinstance(data, dict):
-        return {k: _without_spans(v) for k, v in data.items() if k != "span"}
-    if isinstance(data, list):
-        return [_without_spans(v) for v in data]
-    return data
-
-
 def test_set_plans_as_the_map_an_extend_is() -> None:
     """Same operator, default name, chaining and operator ids as an EXTEND in its place."""
     tail = " |> WHERE id > 0 |> KEY BY item |> AGGREGATE count(*) AS n;\n"
@@ -61,8 +54,8 @@ def test_set_plans_as_the_map_an_extend_is() -> None:
     (step, *_) = set_job.program.inserts[0].stream.steps
     assert isinstance(step, SetStep)
     for stage in ("transformations", "streamgraph", "jobgraph", "physical"):
-        assert _without_spans(json.loads(render_stage(set_job, stage, "json"))) == (
-            _without_spans(json.loads(render_stage(extend_job, stage, "json")))
+        assert without_spans(json.loads(render_stage(set_job, stage, "json"))) == (
+            without_spans(json.loads(render_stage(extend_job, stage, "json")))
         ), stage
     assert "Source: orders -> Map -> Filter" in render_stage(set_job, "jobgraph", "text")
 

@@ -12,8 +12,6 @@ compile and run, rather than joined with every version, future ones included.
 
 from __future__ import annotations
 
-import json
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +21,7 @@ import flowc
 from flowc.cli.main import main
 from flowc.diagnostics import CompileError
 from tests.helpers.files import Row, at, source, write_batches, write_table
+from tests.helpers.rates import ORDERS, VERSIONS, naive_time, version_of, written_versions
 from tests.helpers.spark_run import compiled, run_generated, table
 
 HEAD = """CREATE SOURCE tx (id BIGINT, cur STRING, amount DOUBLE, ts TIMESTAMP, pt AS PROCTIME(),
@@ -150,67 +149,10 @@ def test_processing_time_as_of_is_the_lookup_of_the_tables_rows(spark: Any, tmp_
     ]
 
 
-#: Versions of the rates, the table's files in no order: EUR has one before any order and
-#: two later (one at an order's exact time, one after every order: a future version),
-#: USD starts after its first order, GBP has none, and a NULL version time is never valid.
-VERSIONS: list[Row] = [
-    {"cur": "EUR", "rate": 1.10, "since": at(0)},
-    {"cur": "USD", "rate": 0.90, "since": at(10)},
-    {"cur": "EUR", "rate": 1.20, "since": at(20)},
-    {"cur": "EUR", "rate": 9.99, "since": at(1000)},
-    {"cur": "USD", "rate": 0.95, "since": at(35)},
-    {"cur": "JPY", "rate": 0.01, "since": None},
-    {"cur": "EUR", "rate": 1.15, "since": at(12)},
-]
-#: Orders over three micro-batches; order 2 comes before USD's first version, order 9's
-#: currency has no version, order 10's only version has no time.
-ORDERS: list[list[Row]] = [
-    [
-        {"id": 1, "cur": "EUR", "amount": 10.0, "ts": at(5)},
-        {"id": 2, "cur": "USD", "amount": 20.0, "ts": at(5)},
-        {"id": 3, "cur": "EUR", "amount": 30.0, "ts": at(12)},
-    ],
-    [
-        {"id": 4, "cur": "EUR", "amount": 40.0, "ts": at(20)},
-        {"id": 5, "cur": "USD", "amount": 50.0, "ts": at(34)},
-        {"id": 6, "cur": "EUR", "amount": 60.0, "ts": at(19)},
-    ],
-    [
-        {"id": 7, "cur": "USD", "amount": 70.0, "ts": at(40)},
-        {"id": 8, "cur": "EUR", "amount": 80.0, "ts": at(500)},
-        {"id": 9, "cur": "GBP", "amount": 90.0, "ts": at(41)},
-        {"id": 10, "cur": "JPY", "amount": 100.0, "ts": at(42)},
-    ],
-]
-
 VERSIONED = """CREATE TABLE rates (cur STRING, rate DOUBLE, since TIMESTAMP)
   WITH (connector = 'files', path = 'rates', format = 'json', key = 'cur',
   version_time = 'since');
 """
-
-
-def _version_of(order: Row) -> Row | None:
-    """The version with the greatest since <= the order's time, among its currency's."""
-    valid = [
-        v
-        for v in VERSIONS
-        if v["cur"] == order["cur"] and v["since"] is not None and v["since"] <= order["ts"]
-    ]
-    return max(valid, key=lambda v: v["since"]) if valid else None
-
-
-def _written(folder: Path) -> list[tuple[Any, ...]]:
-    rows = [
-        json.loads(line)
-        for part in sorted(folder.glob("part-*.json"))
-        for line in part.read_text(encoding="utf-8").splitlines()
-    ]
-    return sorted(((r["id"], r.get("rate"), _time(r.get("since"))) for r in rows), key=repr)
-
-
-def _time(text: str | None) -> datetime | None:
-    """A time as written (Spark adds the session's offset), as naive local time."""
-    return None if text is None else datetime.fromisoformat(text).replace(tzinfo=None)
 
 
 def test_event_time_as_of_a_versioned_table_meets_the_version_valid_then(
@@ -241,18 +183,18 @@ def test_event_time_as_of_a_versioned_table_meets_the_version_valid_then(
     def expected(left: bool) -> list[tuple[Any, ...]]:
         out = []
         for order in (o for batch in ORDERS for o in batch):
-            version = _version_of(order)
+            version = version_of(order)
             if version is not None:
-                out.append((order["id"], version["rate"], _time(version["since"])))
+                out.append((order["id"], version["rate"], naive_time(version["since"])))
             elif left:
                 out.append((order["id"], None, None))
         return sorted(out, key=repr)
 
     inner, left = expected(False), expected(True)
     assert {i for i, _, _ in left} - {i for i, _, _ in inner} == {2, 9, 10}
-    assert (3, 1.15, _time(at(12))) in inner and (8, 1.2, _time(at(20))) in inner
-    assert _written(tmp_path / "inner") == inner
-    assert _written(tmp_path / "left") == left
+    assert (3, 1.15, naive_time(at(12))) in inner and (8, 1.2, naive_time(at(20))) in inner
+    assert written_versions(tmp_path / "inner") == inner
+    assert written_versions(tmp_path / "left") == left
 
 
 def test_two_versions_of_a_key_at_one_time_are_refused_when_the_run_starts(
