@@ -126,6 +126,17 @@ class SparkExpressionChecks:
         Functions are checked even when a column is unknown (both are reported); literals
         need the types, so only a typed expression has them checked.
         """
+        tree = expr.tree
+        if isinstance(tree, exp.Star) or (
+            isinstance(tree, exp.Column) and isinstance(tree.this, exp.Star)
+        ):
+            reporter.error(
+                Code.E0003,
+                f"'{expr.text}' is every column, not a value",
+                expr.span,
+                help="name the column to read (a * belongs in SELECT *, or in count(*))",
+            )
+            return None
         result = resolve_and_type(expr, scope, reporter, self.returns)
         text = expr.text
         # Without a parenthesis there is no call (CURRENT_DATE is sqlglot's, and Spark's);
