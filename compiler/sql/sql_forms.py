@@ -66,6 +66,13 @@ def expand_sql_forms(
     before it; a statement with an error in these forms is left out (reported)."""
     taken = {s.name.value for s in statements if isinstance(s, _NAMED)}
     tables = {s.name.value for s in statements if isinstance(s, ast.CreateSource) and s.bounded}
+    proctimes = frozenset(
+        column.name.value
+        for s in statements
+        if isinstance(s, ast.CreateSource)
+        for column in s.computed
+        if _is_proctime(column.expr.tree)
+    )
     out: list[ast.Statement] = []
     for statement in statements:
         if not isinstance(statement, ast.CreateView | ast.Insert) or not isinstance(
@@ -80,7 +87,7 @@ def expand_sql_forms(
         )
         start = statement.span
         at = Span(start.file, start.line, start.column, start.line, start.column)
-        expansion = _Expansion(statement.query, owner, at, taken, tables, reporter)
+        expansion = _Expansion(statement.query, owner, at, taken, tables, proctimes, reporter)
         try:
             query = expansion.query(statement.query.tree.copy(), statement.query.span)
         except _Refused:
@@ -107,6 +114,7 @@ class _Expansion:
         at: Span,
         taken: set[str],
         tables: set[str],
+        proctimes: frozenset[str],
         reporter: Reporter,
     ) -> None:
         self.source = query
@@ -116,6 +124,8 @@ class _Expansion:
         self.at = at
         self.taken = taken
         self.tables = tables
+        #: The sources' processing-time attributes (``pt AS PROCTIME()``), by name.
+        self.proctimes = proctimes
         self.reporter = reporter
         self.positions = QueryPositions(query)
         self.views: list[ast.CreateView] = []
@@ -481,8 +491,18 @@ class _Expansion:
             hints_span=None,
             span=span,
         )
+        first: ast.Step = step
+        if self.keeps_first_row(outer, rank, count[0], order.expressions, partition):
+            first = ast.Deduplicate(
+                columns=step.per,
+                within=None,
+                keyword_span=span,
+                hints=(),
+                hints_span=None,
+                span=span,
+            )
         if not added:
-            return rows, (step,)
+            return rows, (first,)
         drop = ast.Drop(
             columns=tuple(ast.Name(value=name, quoted=True, span=span) for name in added),
             keyword_span=span,
@@ -490,7 +510,30 @@ class _Expansion:
             hints_span=None,
             span=span,
         )
-        return rows, (step, drop)
+        return rows, (first, drop)
+
+    def keeps_first_row(
+        self,
+        outer: exp.Select,
+        rank: str,
+        count: int,
+        order: list[exp.Expr],
+        partition: list[exp.Expr],
+    ) -> bool:
+        """Flink's deduplication: ``ROW_NUMBER() OVER (PARTITION BY k ORDER BY pt ASC)``
+        kept at ``rn = 1``, ``pt`` a processing-time attribute, is the first row of each
+        key as it arrives (Flink's insert-only Deduplicate, not a Rank): flowc's
+        DEDUPLICATE. Only when the query around it does not read the rank."""
+        if count != 1 or len(order) != 1 or not partition or order[0].args.get("desc"):
+            return False
+        column = order[0].this
+        if not isinstance(column, exp.Column) or column.name not in self.proctimes:
+            return False
+        return not any(
+            isinstance(node, exp.Star) or (isinstance(node, exp.Column) and node.name == rank)
+            for item in outer.expressions
+            for node in item.walk()
+        )
 
     def bound(
         self, outer: exp.Select, rank: str, window: exp.Expr
@@ -515,6 +558,10 @@ class _Expansion:
             window,
             help=_TOP_HELP,
         )
+
+
+def _is_proctime(tree: exp.Expr) -> bool:
+    return isinstance(tree, exp.Anonymous) and tree.name.lower() == "proctime"
 
 
 def _rank_inputs(rows: exp.Select, inputs: list[exp.Expr]) -> tuple[list[exp.Expr], list[str]]:
