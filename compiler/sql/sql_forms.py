@@ -201,6 +201,7 @@ class _Expansion:
             self.union_branches(tree)
         for select in _selects(tree):
             self.from_subqueries(select)
+            _comma_joins(select)
             self.aliases(select)
             self.join_keys(select)
         return self.sql(tree, span)
@@ -558,6 +559,44 @@ class _Expansion:
             window,
             help=_TOP_HELP,
         )
+
+
+def _comma_joins(select: exp.Select) -> None:
+    """``FROM a x, b y WHERE x.k = y.k AND ...`` (a comma join, sqlglot's CROSS join
+    without ON; also ``CROSS JOIN``): the WHERE's conditions over both sides, each column
+    qualified, become the join's ON, as a cross join filtered by them is that inner join
+    (Flink's planner pushes them into the join too); the rest stay in WHERE. A cross join
+    no condition reaches stays one (refused later as before)."""
+    joins = select.args.get("joins") or []
+    where = select.args.get("where")
+    from_ = select.args.get("from_")
+    if where is None or from_ is None or not joins:
+        return
+    terms = list(where.this.flatten()) if isinstance(where.this, exp.And) else [where.this]
+    seen = {from_.this.alias_or_name}
+    for join in joins:
+        name = join.this.alias_or_name
+        if join.args.get("kind") == "CROSS" and join.args.get("on") is None:
+            moving = [t for t in terms if _reads_both(t, seen, name)]
+            if moving:
+                join.set("kind", None)
+                join.set("on", exp.and_(*[t.copy() for t in moving]))
+                terms = [t for t in terms if not any(t is m for m in moving)]
+        seen.add(name)
+    select.set("where", exp.Where(this=exp.and_(*terms)) if terms else None)
+
+
+def _reads_both(term: exp.Expr, before: set[str], name: str) -> bool:
+    """Whether every column of ``term`` is qualified by ``name`` or one of ``before``,
+    with both sides read."""
+    tables = [c.table for c in term.find_all(exp.Column)]
+    return (
+        bool(tables)
+        and all(tables)
+        and name in tables
+        and any(t in before for t in tables)
+        and set(tables) <= before | {name}
+    )
 
 
 def _is_proctime(tree: exp.Expr) -> bool:
