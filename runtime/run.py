@@ -386,7 +386,7 @@ def _jvm_ended(
     if process is None:
         return None
     exit_code = process.poll()
-    if exit_code is None and _connection_lost(error):
+    if exit_code is None and (_connection_lost(error) or _context_stopped(error)):
         try:
             exit_code = process.wait(timeout=JVM_EXIT_WAIT)
         except subprocess.TimeoutExpired:
@@ -397,6 +397,22 @@ def _jvm_ended(
     path = log.record("Spark's JVM ended", error)
     diagnostic = jvm_ended(job, exit_code, running, spark_log, path)
     return SparkRefused(f"error[{diagnostic.code}]: {diagnostic.message}\n", diagnostic)
+
+
+#: What a call into a SparkContext that is being stopped says, when the JVM ending under
+#: it answers before the connection breaks (seen in CI: the query's cleanup found
+#: ``dagScheduler()`` null).
+_STOPPED_CONTEXT = (
+    '"org.apache.spark.SparkContext.dagScheduler()" is null',
+    "SparkContext was shut down",
+    "Cannot call methods on a stopped SparkContext",
+)
+
+
+def _context_stopped(error: BaseException) -> bool:
+    """The error came of a SparkContext being stopped: the JVM may be ending."""
+    text = str(error)
+    return any(sign in text for sign in _STOPPED_CONTEXT)
 
 
 def _connection_lost(error: BaseException) -> bool:

@@ -298,3 +298,18 @@ def test_the_query_whose_task_ended_the_jvm_is_read_from_sparks_log(tmp_path: Pa
     unknown = jvm_ended(compiled, 52, queries, None, None)
     assert unknown.message == "Spark's JVM ended (exit code 52) while the job ran"
     assert unknown.span == compiled.program.span
+
+
+def test_a_stopped_spark_context_is_read_as_the_jvm_ending() -> None:
+    """The JVM ending can answer a call before its connection breaks: the query's cleanup
+    then fails on a stopped SparkContext (CI saw this message once in a run of the test
+    above). flowc waits for the JVM then, instead of reporting an unlocated E0804; any
+    other error is not read so."""
+    from flowc.runtime.run import _context_stopped
+
+    seen = RuntimeError(
+        'Cannot invoke "org.apache.spark.scheduler.DAGScheduler.cleanupQueryJobs(long)" '
+        'because the return value of "org.apache.spark.SparkContext.dagScheduler()" is null'
+    )
+    assert _context_stopped(seen)
+    assert not _context_stopped(RuntimeError("[DIVIDE_BY_ZERO] Division by zero."))
