@@ -5,8 +5,6 @@ Spark the interval join's rows equal plain Python's over micro-batches and a res
 
 from __future__ import annotations
 
-import json
-import re
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -15,6 +13,7 @@ import pytest
 
 import flowc
 from tests.helpers.files import Row, read_json_dir, write_batches
+from tests.helpers.plans import job_graph_json
 from tests.helpers.spark_run import compiled, run_generated, spark_codes
 
 HEAD = """SET max_parallelism = 16;
@@ -39,15 +38,9 @@ WHERE o.num > 1;
 """
 
 
-def _job_graph(text: str) -> str:
-    job = flowc.compile(text, "job.flow", for_spark=True)
-    data = json.loads(job.job_graph.to_json())
-    return re.sub(r'"(line|column|end_line|end_column)": \d+', "", json.dumps(data))
-
-
 @pytest.mark.parametrize("dialect", ["", "SET sql.dialect = 'flink';\n"], ids=["spark", "flink"])
 def test_a_comma_join_plans_as_the_join_with_its_conditions_in_on(dialect: str) -> None:
-    assert _job_graph(dialect + HEAD + COMMA) == _job_graph(dialect + HEAD + EXPLICIT)
+    assert job_graph_json(dialect + HEAD + COMMA) == job_graph_json(dialect + HEAD + EXPLICIT)
 
 
 def test_a_comma_join_no_condition_reaches_stays_refused() -> None:

@@ -6,8 +6,6 @@ updates), it stays a Top-N."""
 
 from __future__ import annotations
 
-import json
-import re
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +14,7 @@ import pytest
 import flowc
 from flowc.vocabulary import Operator
 from tests.helpers.files import Row, read_json_dir, write_batches
+from tests.helpers.plans import job_graph_json
 from tests.helpers.spark_run import compiled, run_generated, spark_codes
 
 HEAD = """SET sql.dialect = 'flink';
@@ -40,14 +39,8 @@ PIPE = """INSERT INTO firsts FROM Orders |> DEDUPLICATE ON order_id
 """
 
 
-def _job_graph(text: str) -> str:
-    job = flowc.compile(text, "job.flow", for_spark=True)
-    data = json.loads(job.job_graph.to_json())
-    return re.sub(r'"(line|column|end_line|end_column)": \d+', "", json.dumps(data))
-
-
 def test_flink_deduplication_plans_as_deduplicate() -> None:
-    assert _job_graph(HEAD + DEDUP) == _job_graph(HEAD + PIPE)
+    assert job_graph_json(HEAD + DEDUP) == job_graph_json(HEAD + PIPE)
 
 
 @pytest.mark.parametrize(

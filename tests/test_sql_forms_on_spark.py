@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections import defaultdict
 from datetime import datetime
 from pathlib import Path
@@ -17,6 +16,7 @@ import pytest
 
 import flowc
 from tests.helpers.files import Row, at, source, write_batches
+from tests.helpers.plans import job_graph_json
 from tests.helpers.spark_run import (
     compiled,
     into_memory,
@@ -36,13 +36,6 @@ CREATE SINK o WITH (connector = 'console', mode = 'update');
 FLINK = "SET sql.dialect = 'flink';\n"
 
 
-def _job_graph(text: str) -> str:
-    """The JobGraph JSON without positions (the same job on other lines differs there)."""
-    job = flowc.compile(text, "job.flow", for_spark=True)
-    data = json.loads(job.job_graph.to_json())
-    return re.sub(r'"(line|column|end_line|end_column)": \d+', "", json.dumps(data))
-
-
 @pytest.mark.parametrize("dialect", ["", FLINK])
 def test_group_by_an_expression_plans_as_a_computed_key(dialect: str) -> None:
     sql = (
@@ -58,12 +51,12 @@ def test_group_by_an_expression_plans_as_a_computed_key(dialect: str) -> None:
         "  |> EXTEND MOD(auction, 10) AS `$f0` |> KEY BY `$f0`\n"
         "  |> AGGREGATE count(*) AS n |> WHERE `$f0` > 2 |> SELECT `$f0` AS k, n;\n"
     )
-    assert _job_graph(sql) == _job_graph(pipe)
+    assert job_graph_json(sql) == job_graph_json(pipe)
     # The exchange is keyed by the computed field, named as Flink's planner names it: the
     # same plan as EXTEND ... AS k but for that name.
-    assert '"keys": ["$f0"]' in _job_graph(sql)
+    assert '"keys": ["$f0"]' in job_graph_json(sql)
     named = pipe.replace("`$f0` AS k", "k").replace("`$f0`", "k")
-    assert _job_graph(named) == _job_graph(sql).replace('"keys": ["$f0"]', '"keys": ["k"]')
+    assert job_graph_json(named) == job_graph_json(sql).replace('"keys": ["$f0"]', '"keys": ["k"]')
 
 
 def test_group_by_expressions_with_a_column_and_a_window() -> None:
@@ -77,7 +70,7 @@ def test_group_by_expressions_with_a_column_and_a_window() -> None:
         "  |> KEY BY `$f0`, bidder |> WINDOW TUMBLE(ts, '1 minute')\n"
         "  |> AGGREGATE count(*) AS n |> SELECT `$f0` AS day, bidder, window_end AS e, n;\n"
     )
-    assert _job_graph(sql) == _job_graph(pipe)
+    assert job_graph_json(sql) == job_graph_json(pipe)
 
 
 @pytest.mark.parametrize("dialect", ["", FLINK])
@@ -98,7 +91,7 @@ def test_union_all_of_selects_plans_as_views(dialect: str) -> None:
         "INSERT INTO o FROM bids |> WHERE price > 10 |> SELECT auction, price\n"
         "  |> UNION ALL a |> UNION ALL b;\n"
     )
-    assert _job_graph(sql) == _job_graph(views)
+    assert job_graph_json(sql) == job_graph_json(views)
 
 
 # ---------------------------------------------------------------- on Spark
@@ -252,7 +245,7 @@ def test_row_number_over_a_join_side_plans_as_top(dialect: str) -> None:
         "  FROM bids JOIN auctions ON bids.auction = auctions.id;\n"
         "INSERT INTO u FROM j |> TOP 3 BY price DESC PER category AS rn;\n"
     )
-    assert _job_graph(sql) == _job_graph(pipe)
+    assert job_graph_json(sql) == job_graph_json(pipe)
 
 
 def test_row_number_ordered_by_a_column_not_selected_plans_as_top_and_drop() -> None:
@@ -272,7 +265,7 @@ def test_row_number_ordered_by_a_column_not_selected_plans_as_top_and_drop() -> 
         "INSERT INTO u FROM j |> TOP 3 BY `$rank0` DESC PER `$rank1` AS rn\n"
         "  |> DROP `$rank0`, `$rank1`;\n"
     )
-    assert _job_graph(sql) == _job_graph(pipe)
+    assert job_graph_json(sql) == job_graph_json(pipe)
     job = flowc.compile(sql, "job.flow")
     (insert,) = job.program.inserts
     assert [c.name for c in insert.stream.schema] == ["auction", "price", "rn"]
@@ -346,7 +339,7 @@ def test_join_on_an_expression_plans_as_a_computed_key(dialect: str) -> None:
         "INSERT INTO o FROM k |> JOIN sellers ON k.`$join0` = sellers.key AND k.price > 1\n"
         "  |> DROP `$join0`;\n"
     )
-    assert _job_graph(sql) == _job_graph(pipe)
+    assert job_graph_json(sql) == job_graph_json(pipe)
     job = flowc.compile(sql, "job.flow")
     (insert,) = job.program.inserts
     assert [c.name for c in insert.stream.schema] == [
@@ -370,7 +363,7 @@ def test_join_on_expressions_of_both_sides() -> None:
         "INSERT INTO o FROM k |> JOIN t ON k.`$join0` = t.`$join1`\n"
         "  |> SELECT k.auction, t.name;\n"
     )
-    assert _job_graph(sql) == _job_graph(pipe)
+    assert job_graph_json(sql) == job_graph_json(pipe)
 
 
 SELLERS: list[list[Row]] = [

@@ -21,6 +21,7 @@ from flowc.spans import Span
 from flowc.sql import habits
 from flowc.sql.functions import is_aggregate
 from flowc.sql.habits import check_source_path
+from flowc.sql.sql_forms import is_proctime_call
 from flowc.sql.sqltypes import TIMESTAMP, UNKNOWN, Scope, TypeSyntaxError, normalize_type
 from flowc.trust import policy as trust
 from flowc.vocabulary import LiteralKind
@@ -235,7 +236,7 @@ def _proctime(
     for item in node.computed:
         column = item.name.value
         tree = item.expr.tree
-        is_proctime = isinstance(tree, exp.Anonymous) and tree.name.lower() == "proctime"
+        is_proctime = is_proctime_call(tree)
         if column in declared or column == name or any(c.name == column for c in computed):
             ctx.reporter.error(
                 Code.E0203,

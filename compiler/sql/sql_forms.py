@@ -71,7 +71,7 @@ def expand_sql_forms(
         for s in statements
         if isinstance(s, ast.CreateSource)
         for column in s.computed
-        if _is_proctime(column.expr.tree)
+        if is_proctime_call(column.expr.tree)
     )
     out: list[ast.Statement] = []
     for statement in statements:
@@ -599,7 +599,8 @@ def _reads_both(term: exp.Expr, before: set[str], name: str) -> bool:
     )
 
 
-def _is_proctime(tree: exp.Expr) -> bool:
+def is_proctime_call(tree: exp.Expr) -> bool:
+    """``PROCTIME()``: a source's processing-time attribute (Flink's computed column)."""
     return isinstance(tree, exp.Anonymous) and tree.name.lower() == "proctime"
 
 
