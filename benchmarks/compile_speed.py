@@ -10,12 +10,22 @@ with PYTHONDONTWRITEBYTECODE=1 and an editable install) every process compiles f
 sources first; that time is shown too, for 1000 operators, outside the goals.
 
     python -m benchmarks.compile_speed [--sizes 10,100,1000,10000] [--output BENCHMARKS.md]
+        [--against REV [--rounds 8]]
+
+``--against REV`` measures this tree and git revision REV side by side as well: each
+round runs the 1000-operator job in-process in a fresh process of each tree, in turn,
+so a busy moment of the machine falls on both; the report gives each tree's best and
+the median of the rounds' ratios. Absolute times on a shared machine move by 10-20%
+from hour to hour; a comparison in one run does not.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -28,6 +38,8 @@ from benchmarks.report import machine, update_section
 GOAL_IN_PROCESS_1000 = 0.2
 GOAL_PROCESS_1000 = 0.5
 GOAL_LINEARITY = 11.0
+
+REPOSITORY = Path(__file__).resolve().parents[1]
 
 
 def best_of(runs: int, action: object) -> float:
@@ -83,6 +95,86 @@ def whole_process(path: str, runs: int, bytecode_cache: str | None) -> float:
     return best_of(runs, run)
 
 
+#: One round of one tree: compile a job in-process, cold, a few times; print the best.
+_ROUND = r"""
+import json, sys, time
+import flowc
+try:
+    from flowc.syntax.parser import clear_expression_cache
+except ImportError:  # revisions before the stage packages
+    from flowc.parser import clear_expression_cache
+text = open(sys.argv[1], encoding="utf-8").read()
+flowc.compile(text, "bench.flow")
+best = float("inf")
+for _ in range(int(sys.argv[2])):
+    clear_expression_cache()
+    start = time.perf_counter()
+    flowc.compile(text, "bench.flow")
+    best = min(best, time.perf_counter() - start)
+print(json.dumps({"file": flowc.__file__, "best": best}))
+"""
+
+
+def importable_tree(root: Path, into: Path) -> Path:
+    """A directory to put on PYTHONPATH for the flowc of source tree ``root``: its
+    ``compiler/``, ``runtime/`` and ``grammar/`` laid out as pyproject.toml installs them."""
+    package = into / "flowc"
+    shutil.copytree(root / "compiler", package)
+    shutil.copytree(root / "runtime", package / "runtime")
+    shutil.copytree(root / "grammar", package / "grammar")
+    return into
+
+
+def revision_tree(revision: str, into: Path) -> Path:
+    """The source tree of git revision ``revision`` of this repository, in ``into``."""
+    into.mkdir(parents=True)
+    archive = subprocess.run(
+        ["git", "archive", revision, "compiler", "runtime", "grammar"],
+        cwd=REPOSITORY,
+        check=True,
+        capture_output=True,
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    return into
+
+
+def side_by_side(
+    path: str, revision: str, rounds: int, directory: Path
+) -> tuple[float, float, float, float, float]:
+    """Best in-process time of this tree and of ``revision``, alternating by round, and
+    the median, lowest and highest of the rounds' ratios (this tree / ``revision``)."""
+    trees = {
+        "here": importable_tree(REPOSITORY, directory / "here"),
+        "then": importable_tree(revision_tree(revision, directory / "src"), directory / "then"),
+    }
+    env = dict(os.environ)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env["PYTHONPYCACHEPREFIX"] = str(directory / "pycache")
+    best: dict[str, list[float]] = {name: [] for name in trees}
+    for _ in range(rounds):
+        for name, tree in trees.items():
+            done = subprocess.run(
+                [sys.executable, "-c", _ROUND, path, "3"],
+                env=dict(env, PYTHONPATH=str(tree)),
+                cwd=directory,
+                check=True,
+                capture_output=True,
+                text=True,
+            )
+            result = json.loads(done.stdout)
+            if not str(result["file"]).startswith(str(tree)):
+                raise RuntimeError(f"the {name} round imported {result['file']}, not {tree}")
+            best[name].append(float(result["best"]))
+    ratios = [here / then for here, then in zip(best["here"], best["then"], strict=True)]
+    return (
+        min(best["here"]),
+        min(best["then"]),
+        statistics.median(ratios),
+        min(ratios),
+        max(ratios),
+    )
+
+
 def pyspark_imported_by_compile(path: str) -> bool:
     code = (
         "import sys, flowc.cli.main\n"
@@ -100,11 +192,14 @@ def main() -> int:
     parser.add_argument("--sizes", default="10,100,1000,10000")
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--output", default="BENCHMARKS.md")
+    parser.add_argument("--against", help="a git revision to measure side by side")
+    parser.add_argument("--rounds", type=int, default=8)
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     rows = []
     results: dict[int, tuple[int, float, float]] = {}
     uncached: float | None = None
+    compared: tuple[float, float, float, float, float] | None = None
     with tempfile.TemporaryDirectory() as directory:
         bytecode_cache = str(Path(directory) / "pycache")
         for size in sizes:
@@ -121,6 +216,16 @@ def main() -> int:
             print(
                 f"{size:>6} operators ({operators} nodes): in-process {seconds:.3f} s, "
                 f"process {process:.3f} s",
+                flush=True,
+            )
+        if args.against:
+            path = str(Path(directory) / "side.flow")
+            Path(path).write_text(generate_job(1000), encoding="utf-8")
+            compared = side_by_side(path, args.against, args.rounds, Path(directory) / "side")
+            print(
+                f"side by side, 1000 operators: here {compared[0]:.3f} s, "
+                f"{args.against} {compared[1]:.3f} s, ratio {compared[2]:.3f} "
+                f"({compared[3]:.3f}-{compared[4]:.3f})",
                 flush=True,
             )
         imports_pyspark = pyspark_imported_by_compile(str(Path(directory) / f"job{sizes[0]}.flow"))
@@ -175,6 +280,20 @@ def main() -> int:
                 "",
             ]
             if uncached is not None
+            else []
+        ),
+        *(
+            [
+                f"Side by side with `{args.against}` (`--against {args.against}`, "
+                f"{args.rounds} rounds, each tree in",
+                "a fresh process per round, in turn; 1000 operators in-process, best of 3 "
+                "per round):",
+                f"this tree {compared[0]:.3f} s, `{args.against}` {compared[1]:.3f} s; "
+                f"ratio of the rounds (this / then) {compared[2]:.3f}",
+                f"median, {compared[3]:.3f} to {compared[4]:.3f}.",
+                "",
+            ]
+            if compared is not None
             else []
         ),
         "| goal | measured | target | met |",

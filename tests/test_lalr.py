@@ -21,11 +21,13 @@ from fuzzing import EXAMPLES, generate_program, mutate_tokens, seeded
 from sqlglot import exp
 
 import flowc
+from flowc.analyze.own_copy import with_own_sql
 from flowc.diagnostics import Diagnostic, Reporter, Severity, _render_rich, render_text
 from flowc.grammar.tables import TABLES
 from flowc.spans import Span
 from flowc.sql import sql_parsing, sqltypes
 from flowc.syntax import lalr, parser
+from flowc.syntax.astdump import ast_to_json
 
 ROOT = Path(__file__).resolve().parent.parent
 CHECK_FILES = sorted((ROOT / "tests" / "data" / "check").glob("*.test"))
@@ -127,6 +129,43 @@ def test_copy_tree_copies_as_sqlglot_does() -> None:
                 b.parent is None,
             )
             assert a.meta is not b.meta or not a.meta
+            assert (a.arg_key, a.index, type(a.parent)) == (b.arg_key, b.index, type(b.parent))
+            assert a.parent is None or a in list(a.parent.iter_expressions())
+        originals = {id(node) for node in tree.walk()}
+        assert not any(id(node) in originals for node in ours.walk())
+        ours.find(exp.Column).replace(exp.column("z"))  # a copy is edited as sqlglot's is
+        theirs.find(exp.Column).replace(exp.column("z"))
+        assert ours.sql() == theirs.sql() and ours != tree
+
+
+def test_analysis_copy_equals_the_parse_and_shares_no_sql_node() -> None:
+    text = (
+        "CREATE SOURCE s (k BIGINT, v BIGINT) WITH (connector = 'datagen');\n"
+        "CREATE SINK o WITH (connector = 'noop');\n"
+        "CREATE VIEW w AS FROM s |> WHERE v > 1 |> SELECT k, v + 1 AS v |> KEY BY k\n"
+        "  |> AGGREGATE sum(v) AS v;\n"
+        "INSERT INTO o SELECT k, v FROM w WHERE v IS NOT NULL;\n"
+    )
+    tree = parser.parse(text, "t.flow", Reporter())
+    copied = with_own_sql(tree)
+    assert copied == tree
+    assert ast_to_json(copied) == ast_to_json(tree)
+    mine = [id(node) for t in _trees(tree, []) for node in t.walk()]
+    theirs = [id(node) for t in _trees(copied, []) for node in t.walk()]
+    assert len(mine) == len(theirs) > 10
+    assert not set(mine) & set(theirs)
+
+
+def _trees(node: Any, out: list[exp.Expr]) -> list[exp.Expr]:
+    if isinstance(node, exp.Expr):
+        out.append(node)
+    elif isinstance(node, tuple):
+        for item in node:
+            _trees(item, out)
+    elif dataclasses.is_dataclass(node) and not isinstance(node, type):
+        for field in dataclasses.fields(node):
+            _trees(getattr(node, field.name), out)
+    return out
 
 
 def _types(node: Any, out: list[Any]) -> list[Any]:

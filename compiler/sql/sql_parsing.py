@@ -345,9 +345,11 @@ def _position(node: exp.Expr, text: str) -> tuple[int, int]:
 
 
 def copy_tree(tree: exp.Expr) -> exp.Expr:
-    """``tree.copy()``, about twice as fast: sqlglot's own copy loop, but position metadata
-    (plain ints) and comments (strings) are copied shallowly instead of by ``deepcopy``."""
-    root = tree.__class__()
+    """``tree.copy()``, about three times as fast: sqlglot's own copy loop, but each node is
+    made with its parent, key and index already set (sqlglot builds an empty node, then
+    ``set`` walks up the parents clearing hashes), and position metadata (plain ints) and
+    comments (strings) are copied shallowly instead of by ``deepcopy``."""
+    root = _blank(tree, None, None, None)
     stack = [(tree, root)]
     expr_class = exp.Expr
     while stack:
@@ -360,26 +362,43 @@ def copy_tree(tree: exp.Expr) -> exp.Expr:
         if meta is not None:
             plain = all(type(v) in _SCALARS for v in meta.values())
             new._meta = dict(meta) if plain else deepcopy(meta)
-        if node._hash is not None:
-            new._hash = node._hash
-        args = new.args
+        new._hash = node._hash
+        args: dict[str, Any] = {}
         for key, value in node.args.items():
             if isinstance(value, expr_class):
-                child = value.__class__()
+                child = _blank(value, new, key, None)
                 stack.append((value, child))
-                new.set(key, child)
+                args[key] = child
             elif type(value) is list:
-                args[key] = []
-                for item in value:
+                items: list[Any] = []
+                for index, item in enumerate(value):
                     if isinstance(item, expr_class):
-                        child = item.__class__()
+                        child = _blank(item, new, key, index)
                         stack.append((item, child))
-                        new.append(key, child)
+                        items.append(child)
                     else:
-                        new.append(key, item)
+                        items.append(item)
+                args[key] = items
             else:
                 args[key] = value
+        new.args = args
     return root
+
+
+def _blank(like: exp.Expr, parent: exp.Expr | None, key: str | None, index: int | None) -> exp.Expr:
+    """A node of ``like``'s class with no arguments yet, placed under ``parent``: what
+    ``like.__class__()`` makes (an ``__init__`` with no arguments sets only these), then
+    placed as ``set``/``append`` place it."""
+    node: exp.Expr = object.__new__(like.__class__)
+    node.args = {}
+    node.parent = parent
+    node.arg_key = key
+    node.index = index
+    node.comments = None
+    node._type = None
+    node._meta = None
+    node._hash = None
+    return node
 
 
 _SCALARS = frozenset({int, str, bool, float, type(None)})
