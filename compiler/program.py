@@ -154,6 +154,9 @@ class SinkDef:
     #: Columns declared NOT NULL: a NULL written there fails the query, as Flink's sink
     #: NOT NULL enforcer does by default (``table.exec.sink.not-null-enforcer = ERROR``).
     not_null: tuple[str, ...] = ()
+    #: The console sink of a query written as a statement: its ``mode`` is chosen by the
+    #: result (:func:`flowc.spark.streaming.choose_shown_modes`), not written.
+    shows_result: bool = False
     #: As :attr:`SourceDef.written_options` and :attr:`SourceDef.written_types`.
     written_options: dict[str, ast.Option] = field(default_factory=dict, compare=False, hash=False)
     written_types: dict[str, ast.TypeRef] = field(default_factory=dict, compare=False, hash=False)
@@ -633,8 +636,10 @@ class Program:
     #: Every call of one of ``functions``, in the order analysis met them; a call's place
     #: in this tuple is its number in the generated program (``name__flowc_N``).
     function_calls: tuple[FunctionCall, ...] = ()
+    #: Not an argument, so a ``replace`` of the program starts a new index, never one
+    #: holding the definitions it replaced.
     _index: dict[str, SourceDef | SinkDef | ViewDef] = field(
-        default_factory=dict, compare=False, repr=False
+        default_factory=dict, compare=False, repr=False, init=False
     )
 
     def _lookup(self, name: str) -> SourceDef | SinkDef | ViewDef:

@@ -417,6 +417,7 @@ def check_sink(ctx: Context, node: ast.CreateSink) -> None:
         span=node.span,
         written_options={k: o for k, (_, o) in options.items()},
         written_types={c.name.value: c.type for c in node.columns or ()},
+        shows_result=node.shows_result,
     )
 
 

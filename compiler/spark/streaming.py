@@ -12,7 +12,7 @@ need to know about event time (which columns carry a watermark where) is behind
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TypeVar
 
 from sqlglot import exp
@@ -51,6 +51,35 @@ def check_streaming(program: Program, reporter: Reporter) -> Program:
         for rule in RULES:
             rule(query, lineage, once)
     return program
+
+
+def choose_shown_modes(program: Program) -> Program:
+    """``program`` with the mode of each shown query's sink (a ``SELECT ...;`` statement's
+    console) chosen: the first of append, update and complete in which these rules let
+    Spark run the query. Append where the result is final rows (Flink's insert-only
+    results: rows, windows closed by the watermark), update where rows change (an
+    aggregation without a window, a window over processing time), as Flink's SQL client
+    shows a changing result. Where no mode passes, append stays and the rules report why."""
+    if not any(sink.shows_result for sink in program.sinks):
+        return program
+    lineage = Lineage(program)
+    chosen: dict[str, str] = {}
+    for insert in program.inserts:
+        if not program.sink(insert.sink).shows_result:
+            continue
+        query = _query(program, lineage, insert)
+        for mode in ("append", "update", "complete"):
+            trial = Reporter()
+            tried = replace(query, mode=mode)
+            for rule in RULES:
+                rule(tried, lineage, _OncePerPlace(trial))
+            if not trial.has_errors:
+                chosen[insert.sink] = mode
+                break
+    return replace(
+        program,
+        sinks=tuple(replace(s, mode=chosen.get(s.name, s.mode)) for s in program.sinks),
+    )
 
 
 @dataclass(frozen=True, slots=True)

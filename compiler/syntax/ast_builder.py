@@ -6,6 +6,7 @@ steps and tokens built are counted against flowc's bounds.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
@@ -54,6 +55,15 @@ def query_steps(tree: exp.Expr) -> int:
         steps += sum(1 for clause in ("where", "having", "distinct") if args.get(clause))
         steps += 2 if args.get("group") else 0
     return steps
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShownQuery:
+    """A query written as a statement, before :func:`flowc.syntax.parser.parse` names the
+    console sink that shows its result (the names of the whole file are known then)."""
+
+    query: ast.Query
+    span: Span
 
 
 class _Failed:
@@ -462,6 +472,11 @@ class AstBuilder:
             ),
             span=self._span(meta),
         )
+
+    def query_stmt(self, meta: Bounds, children: list[Any]) -> ShownQuery | None:
+        if children[0] is None:
+            return None
+        return ShownQuery(query=children[0], span=self._span(meta))
 
     def insert_stmt(self, meta: Bounds, children: list[Any]) -> ast.Insert | None:
         if children[3] is None:

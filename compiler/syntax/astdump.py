@@ -68,6 +68,8 @@ def _text(node: Any, depth: int, label: str | None, lines: list[str]) -> None:
             value = getattr(node, f.name)
             if value is None or value == ():
                 continue
+            if f.metadata.get("omitted_unset") and value == f.default:
+                continue
             _text(value, depth + 1, f.name, lines)
     elif isinstance(node, tuple | list):
         lines.append(f"{pad}{prefix}[{len(node)}]")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import threading
 from functools import cache
+from typing import cast
 
 from flowc import ast
 from flowc.diagnostics import Reporter
@@ -27,11 +28,12 @@ from flowc.sql.sql_parsing import (
     tree_bytes,
 )
 from flowc.sql.sqltypes import clear_typing_cache
-from flowc.syntax.ast_builder import MAX_EXPRESSION_DEPTH, AstBuilder
+from flowc.syntax.ast_builder import MAX_EXPRESSION_DEPTH, AstBuilder, ShownQuery
 from flowc.syntax.flink_ddl import resolve_tables
 from flowc.syntax.lalr import Driver, NoFastPath, lark_parser, tables
 from flowc.syntax.source_text import WORD, Chunk, LineIndex, long_literals, split_statements
 from flowc.syntax.syntax_errors import report_syntax_error
+from flowc.vocabulary import LiteralKind
 
 __all__ = [
     "MAX_EXPRESSION_DEPTH",
@@ -58,8 +60,10 @@ def parse(text: str, file: str, reporter: Reporter) -> ast.Program:
     """Parse a whole file; syntax errors go to ``reporter`` and drop their statement."""
     index = LineIndex(file, text)
     builder = AstBuilder(index, reporter)
-    statements: list[ast.Statement] = []
+    statements: list[ast.Statement | ShownQuery] = []
+    #: Where each Flink-dialect CREATE TABLE stands once shown queries are two statements.
     flink_tables: set[int] = set()
+    position = 0
     driver = _driver()
     for chunk in split_statements(text):
         builder.base = chunk.start
@@ -92,15 +96,48 @@ def parse(text: str, file: str, reporter: Reporter) -> ast.Program:
         if statement is not None:
             flink_table = isinstance(statement, ast.CreateSource) and statement.bounded
             if flink_table and builder.dialect == "flink":  # a source, sink or table by use
-                flink_tables.add(len(statements))
+                flink_tables.add(position)
             statements.append(statement)
+            position += 2 if isinstance(statement, ShownQuery) else 1
             if isinstance(statement, ast.SetStmt) and statement.option.key == "sql.dialect":
                 builder.dialect = str(statement.option.value.python).lower()
         if builder.steps > MAX_STEPS or builder.tokens > MAX_TOKENS:
             _too_large(builder, chunk, index, reporter)
             break
-    resolved = resolve_tables(statements, frozenset(flink_tables), reporter)
+    resolved = resolve_tables(shown_queries(statements), frozenset(flink_tables), reporter)
     return ast.Program(file=file, statements=tuple(resolved), span=index.span(0, len(text)))
+
+
+def shown_queries(statements: list[ast.Statement | ShownQuery]) -> list[ast.Statement]:
+    """Each query written as a statement made a console sink and an INSERT into it, as
+    Flink's SQL client shows a SELECT's rows. The sink is ``select_<n>`` (the n-th such
+    query; the next free name if the file defines that one), its span the query's."""
+    if not any(isinstance(s, ShownQuery) for s in statements):
+        return cast(list[ast.Statement], statements)
+    taken = {
+        s.name.value.lower()
+        for s in statements
+        if isinstance(s, ast.CreateSource | ast.CreateSink | ast.CreateView)
+    }
+    out: list[ast.Statement] = []
+    number = 0
+    for statement in statements:
+        if not isinstance(statement, ShownQuery):
+            out.append(statement)
+            continue
+        number += 1
+        while f"select_{number}" in taken:
+            number += 1
+        name = ast.Name(value=f"select_{number}", span=statement.span)
+        taken.add(name.value)
+        span = statement.span
+        connector = ast.Value(kind=LiteralKind.STRING, text="'console'", span=span)
+        option = ast.Option(key="connector", key_span=span, value=connector, span=span)
+        out.append(
+            ast.CreateSink(name=name, columns=None, options=(option,), span=span, shows_result=True)
+        )
+        out.append(ast.Insert(sink=name, query=statement.query, span=span))
+    return out
 
 
 def clear_expression_cache() -> None:

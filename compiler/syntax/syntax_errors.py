@@ -80,15 +80,13 @@ def _describe_token(token: Token) -> str:
     return f"'{value}'"
 
 
-#: Words that start Flink's statement sets (``BEGIN STATEMENT SET``, ``END``), left out of
-#: what a statement's start expects.
-_STATEMENT_SET_WORDS = frozenset({"BEGIN", "EXECUTE", "END"})
-
-
 def _expected_text(expected: set[str]) -> tuple[str, str | None]:
     """A short phrase for what the parser expected, and a help line where one helps."""
-    if "CREATE" in expected:  # a statement's start: statement sets' words are Flink's, rarer
-        expected = expected - _STATEMENT_SET_WORDS
+    if "CREATE" in expected and "INSERT" in expected:  # a statement's start
+        return (
+            "a statement",
+            "a statement starts with CREATE, INSERT or SET, or is a query (SELECT, WITH, FROM)",
+        )
     for closer, opener in (("RPAR", "("), ("RSQB", "["), ("END", "CASE")):
         if closer in expected:
             wanted = [_describe_terminal(closer)]
