@@ -973,12 +973,23 @@ class _Lowering:
                         raise self.no_window_time(inner, window)
                 name = alias or "window_time"
                 if time_item is None:  # the AGGREGATE outputs it once, under its first name
+                    # ... but not as window_start or window_end, the window's own columns
+                    # (Flink's cascade writes TUMBLE_ROWTIME(...) AS window_end): the
+                    # SELECT after it renames it, as a rename keeps the watermark.
+                    kept = alias if alias and alias.lower() not in _WINDOW_BOUNDS else None
                     time_item = ast.SelectItem(
                         expr=self.expr(inner, exp.column("window_time")),
-                        alias=self.name(alias) if alias else None,
+                        alias=self.name(kept) if kept else None,
                         span=self.span,
                     )
-                    projection.append(self.item(exp.column(name)))
+                    first = kept or "window_time"
+                    projection.append(
+                        self.item(
+                            exp.column(name)
+                            if first == name
+                            else exp.alias_(exp.column(first), name, quoted=False)
+                        )
+                    )
                 else:
                     first = time_item.alias.value if time_item.alias else "window_time"
                     projection.append(self.item(exp.alias_(exp.column(first), name)))
@@ -1209,6 +1220,10 @@ def _same_arguments(call: exp.Anonymous) -> list[exp.Expr]:
 
 #: How a diagnostic names the clause a SELECT's part sits in, by its sqlglot key.
 _CLAUSES = {"where": "WHERE", "group": "GROUP BY", "having": "HAVING", "joins": "a JOIN"}
+
+
+#: The window's own columns of a windowed AGGREGATE's output.
+_WINDOW_BOUNDS = frozenset({"window_start", "window_end"})
 
 
 def _is_window_time(node: exp.Expr) -> bool:
