@@ -444,6 +444,9 @@ class _Lowering:
         steps: list[ast.Step] = []
         fields = self.step_fields()
         for join in tree.args.get("joins") or []:
+            if isinstance(join.this, exp.Unnest):
+                steps.append(self.unnest(tree, join, join.this, source))
+                continue
             side = (join.side or "").upper()
             kind = JoinKind(side) if side in ("LEFT", "RIGHT", "FULL") else JoinKind.INNER
             on = join.args.get("on")
@@ -778,6 +781,48 @@ class _Lowering:
         relation = self.relation(data)
         named = replace(relation, name=replace(relation.name, span=where_data), span=where_data)
         return named, window
+
+    def unnest(
+        self, tree: exp.Select, join: exp.Join, unnest: exp.Unnest, source: ast.Relation
+    ) -> ast.Explode:
+        """``CROSS JOIN UNNEST(arr) AS t (x)`` (or ``, UNNEST(...)``): a row per element of
+        the array, none for an empty or NULL one, as Flink's (and Spark's ``explode``):
+        ``|> EXPLODE arr AS x``. Columns qualified by ``t`` or by the table read are the
+        row's own. What EXPLODE cannot give is refused: LEFT JOIN UNNEST (Flink keeps a
+        row with NULL for an empty array), WITH ORDINALITY, several arrays or columns."""
+        alias = unnest.args.get("alias")
+        columns = alias.columns if isinstance(alias, exp.TableAlias) else []
+        if (join.side or "").upper() or join.args.get("on") is not None:
+            raise _Unsupported(
+                "a JOIN UNNEST other than CROSS JOIN UNNEST (LEFT JOIN UNNEST keeps rows "
+                "whose array is empty, which EXPLODE drops)",
+                self.span_of(unnest),
+                help="write CROSS JOIN UNNEST(arr) AS t (x): a row per element",
+            )
+        if unnest.args.get("offset") or len(unnest.expressions) != 1 or len(columns) != 1:
+            raise _Unsupported(
+                "UNNEST of other than one array named by one column (WITH ORDINALITY, "
+                "several arrays, an array of rows expanded into its fields)",
+                self.span_of(unnest),
+                help="write CROSS JOIN UNNEST(arr) AS t (x), one array at a time",
+            )
+        if len(tree.args.get("joins") or []) > 1:
+            raise _Unsupported(
+                "UNNEST beside another JOIN",
+                self.span_of(unnest),
+                help="UNNEST in a view of its own, then JOIN the view",
+            )
+        assert isinstance(alias, exp.TableAlias)  # one column named: an alias holds it
+        element = columns[0].name
+        own = {alias.name, source.name.value}
+        for column in tree.find_all(exp.Column):
+            if column.table in own and not column.args.get("db"):
+                column.set("table", None)
+        return ast.Explode(
+            expr=self.expr(unnest.expressions[0]),
+            alias=self.name(element),
+            **self.step_fields(),
+        )
 
     def window_top(self, rows: exp.Select, top: ast.Top, outer_star: bool) -> ast.PipeQuery:
         """Flink's window Top-N straight over a window table function: ``rows`` (the
