@@ -158,6 +158,15 @@ class CreateSource:
     bounded: bool = False
     computed: tuple[ComputedColumn, ...] = ()
     primary_key: PrimaryKey | None = field(default=None, metadata=OMITTED_UNSET)
+    partitioned_by: PartitionedBy | None = field(default=None, metadata=OMITTED_UNSET)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PartitionedBy:
+    """Flink's ``PARTITIONED BY (a, b)`` of a ``CREATE TABLE``."""
+
+    columns: tuple[Name, ...]
+    span: Span
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -340,6 +340,13 @@ class Code(StrEnum):
         "upsert, an unknown column, a second one, or one that disagrees with key",
         "flink-tables",
     )
+    E0294 = (
+        "E0294",
+        "partitioned-by",
+        "a Flink-dialect PARTITIONED BY flowc cannot write: on a table the job reads, a sink "
+        "that keeps no partitions, or beside partition_by",
+        "flink-tables",
+    )
     E0295 = (
         "E0295",
         "table-read-and-written",

@@ -575,8 +575,8 @@ class _Lowering:
                     code=Code.E0605,
                 )
         having = tree.args.get("having")
-        selected = {id(n) for item in tree.expressions for n in item.walk()}
-        selected |= {id(n) for n in having.walk()} if having is not None else set()
+        listed = {id(n) for item in tree.expressions for n in item.walk()}
+        selected = listed | ({id(n) for n in having.walk()} if having is not None else set())
         tvf = isinstance((tree.args.get("from_") or exp.From()).this, exp.TableFromRows)
         #: Where Flink's window time may stand: an item of its own, a TVF's GROUP BY key.
         items = {id(i.this if isinstance(i, exp.Alias) else i) for i in tree.expressions}
@@ -584,6 +584,10 @@ class _Lowering:
         for node in tree.walk():
             name = function_name(node)
             if name in FLINK_ROWTIME_PROPERTIES and id(node) in items:
+                assert name is not None and isinstance(node, exp.Anonymous)
+                self.check_property(node, name, window, selected=True)
+            elif name in FLINK_ROWTIME_PROPERTIES and id(node) in listed:
+                # inside an expression of the SELECT list: its value only
                 assert name is not None and isinstance(node, exp.Anonymous)
                 self.check_property(node, name, window, selected=True)
             elif name in FLINK_TIME_PROPERTIES:
@@ -661,10 +665,18 @@ class _Lowering:
     @staticmethod
     def flink_properties(node: exp.Expr) -> exp.Expr:
         """``node`` with TUMBLE_START(...)-style calls the AGGREGATE's window_start and
-        window_end (flink_checks has matched them with the group window)."""
+        window_end (flink_checks has matched them with the group window), and a
+        TUMBLE_ROWTIME(...) inside an expression its value, window_end - 1 ms."""
 
         def swap(part: exp.Expr) -> exp.Expr:
             name = function_name(part)
+            if name in FLINK_ROWTIME_PROPERTIES:  # in an expression: the value, end - 1 ms
+                return exp.Sub(
+                    this=exp.column("window_end"),
+                    expression=exp.Interval(
+                        this=exp.Literal.string("1"), unit=exp.var("MILLISECOND")
+                    ),
+                )
             if name in FLINK_WINDOW_PROPERTIES and name is not None:
                 field = name.partition("_")[2].lower()
                 return exp.column(f"window_{field}")

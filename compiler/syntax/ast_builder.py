@@ -427,7 +427,12 @@ class AstBuilder:
             bounded=str(kind).lower() == "table",
             computed=tuple(e for e in elements if isinstance(e, ast.ComputedColumn)),
             primary_key=keys[0] if keys else None,
+            partitioned_by=next((e for e in elements if isinstance(e, ast.PartitionedBy)), None),
         )
+
+    def partitioned_by(self, meta: Bounds, children: list[Any]) -> ast.PartitionedBy:
+        columns = tuple(c for c in children if isinstance(c, ast.Name))
+        return ast.PartitionedBy(columns=columns, span=self._span(meta))
 
     def create_sink(self, meta: Bounds, children: list[Any]) -> ast.CreateSink | None:
         if any(c is _FAILED for c in children):

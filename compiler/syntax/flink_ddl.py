@@ -21,6 +21,7 @@ from flowc import ast
 from flowc.diagnostics import Reporter
 from flowc.errorcodes import Code
 from flowc.spans import Span, text_span
+from flowc.vocabulary import LiteralKind
 
 
 def resolve_tables(
@@ -61,14 +62,58 @@ def resolve_tables(
                 ast.CreateSink(
                     name=statement.name,
                     columns=statement.columns or None,
-                    options=statement.options,
+                    options=_partition_options(statement, reporter),
                     span=statement.span,
                     primary_key=statement.primary_key,
                 )
             )
         else:
+            if statement.partitioned_by is not None:
+                reporter.error(
+                    Code.E0294,
+                    f"PARTITIONED BY on table '{name}', which the job reads",
+                    statement.partitioned_by.span,
+                    help="remove it: flowc reads a table's files as they are (PARTITIONED BY "
+                    "is for a files table the job writes)",
+                )
             out.append(replace(statement, bounded=name in as_of))
     return out
+
+
+#: Sinks that keep no files: a PARTITIONED BY changes none of the rows they show or drop.
+_UNSTORED = frozenset({"console", "noop"})
+
+
+def _partition_options(table: ast.CreateSource, reporter: Reporter) -> tuple[ast.Option, ...]:
+    """The options of a written table, its PARTITIONED BY (a, b) made a files sink's
+    ``partition_by = 'a, b'``; dropped for a console or noop sink, which keep no files
+    (Flink's print and blackhole sinks take it and ignore it); E0294 for any other."""
+    partitioned = table.partitioned_by
+    if partitioned is None:
+        return table.options
+    given = {o.key.lower(): o for o in table.options}
+    connector = given.get("connector")
+    kind = str(connector.value.python).lower() if connector is not None else ""
+    if kind in _UNSTORED:
+        return table.options
+    if kind != "files" or "partition_by" in given:
+        reporter.error(
+            Code.E0294,
+            f"PARTITIONED BY on a {kind or 'connector-less'} table"
+            if kind != "files"
+            else "PARTITIONED BY and partition_by both given",
+            partitioned.span,
+            help="only a files sink writes partitions (partition_by = 'a, b'); give them once"
+            if kind == "files"
+            else "remove PARTITIONED BY, or write the table with connector = 'files'",
+        )
+        return table.options
+    columns = ", ".join(c.value for c in partitioned.columns)
+    value = ast.Value(kind=LiteralKind.STRING, text=f"'{columns}'", span=partitioned.span)
+    option = ast.Option(
+        key="partition_by", key_span=partitioned.span, value=value, span=partitioned.span
+    )
+    return (*table.options, option)
 
 
 def _reads(query: ast.Query) -> Iterator[tuple[str, Span, bool]]:
