@@ -31,11 +31,29 @@ class ValueKind:
     parse: Callable[[Value], object]
 
 
+#: A number written as a string, as Flink's options are all written (``'rows' = '10'``)
+#: and as Spark's DataStreamReader options are all passed.
+_QUOTED_INTEGER = re.compile(r"[+-]?[0-9]+")
+_QUOTED_NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+
+def _numeric(value: Value) -> object:
+    """The number ``value`` is: a number, or a string holding only one."""
+    if value.kind != LiteralKind.STRING:
+        return value.python
+    text = str(value.python).strip()
+    if _QUOTED_INTEGER.fullmatch(text):
+        return int(text)
+    if _QUOTED_NUMBER.fullmatch(text):
+        return float(text)
+    return text
+
+
 def _integer(low: int, high: int | None = None) -> ValueKind:
     def parse(value: Value) -> object:
-        number = value.python
+        number = _numeric(value)
         if (
-            value.kind != LiteralKind.NUMBER
+            value.kind not in (LiteralKind.NUMBER, LiteralKind.STRING)
             or not isinstance(number, int)
             or isinstance(number, bool)
         ):
@@ -51,8 +69,10 @@ def _integer(low: int, high: int | None = None) -> ValueKind:
 
 def _number(positive: bool = False) -> ValueKind:
     def parse(value: Value) -> object:
-        number = value.python
-        if value.kind != LiteralKind.NUMBER or not isinstance(number, int | float):
+        number = _numeric(value)
+        if value.kind not in (LiteralKind.NUMBER, LiteralKind.STRING) or not isinstance(
+            number, int | float
+        ):
             raise OptionValueError(f"expected a number, found {value.text}")
         if not math.isfinite(number):
             raise OptionValueError(f"must be a finite number, found {value.text}")
