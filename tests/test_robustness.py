@@ -74,7 +74,7 @@ def test_many_errors_are_all_reported() -> None:
         "INSERT INTO o FROM s |> WHERE k = `unterminated",
         "SET parallelism = ;",
         "\ufeffSET parallelism = 1;",
-        "SELECT * FROM s;",
+        "SELECT * FROM nope;",  # a query statement (shown on the console) of nothing defined
         "CREATE VIEW v AS FROM v;",
         ")))(((",
         "INSERT INTO o FROM s |> " + "|> " * 1000,
