@@ -956,7 +956,7 @@ class _Lowering:
                 alias for alias, node in aliases.items() if node.sql("spark") == window_sql
             }
         key_names = {k.name for k in keys}
-        qualified = {(k.table, k.name) for k in keys if k.table}
+        qualified = {(k.table, k.name) for k in keys if isinstance(k, exp.Column) and k.table}
         names -= key_names
         windowed = window is not None or window_step is not None
         grouped = key_names | (set(_TVF_WINDOW_COLUMNS) if windowed else set())
