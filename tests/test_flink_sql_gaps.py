@@ -3,11 +3,15 @@ after a join (``GROUP BY o.id``) is the pipe form's ``KEY BY orders.id``, read a
 grouping as ``id``, in both dialects (the plans are equal). A Flink-dialect UNION ALL of
 SELECTs whose column types differ and widen alike in Flink and Spark (INT with BIGINT,
 an integer with DOUBLE, DECIMALs) has Flink's common types: on Spark its rows (values and
-types) equal plain Python's over micro-batches and a restart."""
+types) equal plain Python's over micro-batches and a restart. Flink's TO_TIMESTAMP(s[,
+fmt]) (NULL where the text does not parse) is Spark's strict try_to_timestamp, the job
+failing where Flink may read the text leniently; UNIX_TIMESTAMP of a string is refused."""
 
 from __future__ import annotations
 
 import json
+import re
+from datetime import datetime
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -15,7 +19,9 @@ from typing import Any
 import pytest
 
 import flowc
-from tests.helpers.files import Row, committed_files, write_batches
+from flowc.program import ExtendStep
+from flowc.sql.spark_sql import sql_of
+from tests.helpers.files import Row, committed_files, read_json_dir, write_batches
 from tests.helpers.plans import job_graph_json
 from tests.helpers.spark_run import compiled, run_generated, spark_codes
 
@@ -116,3 +122,169 @@ def test_the_spark_dialect_keeps_refusing_a_union_of_other_types() -> None:
     program = UNION_HEAD.replace("SET sql.dialect = 'flink';\n", "")
     with pytest.raises(flowc.CompileError, match="UNION ALL needs the same columns"):
         flowc.compile(program + UNION, "job.flow")
+
+
+TS_PROGRAM = """SET sql.dialect = 'flink';
+CREATE SOURCE s (t STRING) WITH (connector = 'files', path = 'in', format = 'json');
+CREATE SINK o WITH (connector = 'files', path = 'out', format = 'json');
+INSERT INTO o FROM s |> EXTEND {expr} AS v;
+"""
+#: Java's fixed-width fields of the formats read, as Python regular expressions.
+_FIELDS = {"yyyy": r"(\d{4})", "MM": r"(\d{2})", "dd": r"(\d{2})", "HH": r"(\d{2})",
+           "mm": r"(\d{2})", "ss": r"(\d{2})"}  # fmt: skip
+
+
+def _to_timestamp_sql(expr: str) -> str:
+    job = flowc.compile(TS_PROGRAM.format(expr=expr), "j.flow")
+    (step,) = job.program.inserts[0].stream.steps
+    assert isinstance(step, ExtendStep)
+    assert job.program.inserts[0].stream.schema[-1].type == "TIMESTAMP"
+    return sql_of(step.node.items[0].expr)
+
+
+def _flink_to_timestamp(text: str | None, fmt: str = "yyyy-MM-dd HH:mm:ss") -> datetime | None:
+    """Flink's TO_TIMESTAMP for text that parses strictly or has no reading at all (the
+    inputs below): each field its fixed width, the date valid; else NULL."""
+    if text is None:
+        return None
+    order = re.findall(r"[A-Za-z]+", fmt)
+    pattern = re.sub(r"[A-Za-z]+", lambda m: _FIELDS[m.group()], re.escape(fmt))
+    found = re.fullmatch(pattern, text)
+    if found is None:
+        return None
+    fields = dict(zip(order, map(int, found.groups()), strict=True))
+    return datetime(
+        fields["yyyy"], fields["MM"], fields["dd"],
+        fields.get("HH", 0), fields.get("mm", 0), fields.get("ss", 0),
+    )  # fmt: skip
+
+
+#: Strings each format reads strictly, and strings Flink can read no way (NULL).
+READ = {
+    "yyyy-MM-dd HH:mm:ss": ["2024-01-05 10:20:30", "2024-02-29 23:59:59", "abc", "", None,
+                            "2024/01/05 10:20:30", "10:20:30", "N/A"],
+    "dd/MM/yyyy HH:mm": ["05/01/2024 10:20", "31/12/1999 00:00", "05.01.2024 10:20", "x",
+                         "05/01/2024"],
+}  # fmt: skip
+#: Strings Flink may read leniently where Spark's strict parse cannot: the job fails.
+LENIENT = {
+    "yyyy-MM-dd HH:mm:ss": ["2024-02-30 10:00:00", "2024-1-5 10:20:30",
+                            "2024-01-05 10:20:30.5", "2024-01-05", " 2024-01-05 10:20:30"],
+    "dd/MM/yyyy HH:mm": ["31/02/2024 10:00", "2024-01-05 10:20:30", "5/1/2024 10:20"],
+}  # fmt: skip
+
+
+def _call(fmt: str) -> str:
+    return "TO_TIMESTAMP(t)" if fmt == "yyyy-MM-dd HH:mm:ss" else f"TO_TIMESTAMP(t, '{fmt}')"
+
+
+@pytest.mark.parametrize("fmt", list(READ))
+def test_to_timestamp_gives_flinks_values_and_null(spark: Any, fmt: str) -> None:
+    text = _to_timestamp_sql(_call(fmt))
+    frame = spark.createDataFrame([(t,) for t in READ[fmt]], schema="t STRING")
+    got = [(r["t"], r["v"]) for r in frame.selectExpr("t", f"{text} AS v").collect()]
+    assert got == [(t, _flink_to_timestamp(t, fmt)) for t in READ[fmt]]
+    assert sum(v is not None for _, v in got) == 2
+
+
+@pytest.mark.parametrize(("fmt", "value"), [(f, v) for f, vs in LENIENT.items() for v in vs])
+def test_to_timestamp_fails_the_job_where_flink_may_read_leniently(
+    spark: Any, fmt: str, value: str
+) -> None:
+    """Not a NULL where Flink may give a timestamp: Spark's strict parse cannot read
+    these, Flink's lenient resolving or its java.sql fallback may."""
+    from pyspark.errors import PySparkException
+
+    text = _to_timestamp_sql(_call(fmt))
+    frame = spark.createDataFrame([(value,)], schema="t STRING")
+    with pytest.raises(PySparkException, match="TO_TIMESTAMP: Flink may read"):
+        frame.selectExpr(f"{text} AS v").collect()
+
+
+TS_JOB = """SET sql.dialect = 'flink';
+SET max_parallelism = 16;
+CREATE SOURCE events (t STRING, u STRING, ts AS TO_TIMESTAMP(t),
+    WATERMARK FOR ts AS ts - INTERVAL '5' SECOND)
+  WITH (connector = 'files', path = 'in', format = 'json', max_files_per_trigger = 1);
+CREATE SINK out WITH (connector = 'files', path = 'out', format = 'json');
+INSERT INTO out SELECT t, u, ts, TO_TIMESTAMP(u, 'dd/MM/yyyy HH:mm') AS d FROM events;
+"""
+TS_BATCHES: list[list[Row]] = [
+    [{"t": "2024-01-05 10:20:30", "u": "05/01/2024 10:20"}, {"t": "bad", "u": "x"}],
+    [{"t": "2024-01-05 10:21:00", "u": "N/A"}],
+    [{"t": "2024-02-29 23:59:59", "u": "31/12/1999 00:00"}, {"t": "", "u": None}],
+]
+
+
+def test_to_timestamp_in_a_job_across_micro_batches_and_a_restart(
+    spark: Any, tmp_path: Path
+) -> None:
+    """A computed event-time column and a parsed column: Flink's values (NULL where the
+    text does not parse) after three micro-batches and a restart."""
+    write_batches(tmp_path / "in", TS_BATCHES[:2])
+    job = compiled(tmp_path, TS_JOB)
+    assert spark_codes(job) == set()
+    run_generated(spark, tmp_path, job)
+    write_batches(tmp_path / "in", TS_BATCHES)
+    run_generated(spark, tmp_path, compiled(tmp_path, TS_JOB))
+
+    def iso(value: datetime | None) -> str | None:
+        return value.isoformat(timespec="milliseconds") if value is not None else None
+
+    expected = sorted(
+        (r["t"], r["u"], iso(_flink_to_timestamp(r["t"])),
+         iso(_flink_to_timestamp(r["u"], "dd/MM/yyyy HH:mm")))
+        for batch in TS_BATCHES
+        for r in batch
+    )  # fmt: skip
+    rows = sorted(
+        (r["t"], r.get("u"), _iso_text(r.get("ts")), _iso_text(r.get("d")))
+        for r in read_json_dir(tmp_path / "out")
+    )
+    assert rows == expected
+    assert sum(e[2] is not None for e in expected) == 3
+
+
+def _iso_text(value: str | None) -> str | None:
+    """Spark's JSON timestamp (``2024-01-05T10:20:30.000Z``) as Python's isoformat."""
+    if value is None:
+        return None
+    return (
+        datetime.fromisoformat(value.replace("Z", "+00:00"))
+        .replace(tzinfo=None)
+        .isoformat(timespec="milliseconds")
+    )
+
+
+@pytest.mark.parametrize(
+    ("expr", "code", "at"),
+    [
+        ("TO_TIMESTAMP(t, 'yyyy-MM-dd HH:mm:ss.SSS')", "E0614", "SSS"),
+        ("TO_TIMESTAMP(t, 'yyyy-MM-dd''T''HH:mm')", "E0614", "'yyyy-MM-dd''T''HH:mm'"),
+        ("TO_TIMESTAMP(t, t)", "E0614", "t"),
+        ("TO_TIMESTAMP(t, 'yy-M-d')", "E0614", "yy"),
+        ("UNIX_TIMESTAMP(t)", "E0615", "UNIX_TIMESTAMP(t)"),
+        ("UNIX_TIMESTAMP(t, 'yyyy-MM-dd')", "E0615", "UNIX_TIMESTAMP(t, 'yyyy-MM-dd')"),
+    ],
+)
+def test_timestamp_forms_flowc_cannot_read_as_flink_are_refused_at_their_span(
+    expr: str, code: str, at: str
+) -> None:
+    program = TS_PROGRAM.format(expr=expr)
+    with pytest.raises(flowc.CompileError) as raised:
+        flowc.compile(program, "j.flow")
+    (error,) = [d for d in raised.value.diagnostics if d.severity == flowc.Severity.ERROR]
+    assert error.code == code
+    line = program.splitlines()[error.span.line - 1]
+    assert line[error.span.column - 1 : error.span.end_column - 1] == at
+    assert error.help
+
+
+def test_unix_timestamp_of_nothing_is_sparks_current_seconds() -> None:
+    assert "UNIX_TIMESTAMP()" in sql_of(
+        flowc.compile(TS_PROGRAM.format(expr="UNIX_TIMESTAMP()"), "j.flow")
+        .program.inserts[0]
+        .stream.steps[0]
+        .node.items[0]  # type: ignore[attr-defined]
+        .expr
+    )
