@@ -288,3 +288,35 @@ def test_unix_timestamp_of_nothing_is_sparks_current_seconds() -> None:
         .node.items[0]  # type: ignore[attr-defined]
         .expr
     )
+
+
+#: Flink 2.3's UNION ALL type of two columns (each read off Flink's planner: the schema of
+#: ``SELECT CAST(.. AS a) UNION ALL SELECT CAST(.. AS b)``), against which union_type is
+#: checked together with Spark's own answer, asked of Spark below.
+FLINK_UNION_TYPES = {
+    ("INT", "BIGINT"): "BIGINT",
+    ("TINYINT", "DOUBLE"): "DOUBLE",
+    ("INT", "DOUBLE"): "DOUBLE",
+    ("INT", "FLOAT"): "FLOAT",
+    ("FLOAT", "DOUBLE"): "FLOAT",
+    ("DECIMAL(10, 2)", "DOUBLE"): "DOUBLE",
+    ("INT", "DECIMAL(10, 2)"): "DECIMAL(12, 2)",
+    ("BIGINT", "DECIMAL(10, 2)"): "DECIMAL(21, 2)",
+    ("DECIMAL(5, 3)", "DECIMAL(10, 1)"): "DECIMAL(12, 3)",
+    ("DECIMAL(38, 10)", "BIGINT"): "DECIMAL(38, 10)",
+}
+
+
+@pytest.mark.parametrize(("a", "b"), list(FLINK_UNION_TYPES))
+def test_union_type_is_flinks_where_spark_unions_alike(spark: Any, a: str, b: str) -> None:
+    """The Flink dialect takes Flink's type exactly where Spark's unionByName gives the
+    same type (so the rows Spark writes have Flink's type), and refuses elsewhere."""
+    from flowc.sql.sqltypes import normalize_type, union_type
+
+    left = spark.createDataFrame([], f"c {a}")
+    right = spark.createDataFrame([], f"c {b}")
+    sparks = normalize_type(left.unionByName(right).schema["c"].dataType.simpleString())
+    flinks = FLINK_UNION_TYPES[(a, b)]
+    expected = flinks if sparks == flinks else None
+    assert union_type(a, b) == expected
+    assert union_type(b, a) == expected

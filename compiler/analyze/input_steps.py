@@ -152,7 +152,7 @@ def check_union(
                 f"({schema_text(other_schema)})"
                 + (
                     "; Flink's common type of two numeric types is taken only where Spark's "
-                    "union gives the same (not FLOAT with an integer, BIGINT with a DECIMAL): "
+                    "union gives the same (not FLOAT with another number, BIGINT with a DECIMAL): "
                     "CAST the columns to one type"
                     if flink
                     else ""

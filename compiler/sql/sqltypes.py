@@ -102,15 +102,17 @@ _DECIMAL = re.compile(r"DECIMAL\((\d+), (\d+)\)")
 def union_type(a: str, b: str) -> str | None:
     """The type a UNION ALL of columns typed ``a`` and ``b`` has in Flink (Calcite's
     leastRestrictive), where Spark's union (WidenSetOperationTypes) gives the same type;
-    None where the two differ (INT with FLOAT: FLOAT in Flink, DOUBLE in Spark; BIGINT with
-    a DECIMAL; a DECIMAL past 38 digits) or Flink has no common type (INT with STRING)."""
+    None where the two differ (INT or DOUBLE with FLOAT: FLOAT in Flink, DOUBLE in Spark;
+    BIGINT with a DECIMAL; a DECIMAL past 38 digits) or Flink has no common type (INT with
+    STRING)."""
     if a == b:
         return a
     ranks = {name: rank for rank, name in enumerate(_INTEGERS)}
     if a in ranks and b in ranks:
         return a if ranks[a] > ranks[b] else b
-    if "DOUBLE" in (a, b) and {a, b} - {"DOUBLE"} <= {*_INTEGERS, "FLOAT"}:
-        return "DOUBLE"
+    other = b if a == "DOUBLE" else a if b == "DOUBLE" else None
+    if other is not None and (other in _INTEGERS or _DECIMAL.fullmatch(other)):
+        return "DOUBLE"  # FLOAT with DOUBLE is FLOAT in Flink 2.3 (run there), DOUBLE in Spark
     decimals = [(int(m[1]), int(m[2])) for m in map(_DECIMAL.fullmatch, (a, b)) if m]
     if decimals and all(t in ranks or _DECIMAL.fullmatch(t) for t in (a, b)):
         found = set()
