@@ -10,7 +10,9 @@ failing where Flink may read the text leniently; UNIX_TIMESTAMP of a string is r
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
 from datetime import datetime
 from decimal import Decimal
 from pathlib import Path
@@ -320,3 +322,64 @@ def test_union_type_is_flinks_where_spark_unions_alike(spark: Any, a: str, b: st
     expected = flinks if sparks == flinks else None
     assert union_type(a, b) == expected
     assert union_type(b, a) == expected
+
+
+FLINK_PYTHON = os.environ.get("FLOWC_FLINK_PYTHON") or None
+
+#: Asked of real Flink: each TO_TIMESTAMP below over each string, and each UNION ALL type.
+FLINK_PROBE = """
+import json, sys
+from pyflink.table import EnvironmentSettings, TableEnvironment
+t = TableEnvironment.create(EnvironmentSettings.in_batch_mode())
+t.get_config().set("parallelism.default", "1")
+asked = json.loads(sys.argv[1])
+out = {"parsed": [], "unions": []}
+for fmt, text in asked["parsed"]:
+    call = "TO_TIMESTAMP(x)" if fmt is None else "TO_TIMESTAMP(x, '%s')" % fmt
+    quoted = "CAST(NULL AS STRING)" if text is None else "'%s'" % text.replace("'", "''")
+    rows = list(t.execute_sql("SELECT %s FROM (VALUES (%s)) AS v(x)" % (call, quoted)).collect())
+    value = rows[0][0]
+    out["parsed"].append(None if value is None else value.isoformat())
+for a, b in asked["unions"]:
+    table = t.sql_query("SELECT CAST(1 AS %s) AS c UNION ALL SELECT CAST(2 AS %s)" % (a, b))
+    java_type = table._j_table.getResolvedSchema().getColumnDataTypes().get(0).toString()
+    out["unions"].append(java_type.replace(" NOT NULL", ""))
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.skipif(FLINK_PYTHON is None, reason="set FLOWC_FLINK_PYTHON to a PyFlink 2.3")
+def test_against_flink_to_timestamp_and_union_types(spark: Any) -> None:
+    """Real Flink (opt-in): wherever flowc's Spark SQL gives a timestamp or NULL, Flink
+    gives the same; where it fails the job, Flink may give anything. The UNION ALL types
+    recorded above are Flink's."""
+    from pyspark.errors import PySparkException
+
+    cases = [(f, t) for f, texts in READ.items() for t in texts]
+    cases += [(f, t) for f, texts in LENIENT.items() for t in texts]
+    asked = {
+        "parsed": [(None if f == "yyyy-MM-dd HH:mm:ss" else f, t) for f, t in cases],
+        "unions": [list(pair) for pair in FLINK_UNION_TYPES],
+    }
+    assert FLINK_PYTHON is not None
+    probe = subprocess.run(
+        [FLINK_PYTHON, "-c", FLINK_PROBE, json.dumps(asked)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert probe.returncode == 0, probe.stderr[-3000:]
+    flink = json.loads(probe.stdout.strip().splitlines()[-1])
+    failed = 0
+    for (fmt, text), flinks in zip(cases, flink["parsed"], strict=True):
+        sql = _to_timestamp_sql(_call(fmt))
+        frame = spark.createDataFrame([(text,)], schema="t STRING")
+        try:
+            value = frame.selectExpr(f"{sql} AS v").collect()[0]["v"]
+        except PySparkException:
+            failed += 1
+            continue
+        assert (value.isoformat() if value is not None else None) == flinks, (fmt, text)
+    assert failed == sum(len(v) for v in LENIENT.values())
+    assert flink["unions"] == list(FLINK_UNION_TYPES.values())
