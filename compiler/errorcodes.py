@@ -524,6 +524,18 @@ class Code(StrEnum):
         "a REGEXP_EXTRACT group Flink may give NULL for where Spark gives '' or fails",
         "functions-whose-meaning-differs",
     )
+    E0614 = (
+        "E0614",
+        "flink-to-timestamp",
+        "a TO_TIMESTAMP format flowc does not read as Flink does (Flink dialect)",
+        "functions-whose-meaning-differs",
+    )
+    E0615 = (
+        "E0615",
+        "flink-unix-timestamp",
+        "UNIX_TIMESTAMP of a string, which Flink parses leniently (Flink dialect)",
+        "functions-whose-meaning-differs",
+    )
     E0701 = (
         "E0701",
         "complete-without-aggregation",

@@ -16,7 +16,7 @@ from flowc.analyze.step_common import StepInput, check_boolean, schema_text
 from flowc.errorcodes import Code
 from flowc.program import DimensionJoinStep, JoinStep, Schema, Step, Stream, UnionStep
 from flowc.sql.functions import call_span
-from flowc.sql.sqltypes import Scope, types_match
+from flowc.sql.sqltypes import Scope, types_match, union_type
 from flowc.vocabulary import JoinKind
 
 
@@ -89,7 +89,41 @@ def check_join(ctx: Context, node: ast.Join, step: StepInput) -> Step | None:
     )
 
 
-def check_union(ctx: Context, node: ast.UnionAll, step: StepInput) -> Step | None:
+def flink_union_types(ctx: Context, node: ast.UnionAll, schema: Schema) -> tuple[str, ...] | None:
+    """The column types a Flink-dialect UNION ALL has (Flink's common type of each column
+    over every input, :func:`union_type`), or None when some input's columns do not widen
+    so (check_union then reports it). Looked up without reporting: check_union does."""
+    types = [c.type for c in schema]
+    for relation in node.others:
+        name = relation.name.value
+        source = ctx.sources.get(name)
+        view = ctx.views.get(name)
+        if relation.side_output is not None or name not in ctx.defined:
+            return None
+        if source is not None:
+            other: Schema = source.output_schema
+        elif view is not None:
+            other = view.stream.schema
+        else:
+            return None
+        if len(other) != len(types) or any(
+            a.name != b.name for a, b in zip(schema, other, strict=True)
+        ):
+            return None
+        for index, column in enumerate(other):
+            widened = union_type(types[index], column.type)
+            if widened is None:
+                return None
+            types[index] = widened
+    return tuple(types)
+
+
+def check_union(
+    ctx: Context, node: ast.UnionAll, step: StepInput, flink: bool = False
+) -> Step | None:
+    """UNION ALL: the same columns on every input; in the Flink dialect an input's column
+    may be of a narrower type (the query casts its own first: :func:`flink_union_types`),
+    which Spark's union widens to the type of the stream's as Flink does."""
     hints = step_hints(node, ctx.reporter)
     schema = step.schema
     others: list[Stream] = []
@@ -105,7 +139,8 @@ def check_union(ctx: Context, node: ast.UnionAll, step: StepInput) -> Step | Non
             continue
         origin, other_schema = resolved
         same = len(other_schema) == len(schema) and all(
-            a.name == b.name and types_match(a.type, b.type)
+            a.name == b.name
+            and (types_match(a.type, b.type) or (flink and union_type(a.type, b.type) == a.type))
             for a, b in zip(schema, other_schema, strict=True)
         )
         if not same:
@@ -114,7 +149,14 @@ def check_union(ctx: Context, node: ast.UnionAll, step: StepInput) -> Step | Non
                 f"UNION ALL needs the same columns on every input; '{relation.text}' differs",
                 relation.span,
                 help=f"stream: ({schema_text(schema)}); {relation.text}: "
-                f"({schema_text(other_schema)})",
+                f"({schema_text(other_schema)})"
+                + (
+                    "; Flink's common type of two numeric types is taken only where Spark's "
+                    "union gives the same (not FLOAT with another number, BIGINT with a DECIMAL): "
+                    "CAST the columns to one type"
+                    if flink
+                    else ""
+                ),
             )
             ok = False
             continue

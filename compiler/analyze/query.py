@@ -7,10 +7,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeVar, cast
 
+from sqlglot import exp
+
 from flowc import ast
 from flowc.analyze.context import Context
 from flowc.analyze.grouping_steps import check_aggregate, check_deduplicate, check_window
-from flowc.analyze.input_steps import check_join, check_union
+from flowc.analyze.input_steps import check_join, check_union, flink_union_types
 from flowc.analyze.rank_steps import check_top
 from flowc.analyze.references import (
     is_table,
@@ -32,7 +34,8 @@ from flowc.analyze.row_steps import (
 )
 from flowc.analyze.step_common import StepChecker, StepInput
 from flowc.errorcodes import Code
-from flowc.program import SideOutput, Step, Stream
+from flowc.program import Schema, SideOutput, Step, Stream
+from flowc.sql.flink_dialect import FLINK
 from flowc.sql.lower_sql import check_flink_windows, lower_sql_query
 
 _Node = TypeVar("_Node", bound=ast.StepBase)
@@ -73,6 +76,7 @@ def check_query(
     ctx: Context, query: ast.Query, side_outputs: list[SideOutput], view: str | None
 ) -> Stream | None:
     """The checked stream, or None; ``side_outputs`` receives the query's ROUTE outputs."""
+    flink = isinstance(query, ast.SqlQuery) and query.dialect == FLINK
     if isinstance(query, ast.SqlQuery):
         lowered = (
             lower_sql_query(query, ctx.reporter)
@@ -95,6 +99,7 @@ def check_query(
     keys: tuple[str, ...] | None = None
     ast_steps = list(query.steps)
     ok = True
+    widened: set[int] = set()
     i = 0
     while i < len(ast_steps):
         node = ast_steps[i]
@@ -108,8 +113,17 @@ def check_query(
                 "|> TOP 3 BY x DESC for the first rows of each window",
             )
             return None
+        if flink and isinstance(node, ast.UnionAll) and id(node) not in widened:
+            widened.add(id(node))
+            cast = _union_casts(ctx, node, schema)
+            if cast is not None:  # checked next, then the UNION ALL over the widened columns
+                ast_steps[i:i] = [cast]
+                continue
         step = StepInput(schema, keys, side_outputs, len(steps), view, following)
-        result = STEP_CHECKERS[type(node)](ctx, node, step)
+        if flink and isinstance(node, ast.UnionAll):
+            result = check_union(ctx, node, step, flink=True)
+        else:
+            result = STEP_CHECKERS[type(node)](ctx, node, step)
         i += 2 if isinstance(node, ast.Window) else 1  # a WINDOW's AGGREGATE is checked with it
         if result is None:
             ok = False
@@ -120,3 +134,29 @@ def check_query(
     if not ok:
         return None
     return Stream(origin=origin, steps=tuple(steps), schema=schema, keys=keys, span=query.span)
+
+
+def _union_casts(ctx: Context, node: ast.UnionAll, schema: Schema) -> ast.Select | None:
+    """A Flink-dialect UNION ALL whose inputs' column types differ and widen (INT with
+    BIGINT): the SELECT casting the stream's own columns to Flink's common types (Flink's
+    Calc below its Union); the other inputs Spark's union widens to the same types. None
+    when nothing is cast."""
+    types = flink_union_types(ctx, node, schema)
+    if types is None or all(c.type == t for c, t in zip(schema, types, strict=True)):
+        return None
+    items = []
+    for column, type_text in zip(schema, types, strict=True):
+        name = exp.to_identifier(column.name, quoted=True)
+        tree: exp.Expr = exp.column(name)
+        if column.type != type_text:
+            tree = exp.cast(tree, exp.DataType.build(type_text, dialect="spark"))
+        expr = ast.SqlExpr(text=tree.sql("spark"), tree=tree, span=node.span)
+        alias = ast.Name(value=column.name, quoted=True, span=node.span)
+        items.append(ast.SelectItem(expr=expr, alias=alias, span=node.span))
+    return ast.Select(
+        items=tuple(items),
+        keyword_span=node.keyword_span,
+        hints=(),
+        hints_span=None,
+        span=node.span,
+    )

@@ -56,6 +56,15 @@ class Flink(Spark):
         STRING_ESCAPES: ClassVar[list[str]] = ["'"]
 
     class Parser(SparkParser):
+        #: Flink's TO_TIMESTAMP and UNIX_TIMESTAMP kept as calls of their own (sqlglot
+        #: would make ``TO_TIMESTAMP(s)`` a CAST and give ``UNIX_TIMESTAMP(s)`` Spark's
+        #: default format): :mod:`flowc.sql.flink_functions` rewrites or refuses them.
+        FUNCTIONS: ClassVar[dict[str, Any]] = {
+            **SparkParser.FUNCTIONS,
+            "TO_TIMESTAMP": lambda args: exp.Anonymous(this="TO_TIMESTAMP", expressions=args),
+            "UNIX_TIMESTAMP": lambda args: exp.Anonymous(this="UNIX_TIMESTAMP", expressions=args),
+        }
+
         def _parse_table(
             self,
             schema: bool = False,

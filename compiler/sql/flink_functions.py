@@ -61,6 +61,10 @@ def rewrite_flink(tree: exp.Expr, text: str, span: Span, reporter: Reporter) -> 
             replacement = _regexp_extract(node, text, refusals)
         elif isinstance(node, exp.SimilarTo):
             replacement = _similar_to(node, text, refusals)
+        elif isinstance(node, exp.Anonymous) and node.name.upper() == "TO_TIMESTAMP":
+            replacement = _to_timestamp(node, text, refusals)
+        elif isinstance(node, exp.Anonymous) and node.name.upper() == "UNIX_TIMESTAMP":
+            replacement = _unix_timestamp(node, text, refusals)
         if replacement is not None:
             if node is tree:
                 tree = replacement
@@ -130,6 +134,152 @@ def _regexp_extract(
     )
     matches = exp.RegexpLike(this=subject.copy(), expression=pattern.copy())
     return exp.Case(ifs=[exp.If(this=matches, true=call)])
+
+
+#: Flink's TO_TIMESTAMP format when none is given (Flink's documentation).
+FLINK_TIMESTAMP_FORMAT = "yyyy-MM-dd HH:mm:ss"
+#: The format letters flowc passes to Spark's parser: these runs mean the same fixed-width
+#: fields in Java's DateTimeFormatter (Flink's) and in Spark's datetime patterns.
+_TIMESTAMP_FIELDS = frozenset({"yyyy", "MM", "dd", "HH", "mm", "ss"})
+_LETTER_RUN = re.compile(r"[A-Za-z]+")
+
+
+def to_timestamp_format_problem(fmt: str) -> tuple[int, int, str] | None:
+    """Where (offset, length) and why a TO_TIMESTAMP format is not one flowc reads as
+    Flink does, or None: only the fields yyyy, MM, dd, HH, mm, ss and separators that are
+    neither letters nor quotes."""
+    if "'" in fmt:
+        return fmt.index("'"), 1, "a quoted literal in the format is not read"
+    for run in _LETTER_RUN.finditer(fmt):
+        if run.group() not in _TIMESTAMP_FIELDS:
+            return run.start(), len(run.group()), f"the field '{run.group()}' is not read"
+    if not _LETTER_RUN.search(fmt):
+        return 0, len(fmt), "the format has no fields"
+    return None
+
+
+def timestamp_shape(fmt: str) -> str:
+    """A Java regular expression every string Flink could read with ``fmt`` matches,
+    leniently (each field any digits, blanks around): its strict parse, java.time's
+    SMART resolving (``02-30`` as the month's last day) or the fallback Flink takes
+    (java.sql.Timestamp.valueOf / Date.valueOf: ``yyyy-[m]m-[d]d[ hh:mm:ss[.f]]``)."""
+    parts = []
+    index = 0
+    for run in _LETTER_RUN.finditer(fmt):
+        parts.append(re.escape(fmt[index : run.start()]))
+        parts.append("[0-9]+")
+        index = run.end()
+    parts.append(re.escape(fmt[index:]))
+    return r"(?s)^\s*(?:" + "".join(parts) + r"|[0-9]+-[0-9]+-[0-9]+(?:\s.*)?)\s*$"
+
+
+def _to_timestamp(node: exp.Anonymous, text: str, refusals: list[_Refusal]) -> exp.Expr | None:
+    """Flink's ``TO_TIMESTAMP(s[, fmt])``: ``s`` read with ``fmt`` (by default
+    'yyyy-MM-dd HH:mm:ss'), NULL where it cannot be read; Spark's ``to_timestamp`` fails
+    the job there (ANSI) and, without a format, reads far more forms (a cast).
+
+    Written as Spark's strict ``try_to_timestamp(s, fmt)``, which agrees where it reads
+    the string; where it does not, NULL when the string cannot have a Flink reading (not
+    of the format's shape, nor a date: :func:`timestamp_shape`), else the job fails
+    (raise_error) rather than write a NULL where Flink may give a timestamp."""
+    args = node.expressions
+    if len(args) not in (1, 2):
+        start, end = _place(node, text)
+        refusals.append(
+            _Refusal(
+                Code.E0614,
+                f"TO_TIMESTAMP takes a string and a format, not {len(args)} arguments",
+                start,
+                end,
+                "write TO_TIMESTAMP(s) or TO_TIMESTAMP(s, 'yyyy-MM-dd HH:mm:ss')",
+            )
+        )
+        return None
+    subject = args[0]
+    fmt = FLINK_TIMESTAMP_FORMAT
+    if len(args) == 2:
+        literal = args[1]
+        start, end = _place(literal, text)
+        if not (isinstance(literal, exp.Literal) and literal.is_string):
+            refusals.append(
+                _Refusal(
+                    Code.E0614,
+                    "TO_TIMESTAMP's format must be a string literal to be read as Flink reads it",
+                    start,
+                    end,
+                    "write the format as a string literal, e.g. 'yyyy-MM-dd HH:mm:ss'",
+                )
+            )
+            return None
+        fmt = literal.this
+        problem = to_timestamp_format_problem(fmt)
+        if problem is not None:
+            offset, length, why = problem
+            inside = text[start : start + 1] == "'" and text[start + 1 : end - 1] == fmt
+            refusals.append(
+                _Refusal(
+                    Code.E0614,
+                    f"TO_TIMESTAMP format '{fmt}': {why}",
+                    start + 1 + offset if inside else start,
+                    start + 1 + offset + length if inside else end,
+                    "flowc reads the fields yyyy, MM, dd, HH, mm and ss between separators; "
+                    "parse other forms with Spark's functions in the Spark dialect",
+                )
+            )
+            return None
+    parsed = exp.Anonymous(
+        this="try_to_timestamp", expressions=[subject.copy(), exp.Literal.string(fmt)]
+    )
+    readable = exp.RegexpLike(
+        this=subject.copy(), expression=exp.Literal.string(timestamp_shape(fmt))
+    )
+    fail = exp.Anonymous(
+        this="raise_error",
+        expressions=[
+            exp.Literal.string(
+                f"TO_TIMESTAMP: Flink may read this string with '{fmt}' leniently (a "
+                "day past the month's end, single digits, a fraction, a date alone), "
+                "Spark's strict parse does not; flowc stops rather than write NULL"
+            )
+        ],
+    )
+    return exp.Cast(  # typed for flowc (try_to_timestamp is TIMESTAMP in Spark too)
+        this=exp.Case(
+            ifs=[
+                exp.If(
+                    this=exp.Not(this=exp.Is(this=parsed, expression=exp.Null())),
+                    true=parsed.copy(),
+                ),
+                exp.If(this=readable, true=fail),
+            ]
+        ),
+        to=exp.DataType.build("TIMESTAMP"),
+    )
+
+
+def _unix_timestamp(node: exp.Anonymous, text: str, refusals: list[_Refusal]) -> exp.Expr | None:
+    """Flink's ``UNIX_TIMESTAMP()`` is Spark's (the current time in seconds); of a string
+    Flink parses with SimpleDateFormat, leniently (trailing text ignored, a day past the
+    month's end carried over) in the session time zone, and gives Long.MIN_VALUE where it
+    cannot, where Spark parses strictly and fails the job: refused."""
+    if not node.expressions:
+        return None
+    start, _ = _place(node.expressions[0], text)
+    _, end = _place(node.expressions[-1], text)
+    name = [m.start() for m in re.finditer(r"UNIX_TIMESTAMP\s*\(", text[:start], re.IGNORECASE)]
+    close = text.find(")", end)
+    refusals.append(
+        _Refusal(
+            Code.E0615,
+            "UNIX_TIMESTAMP of a string: Flink parses it leniently and gives "
+            "-9223372036854775808 where it cannot; Spark parses strictly and fails the job",
+            name[-1] if name else start,
+            close + 1 if close >= 0 else end,
+            "parse with TO_TIMESTAMP(s, 'yyyy-MM-dd HH:mm:ss') (NULL where the text does "
+            "not parse, as in Flink) and keep the TIMESTAMP",
+        )
+    )
+    return None
 
 
 def group_problem(regex: str, index: int) -> str | None:

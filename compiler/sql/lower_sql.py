@@ -1013,6 +1013,7 @@ class _Lowering:
                 alias for alias, node in aliases.items() if node.sql("spark") == window_sql
             }
         key_names = {k.name for k in keys}
+        qualified = {(k.table, k.name) for k in keys if isinstance(k, exp.Column) and k.table}
         names -= key_names
         windowed = window is not None or window_step is not None
         grouped = key_names | (set(_TVF_WINDOW_COLUMNS) if windowed else set())
@@ -1070,9 +1071,15 @@ class _Lowering:
                 and inner.name in key_names
                 and inner.table not in names
             ):
-                projection.append(self.item(item))
+                projection.append(
+                    ast.SelectItem(
+                        expr=self.expr(inner, _unqualify_keys(inner, qualified)),
+                        alias=self.name(alias) if alias else None,
+                        span=self.span,
+                    )
+                )
             else:
-                rewritten = self.window_refs(inner, names, window_sql)
+                rewritten = _unqualify_keys(self.window_refs(inner, names, window_sql), qualified)
                 if flink_window is not None:
                     rewritten = self.flink_properties(rewritten)
                 used = {c.name for c in rewritten.find_all(exp.Column)}
@@ -1104,7 +1111,7 @@ class _Lowering:
         steps.append(ast.Aggregate(items=tuple(aggregates), **fields))
         having = tree.args.get("having")
         if having is not None:
-            condition = self.window_refs(having.this, names, window_sql)
+            condition = _unqualify_keys(self.window_refs(having.this, names, window_sql), qualified)
             if flink_window is not None:
                 condition = self.flink_properties(condition)
             for agg in aggregates:
@@ -1310,6 +1317,31 @@ def _read_keys(node: exp.Expr, computed: list[tuple[exp.Expr, str]]) -> exp.Expr
             {k: v for k, v in _first_meta(part).items() if k in ("start", "end", "line", "col")}
         )
         return column
+
+    return node.copy().transform(swap)
+
+
+def _unqualify_keys(node: exp.Expr, qualified: set[tuple[str, str]]) -> exp.Expr:
+    """``node`` with each grouping key named with its relation (``orders.id`` after
+    ``GROUP BY orders.id``) outside an aggregate read as the AGGREGATE's output column
+    ``id``: the relation's name does not reach past the grouping (as the pipe form's
+    ``KEY BY orders.id |> AGGREGATE ... |> SELECT id``)."""
+    if not qualified:
+        return node.copy()
+
+    def swap(part: exp.Expr) -> exp.Expr:
+        if (
+            isinstance(part, exp.Column)
+            and (part.table, part.name) in qualified
+            and not part.args.get("db")
+            and part.find_ancestor(exp.AggFunc) is None
+        ):
+            column = exp.column(part.name, quoted=part.this.quoted)
+            column.meta.update(
+                {k: v for k, v in _first_meta(part).items() if k in ("start", "end", "line", "col")}
+            )
+            return column
+        return part
 
     return node.copy().transform(swap)
 

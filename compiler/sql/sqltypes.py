@@ -7,6 +7,7 @@ leaves UNKNOWN: window structs, date_trunc, split, sums and arithmetic.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from functools import cache
 from typing import Any
@@ -89,6 +90,42 @@ def normalize_type(text: str) -> str:
 
 def types_match(a: str, b: str) -> bool:
     return a == b or UNKNOWN in (a, b)
+
+
+#: The decimal digits of each integer type as Flink (Calcite) counts them for a common
+#: type with a DECIMAL, and as Spark does (Spark gives BIGINT 20, Calcite 19).
+_FLINK_DIGITS = {"TINYINT": 3, "SMALLINT": 5, "INT": 10, "BIGINT": 19}
+_SPARK_DIGITS = {"TINYINT": 3, "SMALLINT": 5, "INT": 10, "BIGINT": 20}
+_DECIMAL = re.compile(r"DECIMAL\((\d+), (\d+)\)")
+
+
+def union_type(a: str, b: str) -> str | None:
+    """The type a UNION ALL of columns typed ``a`` and ``b`` has in Flink (Calcite's
+    leastRestrictive), where Spark's union (WidenSetOperationTypes) gives the same type;
+    None where the two differ (INT or DOUBLE with FLOAT: FLOAT in Flink, DOUBLE in Spark;
+    BIGINT with a DECIMAL; a DECIMAL past 38 digits) or Flink has no common type (INT with
+    STRING)."""
+    if a == b:
+        return a
+    ranks = {name: rank for rank, name in enumerate(_INTEGERS)}
+    if a in ranks and b in ranks:
+        return a if ranks[a] > ranks[b] else b
+    other = b if a == "DOUBLE" else a if b == "DOUBLE" else None
+    if other is not None and (other in _INTEGERS or _DECIMAL.fullmatch(other)):
+        return "DOUBLE"  # FLOAT with DOUBLE is FLOAT in Flink 2.3 (run there), DOUBLE in Spark
+    decimals = [(int(m[1]), int(m[2])) for m in map(_DECIMAL.fullmatch, (a, b)) if m]
+    if decimals and all(t in ranks or _DECIMAL.fullmatch(t) for t in (a, b)):
+        found = set()
+        for digits in (_FLINK_DIGITS, _SPARK_DIGITS):
+            both = decimals + [(digits[t], 0) for t in (a, b) if t in ranks]
+            scale = max(s for _, s in both)
+            whole = max(p - s for p, s in both)
+            found.add((whole + scale, scale))
+        if len(found) != 1:
+            return None
+        ((precision, scale),) = found
+        return f"DECIMAL({precision}, {scale})" if precision <= 38 else None
+    return None
 
 
 def is_numeric(type_text: str) -> bool:
