@@ -491,7 +491,8 @@ def _operator_problem(
         )
     if found.key is None or kinds is None or operator.kind == "join":
         return None
-    keys = [f for f in found.key if f[0] not in ("window", "session_window")]
+    # __flowc_global: the constant key of a session window with no other (codegen_steps).
+    keys = [f for f in found.key if f[0] not in ("window", "session_window", "__flowc_global")]
     expected = [_SPARK_TYPES.get(k.type) for k in operator.keys]
     if None in expected:
         return None

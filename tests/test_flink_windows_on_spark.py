@@ -1,5 +1,6 @@
 """Flink SQL's windows on Spark (issue 27): TUMBLE, HOP and SESSION group windows, a TUMBLE
-window table function with a key and a window Top-N over one, written in the Flink
+window table function with a key, a window Top-N over one and SESSION table functions
+partitioned by a key and not, written in the Flink
 dialect, give the rows plain Python computes with Flink's semantics: each row in the
 windows that contain it (HOP(ts, slide, size): windows of ``size`` starting every
 ``slide``), a window emitted once, in append mode, when the watermark (the largest event
@@ -40,7 +41,7 @@ PROGRAM = (
     + "SET max_parallelism = 16;\n"
     + "".join(
         f"CREATE SINK {name} WITH (connector = 'files', path = 'out/{name}', format = 'json');\n"
-        for name in ("tumbling", "hopping", "sessions", "tvf", "top")
+        for name in ("tumbling", "hopping", "sessions", "tvf", "top", "session_tvf", "session_all")
     )
     + "INSERT INTO tumbling\n"
     "  SELECT item, TUMBLE_START(ts, INTERVAL '1' MINUTE) AS ws,\n"
@@ -63,6 +64,15 @@ PROGRAM = (
     "    ROW_NUMBER() OVER (PARTITION BY window_start, window_end ORDER BY v DESC) AS rn\n"
     "  FROM TABLE(TUMBLE(TABLE clicks, DESCRIPTOR(ts), INTERVAL '2' MINUTES)))\n"
     "WHERE rn <= 2;\n"
+    "INSERT INTO session_tvf\n"
+    "  SELECT item, window_start, window_end, count(*) AS n\n"
+    "  FROM TABLE(SESSION(TABLE clicks PARTITION BY item, DESCRIPTOR(ts), INTERVAL '30' SECOND))\n"
+    "  GROUP BY window_start, window_end, item;\n"
+    "INSERT INTO session_all\n"
+    "  SELECT window_start, window_end, count(*) AS n\n"
+    "  FROM TABLE(SESSION(DATA => TABLE clicks, TIMECOL => DESCRIPTOR(ts),\n"
+    "    GAP => INTERVAL '30' SECOND))\n"
+    "  GROUP BY window_start, window_end;\n"
 )
 
 
@@ -118,16 +128,18 @@ def _hopping(batches: list[list[Row]]) -> Counter[tuple[Any, ...]]:
     )
 
 
-def _sessions(batches: list[list[Row]]) -> Counter[tuple[Any, ...]]:
-    """Flink's session windows per item: each row's window [ts, ts + gap), windows that
-    intersect (touching ones too) merged; a session emitted once the watermark reaches
-    its end."""
+def _sessions(batches: list[list[Row]], keyed: bool = True) -> Counter[tuple[Any, ...]]:
+    """Flink's session windows per item (of all rows unless ``keyed``): each row's window
+    [ts, ts + gap), windows that intersect (touching ones too) merged; a session emitted
+    once the watermark reaches its end."""
     gap = timedelta(seconds=30)
     rows = [r for b in batches for r in b]
     watermark = max(datetime.fromisoformat(r["ts"]) for r in rows) - DELAY
     out: Counter[tuple[Any, ...]] = Counter()
-    for item in sorted({r["item"] for r in rows}):
-        times = sorted(datetime.fromisoformat(r["ts"]) for r in rows if r["item"] == item)
+    for item in sorted({r["item"] for r in rows}) if keyed else [None]:
+        times = sorted(
+            datetime.fromisoformat(r["ts"]) for r in rows if not keyed or r["item"] == item
+        )
         sessions: list[list[Any]] = []
         for ts in times:
             if sessions and ts <= sessions[-1][1]:
@@ -137,7 +149,7 @@ def _sessions(batches: list[list[Row]]) -> Counter[tuple[Any, ...]]:
                 sessions.append([ts, ts + gap, 1])
         for start, end, n in sessions:
             if end <= watermark:
-                out[(item, start, end, n)] += 1
+                out[(item, start, end, n) if keyed else (start, end, n)] += 1
     return out
 
 
@@ -156,6 +168,8 @@ COLUMNS = {
     "sessions": ("item", "ws", "we", "n"),
     "tvf": ("window_start", "window_end", "item", "n", "top"),
     "top": ("item", "v", "window_start", "window_end", "rn"),
+    "session_tvf": ("item", "window_start", "window_end", "n"),
+    "session_all": ("window_start", "window_end", "n"),
 }
 
 
@@ -194,6 +208,8 @@ def test_flink_windows_on_spark(spark: Any, tmp_path: Path) -> None:
         "sessions": _sessions,
         "tvf": _tvf,
         "top": _top,
+        "session_tvf": _sessions,
+        "session_all": lambda batches: _sessions(batches, keyed=False),
     }
     out = tmp_path / "out"
     _write(tmp_path / "clicks", CLICKS[:FIRST_RUN], 0)

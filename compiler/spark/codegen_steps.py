@@ -315,6 +315,14 @@ class StepWriter(ProgramText):
             window = step.window
             time_column = quote_name(window.args[0].tree.name)
             if window.kind == WindowKind.SESSION:
+                if not step.keys:
+                    # Spark refuses a streaming session window with no other grouping key
+                    # (a literal key is optimized away first): one constant key Spark cannot
+                    # fold is Flink's single stream of global sessions.
+                    groups.append(
+                        f"F.coalesce(F.col({time_column!r}).cast('long') * 0, F.lit(0))"
+                        ".alias('__flowc_global')"
+                    )
                 groups.append(
                     f"F.session_window(F.col({time_column!r}), "
                     f"{interval_text(window.args[1])!r}).alias('__flowc_window')"
