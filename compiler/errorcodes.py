@@ -627,6 +627,18 @@ class Code(StrEnum):
         "Flink's SESSION window table function grouped by other columns than its PARTITION BY",
         "flink-sql-and-flink-ddl",
     )
+    E0736 = (
+        "E0736",
+        "cumulate-top",
+        "TOP over a CUMULATE window",
+        "pipe-steps",
+    )
+    E0737 = (
+        "E0737",
+        "cumulate-sizes",
+        "a CUMULATE window whose size is not a whole multiple of its step",
+        "pipe-steps",
+    )
     E0801 = (
         "E0801",
         "malformed-record",

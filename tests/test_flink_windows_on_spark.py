@@ -41,7 +41,10 @@ PROGRAM = (
     + "SET max_parallelism = 16;\n"
     + "".join(
         f"CREATE SINK {name} WITH (connector = 'files', path = 'out/{name}', format = 'json');\n"
-        for name in ("tumbling", "hopping", "sessions", "tvf", "top", "session_tvf", "session_all")
+        for name in (
+            *("tumbling", "hopping", "sessions", "tvf", "top", "session_tvf", "session_all"),
+            *("cumulative", "cumulative_all"),
+        )
     )
     + "INSERT INTO tumbling\n"
     "  SELECT item, TUMBLE_START(ts, INTERVAL '1' MINUTE) AS ws,\n"
@@ -73,6 +76,14 @@ PROGRAM = (
     "  FROM TABLE(SESSION(DATA => TABLE clicks, TIMECOL => DESCRIPTOR(ts),\n"
     "    GAP => INTERVAL '30' SECOND))\n"
     "  GROUP BY window_start, window_end;\n"
+    "INSERT INTO cumulative\n"
+    "  SELECT window_start, window_end, item, count(*) AS n, sum(v) AS total\n"
+    "  FROM TABLE(CUMULATE(TABLE clicks, DESCRIPTOR(ts),\n"
+    "    INTERVAL '1' MINUTE, INTERVAL '3' MINUTES))\n"
+    "  GROUP BY window_start, window_end, item;\n"
+    "INSERT INTO cumulative_all FROM clicks\n"
+    "  |> WINDOW CUMULATE(ts, INTERVAL 4 MINUTES, INTERVAL 2 MINUTES)\n"
+    "  |> AGGREGATE count(*) AS n, max(v) AS top;\n"
 )
 
 
@@ -153,6 +164,42 @@ def _sessions(batches: list[list[Row]], keyed: bool = True) -> Counter[tuple[Any
     return out
 
 
+def _cumulate(
+    batches: list[list[Row]], size: timedelta, step: timedelta, keyed: bool
+) -> dict[tuple[datetime, datetime, int | None], list[Row]]:
+    """Flink's CUMULATE: each row in the windows [start, start + k * step), k = 1 ..
+    size / step, start its time floored to ``size``, whose end is after it; the windows the
+    watermark after ``batches`` closed, per key."""
+    rows = [r for b in batches for r in b]
+    watermark = max(datetime.fromisoformat(r["ts"]) for r in rows) - DELAY
+    epoch = datetime(1970, 1, 1)
+    groups: dict[tuple[datetime, datetime, int | None], list[Row]] = defaultdict(list)
+    for row in rows:
+        ts = datetime.fromisoformat(row["ts"])
+        start = epoch + size * ((ts - epoch) // size)
+        for k in range(1, size // step + 1):
+            end = start + k * step
+            if ts < end <= watermark:
+                groups[(start, end, row["item"] if keyed else None)].append(row)
+    return groups
+
+
+def _cumulative(batches: list[list[Row]]) -> Counter[tuple[Any, ...]]:
+    groups = _cumulate(batches, timedelta(minutes=3), timedelta(minutes=1), keyed=True)
+    return Counter(
+        (start, end, item, len(rows), sum(r["v"] for r in rows))
+        for (start, end, item), rows in groups.items()
+    )
+
+
+def _cumulative_all(batches: list[list[Row]]) -> Counter[tuple[Any, ...]]:
+    groups = _cumulate(batches, timedelta(minutes=4), timedelta(minutes=2), keyed=False)
+    return Counter(
+        (start, end, len(rows), max(r["v"] for r in rows))
+        for (start, end, _), rows in groups.items()
+    )
+
+
 def _tvf(batches: list[list[Row]]) -> Counter[tuple[Any, ...]]:
     size = timedelta(minutes=2)
     return Counter(
@@ -170,6 +217,8 @@ COLUMNS = {
     "top": ("item", "v", "window_start", "window_end", "rn"),
     "session_tvf": ("item", "window_start", "window_end", "n"),
     "session_all": ("window_start", "window_end", "n"),
+    "cumulative": ("window_start", "window_end", "item", "n", "total"),
+    "cumulative_all": ("window_start", "window_end", "n", "top"),
 }
 
 
@@ -210,6 +259,8 @@ def test_flink_windows_on_spark(spark: Any, tmp_path: Path) -> None:
         "top": _top,
         "session_tvf": _sessions,
         "session_all": lambda batches: _sessions(batches, keyed=False),
+        "cumulative": _cumulative,
+        "cumulative_all": _cumulative_all,
     }
     out = tmp_path / "out"
     _write(tmp_path / "clicks", CLICKS[:FIRST_RUN], 0)

@@ -60,6 +60,7 @@ from flowc.sql.habits import (
     flink_window_help,
     function_name,
 )
+from flowc.sql.spark_sql import interval_millis
 from flowc.sql.sqltypes import node_span, sub_span
 from flowc.vocabulary import JoinKind, WindowKind
 
@@ -79,12 +80,14 @@ _TVF_PARAMETERS = {
     "TUMBLE": ("DATA", "TIMECOL", "SIZE"),
     "HOP": ("DATA", "TIMECOL", "SLIDE", "SIZE"),
     "SESSION": ("DATA", "TIMECOL", "GAP"),
+    "CUMULATE": ("DATA", "TIMECOL", "STEP", "SIZE"),
 }
 #: How each window table function is written positionally, for hints.
 _TVF_FORMS = {
     "TUMBLE": "TUMBLE(TABLE t, DESCRIPTOR(ts), size)",
     "HOP": "HOP(TABLE t, DESCRIPTOR(ts), slide, size)",
     "SESSION": "SESSION(TABLE t [PARTITION BY k], DESCRIPTOR(ts), gap)",
+    "CUMULATE": "CUMULATE(TABLE t, DESCRIPTOR(ts), step, size)",
 }
 #: The number of arguments of Flink's group windows.
 _GROUP_WINDOW_ARGUMENTS = {"TUMBLE": 2, "HOP": 3, "SESSION": 2}
@@ -697,8 +700,7 @@ class _Lowering:
         kind = call.name.upper()
         if kind not in _TVF_PARAMETERS:
             raise _Unsupported(
-                f"{kind} windows have no flowc window"
-                + (" (a cumulating window)" if kind == "CUMULATE" else ""),
+                f"{kind} windows have no flowc window",
                 self.span_of(call),
                 help="use TUMBLE, HOP or SESSION windows",
                 code=Code.E0604,
@@ -778,11 +780,39 @@ class _Lowering:
         sizes = [self.expr(given["GAP" if kind == "SESSION" else "SIZE"])]
         if kind == "HOP":
             sizes.append(self.expr(given["SLIDE"]))
+        if kind == "CUMULATE":
+            sizes.append(self.expr(given["STEP"]))
+            self.cumulate_sizes(call, given["SIZE"], given["STEP"])
         window = ast.Window(kind=WindowKind(kind), args=(time, *sizes), **self.step_fields())
         where_data = self.span_of(data)
         relation = self.relation(data)
         named = replace(relation, name=replace(relation.name, span=where_data), span=where_data)
         return named, window, partition
+
+    def cumulate_sizes(self, call: exp.Expr, size: exp.Expr, step: exp.Expr) -> None:
+        """CUMULATE's size a whole multiple of its step, as Flink requires, said at the
+        call (the WINDOW step it becomes has the query's place)."""
+        millis = {}
+        for name, node in (("SIZE", size), ("STEP", step)):
+            value = interval_millis(self.expr(node))
+            if not value:
+                raise _Unsupported(
+                    f"CUMULATE's {name} is not a positive whole number of milliseconds, "
+                    "seconds, minutes, hours or days",
+                    self.span_of(call),
+                    help="write INTERVAL '1' HOUR, INTERVAL '10' MINUTES, ...",
+                    code=Code.E0737,
+                )
+            millis[name] = value
+        if millis["SIZE"] % millis["STEP"]:
+            raise _Unsupported(
+                f"CUMULATE's size {size.sql('spark')} is not a whole multiple of its step "
+                f"{step.sql('spark')}",
+                self.span_of(call),
+                help="for example CUMULATE(TABLE t, DESCRIPTOR(ts), INTERVAL '1' HOUR, "
+                "INTERVAL '1' DAY): a window every hour, each from the start of the day",
+                code=Code.E0737,
+            )
 
     def tvf_partition(self, kind: str, data: exp.Table) -> tuple[str, ...]:
         """The columns of ``TABLE t PARTITION BY k`` (``(k, j)``): only SESSION's, as Flink."""
@@ -829,6 +859,13 @@ class _Lowering:
                 top.span,
                 help="rank the rows of a session aggregation in a view over it",
                 code=Code.E0734,
+            )
+        if window.kind is WindowKind.CUMULATE:
+            raise _Unsupported(
+                "TOP over a CUMULATE window has no Spark form in flowc",
+                top.span,
+                help="rank the rows of a cumulating aggregation in a view over it",
+                code=Code.E0736,
             )
         if rows.args.get("group") is not None or any(has_aggregate(i) for i in rows.expressions):
             raise _Unsupported(
