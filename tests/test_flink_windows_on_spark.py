@@ -43,7 +43,7 @@ PROGRAM = (
         f"CREATE SINK {name} WITH (connector = 'files', path = 'out/{name}', format = 'json');\n"
         for name in (
             *("tumbling", "hopping", "sessions", "tvf", "top", "session_tvf", "session_all"),
-            *("cumulative", "cumulative_all"),
+            *("cumulative", "cumulative_all", "session_top"),
         )
     )
     + "INSERT INTO tumbling\n"
@@ -84,6 +84,8 @@ PROGRAM = (
     "INSERT INTO cumulative_all FROM clicks\n"
     "  |> WINDOW CUMULATE(ts, INTERVAL 4 MINUTES, INTERVAL 2 MINUTES)\n"
     "  |> AGGREGATE count(*) AS n, max(v) AS top;\n"
+    "INSERT INTO session_top FROM clicks\n"
+    "  |> WINDOW SESSION(ts, INTERVAL 30 SECONDS) |> TOP 2 BY v DESC;\n"
 )
 
 
@@ -200,6 +202,28 @@ def _cumulative_all(batches: list[list[Row]]) -> Counter[tuple[Any, ...]]:
     )
 
 
+def _session_top(batches: list[list[Row]]) -> Counter[tuple[Any, ...]]:
+    """The two rows of largest v of each closed session over all rows (no key)."""
+    gap = timedelta(seconds=30)
+    rows = sorted((r for b in batches for r in b), key=lambda r: r["ts"])
+    watermark = max(datetime.fromisoformat(r["ts"]) for r in rows) - DELAY
+    sessions: list[tuple[datetime, datetime, list[Row]]] = []
+    for row in rows:
+        ts = datetime.fromisoformat(row["ts"])
+        if sessions and ts <= sessions[-1][1]:
+            start, end, members = sessions[-1]
+            sessions[-1] = (start, max(end, ts + gap), [*members, row])
+        else:
+            sessions.append((ts, ts + gap, [row]))
+    out: Counter[tuple[Any, ...]] = Counter()
+    for start, end, members in sessions:
+        if end <= watermark:
+            for row in sorted(members, key=lambda r: r["v"], reverse=True)[:2]:
+                ts = datetime.fromisoformat(row["ts"])
+                out[(row["item"], row["v"], ts, start, end)] += 1
+    return out
+
+
 def _tvf(batches: list[list[Row]]) -> Counter[tuple[Any, ...]]:
     size = timedelta(minutes=2)
     return Counter(
@@ -219,6 +243,7 @@ COLUMNS = {
     "session_all": ("window_start", "window_end", "n"),
     "cumulative": ("window_start", "window_end", "item", "n", "total"),
     "cumulative_all": ("window_start", "window_end", "n", "top"),
+    "session_top": ("item", "v", "ts", "window_start", "window_end"),
 }
 
 
@@ -261,6 +286,7 @@ def test_flink_windows_on_spark(spark: Any, tmp_path: Path) -> None:
         "session_all": lambda batches: _sessions(batches, keyed=False),
         "cumulative": _cumulative,
         "cumulative_all": _cumulative_all,
+        "session_top": _session_top,
     }
     out = tmp_path / "out"
     _write(tmp_path / "clicks", CLICKS[:FIRST_RUN], 0)

@@ -50,6 +50,13 @@ from flowc.sql.spark_sql import (
 )
 from flowc.vocabulary import JoinKind, WindowKind
 
+#: Spark refuses a streaming session window with no other grouping key (a literal key is
+#: optimized away first): one constant key Spark cannot fold is Flink's single stream of
+#: global sessions (``time``: the window's time column, quoted).
+_GLOBAL_SESSION_KEY = (
+    "F.coalesce(F.col({time!r}).cast('long') * 0, F.lit(0)).alias('__flowc_global')"
+)
+
 #: Types whose equal values are the same value, so a group's key of one of them is the same
 #: in every row of the group (not FLOAT or DOUBLE: Spark groups -0.0 with 0.0).
 _EXACT_TYPES = frozenset(
@@ -297,6 +304,10 @@ class StepWriter(ProgramText):
         node = step.node
         groups = [f"F.col({quote_name(k)!r})" for k in step.keys]
         if step.window is not None:
+            if step.window.kind == WindowKind.SESSION and not step.keys:
+                groups.append(
+                    _GLOBAL_SESSION_KEY.format(time=quote_name(step.window.args[0].tree.name))
+                )
             groups.append(self.window_group(step.window))
         width = len(step.schema) - (2 if step.window else 0) - (1 if node.rank else 0)
         columns = step.schema[:width]
@@ -336,13 +347,7 @@ class StepWriter(ProgramText):
             time_column = quote_name(window.args[0].tree.name)
             if window.kind == WindowKind.SESSION:
                 if not step.keys:
-                    # Spark refuses a streaming session window with no other grouping key
-                    # (a literal key is optimized away first): one constant key Spark cannot
-                    # fold is Flink's single stream of global sessions.
-                    groups.append(
-                        f"F.coalesce(F.col({time_column!r}).cast('long') * 0, F.lit(0))"
-                        ".alias('__flowc_global')"
-                    )
+                    groups.append(_GLOBAL_SESSION_KEY.format(time=time_column))
                 groups.append(
                     f"F.session_window(F.col({time_column!r}), "
                     f"{interval_text(window.args[1])!r}).alias('__flowc_window')"
