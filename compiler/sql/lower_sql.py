@@ -22,15 +22,17 @@ In the Flink dialect (``query.dialect``), Flink's windows are read as Flink's:
 ``GROUP BY TUMBLE(ts, size)`` / ``HOP(ts, slide, size)`` / ``SESSION(ts, gap)`` is the
 WINDOW step (HOP's arguments in flowc's order, size then slide) and ``TUMBLE_START(...)``,
 ``TUMBLE_END(...)`` (arguments those of the GROUP BY window: E0603) its ``window_start``,
-``window_end``; ``FROM TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), size))`` (HOP's slide, size)
-grouped by ``window_start, window_end[, k]`` is ``FROM t |> KEY BY k |> WINDOW ... |>
-AGGREGATE``; a window Top-N straight over one (:func:`lower_window_top`, from
+``window_end``; ``FROM TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), size))`` (HOP's slide, size;
+CUMULATE's step, size; SESSION's gap, its data ``TABLE t PARTITION BY k``, grouped by
+exactly k: E0735) grouped by ``window_start, window_end[, k]`` is ``FROM t |> KEY BY k |>
+WINDOW ... |> AGGREGATE``; a window Top-N straight over one (:func:`lower_window_top`, from
 :mod:`flowc.sql.sql_forms`'s Top-N) is ``|> WINDOW ... |> TOP``. What has no pipe form is
 refused at its place: ``*_PROCTIME`` (E0602: flowc has no processing-time attribute of a
 window); ``*_ROWTIME(...)`` and a window table function's ``window_time`` are the
 AGGREGATE's ``window_time`` item (the window's end minus 1 ms, with the watermark); a
-window table function not grouped by its window or of a kind flowc has no window for
-(E0604), wrong arguments (E0605).
+window table function not grouped by its window (E0604), wrong arguments (E0605), a
+window Top-N over SESSION (E0734) or CUMULATE (E0736), CUMULATE's size not a whole multiple
+of its step (E0737).
 """
 
 from __future__ import annotations
