@@ -634,6 +634,30 @@ class Code(StrEnum):
         "`window_time`, whose rows Spark can drop as late",
         "cascading-windows-window_end-and-window_time-keep-the-watermark",
     )
+    E0734 = (
+        "E0734",
+        "flink-session-tvf-top-n",
+        "a window Top-N over Flink's SESSION window table function",
+        "flink-sql-and-flink-ddl",
+    )
+    E0735 = (
+        "E0735",
+        "flink-session-tvf-keys",
+        "Flink's SESSION window table function grouped by other columns than its PARTITION BY",
+        "flink-sql-and-flink-ddl",
+    )
+    E0736 = (
+        "E0736",
+        "cumulate-top",
+        "TOP over a CUMULATE window",
+        "pipe-steps",
+    )
+    E0737 = (
+        "E0737",
+        "cumulate-sizes",
+        "a CUMULATE window whose size is not a whole multiple of its step",
+        "pipe-steps",
+    )
     E0801 = (
         "E0801",
         "malformed-record",

@@ -475,6 +475,12 @@ def _unmanifested(
     return errors, warnings
 
 
+#: Key fields of a window's state that are no KEY BY column: Spark's window structs,
+#: CUMULATE's exploded window (``__flowc_window``) and the constant key of a session
+#: window with no other (``__flowc_global``), both flowc.spark.codegen_steps's.
+_WINDOW_KEYS = frozenset({"window", "session_window", "__flowc_window", "__flowc_global"})
+
+
 def _operator_problem(
     query: str, found: SparkOperator, operator: StatefulOperator
 ) -> Diagnostic | None:
@@ -491,7 +497,7 @@ def _operator_problem(
         )
     if found.key is None or kinds is None or operator.kind == "join":
         return None
-    keys = [f for f in found.key if f[0] not in ("window", "session_window")]
+    keys = [f for f in found.key if f[0] not in _WINDOW_KEYS]
     expected = [_SPARK_TYPES.get(k.type) for k in operator.keys]
     if None in expected:
         return None

@@ -105,6 +105,54 @@ FORMS = {
         "  |> SELECT window_start AS window_start, window_end AS window_end, k, n;",
         ["window_start", "window_end", "k", "n"],
     ),
+    "session_tvf_partitioned": (
+        "INSERT INTO o SELECT window_start, window_end, k, count(*) AS n, max(v) AS top\n"
+        "FROM TABLE(SESSION(TABLE s PARTITION BY k, DESCRIPTOR(ts), INTERVAL '30' SECOND))\n"
+        "WHERE v > 0 GROUP BY window_start, window_end, k;",
+        "INSERT INTO o FROM s |> WHERE v > 0 |> KEY BY k\n"
+        "  |> WINDOW SESSION(ts, INTERVAL '30' SECOND) |> AGGREGATE count(*) AS n, max(v) AS top\n"
+        "  |> SELECT window_start AS window_start, window_end AS window_end, k, n, top;",
+        ["window_start", "window_end", "k", "n", "top"],
+    ),
+    "session_tvf_named_two_keys_window_time_having": (
+        "INSERT INTO o SELECT w.window_start, w.window_end, w.window_time, v, k, count(*) AS n\n"
+        "FROM TABLE(SESSION(DATA => TABLE s PARTITION BY (k, v), TIMECOL => DESCRIPTOR(ts),\n"
+        "  GAP => INTERVAL '1' MINUTE)) AS w\n"
+        "GROUP BY k, w.window_start, v, w.window_end, w.window_time HAVING count(*) > 1;",
+        "INSERT INTO o FROM s |> KEY BY k, v |> WINDOW SESSION(ts, INTERVAL '1' MINUTE)\n"
+        "  |> AGGREGATE count(*) AS n, window_time |> WHERE n > 1\n"
+        "  |> SELECT window_start AS window_start, window_end AS window_end, window_time, v, k, n;",
+        ["window_start", "window_end", "window_time", "v", "k", "n"],
+    ),
+    "session_tvf_unpartitioned": (
+        "INSERT INTO o SELECT window_start, window_end, count(*) AS n\n"
+        "FROM TABLE(SESSION(TABLE s, DESCRIPTOR(ts), INTERVAL '30' SECOND))\n"
+        "GROUP BY window_start, window_end;",
+        "INSERT INTO o FROM s |> WINDOW SESSION(ts, INTERVAL '30' SECOND)\n"
+        "  |> AGGREGATE count(*) AS n\n"
+        "  |> SELECT window_start AS window_start, window_end AS window_end, n;",
+        ["window_start", "window_end", "n"],
+    ),
+    "cumulate_tvf": (
+        "INSERT INTO o SELECT window_start, window_end, k, count(*) AS n, sum(v) AS total\n"
+        "FROM TABLE(CUMULATE(TABLE s, DESCRIPTOR(ts), INTERVAL '1' MINUTE, INTERVAL '1' HOUR))\n"
+        "WHERE v > 0 GROUP BY window_start, window_end, k;",
+        "INSERT INTO o FROM s |> WHERE v > 0 |> KEY BY k\n"
+        "  |> WINDOW CUMULATE(ts, INTERVAL '1' HOUR, INTERVAL '1' MINUTE)\n"
+        "  |> AGGREGATE count(*) AS n, sum(v) AS total\n"
+        "  |> SELECT window_start AS window_start, window_end AS window_end, k, n, total;",
+        ["window_start", "window_end", "k", "n", "total"],
+    ),
+    "cumulate_tvf_named_arguments_window_time": (
+        "INSERT INTO o SELECT window_start, window_end, window_time, max(v) AS top\n"
+        "FROM TABLE(CUMULATE(DATA => TABLE s, TIMECOL => DESCRIPTOR(ts),\n"
+        "  STEP => INTERVAL '10' SECONDS, SIZE => INTERVAL '1' MINUTE))\n"
+        "GROUP BY window_start, window_end, window_time;",
+        "INSERT INTO o FROM s |> WINDOW CUMULATE(ts, INTERVAL '1' MINUTE, INTERVAL '10' SECONDS)\n"
+        "  |> AGGREGATE max(v) AS top, window_time\n"
+        "  |> SELECT window_start, window_end, window_time, top;",
+        ["window_start", "window_end", "window_time", "top"],
+    ),
     "window_top_n_over_a_tvf": (
         "INSERT INTO o SELECT * FROM (\n"
         "  SELECT k, v, window_start, window_end,\n"
@@ -244,11 +292,81 @@ REFUSED = [
     ),
     (
         "INSERT INTO o SELECT window_start, window_end, count(*) AS n\n"
-        "FROM TABLE(CUMULATE(TABLE s, DESCRIPTOR(ts), INTERVAL '1' MINUTE,\n"
+        "FROM TABLE(CUMULATE(TABLE s, DESCRIPTOR(ts), INTERVAL '4' MINUTE,\n"
         "  INTERVAL '10' MINUTES))\n"
         "GROUP BY window_start, window_end;",
-        "E0604",
-        "CUMULATE(TABLE s, DESCRIPTOR(ts), INTERVAL '1' MINUTE,\n  INTERVAL '10' MINUTES)",
+        "E0737",
+        "CUMULATE(TABLE s, DESCRIPTOR(ts), INTERVAL '4' MINUTE,\n  INTERVAL '10' MINUTES)",
+    ),
+    (
+        "INSERT INTO o SELECT window_start, window_end, count(*) AS n\n"
+        "FROM TABLE(CUMULATE(TABLE s, DESCRIPTOR(ts), INTERVAL '1' MONTH,\n"
+        "  INTERVAL '1' YEAR))\n"
+        "GROUP BY window_start, window_end;",
+        "E0737",
+        "CUMULATE(TABLE s, DESCRIPTOR(ts), INTERVAL '1' MONTH,\n  INTERVAL '1' YEAR)",
+    ),
+    (
+        "INSERT INTO o SELECT window_start, window_end, count(*) AS n\n"
+        "FROM TABLE(CUMULATE(TABLE s, DESCRIPTOR(ts), SLIDE => INTERVAL '1' MINUTE,\n"
+        "  SIZE => INTERVAL '10' MINUTES))\n"
+        "GROUP BY window_start, window_end;",
+        "E0605",
+        "SLIDE => INTERVAL '1' MINUTE",
+    ),
+    (
+        "INSERT INTO o SELECT * FROM (\n"
+        "  SELECT k, v, window_start, window_end,\n"
+        "    ROW_NUMBER() OVER (PARTITION BY window_start, window_end ORDER BY v DESC) AS rn\n"
+        "  FROM TABLE(CUMULATE(TABLE s, DESCRIPTOR(ts), INTERVAL '1' MINUTE,\n"
+        "    INTERVAL '2' HOURS)))\n"
+        "WHERE rn <= 2;",
+        "E0736",
+        "ROW_NUMBER() OVER (PARTITION BY window_start, window_end ORDER BY v DESC)",
+    ),
+    (
+        "INSERT INTO o SELECT window_start, window_end, count(*) AS n\n"
+        "FROM TABLE(SESSION(TABLE s PARTITION BY k, DESCRIPTOR(ts), INTERVAL '30' SECOND))\n"
+        "GROUP BY window_start, window_end;",
+        "E0735",
+        "GROUP BY window_start, window_end",
+    ),
+    (
+        "INSERT INTO o SELECT window_start, window_end, k, count(*) AS n\n"
+        "FROM TABLE(SESSION(TABLE s, DESCRIPTOR(ts), INTERVAL '30' SECOND))\n"
+        "GROUP BY window_start, window_end, k;",
+        "E0735",
+        "GROUP BY window_start, window_end, k",
+    ),
+    (
+        "INSERT INTO o SELECT window_start, window_end, k, count(*) AS n\n"
+        "FROM TABLE(TUMBLE(TABLE s PARTITION BY k, DESCRIPTOR(ts), INTERVAL '1' MINUTE))\n"
+        "GROUP BY window_start, window_end, k;",
+        "E0605",
+        "PARTITION BY k",
+    ),
+    (
+        "INSERT INTO o SELECT window_start, window_end, k, count(*) AS n\n"
+        "FROM TABLE(SESSION(TABLE s PARTITION BY (k, s.v), DESCRIPTOR(ts), INTERVAL '1' MINUTE))\n"
+        "GROUP BY window_start, window_end, k;",
+        "E0605",
+        "s.v",
+    ),
+    (
+        "INSERT INTO o SELECT window_start, window_end, count(*) AS n\n"
+        "FROM TABLE(SESSION(TABLE s, DESCRIPTOR(ts), SIZE => INTERVAL '1' MINUTE))\n"
+        "GROUP BY window_start, window_end;",
+        "E0605",
+        "SIZE => INTERVAL '1' MINUTE",
+    ),
+    (
+        "INSERT INTO o SELECT * FROM (\n"
+        "  SELECT k, v, window_start, window_end,\n"
+        "    ROW_NUMBER() OVER (PARTITION BY window_start, window_end, k ORDER BY v DESC) AS rn\n"
+        "  FROM TABLE(SESSION(TABLE s PARTITION BY k, DESCRIPTOR(ts), INTERVAL '30' SECOND)))\n"
+        "WHERE rn <= 2;",
+        "E0734",
+        "ROW_NUMBER() OVER (PARTITION BY window_start, window_end, k ORDER BY v DESC)",
     ),
     (
         "INSERT INTO o SELECT k, v FROM (\n"

@@ -1,5 +1,6 @@
 """Flink SQL's windows on Spark (issue 27): TUMBLE, HOP and SESSION group windows, a TUMBLE
-window table function with a key and a window Top-N over one, written in the Flink
+window table function with a key, a window Top-N over one and SESSION table functions
+partitioned by a key and not, written in the Flink
 dialect, give the rows plain Python computes with Flink's semantics: each row in the
 windows that contain it (HOP(ts, slide, size): windows of ``size`` starting every
 ``slide``), a window emitted once, in append mode, when the watermark (the largest event
@@ -40,7 +41,10 @@ PROGRAM = (
     + "SET max_parallelism = 16;\n"
     + "".join(
         f"CREATE SINK {name} WITH (connector = 'files', path = 'out/{name}', format = 'json');\n"
-        for name in ("tumbling", "hopping", "sessions", "tvf", "top")
+        for name in (
+            *("tumbling", "hopping", "sessions", "tvf", "top", "session_tvf", "session_all"),
+            *("cumulative", "cumulative_all", "session_top"),
+        )
     )
     + "INSERT INTO tumbling\n"
     "  SELECT item, TUMBLE_START(ts, INTERVAL '1' MINUTE) AS ws,\n"
@@ -63,6 +67,25 @@ PROGRAM = (
     "    ROW_NUMBER() OVER (PARTITION BY window_start, window_end ORDER BY v DESC) AS rn\n"
     "  FROM TABLE(TUMBLE(TABLE clicks, DESCRIPTOR(ts), INTERVAL '2' MINUTES)))\n"
     "WHERE rn <= 2;\n"
+    "INSERT INTO session_tvf\n"
+    "  SELECT item, window_start, window_end, count(*) AS n\n"
+    "  FROM TABLE(SESSION(TABLE clicks PARTITION BY item, DESCRIPTOR(ts), INTERVAL '30' SECOND))\n"
+    "  GROUP BY window_start, window_end, item;\n"
+    "INSERT INTO session_all\n"
+    "  SELECT window_start, window_end, count(*) AS n\n"
+    "  FROM TABLE(SESSION(DATA => TABLE clicks, TIMECOL => DESCRIPTOR(ts),\n"
+    "    GAP => INTERVAL '30' SECOND))\n"
+    "  GROUP BY window_start, window_end;\n"
+    "INSERT INTO cumulative\n"
+    "  SELECT window_start, window_end, item, count(*) AS n, sum(v) AS total\n"
+    "  FROM TABLE(CUMULATE(TABLE clicks, DESCRIPTOR(ts),\n"
+    "    INTERVAL '1' MINUTE, INTERVAL '3' MINUTES))\n"
+    "  GROUP BY window_start, window_end, item;\n"
+    "INSERT INTO cumulative_all FROM clicks\n"
+    "  |> WINDOW CUMULATE(ts, INTERVAL 4 MINUTES, INTERVAL 2 MINUTES)\n"
+    "  |> AGGREGATE count(*) AS n, max(v) AS top;\n"
+    "INSERT INTO session_top FROM clicks\n"
+    "  |> WINDOW SESSION(ts, INTERVAL 30 SECONDS) |> TOP 2 BY v DESC;\n"
 )
 
 
@@ -118,16 +141,18 @@ def _hopping(batches: list[list[Row]]) -> Counter[tuple[Any, ...]]:
     )
 
 
-def _sessions(batches: list[list[Row]]) -> Counter[tuple[Any, ...]]:
-    """Flink's session windows per item: each row's window [ts, ts + gap), windows that
-    intersect (touching ones too) merged; a session emitted once the watermark reaches
-    its end."""
+def _sessions(batches: list[list[Row]], keyed: bool = True) -> Counter[tuple[Any, ...]]:
+    """Flink's session windows per item (of all rows unless ``keyed``): each row's window
+    [ts, ts + gap), windows that intersect (touching ones too) merged; a session emitted
+    once the watermark reaches its end."""
     gap = timedelta(seconds=30)
     rows = [r for b in batches for r in b]
     watermark = max(datetime.fromisoformat(r["ts"]) for r in rows) - DELAY
     out: Counter[tuple[Any, ...]] = Counter()
-    for item in sorted({r["item"] for r in rows}):
-        times = sorted(datetime.fromisoformat(r["ts"]) for r in rows if r["item"] == item)
+    for item in sorted({r["item"] for r in rows}) if keyed else [None]:
+        times = sorted(
+            datetime.fromisoformat(r["ts"]) for r in rows if not keyed or r["item"] == item
+        )
         sessions: list[list[Any]] = []
         for ts in times:
             if sessions and ts <= sessions[-1][1]:
@@ -137,7 +162,65 @@ def _sessions(batches: list[list[Row]]) -> Counter[tuple[Any, ...]]:
                 sessions.append([ts, ts + gap, 1])
         for start, end, n in sessions:
             if end <= watermark:
-                out[(item, start, end, n)] += 1
+                out[(item, start, end, n) if keyed else (start, end, n)] += 1
+    return out
+
+
+def _cumulate(
+    batches: list[list[Row]], size: timedelta, step: timedelta, keyed: bool
+) -> dict[tuple[datetime, datetime, int | None], list[Row]]:
+    """Flink's CUMULATE: each row in the windows [start, start + k * step), k = 1 ..
+    size / step, start its time floored to ``size``, whose end is after it; the windows the
+    watermark after ``batches`` closed, per key."""
+    rows = [r for b in batches for r in b]
+    watermark = max(datetime.fromisoformat(r["ts"]) for r in rows) - DELAY
+    epoch = datetime(1970, 1, 1)
+    groups: dict[tuple[datetime, datetime, int | None], list[Row]] = defaultdict(list)
+    for row in rows:
+        ts = datetime.fromisoformat(row["ts"])
+        start = epoch + size * ((ts - epoch) // size)
+        for k in range(1, size // step + 1):
+            end = start + k * step
+            if ts < end <= watermark:
+                groups[(start, end, row["item"] if keyed else None)].append(row)
+    return groups
+
+
+def _cumulative(batches: list[list[Row]]) -> Counter[tuple[Any, ...]]:
+    groups = _cumulate(batches, timedelta(minutes=3), timedelta(minutes=1), keyed=True)
+    return Counter(
+        (start, end, item, len(rows), sum(r["v"] for r in rows))
+        for (start, end, item), rows in groups.items()
+    )
+
+
+def _cumulative_all(batches: list[list[Row]]) -> Counter[tuple[Any, ...]]:
+    groups = _cumulate(batches, timedelta(minutes=4), timedelta(minutes=2), keyed=False)
+    return Counter(
+        (start, end, len(rows), max(r["v"] for r in rows))
+        for (start, end, _), rows in groups.items()
+    )
+
+
+def _session_top(batches: list[list[Row]]) -> Counter[tuple[Any, ...]]:
+    """The two rows of largest v of each closed session over all rows (no key)."""
+    gap = timedelta(seconds=30)
+    rows = sorted((r for b in batches for r in b), key=lambda r: r["ts"])
+    watermark = max(datetime.fromisoformat(r["ts"]) for r in rows) - DELAY
+    sessions: list[tuple[datetime, datetime, list[Row]]] = []
+    for row in rows:
+        ts = datetime.fromisoformat(row["ts"])
+        if sessions and ts <= sessions[-1][1]:
+            start, end, members = sessions[-1]
+            sessions[-1] = (start, max(end, ts + gap), [*members, row])
+        else:
+            sessions.append((ts, ts + gap, [row]))
+    out: Counter[tuple[Any, ...]] = Counter()
+    for start, end, members in sessions:
+        if end <= watermark:
+            for row in sorted(members, key=lambda r: r["v"], reverse=True)[:2]:
+                ts = datetime.fromisoformat(row["ts"])
+                out[(row["item"], row["v"], ts, start, end)] += 1
     return out
 
 
@@ -156,6 +239,11 @@ COLUMNS = {
     "sessions": ("item", "ws", "we", "n"),
     "tvf": ("window_start", "window_end", "item", "n", "top"),
     "top": ("item", "v", "window_start", "window_end", "rn"),
+    "session_tvf": ("item", "window_start", "window_end", "n"),
+    "session_all": ("window_start", "window_end", "n"),
+    "cumulative": ("window_start", "window_end", "item", "n", "total"),
+    "cumulative_all": ("window_start", "window_end", "n", "top"),
+    "session_top": ("item", "v", "ts", "window_start", "window_end"),
 }
 
 
@@ -194,6 +282,11 @@ def test_flink_windows_on_spark(spark: Any, tmp_path: Path) -> None:
         "sessions": _sessions,
         "tvf": _tvf,
         "top": _top,
+        "session_tvf": _sessions,
+        "session_all": lambda batches: _sessions(batches, keyed=False),
+        "cumulative": _cumulative,
+        "cumulative_all": _cumulative_all,
+        "session_top": _session_top,
     }
     out = tmp_path / "out"
     _write(tmp_path / "clicks", CLICKS[:FIRST_RUN], 0)

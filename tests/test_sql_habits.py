@@ -177,6 +177,19 @@ def test_flink_window_table_function() -> None:
     assert error.help is not None and "window(ts, '1 minute')" in error.help
 
 
+def test_a_cumulate_table_function_in_spark_sql_points_to_flinks_dialect() -> None:
+    """Spark SQL has no cumulating window; flowc reads Flink's in the Flink dialect and
+    has the pipe step, which the help names."""
+    (error,) = errors(
+        HEAD + "INSERT INTO o SELECT window_start, count(*) AS n\n"
+        "  FROM TABLE(CUMULATE(TABLE s, DESCRIPTOR(ts), INTERVAL '1' MINUTE, INTERVAL '1' HOUR))\n"
+        "  GROUP BY window_start, window_end;\n"
+    )
+    assert error.code == "E0602"
+    assert error.help is not None
+    assert "sql.dialect = 'flink'" in error.help and "WINDOW CUMULATE(" in error.help
+
+
 @pytest.mark.parametrize(
     ("statement", "wanted"),
     [

@@ -25,14 +25,21 @@ from flowc.program import (
     WindowAggregateStep,
 )
 from flowc.sql.functions import has_aggregate, inside_aggregate
+from flowc.sql.spark_sql import interval_millis
 from flowc.sql.sqltypes import TIMESTAMP, UNKNOWN, Scope, node_span
 from flowc.vocabulary import WindowKind
 
-_WINDOW_ARGUMENTS = {WindowKind.TUMBLE: 2, WindowKind.HOP: 3, WindowKind.SESSION: 2}
+_WINDOW_ARGUMENTS = {
+    WindowKind.TUMBLE: 2,
+    WindowKind.HOP: 3,
+    WindowKind.SESSION: 2,
+    WindowKind.CUMULATE: 3,
+}
 _WINDOW_EXAMPLES = {
     WindowKind.TUMBLE: "TUMBLE(ts, INTERVAL 1 MINUTE)",
     WindowKind.HOP: "HOP(ts, INTERVAL 1 MINUTE, INTERVAL 10 SECONDS)",
     WindowKind.SESSION: "SESSION(ts, INTERVAL 5 MINUTES)",
+    WindowKind.CUMULATE: "CUMULATE(ts, INTERVAL 1 DAY, INTERVAL 1 HOUR)",
 }
 
 
@@ -45,6 +52,14 @@ def check_window(ctx: Context, node: ast.Window, step: StepInput) -> Step | None
     following = step.following
     if isinstance(following, ast.Top):
         if not check_window_call(ctx, node, step.schema):
+            return None
+        if node.kind == WindowKind.CUMULATE:
+            ctx.reporter.error(
+                Code.E0736,
+                "TOP over a CUMULATE window has no Spark form in flowc",
+                following.keyword_span,
+                help="AGGREGATE the cumulating windows, or rank the rows of a TUMBLE window",
+            )
             return None
         return top_step(ctx, following, step, node)
     assert isinstance(following, ast.Aggregate)
@@ -246,7 +261,8 @@ def _aggregated(ctx: Context, expr: ast.SqlExpr, keys: Sequence[str]) -> bool:
 
 
 def check_window_call(ctx: Context, window: ast.Window, schema: Schema) -> bool:
-    """TUMBLE, HOP or SESSION: the argument count, a TIMESTAMP column, then intervals."""
+    """TUMBLE, HOP, SESSION or CUMULATE: the argument count, a TIMESTAMP column, then
+    intervals (CUMULATE's size a whole multiple of its step)."""
     expected = _WINDOW_ARGUMENTS[WindowKind(window.kind)]
     example = _WINDOW_EXAMPLES[WindowKind(window.kind)]
     if len(window.args) != expected:
@@ -285,4 +301,34 @@ def check_window_call(ctx: Context, window: ast.Window, schema: Schema) -> bool:
                 help="write sizes as INTERVAL 10 SECONDS or '10 seconds'",
             )
             return False
+    if window.kind == WindowKind.CUMULATE:
+        return _check_cumulate(ctx, window)
+    return True
+
+
+def _check_cumulate(ctx: Context, window: ast.Window) -> bool:
+    """CUMULATE(ts, size, step): windows [start, start + k * step) for k = 1 .. size / step,
+    so size is a whole multiple of step, as Flink requires."""
+    size, step = (interval_millis(a) for a in window.args[1:])
+    for arg, millis in zip(window.args[1:], (size, step), strict=True):
+        if not millis:
+            ctx.reporter.error(
+                Code.E0737,
+                f"'{arg.text}' is not a positive whole number of milliseconds, seconds, "
+                "minutes, hours or days",
+                arg.span,
+                help="write CUMULATE's sizes as INTERVAL 1 HOUR, INTERVAL 10 MINUTES, ...",
+            )
+            return False
+    assert size is not None and step is not None
+    if size % step:
+        ctx.reporter.error(
+            Code.E0737,
+            f"CUMULATE's size {window.args[1].text} is not a whole multiple of its step "
+            f"{window.args[2].text}",
+            window.span,
+            help=f"for example {_WINDOW_EXAMPLES[WindowKind.CUMULATE]}: a window every "
+            "hour, each from the start of the day",
+        )
+        return False
     return True

@@ -36,7 +36,7 @@ STEPS: tuple[tuple[str, str], ...] = (
     ("GLOBAL", "every row to subtask 0"),
     ("FORWARD", "to the same subtask (needs equal parallelism)"),
     ("PARTITION BY", "by an expression of your own (CUSTOM)"),
-    ("WINDOW", "TUMBLE, HOP or SESSION windows over an event-time column"),
+    ("WINDOW", "TUMBLE, HOP, SESSION or CUMULATE windows over an event-time column"),
     ("AGGREGATE", "aggregate per key (and window): count(*), sum(x), ..."),
     ("DEDUPLICATE", "keep the first row per key"),
     ("TOP", "TOP n BY x DESC PER k: the first n rows per group (Flink's Top-N)"),

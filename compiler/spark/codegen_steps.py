@@ -42,12 +42,20 @@ from flowc.spark.spark_plan import ExchangeKind
 from flowc.sql.spark_sql import (
     UnsupportedOnSpark,
     aggregate_sql,
+    interval_millis,
     interval_text,
     quote_name,
     select_columns,
     sql_of,
 )
 from flowc.vocabulary import JoinKind, WindowKind
+
+#: Spark refuses a streaming session window with no other grouping key (a literal key is
+#: optimized away first): one constant key Spark cannot fold is Flink's single stream of
+#: global sessions (``time``: the window's time column, quoted).
+_GLOBAL_SESSION_KEY = (
+    "F.coalesce(F.col({time!r}).cast('long') * 0, F.lit(0)).alias('__flowc_global')"
+)
 
 #: Types whose equal values are the same value, so a group's key of one of them is the same
 #: in every row of the group (not FLOAT or DOUBLE: Spark groups -0.0 with 0.0).
@@ -269,6 +277,25 @@ class StepWriter(ProgramText):
         args = ", ".join(repr(interval_text(a)) for a in window.args[1:])
         return f"F.window(F.col({time_column!r}), {args}).alias('__flowc_window')"
 
+    def cumulate_windows(self, window: ast.Window, df: str) -> None:
+        """CUMULATE(ts, size, step): each row once per window holding it, [start, start +
+        k * step) for the k with ts before the end, start = ts floored to size (from the
+        epoch, as Flink and Spark's window); the struct ``__flowc_window`` carries the time
+        column's watermark, so Spark ends each window (append mode: emits it once, drops
+        late rows of it) when the watermark passes its end, as it does ``window(...)``."""
+        name = window.args[0].tree.name
+        size, step = (interval_millis(a) for a in window.args[1:])
+        assert size and step  # checked (E0737)
+        t = f"unix_millis({quote_name(name)})"
+        start = f"({t} - pmod({t}, {size}))"
+        ends = f"sequence({t} - pmod({t}, {step}) + {step}, {start} + {size}, {step})"
+        windows = (
+            f"transform({ends}, e -> named_struct('start', timestamp_millis({start}), "
+            "'end', timestamp_millis(e)))"
+        )
+        self.w(f"{df} = {df}.withColumn('__flowc_window', F.explode(F.expr({windows!r})))", 1)
+        self.w(f"{df} = {df}.withMetadata('__flowc_window', {df}.schema[{name!r}].metadata)", 1)
+
     def top(self, step: TopStep | WindowTopStep, df: str, view_name: str | None) -> None:
         """TOP n: per group, Spark's ``max_by(row, order, n)`` (``min_by`` ascending), whose
         state is the group's n first rows; then one row per rank. Ties in the BY order are
@@ -277,6 +304,10 @@ class StepWriter(ProgramText):
         node = step.node
         groups = [f"F.col({quote_name(k)!r})" for k in step.keys]
         if step.window is not None:
+            if step.window.kind == WindowKind.SESSION and not step.keys:
+                groups.append(
+                    _GLOBAL_SESSION_KEY.format(time=quote_name(step.window.args[0].tree.name))
+                )
             groups.append(self.window_group(step.window))
         width = len(step.schema) - (2 if step.window else 0) - (1 if node.rank else 0)
         columns = step.schema[:width]
@@ -315,10 +346,15 @@ class StepWriter(ProgramText):
             window = step.window
             time_column = quote_name(window.args[0].tree.name)
             if window.kind == WindowKind.SESSION:
+                if not step.keys:
+                    groups.append(_GLOBAL_SESSION_KEY.format(time=time_column))
                 groups.append(
                     f"F.session_window(F.col({time_column!r}), "
                     f"{interval_text(window.args[1])!r}).alias('__flowc_window')"
                 )
+            elif window.kind == WindowKind.CUMULATE:
+                self.cumulate_windows(window, df)
+                groups.append("F.col('__flowc_window')")
             else:
                 args = ", ".join(repr(interval_text(a)) for a in window.args[1:])
                 groups.append(f"F.window(F.col({time_column!r}), {args}).alias('__flowc_window')")

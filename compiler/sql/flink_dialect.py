@@ -13,8 +13,10 @@ Lexical differences kept here: a backslash in a string is a backslash (Flink has
 backslash escapes; ``''`` is a quote in both). Grammar: Flink's window table functions,
 ``FROM TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), INTERVAL '1' MINUTE))`` (also with named
 arguments, ``DATA => TABLE t``), read as a :class:`sqlglot.exp.TableFromRows` around the
-call, whose ``TABLE t`` argument is a :class:`sqlglot.exp.Table` and each named argument
-a :class:`sqlglot.exp.Kwarg` (:mod:`flowc.sql.lower_sql` lowers them).
+call, whose ``TABLE t`` argument is a :class:`sqlglot.exp.Table` (SESSION's ``TABLE t
+PARTITION BY k`` keeps its keys as the table's ``partition``, a
+:class:`sqlglot.exp.Partition`) and each named argument a :class:`sqlglot.exp.Kwarg`
+(:mod:`flowc.sql.lower_sql` lowers them).
 """
 
 from __future__ import annotations
@@ -127,6 +129,18 @@ class Flink(Spark):
             value: exp.Expr | None
             if self._match(TokenType.TABLE):
                 value = self._parse_table_parts()
+                if value is not None and self._curr is not None:
+                    partition_start = self._curr
+                    if self._match(TokenType.PARTITION_BY):  # a key, or (keys): Calcite's
+                        keys = (
+                            self._parse_wrapped_csv(self._parse_column)
+                            if self._curr is not None and self._curr.token_type is TokenType.L_PAREN
+                            else [self._parse_column()]
+                        )
+                        value.set(
+                            "partition",
+                            _place(exp.Partition(expressions=keys), partition_start, self._prev),
+                        )
                 if value is not None and start is not None:
                     _place(value, start, self._prev)
             else:

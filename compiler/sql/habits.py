@@ -196,8 +196,8 @@ def flink_tvf_help(kind: str) -> str:
     kind = kind.upper()
     if kind == "CUMULATE":
         return (
-            "flowc has no cumulating windows; group by Spark's window(ts, '1 minute') "
-            "(tumbling) or window(ts, size, slide) (sliding) instead"
+            "Spark SQL has no cumulating window: write SET sql.dialect = 'flink'; before "
+            "the query, or in a pipe query |> WINDOW CUMULATE(ts, size, step) |> AGGREGATE ..."
         )
     spark = {"TUMBLE": "window(ts, '1 minute')", "HOP": "window(ts, size, slide)"}.get(
         kind, "session_window(ts, gap)"

@@ -22,15 +22,17 @@ In the Flink dialect (``query.dialect``), Flink's windows are read as Flink's:
 ``GROUP BY TUMBLE(ts, size)`` / ``HOP(ts, slide, size)`` / ``SESSION(ts, gap)`` is the
 WINDOW step (HOP's arguments in flowc's order, size then slide) and ``TUMBLE_START(...)``,
 ``TUMBLE_END(...)`` (arguments those of the GROUP BY window: E0603) its ``window_start``,
-``window_end``; ``FROM TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), size))`` (HOP's slide, size)
-grouped by ``window_start, window_end[, k]`` is ``FROM t |> KEY BY k |> WINDOW ... |>
-AGGREGATE``; a window Top-N straight over one (:func:`lower_window_top`, from
+``window_end``; ``FROM TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), size))`` (HOP's slide, size;
+CUMULATE's step, size; SESSION's gap, its data ``TABLE t PARTITION BY k``, grouped by
+exactly k: E0735) grouped by ``window_start, window_end[, k]`` is ``FROM t |> KEY BY k |>
+WINDOW ... |> AGGREGATE``; a window Top-N straight over one (:func:`lower_window_top`, from
 :mod:`flowc.sql.sql_forms`'s Top-N) is ``|> WINDOW ... |> TOP``. What has no pipe form is
 refused at its place: ``*_PROCTIME`` (E0602: flowc has no processing-time attribute of a
 window); ``*_ROWTIME(...)`` and a window table function's ``window_time`` are the
 AGGREGATE's ``window_time`` item (the window's end minus 1 ms, with the watermark); a
-window table function not grouped by its window or of a kind flowc has no window for
-(E0604), wrong arguments (E0605).
+window table function not grouped by its window (E0604), wrong arguments (E0605), a
+window Top-N over SESSION (E0734) or CUMULATE (E0736), CUMULATE's size not a whole multiple
+of its step (E0737).
 """
 
 from __future__ import annotations
@@ -60,6 +62,7 @@ from flowc.sql.habits import (
     flink_window_help,
     function_name,
 )
+from flowc.sql.spark_sql import interval_millis
 from flowc.sql.sqltypes import node_span, sub_span
 from flowc.vocabulary import JoinKind, WindowKind
 
@@ -78,6 +81,15 @@ _UNSUPPORTED: dict[str, tuple[str, TokenType | None]] = {
 _TVF_PARAMETERS = {
     "TUMBLE": ("DATA", "TIMECOL", "SIZE"),
     "HOP": ("DATA", "TIMECOL", "SLIDE", "SIZE"),
+    "SESSION": ("DATA", "TIMECOL", "GAP"),
+    "CUMULATE": ("DATA", "TIMECOL", "STEP", "SIZE"),
+}
+#: How each window table function is written positionally, for hints.
+_TVF_FORMS = {
+    "TUMBLE": "TUMBLE(TABLE t, DESCRIPTOR(ts), size)",
+    "HOP": "HOP(TABLE t, DESCRIPTOR(ts), slide, size)",
+    "SESSION": "SESSION(TABLE t [PARTITION BY k], DESCRIPTOR(ts), gap)",
+    "CUMULATE": "CUMULATE(TABLE t, DESCRIPTOR(ts), step, size)",
 }
 #: The number of arguments of Flink's group windows.
 _GROUP_WINDOW_ARGUMENTS = {"TUMBLE": 2, "HOP": 3, "SESSION": 2}
@@ -428,7 +440,7 @@ class _Lowering:
             raise _Unsupported("SELECT without FROM", self.span)
         tvf_window: ast.Window | None = None
         if isinstance(from_.this, exp.TableFromRows):
-            source, tvf_window = self.window_tvf(tree, from_.this)
+            source, tvf_window, partition = self.window_tvf(tree, from_.this)
             if tree.args.get("group") is None:
                 kind = from_.this.this.name.upper()
                 raise _Unsupported(
@@ -474,7 +486,7 @@ class _Lowering:
         group = tree.args.get("group")
         has_aggregates = any(has_aggregate(item) for item in items)
         if tvf_window is not None:
-            steps.extend(self.aggregate(tree, items, group, tvf_window))
+            steps.extend(self.aggregate(tree, items, group, tvf_window, partition))
         elif group is not None or has_aggregates:
             steps.extend(self.aggregate(tree, items, group))
         elif any(_is_window_time(i.this if isinstance(i, exp.Alias) else i) for i in items):
@@ -695,21 +707,19 @@ class _Lowering:
 
     def window_tvf(
         self, tree: exp.Select, tvf: exp.TableFromRows
-    ) -> tuple[ast.Relation, ast.Window]:
-        """``TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), size))`` (HOP: slide, size): the
-        relation it reads and the WINDOW step it is. Its alias names no other relation,
-        so columns qualified by it are the relation's own."""
+    ) -> tuple[ast.Relation, ast.Window, tuple[str, ...]]:
+        """``TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), size))`` (HOP: slide, size; SESSION:
+        gap): the relation it reads, the WINDOW step it is and SESSION's partition keys
+        (``TABLE t PARTITION BY k``). Its alias names no other relation, so columns
+        qualified by it are the relation's own."""
         call = tvf.this
         assert isinstance(call, exp.Anonymous)
         kind = call.name.upper()
         if kind not in _TVF_PARAMETERS:
             raise _Unsupported(
-                f"{kind} windows have no flowc window"
-                + (" (a cumulating window)" if kind == "CUMULATE" else ""),
+                f"{kind} windows have no flowc window",
                 self.span_of(call),
-                help="GROUP BY SESSION(ts, gap) is Flink's session group window"
-                if kind == "SESSION"
-                else "use TUMBLE (or HOP) windows",
+                help="use TUMBLE, HOP or SESSION windows",
                 code=Code.E0604,
             )
         if tree.args.get("joins"):
@@ -735,8 +745,7 @@ class _Lowering:
                     + (f"; {name} is given twice" if name in given else ""),
                     self.span_of(arg),
                     help=("a window's offset has no flowc form; " if name in ("", "OFFSET") else "")
-                    + f"write {kind}(TABLE t, DESCRIPTOR(ts), "
-                    + ("slide, size)" if kind == "HOP" else "size)"),
+                    + f"write {_TVF_FORMS[kind]}",
                     code=Code.E0605,
                 )
             given[name] = value
@@ -745,8 +754,7 @@ class _Lowering:
             raise _Unsupported(
                 f"{kind}(...) needs {', '.join(missing)}",
                 self.span_of(call),
-                help=f"write {kind}(TABLE t, DESCRIPTOR(ts), "
-                + ("slide, size)" if kind == "HOP" else "size)"),
+                help=f"write {_TVF_FORMS[kind]}",
                 code=Code.E0605,
             )
         data, descriptor = given["DATA"], given["TIMECOL"]
@@ -757,6 +765,7 @@ class _Lowering:
                 help="name the source or view: TABLE t",
                 code=Code.E0605,
             )
+        partition = self.tvf_partition(kind, data)
         if not (
             function_name(descriptor) == "DESCRIPTOR"
             and isinstance(descriptor, exp.Anonymous)
@@ -785,14 +794,66 @@ class _Lowering:
                     code=Code.E0604,
                 )
         time = self.expr(descriptor.expressions[0])
-        sizes = [self.expr(given["SIZE"])]
+        sizes = [self.expr(given["GAP" if kind == "SESSION" else "SIZE"])]
         if kind == "HOP":
             sizes.append(self.expr(given["SLIDE"]))
+        if kind == "CUMULATE":
+            sizes.append(self.expr(given["STEP"]))
+            self.cumulate_sizes(call, given["SIZE"], given["STEP"])
         window = ast.Window(kind=WindowKind(kind), args=(time, *sizes), **self.step_fields())
         where_data = self.span_of(data)
         relation = self.relation(data)
         named = replace(relation, name=replace(relation.name, span=where_data), span=where_data)
-        return named, window
+        return named, window, partition
+
+    def cumulate_sizes(self, call: exp.Expr, size: exp.Expr, step: exp.Expr) -> None:
+        """CUMULATE's size a whole multiple of its step, as Flink requires, said at the
+        call (the WINDOW step it becomes has the query's place)."""
+        millis = {}
+        for name, node in (("SIZE", size), ("STEP", step)):
+            value = interval_millis(self.expr(node))
+            if not value:
+                raise _Unsupported(
+                    f"CUMULATE's {name} is not a positive whole number of milliseconds, "
+                    "seconds, minutes, hours or days",
+                    self.span_of(call),
+                    help="write INTERVAL '1' HOUR, INTERVAL '10' MINUTES, ...",
+                    code=Code.E0737,
+                )
+            millis[name] = value
+        if millis["SIZE"] % millis["STEP"]:
+            raise _Unsupported(
+                f"CUMULATE's size {size.sql('spark')} is not a whole multiple of its step "
+                f"{step.sql('spark')}",
+                self.span_of(call),
+                help="for example CUMULATE(TABLE t, DESCRIPTOR(ts), INTERVAL '1' HOUR, "
+                "INTERVAL '1' DAY): a window every hour, each from the start of the day",
+                code=Code.E0737,
+            )
+
+    def tvf_partition(self, kind: str, data: exp.Table) -> tuple[str, ...]:
+        """The columns of ``TABLE t PARTITION BY k`` (``(k, j)``): only SESSION's, as Flink."""
+        partition = data.args.get("partition")
+        if not isinstance(partition, exp.Partition):
+            return ()
+        if kind != "SESSION":
+            raise _Unsupported(
+                f"{kind} takes no PARTITION BY (only SESSION's data is partitioned)",
+                self.span_of(partition),
+                help="group by the keys instead: GROUP BY window_start, window_end, k",
+                code=Code.E0605,
+            )
+        names: list[str] = []
+        for key in partition.expressions:
+            if not isinstance(key, exp.Column) or key.table or key.name in names:
+                raise _Unsupported(
+                    "SESSION's PARTITION BY names columns of its table, each once",
+                    self.span_of(key),
+                    help="write PARTITION BY k, or PARTITION BY (k, j)",
+                    code=Code.E0605,
+                )
+            names.append(key.name)
+        return tuple(names)
 
     def unnest(
         self, tree: exp.Select, join: exp.Join, unnest: exp.Unnest, source: ast.Relation
@@ -850,7 +911,21 @@ class _Lowering:
         from_ = rows.args["from_"]
         tvf = from_.this
         assert isinstance(tvf, exp.TableFromRows)
-        source, window = self.window_tvf(rows, tvf)
+        source, window, _ = self.window_tvf(rows, tvf)
+        if window.kind is WindowKind.SESSION:
+            raise _Unsupported(
+                "a window Top-N over a SESSION table function has no flowc form",
+                top.span,
+                help="rank the rows of a session aggregation in a view over it",
+                code=Code.E0734,
+            )
+        if window.kind is WindowKind.CUMULATE:
+            raise _Unsupported(
+                "TOP over a CUMULATE window has no Spark form in flowc",
+                top.span,
+                help="rank the rows of a cumulating aggregation in a view over it",
+                code=Code.E0736,
+            )
         if rows.args.get("group") is not None or any(has_aggregate(i) for i in rows.expressions):
             raise _Unsupported(
                 "ROW_NUMBER() over an aggregation in the same SELECT",
@@ -929,10 +1004,11 @@ class _Lowering:
         items: list[exp.Expr],
         group: exp.Group | None,
         tvf_window: ast.Window | None = None,
+        partition: tuple[str, ...] = (),
     ) -> list[ast.Step]:
         """GROUP BY as KEY BY, WINDOW, AGGREGATE, WHERE (HAVING), SELECT. ``tvf_window``:
         the WINDOW of a window table function in FROM, grouped by its window_start and
-        window_end."""
+        window_end; ``partition``: a SESSION table function's PARTITION BY columns."""
         fields = self.step_fields()
         aliases = {item.alias: item.this for item in items if isinstance(item, exp.Alias)}
         keys: list[exp.Expr] = []
@@ -988,6 +1064,8 @@ class _Lowering:
             )
         if window is not None and window_step is not None:
             raise _Unsupported("grouping by two windows", self.span_of(window))
+        if tvf_window is not None and tvf_window.kind is WindowKind.SESSION:
+            self.session_keys(group, keys, computed, partition)
         steps: list[ast.Step] = []
         if computed:
             steps.append(self.key_columns(computed))
@@ -1180,6 +1258,30 @@ class _Lowering:
         if isinstance(arg, exp.Column) and not arg.table:
             return arg.name in names or arg.name.lower() in names
         return _is_window_call(arg) and arg.sql("spark") == window_sql
+
+    def session_keys(
+        self,
+        group: exp.Group | None,
+        keys: list[exp.Expr],
+        computed: list[tuple[exp.Expr, str]],
+        partition: tuple[str, ...],
+    ) -> None:
+        """A SESSION table function is Flink's session window aggregation only grouped by
+        exactly its PARTITION BY columns (sessions per key): grouped otherwise, Flink
+        computes sessions over the partitions and then an ordinary GROUP BY of their rows,
+        which flowc's WINDOW SESSION does not mean."""
+        names = {k.name for k in keys if isinstance(k, exp.Column)}
+        if computed or names != set(partition):
+            given = ", ".join(partition)
+            raise _Unsupported(
+                "a SESSION table function grouped by other columns than its PARTITION BY"
+                + (f" ({given})" if given else "")
+                + " is not a session window aggregation",
+                self.span_of(group, TokenType.GROUP_BY) if group is not None else self.span,
+                help="partition the sessions by the grouped columns: SESSION(TABLE t PARTITION "
+                "BY k, DESCRIPTOR(ts), gap) ... GROUP BY window_start, window_end, k",
+                code=Code.E0735,
+            )
 
     def computed_key(self, key: exp.Expr, computed: list[tuple[exp.Expr, str]]) -> exp.Column:
         """``GROUP BY auction % 10``: the key is a column the query computes before KEY BY

@@ -111,6 +111,28 @@ def interval_text(expr: ast.SqlExpr) -> str:
     raise UnsupportedOnSpark(f"'{expr.text}' is not an interval")
 
 
+_MILLIS = {
+    "millisecond": 1,
+    "second": 1000,
+    "minute": 60_000,
+    "hour": 3_600_000,
+    "day": 86_400_000,
+}
+
+
+def interval_millis(expr: ast.SqlExpr) -> int | None:
+    """``INTERVAL 10 MINUTES`` (``'10 minutes'``) in milliseconds; None for any other form
+    (months, compound intervals, fractions), which has no fixed length to divide by."""
+    try:
+        amount, _, unit = interval_text(expr).lower().partition(" ")
+    except UnsupportedOnSpark:
+        return None
+    factor = _MILLIS.get(unit.strip().removesuffix("s"))
+    if factor is None or not amount.isdigit():
+        return None
+    return int(amount) * factor
+
+
 def watermark_delay(source: SourceDef) -> tuple[str, str]:
     """Spark takes a column and a delay: ``ts - INTERVAL 5 SECONDS`` → ('ts', '5 seconds')."""
     assert source.watermark is not None

@@ -42,7 +42,7 @@ _TERMINAL_TEXT = {
     "NUMBER": "a number",
     "OPERATOR": "an operator",
     "$END": "the end of the statement",
-    "WINDOW_KIND": "TUMBLE, HOP or SESSION",
+    "WINDOW_KIND": "TUMBLE, HOP, SESSION or CUMULATE",
     "JOIN_KIND": "INNER, LEFT, RIGHT or FULL",
 }
 
