@@ -6,6 +6,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted((ROOT / "examples").glob("*.flow"))
+#: The Flink documentation's examples in the Flink dialect (examples/flink_sql/README.md):
+#: compiled, checked and snapshot as the others are; their answers on Spark are tested in
+#: test_flink_sql_examples.py.
+FLINK_SQL_EXAMPLES = sorted((ROOT / "examples" / "flink_sql").glob("*.flow"))
+#: Every example that compiles: the ones above and the Flink-dialect ones.
+COMPILED_EXAMPLES = EXAMPLES + FLINK_SQL_EXAMPLES
 
 #: Every stage and the formats it has (``--emit all`` writes exactly these).
 STAGE_FORMATS: dict[str, tuple[str, ...]] = {

@@ -12,6 +12,8 @@ from flowc.cli.main import main
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted((ROOT / "examples").glob("*.flow"))
 ERROR_EXAMPLES = sorted((ROOT / "examples" / "errors").glob("*.flow"))
+#: The Flink-dialect examples (examples/flink_sql/) check clean too.
+FLINK_SQL_EXAMPLES = sorted((ROOT / "examples" / "flink_sql").glob("*.flow"))
 
 #: Lines (and codes) where each error example must be reported.
 EXPECTED_ERRORS = {
@@ -38,10 +40,13 @@ def _relative(path: Path) -> str:
 
 def test_every_example_directory_is_covered() -> None:
     assert EXAMPLES, "no examples found"
+    assert FLINK_SQL_EXAMPLES, "no Flink-dialect examples found"
     assert {p.name for p in ERROR_EXAMPLES} == set(EXPECTED_ERRORS)
 
 
-@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "path", EXAMPLES + FLINK_SQL_EXAMPLES, ids=lambda p: p.relative_to(ROOT / "examples").as_posix()
+)
 def test_example_checks_clean(path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code = main(["check", "--format", "json", str(path)])
     out = json.loads(capsys.readouterr().out)

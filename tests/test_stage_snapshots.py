@@ -15,12 +15,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from stages import COMBINATIONS, EMITTED, EXAMPLES, ROOT, STAGE_FORMATS, emitted_file
+from stages import COMBINATIONS, COMPILED_EXAMPLES, EMITTED, ROOT, STAGE_FORMATS, emitted_file
 
 import flowc
 from flowc.cli.main import main
-from tests.helpers.snapshots import PerExampleSnapshot
+from tests.helpers.snapshots import PerExampleSnapshot, example_id
 
+#: Every example, the Flink-dialect ones too.
+EXAMPLES = COMPILED_EXAMPLES
 GRAPH_STAGES = ("transformations", "streamgraph", "jobgraph")
 
 SHIP_STRATEGIES = {
@@ -69,7 +71,7 @@ def _emit_json(
 # ------------------------------------------------------------------ snapshots
 
 
-@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", EXAMPLES, ids=example_id)
 @pytest.mark.parametrize(("stage", "fmt"), COMBINATIONS, ids=[f"{s}-{f}" for s, f in COMBINATIONS])
 def test_stage_snapshot(
     path: Path,
@@ -92,7 +94,9 @@ def test_stage_snapshot(
 def test_each_example_has_a_snapshot_file_of_its_own() -> None:
     """One file per example (tests/helpers/snapshots.py), none left of a removed one."""
     folder = Path(__file__).parent / "__snapshots__" / "test_stage_snapshots"
-    assert sorted(p.name for p in folder.iterdir()) == sorted(f"{e.stem}.ambr" for e in EXAMPLES)
+    assert sorted(p.name for p in folder.iterdir()) == sorted(
+        f"{example_id(e)}.ambr" for e in EXAMPLES
+    )
 
 
 def test_examples_exist() -> None:
@@ -103,7 +107,7 @@ def test_examples_exist() -> None:
 # ------------------------------------------------------------------ JSON envelope
 
 
-@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", EXAMPLES, ids=example_id)
 def test_json_documents_start_with_version_keys(
     path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -139,7 +143,7 @@ def _assert_points_at_declaration(name: str, span: dict[str, Any], lines: list[s
         assert re.match(rf"INSERT\s+INTO\s+{re.escape(name[6:])}\b", text), (name, text)
 
 
-@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", EXAMPLES, ids=example_id)
 def test_every_plan_node_carries_a_span(
     path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -170,7 +174,7 @@ def test_every_plan_node_carries_a_span(
 # ------------------------------------------------------------------ streamgraph JSON
 
 
-@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", EXAMPLES, ids=example_id)
 def test_streamgraph_json_matches_flinks_execution_plan_schema(
     path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -206,7 +210,7 @@ def test_streamgraph_json_matches_flinks_execution_plan_schema(
 # ------------------------------------------------------------------ jobgraph JSON
 
 
-@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", EXAMPLES, ids=example_id)
 def test_jobgraph_json_inputs_and_chains(
     path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -293,7 +297,7 @@ def _expand_slots(runs: list[dict[str, Any]], count: int) -> list[int]:
     return slots
 
 
-@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", EXAMPLES, ids=example_id)
 def test_physical_plan_is_consistent_with_the_jobgraph(
     path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -364,7 +368,7 @@ def test_physical_plan_includes_the_spark_realization(
 # ------------------------------------------------------------------ --emit all
 
 
-@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", EXAMPLES, ids=example_id)
 def test_emit_all_writes_every_stage_in_every_format(
     path: Path,
     tmp_path: Path,

@@ -15,10 +15,16 @@ if TYPE_CHECKING:
     from syrupy.types import SnapshotIndex
 
 
+def example_id(path: Path) -> str:
+    """An example's name in test ids and snapshot files: its stem, after its folder's name
+    for an example in a folder of examples/ (``flink_sql_deduplication``)."""
+    return path.stem if path.parent.name == "examples" else f"{path.parent.name}_{path.stem}"
+
+
 def _example(test_location: PyTestLocation) -> str:
-    """The example a test ran on: the stem of its ``path`` parameter."""
+    """The example a test ran on: the name of its ``path`` parameter."""
     path: Path = test_location.item.callspec.params["path"]
-    return path.stem
+    return example_id(path)
 
 
 class PerExampleSnapshot(AmberSnapshotExtension):
