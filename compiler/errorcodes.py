@@ -584,6 +584,13 @@ class Code(StrEnum):
         "DEDUPLICATE ... WITHIN, which Spark cannot honour",
         "deduplicate-within-on-spark",
     )
+    E0709 = (
+        "E0709",
+        "top-into-upsert",
+        "a TOP without WINDOW whose rows reach an upsert sink through a step that may hide "
+        "a group from a micro-batch: rows leaving the top could not be deleted",
+        "sparks-streaming-rules-checked-at-compile-time",
+    )
     E0720 = (
         "E0720",
         "not-spark-sql",

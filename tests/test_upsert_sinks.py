@@ -345,3 +345,106 @@ def test_an_upsert_run_reports_one_state_row_per_key_and_each_input_row_once(
     assert (query.batches, query.input_rows) == (3, 3 * keys)
     assert [(h.kind, h.rows) for h in query.state] == [("keyed_aggregate", keys)]
     assert len(_current_table(spark, tmp_path / "out" / "totals")) == keys
+
+
+# ---------------------------------------------------------------- a Top-N into an upsert sink
+
+#: Sales per category, one file a micro-batch: products enter each category's top two and
+#: push others out of it (b pushes a out, g pushes f out, c enters y and is pushed out).
+SALES: list[list[Row]] = [
+    [
+        {"category": "x", "product": "a", "sales": 5},
+        {"category": "x", "product": "f", "sales": 8},
+        {"category": "y", "product": "c", "sales": 1},
+    ],
+    [
+        {"category": "x", "product": "b", "sales": 9},
+        {"category": "y", "product": "h", "sales": 4},
+    ],
+    [
+        {"category": "x", "product": "g", "sales": 10},
+        {"category": "y", "product": "k", "sales": 2},
+        {"category": "x", "product": "e", "sales": 3},
+    ],
+]
+SALES_SOURCE = source("sales", "category STRING, product STRING, sales BIGINT")
+TOP_TWO = "FROM sales |> TOP 2 BY sales DESC PER category |> SELECT category, product, sales"
+
+
+def _top_two(batches: list[list[Row]]) -> list[tuple[str, str, int]]:
+    """Flink's Rank result after ``batches``: each category's two best products (a row
+    that left the top retracted)."""
+    best: dict[str, list[tuple[int, str]]] = {}
+    for row in (r for batch in batches for r in batch):
+        best.setdefault(row["category"], []).append((row["sales"], row["product"]))
+    return sorted(
+        (category, product, sales)
+        for category, rows in best.items()
+        for sales, product in sorted(rows, reverse=True)[:2]
+    )
+
+
+def test_a_top_n_upserted_into_a_files_table_deletes_rows_that_leave_the_top(
+    spark: Any, tmp_path: Path
+) -> None:
+    """The table after each run (two micro-batches, then a restart for the third) holds
+    each category's current top two, as Flink's upsert sink after its Rank's retractions:
+    the rows pushed out are deleted, not kept beside the new ones."""
+    program = (
+        SALES_SOURCE
+        + "SET max_parallelism = 16;\n"
+        + "CREATE SINK best WITH (connector = 'files', path = 'out/best', format = 'parquet',"
+        " mode = 'update', key = 'category, product');\n" + f"INSERT INTO best {TOP_TWO};\n"
+    )
+    job = flowc.compile(program, str(tmp_path / "job.flow"), for_spark=True)
+    (query,) = job.spark_plan.queries
+    assert query.upsert_groups == ("category",)
+    table = tmp_path / "out" / "best"
+    write_batches(tmp_path / "sales", SALES[:2])
+    assert [q.error for q in run_in(job, tmp_path).queries] == [None]
+    assert _current_table(spark, table) == sorted(_top_two(SALES[:2]), key=repr)
+    write_batches(tmp_path / "sales", SALES)
+    assert [q.error for q in run_in(job, tmp_path).queries] == [None]
+    assert _current_table(spark, table) == sorted(_top_two(SALES), key=repr)
+
+
+def test_a_top_n_upserted_into_postgres_deletes_rows_that_leave_the_top(
+    spark: Any, tmp_path: Path, postgres: dict[str, Any]
+) -> None:
+    """As the files table: the PostgreSQL table holds each category's current top two
+    after each run, the rows pushed out deleted in the micro-batch's transaction."""
+    sink = _postgres_sink(postgres, "top_sales", key="category, product").replace(
+        "CREATE SINK totals", "CREATE SINK best"
+    )
+    program = SALES_SOURCE + "SET max_parallelism = 16;\n" + sink + f"INSERT INTO best {TOP_TWO};\n"
+    job = flowc.compile(program, str(tmp_path / "job.flow"), for_spark=True)
+    query = "SELECT category, product, sales FROM top_sales"
+    write_batches(tmp_path / "sales", SALES[:2])
+    assert [q.error for q in run_in(job, tmp_path).queries] == [None]
+    assert sorted(_rows(postgres, query)) == _top_two(SALES[:2])
+    write_batches(tmp_path / "sales", SALES)
+    assert [q.error for q in run_in(job, tmp_path).queries] == [None]
+    assert sorted(_rows(postgres, query)) == _top_two(SALES)
+
+
+def test_a_top_n_filtered_before_an_upsert_sink_is_refused() -> None:
+    """A WHERE after the TOP may keep none of a changed group's rows, and the group's old
+    rows would stay: E0709 at the WHERE (a filter before the TOP is fine)."""
+    program = (
+        SALES_SOURCE
+        + "CREATE SINK best WITH (connector = 'files', path = 'out/best', format = 'parquet',"
+        " mode = 'update', key = 'category, product');\n"
+        + "INSERT INTO best FROM sales |> TOP 2 BY sales DESC PER category |> WHERE sales > 3;\n"
+    )
+    with pytest.raises(flowc.CompileError) as raised:
+        flowc.compile(program, "job.flow", for_spark=True)
+    [error] = [d for d in raised.value.diagnostics if d.code == "E0709"]
+    assert (error.span.line, error.span.column) == (3, 68)
+    assert "a WHERE may keep none of a changed group's rows" in error.message
+    before = program.replace(
+        "FROM sales |> TOP 2 BY sales DESC PER category |> WHERE sales > 3",
+        "FROM sales |> WHERE sales > 3 |> TOP 2 BY sales DESC PER category",
+    )
+    assert flowc.compile(before, "job.flow", for_spark=True).spark_plan.queries[
+        0
+    ].upsert_groups == ("category",)

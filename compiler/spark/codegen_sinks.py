@@ -35,7 +35,7 @@ class SinkWriter(ProgramText):
             w(f"writer = writer.trigger(processingTime='{interval} milliseconds')", 2)
         connector = sink.connector
         if query.upsert_key is not None:
-            self.upsert(index, options, query.upsert_key, query.checkpoint)
+            self.upsert(index, options, query.upsert_key, query.checkpoint, query.upsert_groups)
         elif connector == "console":
             w("writer = writer.format('console')", 1)
             # Every row of a micro-batch unless the sink says how many (Spark shows 20).
@@ -72,9 +72,11 @@ class SinkWriter(ProgramText):
         options: dict[str, object],
         key: tuple[str, ...],
         checkpoint_segments: tuple[str, ...],
+        groups: tuple[str, ...] | None,
     ) -> None:
         """An upsert sink's foreachBatch function (:mod:`flowc.analyze.upsert_sinks`), one row per
-        ``key``, its checkpoint where the plan puts it."""
+        ``key``, its checkpoint where the plan puts it; ``groups``: a TOP's groups, whose old
+        rows each micro-batch replaces (SparkQuery.upsert_groups)."""
         w = self.w
         insert = self.program.inserts[index]
         sink = self.program.sink(insert.sink)
@@ -99,7 +101,8 @@ class SinkWriter(ProgramText):
                 w(f"connection['password'] = os.environ.get({variable!r}, '')", 1)
             w(
                 f"writer = writer.foreachBatch(postgres_upsert({name!r}, "
-                f"{str(options['table'])!r}, {columns!r}, {keys!r}, connection, {checkpoint}))",
+                f"{str(options['table'])!r}, {columns!r}, {keys!r}, connection, {checkpoint}"
+                + (f", groups={list(groups)!r}))" if groups is not None else "))"),
                 1,
             )
             return
@@ -108,7 +111,8 @@ class SinkWriter(ProgramText):
         path = f"os.path.join(BASE_DIR, {str(options['path'])!r})"
         w(
             f"writer = writer.foreachBatch(file_upsert({name!r}, {path}, {fmt!r}, {keys!r}, "
-            f"{writer_options!r}, {checkpoint}))",
+            f"{writer_options!r}, {checkpoint}"
+            + (f", groups={list(groups)!r}))" if groups is not None else "))"),
             1,
         )
 

@@ -518,11 +518,13 @@ def table_versions(df: DataFrame, table: str, key: list[str], since: str) -> Dat
 
 
 def postgres_upsert(sink: str, table: str, columns: list[tuple[str, str]], keys: list[str],
-                    connection: dict[str, object], checkpoint: str
-                    ) -> Callable[[DataFrame, int], None]:
+                    connection: dict[str, object], checkpoint: str,
+                    groups: list[str] | None = None) -> Callable[[DataFrame, int], None]:
     """The foreachBatch function of a postgres sink: each micro-batch's rows upserted by
     key (INSERT ... ON CONFLICT DO UPDATE) in one transaction with the batch id, which a
-    batch replayed after a crash finds there, so it writes nothing twice."""
+    batch replayed after a crash finds there, so it writes nothing twice. ``groups``: a
+    TOP's group columns; the rows of each group the batch holds are deleted first (all
+    rows for a global TOP, ``[]``), so a row that left the top goes."""
     def write(batch: DataFrame, batch_id: int) -> None:
         import psycopg
         from psycopg import sql
@@ -560,6 +562,18 @@ def postgres_upsert(sink: str, table: str, columns: list[tuple[str, str]], keys:
                     if done is not None and done[0] >= batch_id:
                         conn.rollback()  # a replay of a batch this table holds already
                         return
+                    if groups is not None and rows:
+                        where = [names.index(g) for g in groups]
+                        if where:
+                            delete = sql.SQL('DELETE FROM {} WHERE {}').format(
+                                target, sql.SQL(' AND ').join(
+                                    sql.SQL('{} IS NOT DISTINCT FROM {}').format(
+                                        sql.Identifier(g), sql.Placeholder()) for g in groups))
+                            cursor.executemany(
+                                delete, sorted({tuple(r[i] for i in where) for r in rows},
+                                               key=repr))
+                        else:
+                            cursor.execute(sql.SQL('DELETE FROM {}').format(target))
                     if rows:
                         cursor.executemany(upsert, rows)
                     cursor.execute(
@@ -575,11 +589,14 @@ def postgres_upsert(sink: str, table: str, columns: list[tuple[str, str]], keys:
 
 
 def file_upsert(sink: str, path: str, fmt: str, keys: list[str], options: dict[str, str],
-                checkpoint: str) -> Callable[[DataFrame, int], None]:
+                checkpoint: str, groups: list[str] | None = None
+                ) -> Callable[[DataFrame, int], None]:
     """The foreachBatch function of a files sink in update mode: the table, one row per
     key, rewritten per micro-batch into a new version folder; the file _current then names
     it (replaced atomically), with the batch id and query that wrote it, so a batch replayed
-    after a crash writes nothing twice. Older versions are deleted after the switch."""
+    after a crash writes nothing twice. Older versions are deleted after the switch.
+    ``groups``: a TOP's group columns; the old rows of each group the batch holds are
+    replaced, not only those of its keys (all of them for a global TOP, ``[]``)."""
     def write(batch: DataFrame, batch_id: int) -> None:
         import json
         import shutil
@@ -603,11 +620,17 @@ def file_upsert(sink: str, path: str, fmt: str, keys: list[str], options: dict[s
         if current is not None:
             old = spark.read.format(fmt).options(**options).schema(batch.schema).load(
                 os.path.join(path, current['version']))
-            changed = batch.select(*[F.col(quoted(k)).alias(f'__flowc_key_{i}')
-                                     for i, k in enumerate(keys)])
-            same = [old[quoted(k)].eqNullSafe(changed[f'__flowc_key_{i}'])
-                    for i, k in enumerate(keys)]
-            merged = old.join(changed, same, 'left_anti').unionByName(batch)
+            by = keys if groups is None else groups
+            if by:
+                changed = batch.select(*[F.col(quoted(k)).alias(f'__flowc_key_{i}')
+                                         for i, k in enumerate(by)]).distinct()
+                same = [old[quoted(k)].eqNullSafe(changed[f'__flowc_key_{i}'])
+                        for i, k in enumerate(by)]
+                merged = old.join(changed, same, 'left_anti').unionByName(batch)
+            elif rows:  # a global TOP's batch is its whole result
+                merged = batch
+            else:
+                merged = old
         version = f'v-{identity[:8]}-{batch_id:020d}'
         merged.write.format(fmt).options(**options).mode('overwrite').save(
             os.path.join(path, version))

@@ -49,6 +49,7 @@ from flowc.program import (
     DimensionJoinStep,
     DropStep,
     ExtendStep,
+    InsertDef,
     Program,
     RenameStep,
     SelectStep,
@@ -60,6 +61,7 @@ from flowc.program import (
     WindowAggregateStep,
     WindowTopStep,
 )
+from flowc.spark.streaming import top_groups
 from flowc.sql.spark_distinct import UnsupportedDistinct, rewrite_distinct
 from flowc.sql.spark_sql import registered_name
 from flowc.vocabulary import STATEFUL_OPERATORS, NodeKind, Operator, Partitioner
@@ -138,6 +140,9 @@ class SparkQuery:
     #: The columns an upsert sink keeps one row per (its foreachBatch merges on them);
     #: None where the sink appends what Spark's writer gives it (``upsert`` says how).
     upsert_key: tuple[str, ...] | None = None
+    #: Where an upsert sink writes a TOP's rows: the columns naming its groups, whose old
+    #: rows each micro-batch replaces (``()``: a global TOP, the whole table); None else.
+    upsert_groups: tuple[str, ...] | None = None
     #: The processing-time trigger's interval (``SET checkpoint.interval``); None where
     #: the next micro-batch starts when the previous one ends (``trigger`` says which).
     trigger_interval_ms: int | None = None
@@ -165,6 +170,8 @@ class SparkQuery:
             data["partition_by"] = list(self.partition_by)
         if self.upsert is not None:
             data["upsert"] = self.upsert
+        if self.upsert_groups is not None:
+            data["upsert_groups"] = list(self.upsert_groups)
         return data
 
 
@@ -261,6 +268,13 @@ class SparkPlan:
                 )
             if query.upsert is not None:
                 lines.append(f"    upsert: {query.upsert}")
+            if query.upsert_groups is not None:
+                groups = ", ".join(query.upsert_groups) or "the whole table"
+                lines.append(
+                    f"    upsert groups: {groups}: each micro-batch holds every row of the TOP's "
+                    "groups it changed and replaces their old rows, so a row that leaves the "
+                    "top is deleted"
+                )
             for rewrite in query.rewrites:
                 lines.append(f"    rewrite: {rewrite}")
             lines.append(f"    exchanges planned: {query.exchanges_planned}")
@@ -346,6 +360,7 @@ def build_spark_plan(program: Program, tree: TransformationTree, graph: StreamGr
                 rewrites=tuple(r for n in sorted(n.id for n in nodes) for r in rewrites.get(n, ())),
                 upsert=_upsert_text(sink),
                 upsert_key=upsert_key(sink) if is_upsert(sink.connector, sink.mode) else None,
+                upsert_groups=_upsert_groups(program, insert, sink),
                 trigger_interval_ms=None if batch else settings.checkpoint_interval_ms,
             )
         )
@@ -407,6 +422,14 @@ def _redistributed_after(
             else:
                 names.append(f"the {edge.partitioner} written before {target.name}")
     return " and ".join(dict.fromkeys(names)) if names else None
+
+
+def _upsert_groups(program: Program, insert: InsertDef, sink: SinkDef) -> tuple[str, ...] | None:
+    """The groups whose rows an upsert sink replaces per micro-batch (a TOP's)."""
+    if not is_upsert(sink.connector, sink.mode):
+        return None
+    found = top_groups(program, insert)
+    return found.columns if found is not None else None
 
 
 def _upsert_text(sink: SinkDef) -> str | None:

@@ -19,11 +19,14 @@ from sqlglot import exp
 
 from flowc import ast
 from flowc.analyze.step_common import keyword
+from flowc.catalog import is_upsert
 from flowc.diagnostics import Reporter
 from flowc.errorcodes import Code
 from flowc.program import (
     DeduplicateStep,
     DimensionJoinStep,
+    DropStep,
+    ExtendStep,
     FromSideOutput,
     FromSource,
     FromSourceErrors,
@@ -31,8 +34,12 @@ from flowc.program import (
     InsertDef,
     JoinStep,
     Program,
+    RenameStep,
+    SelectStep,
+    SetStep,
     Step,
     Stream,
+    TopStep,
     UnionStep,
     WindowAggregateStep,
 )
@@ -418,7 +425,121 @@ def _temporal_key(program: Program, step: Step, node: ast.Join, reporter: _OnceP
 
 Rule = Callable[[Query, "Lineage", "_OncePerPlace"], None]
 
+
 #: Spark's rules, checked in this order for each INSERT.
+@dataclass(frozen=True, slots=True)
+class TopGroups:
+    """An updating TOP whose rows reach an upsert sink. Each micro-batch carries every row
+    of each group the TOP changed (its n first rows, as the aggregation holds them), so
+    the sink replaces all of a group's rows with the batch's: a row that left the top is
+    deleted, as Flink's Rank retracts it. ``columns`` are the sink's columns naming the
+    groups (none for a global TOP: the batch is the whole result); where a step between
+    the TOP and the sink would hide a group from the batch (a WHERE) or lose its columns,
+    ``blocker`` is that step and ``reason`` says why."""
+
+    top: TopStep
+    columns: tuple[str, ...] | None
+    blocker: Step | None = None
+    reason: str = ""
+
+
+def top_groups(program: Program, insert: InsertDef) -> TopGroups | None:
+    """The TOP whose rows the INSERT writes, and how the sink names its groups; None
+    where no TOP (without WINDOW) feeds the sink, or a later stateful step does."""
+    after: list[Step] = []
+    stream: Stream | None = insert.stream
+    upto: int | None = None
+    while stream is not None:
+        for step in reversed(stream.steps[:upto]):
+            if isinstance(step, TopStep):
+                return _through_to_sink(step, list(reversed(after)))
+            if step.stateful:
+                return None
+            if step.inputs:
+                tops = [s for s in Lineage(program).steps(insert.stream) if isinstance(s, TopStep)]
+                if not tops:
+                    return None
+                return TopGroups(
+                    tops[0], None, step, f"its rows meet others' in {_keyword_text(step)}"
+                )
+            after.append(step)
+        origin = stream.origin
+        if isinstance(origin, FromView):
+            stream, upto = program.view(origin.name).stream, None
+        elif isinstance(origin, FromSideOutput):
+            view, output = program.side_output(origin)
+            stream, upto = view.stream, output.step_index + 1
+        else:
+            stream = None
+    return None
+
+
+def _through_to_sink(top: TopStep, after: list[Step]) -> TopGroups:
+    """Follow the TOP's group columns through the steps after it, renamed as they rename
+    them; a step that drops rows or a group column is the blocker."""
+    names = {k.lower(): k for k in top.keys}
+    for step in after:
+        if isinstance(step, RenameStep):
+            renames = {i.old.value.lower(): i.new.value for i in step.node.items}
+            names = {k: renames.get(v.lower(), v) for k, v in names.items()}
+            continue
+        if isinstance(step, SelectStep):
+            kept: dict[str, str] = {}
+            for item in step.node.items:
+                tree = item.expr.tree
+                if isinstance(tree, exp.Column) and not tree.table:
+                    output = item.alias.value if item.alias is not None else tree.name
+                    kept.setdefault(tree.name.lower(), output)
+            lost = [v for v in names.values() if v.lower() not in kept]
+            if lost:
+                return TopGroups(top, None, step, f"it leaves out the group column '{lost[0]}'")
+            names = {k: kept[v.lower()] for k, v in names.items()}
+            continue
+        if isinstance(step, ExtendStep | SetStep | DropStep):
+            if isinstance(step, DropStep):
+                written = {c.value.lower() for c in step.node.columns}
+            elif isinstance(step, SetStep):
+                written = {i.column.value.lower() for i in step.node.items}
+            else:
+                written = {
+                    (i.alias.value if i.alias is not None else i.expr.text).lower()
+                    for i in step.node.items
+                }
+            hit = [v for v in names.values() if v.lower() in written]
+            if hit:
+                return TopGroups(top, None, step, f"it replaces the group column '{hit[0]}'")
+            continue
+        return TopGroups(
+            top,
+            None,
+            step,
+            f"{_keyword_text(step)} may keep none of a changed group's rows, and the "
+            "group's old rows would stay",
+        )
+    return TopGroups(top, tuple(names[k.lower()] for k in top.keys))
+
+
+def check_top_into_upsert(query: Query, lineage: Lineage, reporter: _OncePerPlace) -> None:
+    """E0709: an upsert sink keeps one row per key; a TOP's rows that leave its top are
+    deleted only where each micro-batch names their group (see :class:`TopGroups`)."""
+    sink = lineage.program.sink(query.insert.sink)
+    if not is_upsert(sink.connector, sink.mode):
+        return
+    found = top_groups(lineage.program, query.insert)
+    if found is None or found.blocker is None:
+        return
+    top = found.top
+    reporter.error(
+        Code.E0709,
+        f"{query.where}: rows that leave TOP {top.node.count}'s groups could not be deleted "
+        f"from the table: {found.reason}",
+        _keyword(found.blocker),
+        help="write the TOP's rows to the sink through steps that keep every row and the "
+        "group columns (SELECT, RENAME, EXTEND), filter before the TOP, or write to a sink "
+        "that appends each micro-batch's rows (mode = 'update' on console or memory)",
+    )
+
+
 RULES: tuple[Rule, ...] = (
     check_complete_mode,
     check_stateful_operators,
@@ -428,6 +549,7 @@ RULES: tuple[Rule, ...] = (
     check_join_state_bounds,
     check_deduplicate_within,
     check_window_time_uses,
+    check_top_into_upsert,
 )
 
 
