@@ -172,15 +172,17 @@ class PartitionedBy:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CreateSink:
     """``CREATE SINK``, or a Flink-dialect ``CREATE TABLE`` that is written: its
-    ``primary_key`` is the upsert key. ``shows_result``: the console sink of a query
-    written as a statement (``SELECT ...;``), its output mode chosen by the result."""
+    ``primary_key`` is the upsert key. ``shows_result``: for the console sink of a query
+    written as a statement (``SELECT ...;``), a digest of the query's text (its
+    checkpoint is the text's, not the statement's place); its output mode is chosen by
+    the result."""
 
     name: Name
     columns: tuple[ColumnDef, ...] | None
     options: tuple[Option, ...]
     span: Span
     primary_key: PrimaryKey | None = field(default=None, metadata=OMITTED_UNSET)
-    shows_result: bool = field(default=False, metadata=OMITTED_UNSET)
+    shows_result: str = field(default="", metadata=OMITTED_UNSET)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

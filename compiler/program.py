@@ -154,9 +154,10 @@ class SinkDef:
     #: Columns declared NOT NULL: a NULL written there fails the query, as Flink's sink
     #: NOT NULL enforcer does by default (``table.exec.sink.not-null-enforcer = ERROR``).
     not_null: tuple[str, ...] = ()
-    #: The console sink of a query written as a statement: its ``mode`` is chosen by the
-    #: result (:func:`flowc.spark.streaming.choose_shown_modes`), not written.
-    shows_result: bool = False
+    #: The console sink of a query written as a statement: a digest of the query's text
+    #: (its checkpoint's name), and its ``mode`` chosen by the result
+    #: (:func:`flowc.spark.streaming.choose_shown_modes`), not written; "" for others.
+    shows_result: str = ""
     #: As :attr:`SourceDef.written_options` and :attr:`SourceDef.written_types`.
     written_options: dict[str, ast.Option] = field(default_factory=dict, compare=False, hash=False)
     written_types: dict[str, ast.TypeRef] = field(default_factory=dict, compare=False, hash=False)

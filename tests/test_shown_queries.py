@@ -177,3 +177,26 @@ def test_query_statements_show_flinks_rows_on_spark(spark: Any, tmp_path: Path) 
         == closed
     )
     assert len(closed) >= 3
+
+
+def _checkpoints(program: str) -> dict[str, str]:
+    job = flowc.compile(program, "job.flow", for_spark=True)
+    return {q.sink: q.checkpoint_location for q in job.spark_plan.queries}
+
+
+def test_a_query_statement_keeps_its_checkpoint_by_its_text_not_its_place() -> None:
+    """Another query in its place (the queries swapped, one edited) gets another
+    checkpoint, so no state passes between queries; the same text, moved or respaced,
+    keeps its own, as Flink's SQL client runs each SELECT as a job of its own."""
+    first = _checkpoints(HEAD + TOTALS + WINDOWS)
+    swapped = _checkpoints(HEAD + WINDOWS + TOTALS)
+    assert first["select_1"] == swapped["select_2"] and first["select_2"] == swapped["select_1"]
+    respaced = _checkpoints(HEAD + TOTALS.replace(" FROM", "\n  FROM") + WINDOWS)
+    assert respaced == first
+    edited = _checkpoints(HEAD + TOTALS.replace("count(*)", "count(v)") + WINDOWS)
+    assert edited["select_1"] != first["select_1"] and edited["select_2"] == first["select_2"]
+
+
+def test_the_same_query_twice_gets_two_checkpoints() -> None:
+    twice = _checkpoints(HEAD + TOTALS + TOTALS)
+    assert len(set(twice.values())) == 2

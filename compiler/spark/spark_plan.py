@@ -330,7 +330,9 @@ def build_spark_plan(program: Program, tree: TransformationTree, graph: StreamGr
             query_exchanges = _reused(query_exchanges, graph, hashed.steps)
         exchanges.update({(e.producer_id, e.consumer_id): e for e in query_exchanges})
         sink = program.sink(insert.sink)
-        segment = checkpoint_segment(insert.sink)
+        segment = checkpoint_segment(  # a shown query's by its text: moved, it keeps it
+            f"select-{sink.shows_result}" if sink.shows_result else insert.sink
+        )
         queries.append(
             SparkQuery(
                 name=insert.sink,

@@ -63,6 +63,7 @@ class ShownQuery:
     console sink that shows its result (the names of the whole file are known then)."""
 
     query: ast.Query
+    text: str
     span: Span
 
 
@@ -481,7 +482,7 @@ class AstBuilder:
     def query_stmt(self, meta: Bounds, children: list[Any]) -> ShownQuery | None:
         if children[0] is None:
             return None
-        return ShownQuery(query=children[0], span=self._span(meta))
+        return ShownQuery(query=children[0], text=self._text(meta), span=self._span(meta))
 
     def insert_stmt(self, meta: Bounds, children: list[Any]) -> ast.Insert | None:
         if children[3] is None:

@@ -12,6 +12,7 @@ stops the parse at flowc's bounds on steps and tokens (E0903).
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from functools import cache
 from typing import cast
@@ -108,6 +109,14 @@ def parse(text: str, file: str, reporter: Reporter) -> ast.Program:
     return ast.Program(file=file, statements=tuple(resolved), span=index.span(0, len(text)))
 
 
+def _digest(text: str) -> str:
+    """A shown query's text, spaces aside, as 8 hex digits: another query (or the same one
+    edited) gets another checkpoint, as Flink's SQL client runs each SELECT as a new job;
+    the same text keeps its state wherever the statement moves."""
+    text = " ".join(text.split())
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:8]
+
+
 def shown_queries(statements: list[ast.Statement | ShownQuery]) -> list[ast.Statement]:
     """Each query written as a statement made a console sink and an INSERT into it, as
     Flink's SQL client shows a SELECT's rows. The sink is ``select_<n>`` (the n-th such
@@ -121,6 +130,7 @@ def shown_queries(statements: list[ast.Statement | ShownQuery]) -> list[ast.Stat
     }
     out: list[ast.Statement] = []
     number = 0
+    digests: dict[str, int] = {}
     for statement in statements:
         if not isinstance(statement, ShownQuery):
             out.append(statement)
@@ -129,12 +139,22 @@ def shown_queries(statements: list[ast.Statement | ShownQuery]) -> list[ast.Stat
         while f"select_{number}" in taken:
             number += 1
         name = ast.Name(value=f"select_{number}", span=statement.span)
+        digest = _digest(statement.text)
+        digests[digest] = digests.get(digest, 0) + 1
+        if digests[digest] > 1:  # the same text twice: each its own checkpoint
+            digest = f"{digest}-{digests[digest]}"
         taken.add(name.value)
         span = statement.span
         connector = ast.Value(kind=LiteralKind.STRING, text="'console'", span=span)
         option = ast.Option(key="connector", key_span=span, value=connector, span=span)
         out.append(
-            ast.CreateSink(name=name, columns=None, options=(option,), span=span, shows_result=True)
+            ast.CreateSink(
+                name=name,
+                columns=None,
+                options=(option,),
+                span=span,
+                shows_result=digest,
+            )
         )
         out.append(ast.Insert(sink=name, query=statement.query, span=span))
     return out
