@@ -278,3 +278,41 @@ def test_interval_join_example_on_spark(spark: Any, tmp_path: Path) -> None:
     assert _table(final, JOIN_COLUMNS) == expected
     assert expected == Counter({("o1", "s1"): 3, ("o3", "s3"): 1})
     _assert_readme("interval_join.flow", _table(final, JOIN_COLUMNS), JOIN_COLUMNS)
+
+
+# ---------------------------------------------------------------- Top-N into a keyed table
+
+SALES_SIZES = [3, 3, 2, 3]
+TOP_COLUMNS = ("product_id", "category", "product_name", "sales")
+
+
+def _upsert_table(folder: Path) -> list[Row]:
+    """The rows of a files upsert table: the version folder ``_current`` names."""
+    pointer = json.loads((folder / "_current").read_text(encoding="utf-8"))
+    return read_json_dir(folder / pointer["version"])
+
+
+def _top_five(batches: list[list[Row]]) -> Result:
+    """Flink's Rank into its keyed sink: each category's five best products (a product
+    pushed out is retracted, so the sink deletes it)."""
+    per: dict[str, list[Row]] = {}
+    for row in (r for b in batches for r in b):
+        per.setdefault(row["category"], []).append(row)
+    return Counter(
+        tuple(_value(r[c]) for c in TOP_COLUMNS)
+        for rows in per.values()
+        for r in sorted(rows, key=lambda r: -r["sales"])[:5]
+    )
+
+
+def test_top_n_example_on_spark(spark: Any, tmp_path: Path) -> None:
+    """After the first run x's five are all it has; after the restart g and i push a and e
+    out (j never gets in): the table holds each category's five best, none pushed out."""
+    batches = _split(_shipped("sales"), SALES_SIZES)
+    first, final = _run(
+        spark, tmp_path, "top_n.flow", {"ShopSales": ("data/sales", batches)}, _upsert_table
+    )
+    assert _table(first, TOP_COLUMNS) == _top_five(batches[:FIRST_RUN])
+    assert _table(final, TOP_COLUMNS) == _top_five(batches)
+    assert not {r["product_id"] for r in final} & {"a", "e", "j"}
+    _assert_readme("top_n.flow", _table(final, TOP_COLUMNS), TOP_COLUMNS)
