@@ -33,5 +33,4 @@ def test_program(program: Program, inputs: Mapping[str, str]) -> Program:
         program,
         sources=tuple(source(s) for s in program.sources),
         sinks=tuple(sink(s) for s in program.sinks),
-        _index={},  # the lookup index is built anew, from the new definitions
-    )
+    )  # a replaced program builds its lookup index anew (Program._index is no argument)
