@@ -587,8 +587,8 @@ class Code(StrEnum):
     E0709 = (
         "E0709",
         "top-into-upsert",
-        "a TOP without WINDOW whose rows reach an upsert sink through a step that may hide "
-        "a group from a micro-batch: rows leaving the top could not be deleted",
+        "a TOP whose rows reach an upsert sink through a step that may hide a group from a "
+        "micro-batch or lose a group column: rows leaving the top could not be deleted",
         "sparks-streaming-rules-checked-at-compile-time",
     )
     E0720 = (

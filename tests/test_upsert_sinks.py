@@ -448,3 +448,32 @@ def test_a_top_n_filtered_before_an_upsert_sink_is_refused() -> None:
     assert flowc.compile(before, "job.flow", for_spark=True).spark_plan.queries[
         0
     ].upsert_groups == ("category",)
+
+
+def test_a_window_top_n_in_update_mode_deletes_rows_that_leave_a_windows_top(
+    spark: Any, tmp_path: Path
+) -> None:
+    """In update mode a window's Top-N is written as it changes: the table holds each
+    (window, category)'s current top two, a product pushed out of an open window's top
+    deleted (two micro-batches, then a restart)."""
+    minute = [[{**r, "ts": at(10 + i)} for i, r in enumerate(batch)] for batch in SALES]
+    program = (
+        source("sales", "category STRING, product STRING, sales BIGINT, ts TIMESTAMP", "1 SECOND")
+        + "SET max_parallelism = 16;\n"
+        + "CREATE SINK best WITH (connector = 'files', path = 'out/best', format = 'parquet',"
+        " mode = 'update', key = 'window_start, category, product');\n"
+        + "INSERT INTO best FROM sales |> WINDOW TUMBLE(ts, INTERVAL 1 MINUTE)\n"
+        + "  |> TOP 2 BY sales DESC PER category\n"
+        + "  |> SELECT window_start, window_end, category, product, sales;\n"
+    )
+    job = flowc.compile(program, str(tmp_path / "job.flow"), for_spark=True)
+    (query,) = job.spark_plan.queries
+    assert query.output_mode == "update"
+    assert query.upsert_groups == ("category", "window_start", "window_end")
+    table = tmp_path / "out" / "best"
+    write_batches(tmp_path / "sales", minute[:2])
+    assert [q.error for q in run_in(job, tmp_path).queries] == [None]
+    assert [r[2:] for r in _current_table(spark, table)] == sorted(_top_two(SALES[:2]), key=repr)
+    write_batches(tmp_path / "sales", minute)
+    assert [q.error for q in run_in(job, tmp_path).queries] == [None]
+    assert [r[2:] for r in _current_table(spark, table)] == sorted(_top_two(SALES), key=repr)

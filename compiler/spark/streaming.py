@@ -42,6 +42,7 @@ from flowc.program import (
     TopStep,
     UnionStep,
     WindowAggregateStep,
+    WindowTopStep,
 )
 from flowc.spans import Span
 from flowc.vocabulary import (
@@ -437,7 +438,7 @@ class TopGroups:
     the TOP and the sink would hide a group from the batch (a WHERE) or lose its columns,
     ``blocker`` is that step and ``reason`` says why."""
 
-    top: TopStep
+    top: TopStep | WindowTopStep
     columns: tuple[str, ...] | None
     blocker: Step | None = None
     reason: str = ""
@@ -451,12 +452,16 @@ def top_groups(program: Program, insert: InsertDef) -> TopGroups | None:
     upto: int | None = None
     while stream is not None:
         for step in reversed(stream.steps[:upto]):
-            if isinstance(step, TopStep):
+            if isinstance(step, TopStep | WindowTopStep):
                 return _through_to_sink(step, list(reversed(after)))
             if step.stateful:
                 return None
             if step.inputs:
-                tops = [s for s in Lineage(program).steps(insert.stream) if isinstance(s, TopStep)]
+                tops = [
+                    s
+                    for s in Lineage(program).steps(insert.stream)
+                    if isinstance(s, TopStep | WindowTopStep)
+                ]
                 if not tops:
                     return None
                 return TopGroups(
@@ -474,10 +479,12 @@ def top_groups(program: Program, insert: InsertDef) -> TopGroups | None:
     return None
 
 
-def _through_to_sink(top: TopStep, after: list[Step]) -> TopGroups:
-    """Follow the TOP's group columns through the steps after it, renamed as they rename
-    them; a step that drops rows or a group column is the blocker."""
-    names = {k.lower(): k for k in top.keys}
+def _through_to_sink(top: TopStep | WindowTopStep, after: list[Step]) -> TopGroups:
+    """Follow the TOP's group columns (after a WINDOW, its window's too: in update mode
+    each micro-batch holds a changed window's rows so far) through the steps after it,
+    renamed as they rename them; a step that drops rows or a group column is the blocker."""
+    groups = (*top.keys, *(("window_start", "window_end") if top.window else ()))
+    names = {k.lower(): k for k in groups}
     for step in after:
         if isinstance(step, RenameStep):
             renames = {i.old.value.lower(): i.new.value for i in step.node.items}
@@ -516,7 +523,7 @@ def _through_to_sink(top: TopStep, after: list[Step]) -> TopGroups:
             f"{_keyword_text(step)} may keep none of a changed group's rows, and the "
             "group's old rows would stay",
         )
-    return TopGroups(top, tuple(names[k.lower()] for k in top.keys))
+    return TopGroups(top, tuple(names[k.lower()] for k in groups))
 
 
 def check_top_into_upsert(query: Query, lineage: Lineage, reporter: _OncePerPlace) -> None:
