@@ -494,7 +494,9 @@ def _through_to_sink(top: TopStep | WindowTopStep, after: list[Step]) -> TopGrou
             kept: dict[str, str] = {}
             for item in step.node.items:
                 tree = item.expr.tree
-                if isinstance(tree, exp.Column) and not tree.table:
+                if isinstance(tree, exp.Star):  # every column, under its name
+                    kept.update({v.lower(): v for v in names.values()})
+                elif isinstance(tree, exp.Column) and not tree.table:
                     output = item.alias.value if item.alias is not None else tree.name
                     kept.setdefault(tree.name.lower(), output)
             lost = [v for v in names.values() if v.lower() not in kept]
