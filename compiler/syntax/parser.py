@@ -110,11 +110,11 @@ def parse(text: str, file: str, reporter: Reporter) -> ast.Program:
 
 
 def _digest(text: str) -> str:
-    """A shown query's text, spaces aside, as 8 hex digits: another query (or the same one
-    edited) gets another checkpoint, as Flink's SQL client runs each SELECT as a new job;
-    the same text keeps its state wherever the statement moves."""
-    text = " ".join(text.split())
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:8]
+    """A shown query's text as 8 hex digits: another query (or the same one edited, even
+    in its spacing, which may be inside a string) gets another checkpoint, as Flink's SQL
+    client runs each SELECT as a new job; the same text keeps its state wherever the
+    statement moves."""
+    return hashlib.sha256(text.strip().encode("utf-8")).hexdigest()[:8]
 
 
 def shown_queries(statements: list[ast.Statement | ShownQuery]) -> list[ast.Statement]:
