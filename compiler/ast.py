@@ -95,7 +95,9 @@ class Option:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TypeRef:
-    """A Spark SQL type as written (``DECIMAL(12, 2)``, ``ARRAY<STRING>``)."""
+    """A Spark SQL type as written (``DECIMAL(12, 2)``, ``ARRAY<STRING>``); in the Flink
+    dialect, Spark's spelling of the Flink type written (``ROW<a INT>`` is ``STRUCT<a INT>``:
+    :func:`flowc.sql.flink_dialect.flink_column_type`)."""
 
     text: str
     span: Span

@@ -21,6 +21,7 @@ PARTITION BY k`` keeps its keys as the table's ``partition``, a
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection
 from typing import Any, ClassVar
 
@@ -150,3 +151,34 @@ class Flink(Spark):
             return _place(
                 exp.Kwarg(this=exp.var(named.text.upper()), expression=value), named, self._prev
             )
+
+
+#: Flink's spellings of column types that Spark spells otherwise (outside backquotes):
+#: ``ROW<name type, ...>`` is Spark's STRUCT; CHAR(n) and VARCHAR(n) columns are
+#: strings, which Flink reads and writes as they come (no padding, no truncation:
+#: ``table.exec.sink.type-length-enforcer`` is IGNORE by default), and which Spark
+#: refuses in the schema it reads records with; BYTES is Spark's BINARY.
+_FLINK_TYPE_WORDS = re.compile(
+    r"`(?:[^`]|``)*`"  # a quoted name: kept as written
+    r"|\bROW\s*<"
+    r"|\b(?:VAR)?CHAR\s*\(\s*\d+\s*\)"
+    r"|\bBYTES\b",
+    re.IGNORECASE,
+)
+
+
+def flink_column_type(text: str) -> str:
+    """A column type written in Flink SQL, spelled as Spark's type of the same values."""
+
+    def spark(match: re.Match[str]) -> str:
+        word = match.group(0)
+        if word.startswith("`"):
+            return word
+        upper = word.upper()
+        if upper.startswith("ROW"):
+            return "STRUCT<"
+        if upper == "BYTES":
+            return "BINARY"
+        return "STRING"
+
+    return _FLINK_TYPE_WORDS.sub(spark, text)

@@ -487,6 +487,11 @@ def _resolve_column(expr: SqlExpr, column: exp.Column, scope: Scope, reporter: R
         )
         node.type = data_type(type_text) if type_text != UNKNOWN else exp.DataType.build("UNKNOWN")
         path = f"{path}.{field}"
+    if column.parent is None:
+        # The whole expression is the field (a computed column ``bid.price``): the tree's
+        # root stays the column, which Spark reads as the same field, typed as the field.
+        column.type = node.type
+        return True
     column.replace(node)
     return True
 

@@ -17,7 +17,7 @@ from flowc.diagnostics import Reporter
 from flowc.errorcodes import Code
 from flowc.limits import MAX_NESTING, MAX_TOKENS
 from flowc.spans import Span, text_span
-from flowc.sql.flink_dialect import FLINK
+from flowc.sql.flink_dialect import FLINK, flink_column_type
 from flowc.sql.flink_functions import rewrite_flink
 from flowc.sql.sql_parsing import LONG_EXPRESSION, TooDeep, count_tokens, parse_sql, sql_keywords
 from flowc.syntax.lalr import Bounds, Token
@@ -307,6 +307,8 @@ class AstBuilder:
                     return None
             elif char in ">)":
                 depth -= 1
+        if self.dialect == FLINK:
+            text = flink_column_type(text)
         return ast.TypeRef(text=text, span=span)
 
     def type_arg(self, meta: Bounds, children: list[Any]) -> None:
