@@ -536,6 +536,12 @@ class Code(StrEnum):
         "UNIX_TIMESTAMP of a string, which Flink parses leniently (Flink dialect)",
         "functions-whose-meaning-differs",
     )
+    E0619 = (
+        "E0619",
+        "flink-aggregate-type",
+        "an aggregate whose Flink value flowc cannot give for its argument (Flink dialect)",
+        "functions-whose-meaning-differs",
+    )
     E0701 = (
         "E0701",
         "complete-without-aggregation",

@@ -100,6 +100,8 @@ class PysparkGenerator(SourceWriter, StepWriter, SinkWriter):
         w(f"SPARK_CONF = {dict(settings.spark_conf)!r}")
         w("KEEP_EXCHANGES = 'org.apache.spark.sql.catalyst.optimizer.CollapseRepartition'")
         w("KEEP_AGGREGATES = 'org.apache.spark.sql.catalyst.optimizer.CollapseGroupedSumOfCount'")
+        w("KEEP_FILTERS = ('org.apache.spark.sql.catalyst.optimizer.PushDownPredicates,'")
+        w("                'org.apache.spark.sql.catalyst.optimizer.PushPredicateThroughNonJoin')")
         w("")
         w("")
         if self.program.functions:
@@ -267,9 +269,11 @@ class PysparkGenerator(SourceWriter, StepWriter, SinkWriter):
         for key, value in self.spark_plan.state_store.conf:
             w(f"spark.conf.set({key!r}, {value!r})", 1)
         w("# Run exactly the planned exchanges and stateful operators: Catalyst would merge", 1)
-        w("# back-to-back repartitions, and a sum of counts with the aggregation below it.", 1)
+        w("# back-to-back repartitions, and a sum of counts with the aggregation below it;", 1)
+        w("# and keep each WHERE after the watermark, which sees every row read, as Flink's.", 1)
         w("excluded = spark.conf.get('spark.sql.optimizer.excludedRules', '') or ''", 1)
-        w("rules = [r for r in excluded.split(',') if r] + [KEEP_EXCHANGES, KEEP_AGGREGATES]", 1)
+        w("kept = [KEEP_EXCHANGES, KEEP_AGGREGATES, KEEP_FILTERS]", 1)
+        w("rules = [r for r in excluded.split(',') if r] + kept", 1)
         w("spark.conf.set('spark.sql.optimizer.excludedRules', ','.join(dict.fromkeys(rules)))", 1)
         for source in self.program.sources:
             variable = self.names[f"source:{source.name}"].removeprefix("source_")

@@ -29,13 +29,39 @@ from sqlglot import exp
 from sqlglot.dialects.spark import Spark
 from sqlglot.tokenizer_core import TokenType
 
-from flowc.sql.spark_patterns import SparkParser, SparkTokenizer
+from flowc.sql.spark_patterns import FLINK_AGGREGATE_META, SparkParser, SparkTokenizer
 
 #: The name ``sql.dialect`` takes (sqlglot registers a dialect by its class's name).
 FLINK = "flink"
 
 #: Flink's window table functions (``FROM TABLE(TUMBLE(...))``).
 WINDOW_TVFS = frozenset({"TUMBLE", "HOP", "CUMULATE", "SESSION"})
+
+
+#: Aggregates whose type, and so value, Flink derives from the argument's type: AVG of
+#: integers is an integer (the sum divided by the count, truncated), and so are the
+#: variance family's (which Calcite reduces to sums and counts in the argument's type).
+FLINK_AGGREGATES = (
+    "AVG",
+    "STDDEV",
+    "STDDEV_POP",
+    "STDDEV_SAMP",
+    "VARIANCE",
+    "VAR_POP",
+    "VAR_SAMP",
+)
+
+
+def _flink_aggregate(build: Any) -> Any:
+    """Spark's parser of the aggregate, its node marked as Flink's
+    (:data:`flowc.sql.spark_patterns.FLINK_AGGREGATE_META`)."""
+
+    def flink(args: list[exp.Expr]) -> exp.Expr:
+        node: exp.Expr = build(args)
+        node.meta[FLINK_AGGREGATE_META] = True
+        return node
+
+    return flink
 
 
 def _place(node: exp.Expr, first: Any, last: Any) -> exp.Expr:
@@ -66,6 +92,7 @@ class Flink(Spark):
             **SparkParser.FUNCTIONS,
             "TO_TIMESTAMP": lambda args: exp.Anonymous(this="TO_TIMESTAMP", expressions=args),
             "UNIX_TIMESTAMP": lambda args: exp.Anonymous(this="UNIX_TIMESTAMP", expressions=args),
+            **{name: _flink_aggregate(SparkParser.FUNCTIONS[name]) for name in FLINK_AGGREGATES},
         }
 
         def _parse_table(

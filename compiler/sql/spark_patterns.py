@@ -217,6 +217,9 @@ _CLASS_NAMES: dict[type[exp.Expr], str] = {
 #: as 'yyyy', 'yyy' as 'yyyyyy', "'day'" as "'dayyyy'") and the function's name.
 PATTERN_META = "flowc_spark_pattern"
 FUNCTION_META = "flowc_spark_function"
+#: Meta key on an aggregate parsed from Flink SQL whose value Flink derives from its
+#: argument's type (AVG of integers is an integer; :mod:`flowc.sql.flink_dialect`).
+FLINK_AGGREGATE_META = "flowc_flink_aggregate"
 
 
 def _keeping_pattern(name: str, builder: Callable[..., exp.Expr]) -> Callable[..., exp.Expr]:
@@ -264,6 +267,17 @@ class SparkParser(_SparkParser):
 _INTEGERS = (exp.DType.TINYINT, exp.DType.SMALLINT, exp.DType.INT, exp.DType.BIGINT)
 
 
+def is_flink_aggregate(node: exp.Expr) -> bool:
+    """Whether ``node`` is an aggregate read from Flink SQL (:data:`FLINK_AGGREGATE_META`)."""
+    return bool(node._meta and node._meta.get(FLINK_AGGREGATE_META))
+
+
+def _decimal_scale(dtype: exp.DataType) -> int:
+    """A DECIMAL type's scale (0 where it is written without one, as Spark's default)."""
+    parameters = dtype.expressions
+    return int(parameters[1].name) if len(parameters) > 1 else 0
+
+
 class SparkGenerator(_SparkGenerator):
     """Spark's generator, writing each call parsed by :class:`SparkParser` with the
     pattern as written, under the function's own name. The calls are replaced in the
@@ -288,6 +302,47 @@ class SparkGenerator(_SparkGenerator):
                 return f"CAST({quotient} AS {self.sql(result)})"
             return quotient
         return self.binary(expression, "/")
+
+    def avg_sql(self, expression: exp.Avg) -> str:
+        return self._average(expression, "")
+
+    def filter_sql(self, expression: exp.Filter) -> str:
+        this = expression.this
+        where = self.sql(expression, "expression").strip()
+        if isinstance(this, exp.Avg) and is_flink_aggregate(this):
+            # Each aggregate Flink's AVG is written as filters its own rows.
+            return self._average(this, f" FILTER({where})")
+        return f"{self.sql(this)} FILTER({where})"
+
+    def _average(self, expression: exp.Avg, where: str) -> str:
+        """Flink's AVG (:data:`FLINK_AGGREGATE_META`), whose type is its argument's
+        (:func:`flowc.sql.spark_typing.flink_average_type`): of integers, the sum divided
+        by the count, truncated (Spark's ``div``), as Flink's long division; of FLOAT, the
+        average as FLOAT; of DECIMAL(p, s), the sum as DECIMAL(38, s) over the count,
+        rounded half up once at scale max(6, s), as Flink's decimal division. Spark's
+        ``avg`` elsewhere. ``where`` is a FILTER clause, written after each aggregate."""
+        argument = self.sql(expression, "this")
+        if not is_flink_aggregate(expression):
+            return f"AVG({argument}){where}"
+        value = expression.this
+        if isinstance(value, exp.Distinct) and len(value.expressions) == 1:
+            value = value.expressions[0]
+        if value.type is None or value.is_type(exp.DType.UNKNOWN):
+            # Never guess: Flink's meaning depends on the argument's type.
+            raise ValueError("the argument of a Flink AVG is not typed")
+        total, count = f"SUM({argument}){where}", f"COUNT({argument}){where}"
+        if value.is_type(*_INTEGERS):
+            quotient = f"{total} DIV {count}"
+            if value.is_type(exp.DType.BIGINT):
+                return quotient
+            return f"CAST({quotient} AS {self.sql(value.type)})"
+        if value.is_type(exp.DType.FLOAT):
+            return f"CAST(AVG({argument}){where} AS FLOAT)"
+        if value.is_type(exp.DType.DECIMAL):
+            scale = _decimal_scale(value.type)
+            wide = f"CAST({total} AS DECIMAL(38, {scale}))"
+            return f"CAST({wide} / {count} AS DECIMAL(38, {max(6, scale)}))"
+        return f"AVG({argument}){where}"
 
     def preprocess(self, expression: exp.Expr) -> exp.Expr:
         expression = super().preprocess(expression)

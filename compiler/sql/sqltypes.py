@@ -25,6 +25,7 @@ from flowc.limits import BoundedCache
 from flowc.program import Column, Schema
 from flowc.spans import Span, text_span
 from flowc.sql import spark_typing
+from flowc.sql.spark_patterns import is_flink_aggregate
 from flowc.sql.sql_parsing import NODE_BYTES, deep_recursion
 
 UNKNOWN = "UNKNOWN"
@@ -350,7 +351,7 @@ def _resolve_and_type(
                     help="check the arguments of its functions",
                 )
                 return None
-            _fill_unknown_types(expr.tree, functions or {})
+            refused = _fill_unknown_types(expr.tree, functions or {})
     except RecursionError:
         reporter.error(
             Code.E0004,
@@ -359,7 +360,31 @@ def _resolve_and_type(
             help="split it into several steps",
         )
         return None
+    if refused:
+        for node in refused:
+            _refuse_flink_aggregate(expr, node, reporter)
+        return None
     return type_text(expr.tree)
+
+
+def _refuse_flink_aggregate(expr: SqlExpr, node: exp.Expr, reporter: Reporter) -> None:
+    """E0619: a Flink aggregate whose value depends on its argument's type where flowc
+    cannot compute it as Flink does."""
+    name = node.sql_name().upper() if isinstance(node, exp.Func) else node.key.upper()
+    argument = _argument_type(node)
+    if argument == UNKNOWN:
+        problem = f"{name} of an argument flowc cannot type: Flink's {name} takes its type"
+        hint = f"CAST the argument to the type you mean: {name}(CAST(x AS DOUBLE))"
+    else:
+        problem = (
+            f"{name} of {argument}: Flink computes it from sums and counts in {argument}, "
+            "truncating each step, which flowc does not reproduce"
+        )
+        hint = (
+            "CAST the argument to DOUBLE, as Flink's users do for a fractional result: "
+            f"{name}(CAST(x AS DOUBLE))"
+        )
+    reporter.error(Code.E0619, problem, node_span(expr, node), help=hint)
 
 
 @cache
@@ -511,11 +536,15 @@ def _struct_field(struct_type: str, field: str) -> str | None:
 # ---------------------------------------------------------------- flowc's own typing rules
 
 
-def _fill_unknown_types(tree: exp.Expr, functions: Mapping[str, str]) -> None:
+def _fill_unknown_types(tree: exp.Expr, functions: Mapping[str, str]) -> list[exp.Expr]:
     """Give each node Spark's type where sqlglot's rules differ from Spark's (see
     :mod:`flowc.sql.spark_typing`) and type what sqlglot leaves UNKNOWN, children first; a
-    Python function's call has the type it declares."""
+    Python function's call has the type it declares. Returns the Flink aggregates whose
+    Flink value cannot be given for their argument's type (E0619)."""
+    refused: list[exp.Expr] = []
     for node in list(tree.walk(bfs=False))[::-1]:
+        if node._meta and is_flink_aggregate(node) and not _flink_aggregate_computable(node):
+            refused.append(node)
         if isinstance(node, exp.Anonymous) and node.name.lower() in functions:
             inferred: str | None = functions[node.name.lower()]
         else:
@@ -528,6 +557,16 @@ def _fill_unknown_types(tree: exp.Expr, functions: Mapping[str, str]) -> None:
             node.type = data_type(inferred)
         except TypeSyntaxError:
             continue
+    return refused
+
+
+def _flink_aggregate_computable(node: exp.Expr) -> bool:
+    """Flink's AVG of an argument flowc types (the generator writes Flink's value); the
+    variance family of a typed argument but an integer (Spark's value is Flink's)."""
+    argument = _argument_type(node)
+    if isinstance(node, exp.Avg):
+        return argument != UNKNOWN
+    return argument != UNKNOWN and argument not in spark_typing.INTEGER_TYPES
 
 
 def _spark_rule(node: exp.Expr) -> str | None:
@@ -536,7 +575,7 @@ def _spark_rule(node: exp.Expr) -> str | None:
         return spark_typing.literal_type(node)
     if isinstance(node, exp.Interval):
         return spark_typing.interval_type(node)
-    if isinstance(node, exp.Paren):
+    if isinstance(node, exp.Paren | exp.Filter):  # ``agg(x) FILTER (WHERE ...)``: agg's
         inner = type_text(node.this)
         return inner if inner != UNKNOWN else None
     if isinstance(node, exp.Neg):
@@ -563,6 +602,8 @@ def _spark_rule(node: exp.Expr) -> str | None:
         return "BIGINT"
     if isinstance(node, exp.Sum) or name == "try_sum":
         return spark_typing.sum_type(_argument_type(node))
+    if isinstance(node, exp.Avg) and is_flink_aggregate(node):
+        return spark_typing.flink_average_type(_argument_type(node))
     if isinstance(node, exp.Avg) or name in ("mean", "try_avg"):
         return spark_typing.average_type(_argument_type(node))
     if isinstance(node, exp.Round | exp.Ceil | exp.Floor) or name in ("bround", "ceiling"):
