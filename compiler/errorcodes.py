@@ -503,8 +503,8 @@ class Code(StrEnum):
     E0610 = (
         "E0610",
         "flink-current-watermark",
-        "Flink's CURRENT_WATERMARK, which Spark has no per-row form of",
-        "functions-whose-meaning-differs",
+        "Flink's CURRENT_WATERMARK, which flowc does not give on Spark",
+        "current_watermark-on-spark",
     )
     E0611 = (
         "E0611",

@@ -32,6 +32,22 @@ class _Refusal:
     help: str
 
 
+#: Why CURRENT_WATERMARK is refused (docs/language.md, "CURRENT_WATERMARK on Spark"):
+#: Spark hands a micro-batch's watermark only to a transformWithState operator, which
+#: would make the filter stateful, force the RocksDB store on the whole job, and could not
+#: pass late rows on to any event-time step (tests/test_current_watermark_on_spark.py).
+_WATERMARK_MESSAGE = (
+    "CURRENT_WATERMARK is not given on Spark: only a transformWithState operator can read "
+    "a micro-batch's watermark, and flowc plans none"
+)
+_WATERMARK_HELP = (
+    "leave CURRENT_WATERMARK out: a window still leaves out the rows of windows the watermark "
+    'has closed ("When a late row is dropped", docs/language.md); those rows cannot '
+    "reach a sink of their own, Spark only counts them (numRowsDroppedByWatermark); to "
+    "keep more of them, raise the WATERMARK's delay"
+)
+
+
 def rewrite_flink(tree: exp.Expr, text: str, span: Span, reporter: Reporter) -> exp.Expr | None:
     """``tree`` (parsed from ``text`` in the Flink dialect) computing Flink's values on
     Spark; None, with each refusal reported at its span, where it cannot."""
@@ -46,12 +62,10 @@ def rewrite_flink(tree: exp.Expr, text: str, span: Span, reporter: Reporter) -> 
             refusals.append(
                 _Refusal(
                     Code.E0610,
-                    "Spark has no CURRENT_WATERMARK: a row cannot read the watermark",
+                    _WATERMARK_MESSAGE,
                     start,
                     end,
-                    "flowc drops late rows as Flink's stateful operators do (behind the "
-                    "watermark of an earlier micro-batch); to keep late rows, raise the "
-                    "WATERMARK's delay instead of filtering on CURRENT_WATERMARK",
+                    _WATERMARK_HELP,
                 )
             )
     # Children before their parents (a parent is rewritten from its rewritten children).
