@@ -542,6 +542,12 @@ class Code(StrEnum):
         "an aggregate whose Flink value flowc cannot give for its argument (Flink dialect)",
         "functions-whose-meaning-differs",
     )
+    E0738 = (
+        "E0738",
+        "flink-split-index",
+        "a SPLIT_INDEX whose separator is not a non-empty string literal (Flink dialect)",
+        "functions-whose-meaning-differs",
+    )
     E0701 = (
         "E0701",
         "complete-without-aggregation",

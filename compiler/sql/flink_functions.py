@@ -17,6 +17,7 @@ from sqlglot import exp
 from flowc.diagnostics import Reporter
 from flowc.errorcodes import Code
 from flowc.spans import Span, text_span
+from flowc.sql import sql_parsing
 from flowc.sql.spark_patterns import pattern_uses
 
 
@@ -79,6 +80,8 @@ def rewrite_flink(tree: exp.Expr, text: str, span: Span, reporter: Reporter) -> 
             replacement = _to_timestamp(node, text, refusals)
         elif isinstance(node, exp.Anonymous) and node.name.upper() == "UNIX_TIMESTAMP":
             replacement = _unix_timestamp(node, text, refusals)
+        elif isinstance(node, exp.Anonymous) and node.name.upper() == "SPLIT_INDEX":
+            replacement = _split_index(node, text, refusals)
         if replacement is not None:
             if node is tree:
                 tree = replacement
@@ -294,6 +297,47 @@ def _unix_timestamp(node: exp.Anonymous, text: str, refusals: list[_Refusal]) ->
         )
     )
     return None
+
+
+#: Flink's SPLIT_INDEX(s, sep, i) in Spark SQL: NULL for an empty string (Flink splits it
+#: into no parts), a negative index or one past the parts (``sep`` occurs, without
+#: overlapping, once less than there are parts); else Spark's ``split_part``, which splits
+#: on ``sep`` as written (no regex) as Flink does (commons-lang's
+#: splitByWholeSeparatorPreserveAllTokens), its parts counted from 1.
+_SPLIT_INDEX = (
+    "CASE WHEN flowc_s = '' OR flowc_i < 0 OR flowc_i >= (CHAR_LENGTH(flowc_s) - "
+    "CHAR_LENGTH(REPLACE(flowc_s, flowc_sep, ''))) DIV CHAR_LENGTH(flowc_sep) + 1 "
+    "THEN NULL ELSE SPLIT_PART(flowc_s, flowc_sep, flowc_i + 1) END"
+)
+
+
+def _split_index(node: exp.Anonymous, text: str, refusals: list[_Refusal]) -> exp.Expr | None:
+    """Flink's ``SPLIT_INDEX(s, sep, i)``: the ``i``-th part (from 0) of ``s`` split on the
+    string ``sep``; NULL past the parts, for a negative ``i`` and for an empty ``s``. An
+    empty separator splits on whitespace in Flink: the separator must be a non-empty
+    string literal (E0738)."""
+    arguments = node.expressions
+    separator = arguments[1] if len(arguments) == 3 else None
+    if not (
+        isinstance(separator, exp.Literal) and separator.is_string and separator.this != ""
+    ):
+        start, end = _place(separator if separator is not None else node, text)
+        refusals.append(
+            _Refusal(
+                Code.E0738,
+                "SPLIT_INDEX(string, separator, index): the separator must be a non-empty "
+                "string literal (Flink splits on whitespace for an empty one)",
+                start,
+                end,
+                "write the separator as a string: SPLIT_INDEX(s, ',', 0)",
+            )
+        )
+        return None
+    template = sql_parsing.parse_sql_uncached(_SPLIT_INDEX, "spark")
+    places = {"flowc_s": arguments[0], "flowc_sep": separator, "flowc_i": arguments[2]}
+    for column in list(template.find_all(exp.Column)):
+        column.replace(places[column.name].copy())
+    return template
 
 
 def group_problem(regex: str, index: int) -> str | None:

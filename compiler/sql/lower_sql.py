@@ -492,7 +492,9 @@ class _Lowering:
         elif any(_is_window_time(i.this if isinstance(i, exp.Alias) else i) for i in items):
             raise self.no_window_time(next(c for c in tree.walk() if _is_window_time(c)))
         elif not (len(items) == 1 and isinstance(items[0], exp.Star)):
-            steps.append(ast.Select(items=tuple(self.item(i) for i in items), **fields))
+            names = _calcite_names(items) if self.flink else [None] * len(items)
+            selected = tuple(self.item(i, n) for i, n in zip(items, names, strict=True))
+            steps.append(ast.Select(items=selected, **fields))
         if tree.args.get("distinct"):
             steps.append(ast.Deduplicate(columns=(), within=None, **fields))
         return ast.PipeQuery(source=source, steps=tuple(steps), span=self.span)
@@ -989,12 +991,14 @@ class _Lowering:
             )
         return ast.PipeQuery(source=source, steps=tuple(steps), span=self.span)
 
-    def item(self, node: exp.Expr) -> ast.SelectItem:
+    def item(self, node: exp.Expr, name: str | None = None) -> ast.SelectItem:
+        """``node`` as a SELECT item; ``name``, where given, names it (Flink's name for an
+        item Calcite renames)."""
         if isinstance(node, exp.Alias):
-            return ast.SelectItem(
-                expr=self.expr(node.this), alias=self.name(node.alias), span=self.span
-            )
-        return ast.SelectItem(expr=self.expr(node), alias=None, span=self.span)
+            node, name = node.this, name or node.alias
+        return ast.SelectItem(
+            expr=self.expr(node), alias=self.name(name) if name else None, span=self.span
+        )
 
     # ------------------------------------------------------------ GROUP BY
 
@@ -1446,6 +1450,36 @@ def _unqualify_keys(node: exp.Expr, qualified: set[tuple[str, str]]) -> exp.Expr
         return part
 
     return node.copy().transform(swap)
+
+
+def _calcite_names(items: list[exp.Expr]) -> list[str | None]:
+    """The names Flink (Calcite's SqlValidatorUtil.uniquify) gives a SELECT list's items
+    where they differ from what the item would be named: an unnamed expression is
+    ``EXPR$i`` (its place), and a name already taken gets the first free suffix 0, 1, ...
+    (``SELECT B.dateTime, A.dateTime`` is ``dateTime, dateTime0``); None elsewhere. Names
+    are compared as written (Flink's are case-sensitive)."""
+    used: set[str] = set()
+    names: list[str | None] = []
+    for index, item in enumerate(items):
+        if isinstance(item, exp.Alias):
+            written: str = item.alias
+        elif isinstance(item, exp.Column | exp.Dot) and not isinstance(item.this, exp.Star):
+            written = item.name
+        elif isinstance(item, exp.Star) or (
+            isinstance(item, exp.Column) and isinstance(item.this, exp.Star)
+        ):
+            names.append(None)  # its columns keep their names
+            continue
+        else:
+            written = f"EXPR${index}"
+        name = written
+        attempt = 0
+        while name in used:
+            name = f"{written}{attempt}"
+            attempt += 1
+        used.add(name)
+        names.append(None if name == written and not written.startswith("EXPR$") else name)
+    return names
 
 
 def _first_meta(node: exp.Expr) -> dict[str, Any]:

@@ -342,5 +342,5 @@ FIXED_RESULTS = {
     "year": "INT", "month": "INT", "day": "INT", "dayofmonth": "INT", "dayofweek": "INT",
     "dayofyear": "INT", "weekofyear": "INT", "weekday": "INT", "quarter": "INT",
     "hour": "INT", "minute": "INT", "timestampdiff": "BIGINT", "array_position": "BIGINT",
-    "bit_get": "TINYINT", "getbit": "TINYINT", "week_of_year": "INT",
+    "bit_get": "TINYINT", "getbit": "TINYINT", "week_of_year": "INT", "split_part": "STRING",
 }  # fmt: skip
