@@ -787,7 +787,56 @@ CASES: dict[str, tuple[str, str, bool]] = {
         """,
         True,
     ),
+    # execution.mode = 'batch' (Flink's BATCH runtime mode) over a bounded datagen.
+    "tvf_tumble_in_batch_mode": (
+        flink_sql(
+            """
+            SET execution.mode = 'batch';
+            SET parallelism = 2;
+            CREATE TABLE bids (
+              bidtime TIMESTAMP(3), price BIGINT, item STRING, supplier_id STRING,
+              WATERMARK FOR bidtime AS bidtime - INTERVAL '1' SECOND
+            ) WITH ('connector' = 'datagen', 'number_of_rows' = '100', 'uid' = 'src');
+            CREATE TABLE o (item STRING, total BIGINT)
+              WITH ('connector' = 'console', 'parallelism' = '1');
+            INSERT INTO o
+            SELECT item, SUM(price) AS total
+            FROM TABLE(TUMBLE(TABLE bids, DESCRIPTOR(bidtime), INTERVAL '10' MINUTES))
+            GROUP BY window_start, window_end, item;
+            """
+        ),
+        """
+        from pyflink.datastream import RuntimeExecutionMode
+
+        env.set_runtime_mode(RuntimeExecutionMode.BATCH)
+        env.set_parallelism(2)
+        w = keyed_window(source("bids").uid("src"),
+            ASSIGNERS.TumblingEventTimeWindows.of(minutes(10)),
+            "Window(TUMBLE(bidtime, INTERVAL '10' MINUTES))")
+        w.map(same, output_type=LONG).name("Map").print().name("o").set_parallelism(1)
+        """,
+        True,
+    ),
 }
+
+
+# Cases where flowc's graph is not Flink's, each with the reason (reported, not bent).
+DIFFERENCES = {
+    "tvf_tumble_in_batch_mode": (
+        "In BATCH mode Flink 2.3 runs the AdaptiveBatchScheduler with auto-parallelism on "
+        "(its defaults): every vertex whose parallelism no operator sets explicitly has "
+        "parallelism -1 in the JobGraph (decided at run time from the data volume); flowc "
+        "gives those vertices the SET parallelism. With "
+        "execution.batch.adaptive.auto-parallelism.enabled=false, or jobmanager.scheduler="
+        "default, Flink's JobGraph has flowc's parallelism."
+    ),
+}
+
+
+def _case(name: str) -> object:
+    if name in DIFFERENCES:
+        return pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=DIFFERENCES[name]))
+    return name
 
 
 @pytest.fixture(scope="module")
@@ -798,7 +847,7 @@ def flink_graphs(flink_python: str) -> dict[str, list[dict[str, Any]]]:
     return dict(zip(names, flink_job_graphs(jobs, as_pyflink_runs=True), strict=True))
 
 
-@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("case", [_case(name) for name in sorted(CASES)])
 def test_flink_sql_job_graph_equals_flinks(
     case: str, flink_graphs: dict[str, list[dict[str, Any]]]
 ) -> None:
