@@ -817,6 +817,38 @@ CASES: dict[str, tuple[str, str, bool]] = {
         """,
         True,
     ),
+    # BATCH mode with chaining off: the Window's edge to its Map is a default (unspecified)
+    # forward edge that is not chained.
+    "group_window_in_batch_mode_unchained": (
+        flink_sql(
+            """
+            SET execution.mode = 'batch';
+            SET chaining = false;
+            SET parallelism = 2;
+            CREATE TABLE bids (
+              bidtime TIMESTAMP(3), price BIGINT, item STRING, supplier_id STRING,
+              WATERMARK FOR bidtime AS bidtime - INTERVAL '1' SECOND
+            ) WITH ('connector' = 'datagen', 'number_of_rows' = '100', 'parallelism' = '2',
+              'uid' = 'src');
+            CREATE TABLE o (item STRING, total BIGINT)
+              WITH ('connector' = 'console', 'parallelism' = '2');
+            INSERT INTO o SELECT item, SUM(price) AS total
+            FROM bids GROUP BY TUMBLE(bidtime, INTERVAL '10' MINUTE), item;
+            """
+        ),
+        """
+        from pyflink.datastream import RuntimeExecutionMode
+
+        env.set_runtime_mode(RuntimeExecutionMode.BATCH)
+        env.disable_operator_chaining()
+        env.set_parallelism(2)
+        w = keyed_window(source("bids").uid("src").set_parallelism(2),
+            ASSIGNERS.TumblingEventTimeWindows.of(minutes(10)),
+            "Window(TUMBLE(bidtime, INTERVAL '10' MINUTE))")
+        w.map(same, output_type=LONG).name("Map").print().name("o").set_parallelism(2)
+        """,
+        True,
+    ),
 }
 
 
@@ -829,6 +861,13 @@ DIFFERENCES = {
         "gives those vertices the SET parallelism. With "
         "execution.batch.adaptive.auto-parallelism.enabled=false, or jobmanager.scheduler="
         "default, Flink's JobGraph has flowc's parallelism."
+    ),
+    "group_window_in_batch_mode_unchained": (
+        "In BATCH mode (adaptive batch scheduler) Flink 2.3 gives an edge with no partition "
+        "step between operators of equal parallelism a ForwardForUnspecifiedPartitioner, "
+        "and where that edge is not chained the JobGraph ships it RESCALE (POINTWISE); flowc "
+        "ships it FORWARD. Also the Window and Map vertices' parallelism -1 (see "
+        "tvf_tumble_in_batch_mode). The RESCALE holds with every parallelism set too."
     ),
 }
 
