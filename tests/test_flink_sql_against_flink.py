@@ -849,6 +849,54 @@ CASES: dict[str, tuple[str, str, bool]] = {
         """,
         True,
     ),
+    # Hints among a source's and a sink's Flink DDL options: uid, max_parallelism,
+    # slot_sharing_group (inherited by the operators after the source), chaining.
+    "hints_in_table_options": (
+        flink_sql(
+            "SET parallelism = 2;",
+            """
+            CREATE TABLE bids (
+              bidtime TIMESTAMP(3), price BIGINT, item STRING, supplier_id STRING,
+              WATERMARK FOR bidtime AS bidtime - INTERVAL '1' SECOND
+            ) WITH ('connector' = 'datagen', 'uid' = 'src', 'max_parallelism' = '64',
+              'slot_sharing_group' = 'ingest', 'chaining' = 'never');
+            CREATE TABLE o (item STRING, n BIGINT)
+              WITH ('connector' = 'console', 'slot_sharing_group' = 'out',
+                'max_parallelism' = '32', 'mode' = 'update');
+            INSERT INTO o SELECT item, COUNT(*) AS n FROM bids WHERE price > 1 GROUP BY item;
+            """,
+        ),
+        """
+        env.set_parallelism(2)
+        s = (source("bids").uid("src").set_max_parallelism(64).slot_sharing_group("ingest")
+            .disable_chaining())
+        f = s.filter(lambda x: x > 1).name("Filter")
+        a = DataStream(f._j_data_stream.keyBy(NULL_KEY()).max(0)).name("Keyed Aggregate")
+        m = a.map(same, output_type=LONG).name("Map")
+        o = m.print().name("o").slot_sharing_group("out")
+        o._j_data_stream_sink.getTransformation().setMaxParallelism(32)  # not in PyFlink
+        """,
+        True,
+    ),
+    # A name among a source's and a sink's options: Flink's .name(...) of the source and
+    # the sink.
+    "name_hints_in_table_options": (
+        flink_sql(
+            "SET parallelism = 2;",
+            """
+            CREATE TABLE bids (price BIGINT, item STRING)
+              WITH ('connector' = 'datagen', 'name' = 'bid feed');
+            CREATE TABLE o (item STRING) WITH ('connector' = 'console', 'name' = 'printer');
+            INSERT INTO o SELECT item FROM bids WHERE price > 1;
+            """,
+        ),
+        """
+        env.set_parallelism(2)
+        f = source("bids").name("bid feed").filter(lambda x: x > 1).name("Filter")
+        f.map(same, output_type=LONG).name("Map").print().name("printer")
+        """,
+        True,
+    ),
 }
 
 
@@ -868,6 +916,12 @@ DIFFERENCES = {
         "and where that edge is not chained the JobGraph ships it RESCALE (POINTWISE); flowc "
         "ships it FORWARD. Also the Window and Map vertices' parallelism -1 (see "
         "tvf_tumble_in_batch_mode). The RESCALE holds with every parallelism set too."
+    ),
+    "name_hints_in_table_options": (
+        "Flink names a source's node 'Source: ' + its name and a legacy sink's 'Sink: ' + "
+        "its name, so .name('printer') is 'Sink: printer' (vertex name and description); "
+        "flowc's name hint replaces the whole name ('printer'), as docs/language.md decides "
+        "and tests/test_flink_scenarios.py's scenario 13 relies on."
     ),
 }
 
