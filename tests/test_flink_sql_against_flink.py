@@ -913,6 +913,59 @@ CASES: dict[str, tuple[str, str, bool]] = {
         """,
         True,
     ),
+    # GROUP BY over a subquery's UNION ALL of two SELECTs of sources of two parallelisms:
+    # both inputs of the keyed aggregate HASH-partitioned.
+    "group_by_over_a_union_all": (
+        flink_sql(
+            "SET parallelism = 3;",
+            BIDS,
+            """
+            CREATE TABLE asks (ask_time TIMESTAMP(3), amount BIGINT, item STRING,
+              WATERMARK FOR ask_time AS ask_time - INTERVAL '1' SECOND)
+              WITH ('connector' = 'datagen', 'parallelism' = '1', 'uid' = 'asks');
+            CREATE TABLE o (item STRING, n BIGINT)
+              WITH ('connector' = 'console', 'mode' = 'update');
+            INSERT INTO o SELECT item, COUNT(*) AS n FROM (
+              SELECT item, price FROM bids UNION ALL SELECT item, amount FROM asks)
+            GROUP BY item;
+            """,
+        ),
+        """
+        env.set_parallelism(3)
+        b = source("bids").uid("src").map(same, output_type=LONG).name("Map")
+        a = source("asks").uid("asks").set_parallelism(1).map(same, output_type=LONG)
+        u = b.union(a.name("Map"))
+        keyed_aggregate(u).map(same, output_type=LONG).name("Map").print().name("o")
+        """,
+        True,
+    ),
+    # A ROW_NUMBER Top-N over a GROUP BY's rows into an upsert sink: two keyed operators,
+    # the Rank re-partitioned by its PARTITION BY.
+    "top_n_over_an_aggregate": (
+        flink_sql(
+            "SET parallelism = 2;",
+            BIDS,
+            """
+            CREATE TABLE o (supplier_id STRING, total BIGINT,
+              PRIMARY KEY (supplier_id) NOT ENFORCED)
+              WITH ('connector' = 'files', 'path' = 'out/o', 'format' = 'json');
+            INSERT INTO o SELECT supplier_id, total FROM (
+              SELECT supplier_id, total,
+                ROW_NUMBER() OVER (PARTITION BY supplier_id ORDER BY total DESC) AS rn
+              FROM (SELECT supplier_id, item, SUM(price) AS total FROM bids
+                GROUP BY supplier_id, item))
+            WHERE rn <= 2;
+            """,
+        ),
+        """
+        env.set_parallelism(2)
+        a = keyed_aggregate(source("bids").uid("src"))
+        m = a.map(same, output_type=LONG).name("Map").map(same, output_type=LONG).name("Map")
+        r = keyed_aggregate(m, "Rank(rankEnd=2, partitionBy=[supplier_id], orderBy=[total DESC])")
+        r.map(same, output_type=LONG).name("Map").print().name("o")
+        """,
+        True,
+    ),
 }
 
 
