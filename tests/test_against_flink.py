@@ -13,82 +13,29 @@ key-extraction operator before ``key_by``; cases with a KEY BY compare only uid'
 from __future__ import annotations
 
 import json
-import os
 import random
 import subprocess
-import textwrap
-from typing import Any
 
 import pytest
 
 import flowc
-
-FLINK_PYTHON = os.environ.get("FLOWC_FLINK_PYTHON") or None
-FLINK_VERSION = "2.3.0"
-# CI sets this: there a missing Flink is a failure, never a silent skip.
-FLINK_REQUIRED = os.environ.get("FLOWC_FLINK_REQUIRED") == "1"
-
-pytestmark = pytest.mark.skipif(
-    FLINK_PYTHON is None and not FLINK_REQUIRED,
-    reason=f"set FLOWC_FLINK_PYTHON to a Python with apache-flink=={FLINK_VERSION}",
+from tests.helpers.flink import (
+    FLINK_PYTHON,
+    checked_flink_python,
+    flink_job_graphs,
+    flowc_job_graph,
+    only_uid_ids,
+    requires_flink,
 )
+
+pytestmark = requires_flink
 
 
 @pytest.fixture(scope="module", autouse=True)
 def flink_python() -> str:
     """The Python that runs PyFlink, checked to hold the Flink these tests compare against."""
-    if FLINK_PYTHON is None:
-        pytest.fail(
-            "FLOWC_FLINK_REQUIRED=1 but FLOWC_FLINK_PYTHON is not set: point it at a Python "
-            f"with apache-flink=={FLINK_VERSION}"
-        )
-    probe = subprocess.run(
-        [FLINK_PYTHON, "-c", "import pyflink.version; print(pyflink.version.__version__)"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert probe.returncode == 0, f"{FLINK_PYTHON} cannot import pyflink: {probe.stderr[-2000:]}"
-    assert probe.stdout.strip() == FLINK_VERSION, f"{FLINK_PYTHON} has Flink {probe.stdout}"
-    return FLINK_PYTHON
+    return checked_flink_python()
 
-
-PRELUDE = """
-import json
-from pyflink.common import Configuration, Types
-from pyflink.common.watermark_strategy import WatermarkStrategy
-from pyflink.datastream import DataStream, StreamExecutionEnvironment
-from pyflink.datastream.connectors.number_seq import NumberSequenceSource
-
-conf = Configuration()
-conf.set_string("python.operator-chaining.enabled", "false")
-env = StreamExecutionEnvironment.get_execution_environment(conf)
-LONG = Types.LONG()
-
-
-def source(name):
-    return env.from_source(NumberSequenceSource(1, 10), WatermarkStrategy.no_watermarks(), name)
-"""
-
-DUMP = """
-graph = env._j_stream_execution_environment.getStreamGraph().getJobGraph()
-out = []
-for v in graph.getVerticesSortedTopologicallyFromSources():
-    out.append({
-        "name": v.getName(),
-        "parallelism": v.getParallelism(),
-        "max_parallelism": v.getMaxParallelism(),
-        "id": str(v.getID()),
-        "group": v.getSlotSharingGroup().getSlotSharingGroupName(),
-        "inputs": [
-            [e.getSource().getProducer().getName(), e.getShipStrategyName(),
-             str(e.getDistributionPattern())]
-            for e in v.getInputs()
-        ],
-    })
-print("JOBGRAPH" + json.dumps(out))
-"""
 
 CASES: dict[str, tuple[str, str, bool]] = {
     # name: (flow program, PyFlink job, compare non-uid ids)
@@ -279,66 +226,13 @@ CASES: dict[str, tuple[str, str, bool]] = {
 }
 
 
-def flink_job_graphs(jobs: list[str]) -> list[list[dict[str, Any]]]:
-    """Flink's JobGraph of each job, all built in one JVM."""
-    assert FLINK_PYTHON is not None
-    script = PRELUDE
-    for index, job in enumerate(jobs):
-        script += "env = StreamExecutionEnvironment.get_execution_environment(conf)\n"
-        script += textwrap.dedent(job) + DUMP.replace('"JOBGRAPH"', f'"JOBGRAPH{index} "')
-    result = subprocess.run(
-        [FLINK_PYTHON, "-c", script], capture_output=True, text=True, timeout=600, check=False
-    )
-    assert result.returncode == 0, result.stderr[-2000:]
-    graphs = []
-    for index in range(len(jobs)):
-        line = next(x for x in result.stdout.splitlines() if x.startswith(f"JOBGRAPH{index} "))
-        vertices: list[dict[str, Any]] = json.loads(line.split(" ", 1)[1])
-        for vertex in vertices:
-            # PyFlink's key extractor is a Python operator that flowc does not have.
-            vertex["name"] = vertex["name"].replace(" -> _stream_key_by_map_operator", "")
-            for edge in vertex["inputs"]:
-                edge[0] = edge[0].replace(" -> _stream_key_by_map_operator", "")
-        graphs.append(vertices)
-    return graphs
-
-
-def flowc_job_graph(program: str) -> list[dict[str, Any]]:
-    job = flowc.compile(textwrap.dedent(program), "differential.flow")
-    graph = job.job_graph
-    out = []
-    for vertex in graph.topological():
-        out.append(
-            {
-                "name": vertex.name,
-                "parallelism": vertex.parallelism,
-                "max_parallelism": vertex.max_parallelism or -1,
-                "id": vertex.id,
-                "group": vertex.slot_sharing_group,
-                "inputs": [
-                    [graph.vertices[e.producer].name, e.ship_strategy, e.distribution]
-                    for e in vertex.inputs
-                ],
-            }
-        )
-    return out
-
-
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_job_graph_equals_flinks(case: str) -> None:
     program, pyflink_job, compare_all_ids = CASES[case]
     (expected,) = flink_job_graphs([pyflink_job])
     actual = flowc_job_graph(program)
     if not compare_all_ids:
-        uid_ids = {
-            op.operator_id
-            for v in flowc.compile(textwrap.dedent(program), "d.flow").job_graph.vertices.values()
-            for op in v.operators
-            if op.uid
-        }
-        for vertex in (*expected, *actual):
-            if vertex["id"] not in uid_ids:
-                vertex["id"] = "(traversal hash)"
+        only_uid_ids(program, expected, actual)
     assert actual == expected
 
 
