@@ -548,6 +548,13 @@ class Code(StrEnum):
         "a SPLIT_INDEX whose separator is not a non-empty string literal (Flink dialect)",
         "functions-whose-meaning-differs",
     )
+    E0739 = (
+        "E0739",
+        "flink-hint",
+        "a Flink hint (/*+ OPTIONS(...) */, /*+ BROADCAST(...) */, ...) flowc does not "
+        "apply (Flink dialect)",
+        "flink-tables",
+    )
     E0701 = (
         "E0701",
         "complete-without-aggregation",

@@ -15,9 +15,11 @@ import pytest
 import flowc
 from flowc.diagnostics import CompileError, Reporter
 from flowc.errorcodes import Code
+from flowc.spark.codegen import generate_pyspark
 from flowc.syntax.parser import parse
 from tests.helpers.bid_totals import BIDS, expected_totals
 from tests.helpers.files import Row, at, write_batches, write_table
+from tests.helpers.plans import without_spans
 from tests.helpers.rates import ORDERS as TEMPORAL_ORDERS
 from tests.helpers.rates import VERSIONS
 from tests.helpers.rates import naive_time as _time
@@ -334,3 +336,49 @@ def test_a_versioned_flink_table_joins_on_spark(spark: Any, tmp_path: Path) -> N
             expected.append((order["id"], version["rate"], _time(version["since"])))
     assert len(expected) == 7
     assert _versions_written(tmp_path / "inner") == sorted(expected, key=repr)
+
+
+KEYED_STREAM = """\
+SET sql.dialect = 'flink';
+CREATE TABLE airports (code STRING, city STRING{key}) WITH ('connector' = '{connector}'{options});
+CREATE TABLE o (code STRING, city STRING) WITH ('connector' = 'console');
+INSERT INTO o SELECT * FROM airports;
+"""
+
+
+@pytest.mark.parametrize(
+    ("connector", "options"),
+    [("files", ", 'path' = 'in', 'format' = 'json'"), ("datagen", "")],
+)
+def test_a_key_on_a_files_or_datagen_stream_is_a_declaration(connector: str, options: str) -> None:
+    """Flink scans a filesystem or datagen table with a PRIMARY KEY as inserts, as without
+    it: the plans and the generated program equal the same job's without the key, so the
+    rows Spark reads are the same (every row, duplicates of a key included)."""
+    keyed = KEYED_STREAM.format(
+        key=", PRIMARY KEY (code) NOT ENFORCED", connector=connector, options=options
+    )
+    plain = KEYED_STREAM.format(key="", connector=connector, options=options)
+    with_key = flowc.compile(keyed, "j.flow", for_spark=True)
+    without = flowc.compile(plain, "j.flow", for_spark=True)
+    assert without_spans(json.loads(with_key.job_graph.to_json())) == without_spans(
+        json.loads(without.job_graph.to_json())
+    )
+    assert generate_pyspark(with_key) == generate_pyspark(without)
+
+
+@pytest.mark.parametrize(
+    "constraint",
+    ["user_id INT PRIMARY KEY, age INT", "user_id INT, age INT, PRIMARY KEY (user_id)"],
+)
+def test_an_enforced_primary_key_is_refused_with_flinks_reason(constraint: str) -> None:
+    """Flink 2.3 refuses it too ("Flink doesn't support ENFORCED mode for PRIMARY KEY
+    constraint"): the syntax error says to write NOT ENFORCED."""
+    program = (
+        "SET sql.dialect = 'flink';\n"
+        f"CREATE TABLE users ({constraint}) WITH ('connector' = 'datagen');\n"
+    )
+    with pytest.raises(CompileError) as raised:
+        flowc.compile(program, "j.flow")
+    (error,) = raised.value.diagnostics
+    assert error.code == "E0001"
+    assert "NOT ENFORCED" in (error.help or "")

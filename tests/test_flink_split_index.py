@@ -85,10 +85,13 @@ import json, sys
 from pyflink.table import EnvironmentSettings, TableEnvironment
 t = TableEnvironment.create(EnvironmentSettings.in_batch_mode())
 def quote(v, kind):
-    return "CAST(NULL AS %s)" % kind if v is None else ("'%s'" % v.replace("'", "''") if kind == "STRING" else str(v))
+    if v is None:
+        return "CAST(NULL AS %s)" % kind
+    return "'%s'" % v.replace("'", "''") if kind == "STRING" else str(v)
 out = []
 for text, sep, index in json.loads(sys.argv[1]):
-    sql = "SELECT SPLIT_INDEX(%s, %s, %s)" % (quote(text, "STRING"), quote(sep, "STRING"), quote(index, "INT"))
+    args = (quote(text, "STRING"), quote(sep, "STRING"), quote(index, "INT"))
+    sql = "SELECT SPLIT_INDEX(%s, %s, %s)" % args
     out.append(list(t.execute_sql(sql).collect())[0][0])
 print(json.dumps(out))
 """

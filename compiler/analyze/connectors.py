@@ -56,7 +56,7 @@ def check_source(ctx: Context, node: ast.CreateSource) -> None:
         # Untrusted: never look at a path outside the sandbox (E0953 says why).
         if trust.path_allowed(ctx.policy, ctx.file, str(path)):
             check_source_path(ctx.file, name, path_option, path, ctx.reporter, ctx.policy.base_dir)
-    if not _source_key(ctx, node, schema):
+    if not _source_key(ctx, node, schema, connector.name if connector is not None else None):
         return
     proctime, computed, proctime_ok = _proctime(ctx, node, schema)
     watermark = None
@@ -88,21 +88,33 @@ def check_source(ctx: Context, node: ast.CreateSource) -> None:
     )
 
 
-def _source_key(ctx: Context, node: ast.CreateSource, schema: Schema | None) -> bool:
-    """A PRIMARY KEY on a dimension table names its columns; Flink's lookup join meets every
-    row of the join's key whatever the primary key, so it changes nothing. On a stream it
-    would make Flink read an upsert (changelog) stream: E0293, flowc's sources append."""
+#: Connectors whose Flink counterparts (filesystem, datagen) read a table with a PRIMARY
+#: KEY as they read any: every row an insert (a plain scan, no ChangelogNormalize: asked
+#: of Flink 2.3's planner); the key is the user's declaration, not enforced.
+_INSERT_ONLY_WITH_KEY = frozenset({"files", "datagen"})
+
+
+def _source_key(
+    ctx: Context, node: ast.CreateSource, schema: Schema | None, connector: str | None
+) -> bool:
+    """A PRIMARY KEY on a dimension table, or on a stream whose connector Flink reads as
+    inserts whatever its key (files, datagen), names its columns and changes nothing:
+    Flink's lookup join meets every row of the join's key whatever the primary key, and
+    its filesystem and datagen scans emit inserts. On another stream (Flink's Kafka, whose
+    plain formats refuse a key, or an upsert connector) it is E0293: flowc's sources
+    append."""
     key = node.primary_key
     if key is None:
         return True
-    if not node.bounded:
+    if not node.bounded and connector not in _INSERT_ONLY_WITH_KEY:
         ctx.reporter.error(
             Code.E0293,
             f"source '{node.name.value}' appends rows: flowc cannot read it as an upsert "
             "stream keyed by its PRIMARY KEY",
             key.span,
-            help="remove the PRIMARY KEY to read every row as an insert; or, to look rows "
-            "up by key, join the table FOR SYSTEM_TIME AS OF the stream's processing time",
+            help="remove the PRIMARY KEY to read every row as an insert (Flink's Kafka "
+            "refuses a key with a plain format too); or, to look rows up by key, join the "
+            "table FOR SYSTEM_TIME AS OF the stream's processing time",
         )
         return False
     declared = {c.name for c in schema or ()}

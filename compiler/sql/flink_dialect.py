@@ -209,3 +209,31 @@ def flink_column_type(text: str) -> str:
         return "STRING"
 
     return _FLINK_TYPE_WORDS.sub(spark, text)
+
+
+def hint_comments(text: str) -> list[tuple[int, int]]:
+    """The ``[start, end)`` of each ``/*+ ... */`` in ``text`` outside strings, quoted names
+    and other comments: Flink's hints (``/*+ OPTIONS('k' = 'v') */`` after a table, the
+    dynamic table options; ``/*+ BROADCAST(t) */``, ``/*+ STATE_TTL(...) */`` after
+    SELECT), which Spark's SQL would read as a comment or as hints of its own."""
+    found: list[tuple[int, int]] = []
+    position, size = 0, len(text)
+    while position < size:
+        char = text[position]
+        if char in "'`":
+            close = text.find(char, position + 1)
+            while close != -1 and text[close + 1 : close + 2] == char:  # '' and ``
+                close = text.find(char, close + 2)
+            position = size if close == -1 else close + 1
+        elif text.startswith("--", position):
+            newline = text.find("\n", position)
+            position = size if newline == -1 else newline + 1
+        elif text.startswith("/*", position):
+            close = text.find("*/", position + 2)
+            end = size if close == -1 else close + 2
+            if text.startswith("/*+", position):
+                found.append((position, end))
+            position = end
+        else:
+            position += 1
+    return found

@@ -21,6 +21,7 @@ from flowc import ast
 from flowc.diagnostics import Reporter
 from flowc.errorcodes import Code
 from flowc.limits import MAX_STEPS, MAX_TOKENS
+from flowc.sql.flink_dialect import FLINK, hint_comments
 from flowc.sql.sql_parsing import (
     NODE_BYTES,
     clear_parse_cache,
@@ -86,6 +87,8 @@ def parse(text: str, file: str, reporter: Reporter) -> ast.Program:
                 report_syntax_error(error, chunk, index, reporter)
                 continue
             statement = builder.transform(tree)
+        if builder.dialect == FLINK:
+            _refuse_hints(source, chunk.start, index, reporter)
         if not chunk.terminated:
             end = chunk.last_token_end
             reporter.error(
@@ -96,7 +99,7 @@ def parse(text: str, file: str, reporter: Reporter) -> ast.Program:
             )
         if statement is not None:
             flink_table = isinstance(statement, ast.CreateSource) and statement.bounded
-            if flink_table and builder.dialect == "flink":  # a source, sink or table by use
+            if flink_table and builder.dialect == FLINK:  # a source, sink or table by use
                 flink_tables.add(position)
             statements.append(statement)
             position += 2 if isinstance(statement, ShownQuery) else 1
@@ -107,6 +110,20 @@ def parse(text: str, file: str, reporter: Reporter) -> ast.Program:
             break
     resolved = resolve_tables(shown_queries(statements), frozenset(flink_tables), reporter)
     return ast.Program(file=file, statements=tuple(resolved), span=index.span(0, len(text)))
+
+
+def _refuse_hints(source: str, base: int, index: LineIndex, reporter: Reporter) -> None:
+    """E0739 at each Flink hint of a Flink-dialect statement (``source``, at ``base``):
+    flowc's reading would drop it as a comment, and with it what it asks for."""
+    for start, end in hint_comments(source):
+        reporter.error(
+            Code.E0739,
+            f"Flink's hint {source[start:end]} is not applied on Spark",
+            index.span(base + start, base + end),
+            help="for a table's options (OPTIONS), write them in its WITH (...), or define "
+            "another table with them; remove other hints (Spark plans its own joins and "
+            "keeps state as the job's settings say)",
+        )
 
 
 def _digest(text: str) -> str:

@@ -149,6 +149,14 @@ def report_syntax_error(
         statement = index.text[chunk.start : chunk.end]
         if token.type == "NAME" and {"SOURCE", "SINK"} <= expected_set:
             help = create_help(str(token), statement) or help
+        elif expected_set == {"NOT"} and re.search(
+            r"\bprimary\s+key\s*(\([^()]*\))?\s*$", index.text[chunk.start : span_start], re.I
+        ):
+            # Flink too refuses an enforced key: it does not own the data it would check.
+            help = (
+                "Flink takes only PRIMARY KEY ... NOT ENFORCED (it cannot check data it does "
+                "not own): write PRIMARY KEY NOT ENFORCED"
+            )
         elif re.match(r"\s*create\s+table\b", statement, re.IGNORECASE):
             help = create_help("table", statement) or help
         reporter.error(Code.E0001, f"syntax error: expected {expected}, found {found}", span, help)
