@@ -1182,6 +1182,17 @@ class _Lowering:
                         span=self.span,
                     )
                 )
+        if not aggregates and (window_step is not None or window is not None):
+            # A window's distinct groups (Nexmark q8): Flink's window aggregate with no
+            # aggregate calls emits each group once per window, as one with a count left
+            # out of the SELECT does (the count keeps the group in Spark's state).
+            aggregates.append(
+                ast.SelectItem(
+                    expr=self.expr(exp.Count(this=exp.Star())),
+                    alias=self.name("flowc_rows"),
+                    span=self.span,
+                )
+            )
         if not aggregates:
             raise _Unsupported(
                 "GROUP BY without aggregates",
