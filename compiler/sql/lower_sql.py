@@ -77,6 +77,14 @@ _UNSUPPORTED: dict[str, tuple[str, TokenType | None]] = {
     "windows": ("WINDOW clauses", TokenType.WINDOW),
 }
 
+#: Why a Flink-dialect ORDER BY on a stream is refused, and what to write instead.
+_ORDER_BY_HELP = (
+    "Flink sorts a stream by its time attribute (a temporal sort: each row held until the "
+    "watermark passes its time, then emitted in order), which Spark's streaming has no "
+    "form of: leave ORDER BY out (rows reach the sink micro-batch by micro-batch), or "
+    "keep the first rows per group with ROW_NUMBER() OVER (PARTITION BY ... ORDER BY ...)"
+)
+
 #: The parameters of Flink's window table functions, in their positional order.
 _TVF_PARAMETERS = {
     "TUMBLE": ("DATA", "TIMECOL", "SIZE"),
@@ -425,7 +433,8 @@ class _Lowering:
             clause = tree.args.get(key)
             if clause:
                 node = clause[0] if isinstance(clause, list) else clause
-                raise _Unsupported(what, self.span_of(node, keyword))
+                help = _ORDER_BY_HELP if key == "order" and self.flink else None
+                raise _Unsupported(what, self.span_of(node, keyword), help=help)
         self.flink_windows(tree)
         self.window_time_places(tree)
         for window in tree.find_all(exp.Window):
