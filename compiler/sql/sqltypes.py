@@ -543,7 +543,11 @@ def _fill_unknown_types(tree: exp.Expr, functions: Mapping[str, str]) -> list[ex
     Flink value cannot be given for their argument's type (E0619)."""
     refused: list[exp.Expr] = []
     for node in list(tree.walk(bfs=False))[::-1]:
-        if node._meta and is_flink_aggregate(node) and not _flink_aggregate_computable(node):
+        if (
+            node.__class__ in _FLINK_AGGREGATE_CLASSES
+            and is_flink_aggregate(node)
+            and not _flink_aggregate_computable(node)
+        ):
             refused.append(node)
         if isinstance(node, exp.Anonymous) and node.name.lower() in functions:
             inferred: str | None = functions[node.name.lower()]
@@ -558,6 +562,12 @@ def _fill_unknown_types(tree: exp.Expr, functions: Mapping[str, str]) -> list[ex
         except TypeSyntaxError:
             continue
     return refused
+
+
+#: The classes of the aggregates the Flink dialect marks (its FLINK_AGGREGATES).
+_FLINK_AGGREGATE_CLASSES = frozenset(
+    {exp.Avg, exp.Stddev, exp.StddevPop, exp.StddevSamp, exp.Variance, exp.VariancePop}
+)
 
 
 def _flink_aggregate_computable(node: exp.Expr) -> bool:
