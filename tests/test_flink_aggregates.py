@@ -195,7 +195,13 @@ def test_the_variance_family_over_integers_is_refused_at_the_call(
 ) -> None:
     """Flink types them as their integer argument and computes them in truncating integer
     steps (VAR_SAMP of 0 and 1 is 1 in Flink, 0.5 exactly): E0619 at the call."""
-    text = _program(select, columns)
+    # The pipe form: the SQL form's SELECT after the failed AGGREGATE would also report
+    # its column as unknown (a query's later steps are still checked).
+    text = (
+        f"SET sql.dialect = 'flink';\nCREATE SOURCE t (k STRING, {columns}) "
+        "WITH (connector = 'datagen');\nCREATE SINK o WITH (connector = 'console', "
+        f"mode = 'update');\nINSERT INTO o FROM t |> KEY BY k |> AGGREGATE {select};\n"
+    )
     with pytest.raises(flowc.CompileError) as raised:
         flowc.compile(text, "var.flow")
     (error,) = [d for d in raised.value.diagnostics if d.severity == flowc.Severity.ERROR]
