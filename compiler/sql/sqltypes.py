@@ -370,7 +370,7 @@ def _resolve_and_type(
 def _refuse_flink_aggregate(expr: SqlExpr, node: exp.Expr, reporter: Reporter) -> None:
     """E0619: a Flink aggregate whose value depends on its argument's type where flowc
     cannot compute it as Flink does."""
-    name = node.sql_name().upper() if isinstance(node, exp.Func) else node.key.upper()
+    name = _called_name(expr, node)
     argument = _argument_type(node)
     if argument == UNKNOWN:
         problem = f"{name} of an argument flowc cannot type: Flink's {name} takes its type"
@@ -384,7 +384,44 @@ def _refuse_flink_aggregate(expr: SqlExpr, node: exp.Expr, reporter: Reporter) -
             "CAST the argument to DOUBLE, as Flink's users do for a fractional result: "
             f"{name}(CAST(x AS DOUBLE))"
         )
-    reporter.error(Code.E0619, problem, node_span(expr, node), help=hint)
+    reporter.error(Code.E0619, problem, _call_span(expr, node, name), help=hint)
+
+
+def _argument_places(node: exp.Expr) -> tuple[int, int] | None:
+    """The characters ``[start, end)`` of a call's arguments (sqlglot keeps positions on
+    identifiers only); None for arguments without one."""
+    starts: list[int] = []
+    ends: list[int] = []
+    for part in node.walk():
+        meta = part.meta if isinstance(part, exp.Identifier) else None
+        if meta and "start" in meta and "end" in meta:
+            starts.append(meta["start"])
+            ends.append(meta["end"] + 1)
+    return (min(starts), max(ends)) if starts else None
+
+
+_CALL_BEFORE = re.compile(r"(\w+)\s*\(\s*(?:DISTINCT\s+)?\Z", re.IGNORECASE)
+
+
+def _called_name(expr: SqlExpr, node: exp.Expr) -> str:
+    """The function's name as written (``VAR_SAMP``, which sqlglot reads as VARIANCE)."""
+    places = _argument_places(node)
+    found = _CALL_BEFORE.search(expr.text[: places[0]]) if places is not None else None
+    if found is not None:
+        return found.group(1).upper()
+    return node.sql_name().upper() if isinstance(node, exp.Func) else node.key.upper()
+
+
+def _call_span(expr: SqlExpr, node: exp.Expr, name: str) -> Span:
+    """The span of the call ``name(...)`` around ``node``'s arguments, else theirs."""
+    places = _argument_places(node)
+    if places is None:
+        return expr.span
+    found = _CALL_BEFORE.search(expr.text[: places[0]])
+    if found is None:
+        return node_span(expr, node)
+    close = expr.text.find(")", places[1])
+    return sub_span(expr, found.start(), close + 1 if close != -1 else places[1])
 
 
 @cache
