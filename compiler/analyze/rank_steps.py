@@ -13,6 +13,7 @@ from flowc.analyze.settings import step_hints
 from flowc.analyze.step_common import StepInput, check_unique
 from flowc.errorcodes import Code
 from flowc.program import Column, Step, TopStep, WindowTopStep
+from flowc.sql.spark_sql import reversible
 from flowc.sql.sqltypes import TIMESTAMP, Scope
 
 #: The largest n: each group keeps up to n rows in state (docs/limits.md).
@@ -38,9 +39,21 @@ def top_step(
         )
         return None
     scope = Scope(step.schema)
+    primary = node.order[0].descending if node.order else True
     for item in node.order:
         type_text = ctx.checks.type(item.expr, scope, ctx.reporter)
         if type_text is None:
+            return None
+        if item.descending != primary and not reversible(type_text):
+            ctx.reporter.error(
+                Code.E0271,
+                f"TOP orders '{item.expr.text}', a {type_text}, against the first BY "
+                "expression's direction, which flowc writes only for integers, DECIMAL, "
+                "DATE and TIMESTAMP",
+                item.span,
+                help="order this expression in the first one's direction, or order by a "
+                "number computed from it",
+            )
             return None
         if type_text.startswith("MAP"):
             ctx.reporter.error(
@@ -50,15 +63,7 @@ def top_step(
                 help="order by a column of a type with an order (numbers, strings, times)",
             )
             return None
-    if len({item.descending for item in node.order}) > 1:
-        ctx.reporter.error(
-            Code.E0271,
-            "TOP orders by every BY expression in one direction",
-            node.order[-1].span,
-            help="write every expression DESC (or every one ASC); negate a number to turn "
-            "its order",
-        )
-        return None
+
     keys: list[str] = []
     for column in node.per:
         if not isinstance(column.tree, exp.Column):

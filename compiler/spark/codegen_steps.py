@@ -45,9 +45,11 @@ from flowc.sql.spark_sql import (
     interval_millis,
     interval_text,
     quote_name,
+    reversed_order,
     select_columns,
     sql_of,
 )
+from flowc.sql.sqltypes import type_text
 from flowc.vocabulary import JoinKind, WindowKind
 
 #: Spark refuses a streaming session window with no other grouping key (a literal key is
@@ -312,10 +314,16 @@ class StepWriter(ProgramText):
         width = len(step.schema) - (2 if step.window else 0) - (1 if node.rank else 0)
         columns = step.schema[:width]
         row = ", ".join(quote_name(c.name) for c in columns)
-        order = [sql_of(o.expr) for o in node.order] + [
-            quote_name(c.name) for c in tie_breaks(node, step.keys, columns)
-        ]
-        function = "max_by" if node.order[0].descending else "min_by"
+        primary = node.order[0].descending
+        order: list[str] = []
+        for item in node.order:
+            written = sql_of(item.expr)
+            if item.descending == primary:
+                order.append(written)
+            else:  # against the first one's direction: NULL-ness, then the value negated
+                order += reversed_order(written, type_text(item.expr.tree))
+        order += [quote_name(c.name) for c in tie_breaks(node, step.keys, columns)]
+        function = "max_by" if primary else "min_by"
         # Always a struct, one field or more: max_by skips a row whose order is NULL, and
         # a struct is never NULL, so such a row still counts, lowest (docs/language.md).
         top = f"{function}(struct({row}), struct({', '.join(order)}), {node.count})"

@@ -208,3 +208,30 @@ def spark_tokenizer() -> Tokenizer:
 @cache
 def _spark() -> Dialect:
     return Dialect.get_or_raise("spark")
+
+
+def reversible(type_text: str) -> bool:
+    """Whether a TOP can order by a value of this type against the first BY expression's
+    direction: an exact number or a time, whose order a number reverses exactly."""
+    return type_text in REVERSIBLE_TYPES or type_text.startswith("DECIMAL")
+
+
+#: The types :func:`reversed_order` turns around, and how it makes each a number.
+REVERSIBLE_TYPES = {
+    "TINYINT": "CAST({x} AS DECIMAL(20, 0))",
+    "SMALLINT": "CAST({x} AS DECIMAL(20, 0))",
+    "INT": "CAST({x} AS DECIMAL(20, 0))",
+    "BIGINT": "CAST({x} AS DECIMAL(20, 0))",
+    "DATE": "unix_date({x})",
+    "TIMESTAMP": "unix_micros({x})",
+    "TIMESTAMP_NTZ": "unix_micros(CAST({x} AS TIMESTAMP))",
+}
+
+
+def reversed_order(sql: str, type_text: str) -> list[str]:
+    """The fields of a TOP's order struct that order ``sql`` (of ``type_text``) against the
+    struct's direction: first whether it is NULL (a NULL, lowest in its own direction, is
+    then highest: first in ASC, last in DESC, as in its own), then its value negated
+    (a wider number, so no negation overflows)."""
+    template = REVERSIBLE_TYPES.get(type_text, "{x}")
+    return [f"({sql}) IS NULL", f"-({template.format(x=f'({sql})')})"]
