@@ -63,17 +63,20 @@ def check_streaming(program: Program, reporter: Reporter) -> Program:
 
 def choose_shown_modes(program: Program) -> Program:
     """``program`` with the mode of each shown query's sink (a ``SELECT ...;`` statement's
-    console) chosen: the first of append, update and complete in which these rules let
-    Spark run the query. Append where the result is final rows (Flink's insert-only
-    results: rows, windows closed by the watermark), update where rows change (an
-    aggregation without a window, a window over processing time), as Flink's SQL client
-    shows a changing result. Where no mode passes, append stays and the rules report why."""
-    if not any(sink.shows_result for sink in program.sinks):
+    console) and of each Flink-dialect console or noop table written without ``mode``
+    (:attr:`SinkDef.mode_by_query`) chosen: the first of append, update and complete in
+    which these rules let Spark run the query. Append where the result is final rows
+    (Flink's insert-only results: rows, windows closed by the watermark), update where
+    rows change (an aggregation without a window, a window over processing time), as
+    Flink's SQL client shows a changing result. Where no mode passes, append stays and the
+    rules report why."""
+    if not any(sink.shows_result or sink.mode_by_query for sink in program.sinks):
         return program
     lineage = Lineage(program)
     chosen: dict[str, str] = {}
     for insert in program.inserts:
-        if not program.sink(insert.sink).shows_result:
+        sink = program.sink(insert.sink)
+        if not (sink.shows_result or sink.mode_by_query):
             continue
         query = _query(program, lineage, insert)
         for mode in ("append", "update", "complete"):

@@ -65,6 +65,7 @@ def resolve_tables(
                     options=_partition_options(statement, reporter),
                     span=statement.span,
                     primary_key=statement.primary_key,
+                    flink_table=True,
                 )
             )
         else:
