@@ -384,3 +384,17 @@ def test_positional_insert_plans_as_named_insert() -> None:
     modes = {s.name: s.mode for s in positional.program.sinks}
     assert modes == {"q7": "append", "q4": "update", "q15": "update"}
     assert [c.name for c in positional.program.inserts[1].stream.schema] == ["id", "n"]
+
+
+def test_blackhole_and_print_are_noop_and_console() -> None:
+    """Flink's blackhole and print connectors plan as flowc's noop and console sinks."""
+    flink = POSITIONAL.replace("'noop'", "'blackhole'")
+    assert flink.count("'blackhole'") == 2
+    ours = flowc.compile(POSITIONAL, "job.flow", for_spark=True)
+    theirs = flowc.compile(flink, "job.flow", for_spark=True)
+    assert _without_lines(theirs.job_graph.to_json()) == _without_lines(ours.job_graph.to_json())
+    assert [(s.connector, s.mode) for s in theirs.program.sinks] == [
+        (s.connector, s.mode) for s in ours.program.sinks
+    ]
+    printed = flowc.compile(POSITIONAL.replace("'noop'", "'print'"), "job.flow", for_spark=True)
+    assert [s.connector for s in printed.program.sinks] == ["console", "files", "console"]
