@@ -141,13 +141,14 @@ _DECIMAL = re.compile(r"DECIMAL\((\d+), (\d+)\)")
 
 def sink_cast(written: str, declared: str) -> str | None:
     """How Flink writes a column of type ``written`` into a sink column of type
-    ``declared`` (its implicit cast, run in Flink 2.3): "" as it is, "CAST" (exact:
+    ``declared`` (its implicit cast, run in Flink 2.3): "" as it is, "CAST" (as Flink computes it:
     integer widening, any number to DOUBLE, FLOAT to DOUBLE), "TRY_CAST" (into a DECIMAL:
     rounded half up to its scale, NULL where it overflows, as Flink gives it; Spark's
     TRY_CAST computes both so, its CAST fails in ANSI mode), None where Flink refuses the
     pair (narrowing: DOUBLE or DECIMAL to an integer, BIGINT to INT, DOUBLE to FLOAT;
     across kinds: numbers and strings, BOOLEAN, DATE to TIMESTAMP) or flowc does not cast
-    it (the other pairs Flink casts: TIMESTAMP to DATE, strings to VARCHAR(n))."""
+    it (the other pairs Flink casts: numbers to FLOAT, FLOAT to a DECIMAL, TIMESTAMP to
+    DATE, strings to VARCHAR(n); tests/test_sink_casts_against_flink.py)."""
     if types_match(written, declared):
         return ""
     if written in _INTEGERS and declared in _INTEGERS:
