@@ -169,6 +169,20 @@ def check_session_windows(query: Query, lineage: Lineage, reporter: _OncePerPlac
             )
 
 
+def _append_only_help(program: Program, sink_name: str) -> str:
+    """What an updating query needs from its sink: a Flink-dialect files table (Flink's
+    filesystem sink refuses updates too) becomes an upsert table with a PRIMARY KEY."""
+    window = "aggregate per WINDOW over a column with a WATERMARK"
+    sink = program.sink(sink_name)
+    if program.settings.sql_dialect == "flink" and sink.connector == "files":
+        return (
+            "a files table takes inserts only, as Flink's filesystem sink does: declare "
+            f"PRIMARY KEY (the grouped columns) NOT ENFORCED on '{sink_name}' for an upsert "
+            f"table, or {window}"
+        )
+    return f"give the sink mode = 'update' or 'complete', or {window}"
+
+
 def check_appended_aggregations(query: Query, lineage: Lineage, reporter: _OncePerPlace) -> None:
     """E0704, E0705: append mode emits an aggregate once it is final, which only a window
     over a watermarked column ever is."""
@@ -184,8 +198,7 @@ def check_appended_aggregations(query: Query, lineage: Lineage, reporter: _OnceP
                 f"{query.where}: {_keyword_text(step)} without WINDOW never finishes a result, "
                 "so it cannot be appended",
                 _keyword(step),
-                help="give the sink mode = 'update' or 'complete', or aggregate per WINDOW "
-                "over a column with a WATERMARK",
+                help=_append_only_help(lineage.program, query.insert.sink),
             )
             continue
         time_column = window.args[0].tree
