@@ -177,7 +177,9 @@ class CreateSink:
     ``primary_key`` is the upsert key. ``shows_result``: for the console sink of a query
     written as a statement (``SELECT ...;``), a digest of the query's text (its
     checkpoint is the text's, not the statement's place); its output mode is chosen by
-    the result."""
+    the result. ``flink_table``: a Flink-dialect ``CREATE TABLE`` (a console or noop one
+    without ``mode`` takes its query's, as Flink's print and blackhole sinks take any
+    changelog)."""
 
     name: Name
     columns: tuple[ColumnDef, ...] | None
@@ -185,6 +187,7 @@ class CreateSink:
     span: Span
     primary_key: PrimaryKey | None = field(default=None, metadata=OMITTED_UNSET)
     shows_result: str = field(default="", metadata=OMITTED_UNSET)
+    flink_table: bool = field(default=False, metadata=OMITTED_UNSET)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

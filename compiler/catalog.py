@@ -231,6 +231,10 @@ HINTS: dict[str, ValueKind] = {
 # ---------------------------------------------------------------- connectors
 
 SINK_MODES = ("append", "update", "complete")
+#: The sinks a Flink-dialect CREATE TABLE without ``mode`` gives the mode its query needs
+#: (Flink's print and blackhole take any changelog). Not memory (no update mode in Spark)
+#: nor files: Flink's filesystem sink takes inserts only, as flowc's does.
+MODE_BY_QUERY_CONNECTORS = frozenset({"console", "noop"})
 
 FILE_FORMATS = ("json", "csv", "parquet", "orc", "text")
 

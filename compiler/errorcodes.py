@@ -353,6 +353,13 @@ class Code(StrEnum):
         "a Flink-dialect CREATE TABLE that the job both reads and writes",
         "flink-tables",
     )
+    E0296 = (
+        "E0296",
+        "sink-column-cast",
+        "a Flink-dialect INSERT whose column of one type Flink does not cast implicitly into "
+        "its sink column's type",
+        "flink-tables",
+    )
     E0301 = ("E0301", "unknown-setting", "an unknown setting", "settings")
     E0302 = ("E0302", "setting-value", "an invalid value for a setting", "settings")
     E0303 = ("E0303", "duplicate-hint", "a hint given twice", "operator-hints")

@@ -158,6 +158,10 @@ class SinkDef:
     #: (its checkpoint's name), and its ``mode`` chosen by the result
     #: (:func:`flowc.spark.streaming.choose_shown_modes`), not written; "" for others.
     shows_result: str = ""
+    #: A Flink-dialect table on a console or noop sink, no ``mode`` written: its mode is
+    #: chosen by its query as a shown query's is (Flink's print and blackhole sinks take
+    #: inserts, updates and deletes alike).
+    mode_by_query: bool = False
     #: As :attr:`SourceDef.written_options` and :attr:`SourceDef.written_types`.
     written_options: dict[str, ast.Option] = field(default_factory=dict, compare=False, hash=False)
     written_types: dict[str, ast.TypeRef] = field(default_factory=dict, compare=False, hash=False)

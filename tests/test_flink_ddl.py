@@ -382,3 +382,83 @@ def test_an_enforced_primary_key_is_refused_with_flinks_reason(constraint: str) 
     (error,) = raised.value.diagnostics
     assert error.code == "E0001"
     assert "NOT ENFORCED" in (error.help or "")
+
+
+POSITIONAL = """SET sql.dialect = 'flink';
+SET max_parallelism = 64;
+CREATE TABLE bid (auction INT, bidder BIGINT, price BIGINT)
+  WITH (connector = 'files', path = 'in', format = 'json');
+CREATE TABLE q7 (auction BIGINT, bidder BIGINT, euros DECIMAL(23, 3)) WITH (connector = 'noop');
+CREATE TABLE q4 (id BIGINT, n BIGINT, PRIMARY KEY (id) NOT ENFORCED)
+  WITH (connector = 'files', path = 'out/q4', format = 'parquet');
+CREATE TABLE q15 (bidder BIGINT, total BIGINT) WITH (connector = 'noop');
+INSERT INTO q7 SELECT auction, price, 0.908 * price AS e FROM bid;
+INSERT INTO q4 SELECT auction, count(*) FROM bid GROUP BY auction;
+INSERT INTO q15 SELECT bidder, sum(price) FROM bid GROUP BY bidder;
+"""
+
+NAMED = """SET sql.dialect = 'flink';
+SET max_parallelism = 64;
+CREATE TABLE bid (auction INT, bidder BIGINT, price BIGINT)
+  WITH (connector = 'files', path = 'in', format = 'json');
+CREATE TABLE q7 (auction BIGINT, bidder BIGINT, euros DECIMAL(23, 3)) WITH (connector = 'noop');
+CREATE TABLE q4 (id BIGINT, n BIGINT, PRIMARY KEY (id) NOT ENFORCED)
+  WITH (connector = 'files', path = 'out/q4', format = 'parquet');
+CREATE TABLE q15 (bidder BIGINT, total BIGINT) WITH (connector = 'noop', mode = 'update');
+INSERT INTO q7 SELECT CAST(auction AS BIGINT) AS auction, price AS bidder,
+  TRY_CAST(0.908 * price AS DECIMAL(23, 3)) AS euros FROM bid;
+INSERT INTO q4 SELECT CAST(auction AS BIGINT) AS id, count(*) AS n FROM bid GROUP BY auction;
+INSERT INTO q15 SELECT bidder, sum(price) AS total FROM bid GROUP BY bidder;
+"""
+
+
+def test_positional_insert_plans_as_named_insert() -> None:
+    """Flink writes an INSERT's columns by position, cast to the sink's types: the plans are
+    those of the same job written with the sink's names and explicit casts (no operator
+    more), and a noop table without mode takes its updating query's mode."""
+    positional = flowc.compile(POSITIONAL, "job.flow", for_spark=True)
+    named = flowc.compile(NAMED, "job.flow", for_spark=True)
+    for job in (positional, named):
+        assert not [d for d in job.diagnostics if d.severity.name == "ERROR"], job.diagnostics
+    assert _without_lines(positional.job_graph.to_json()) == _without_lines(
+        named.job_graph.to_json()
+    )
+    assert _without_lines(positional.stream_graph.to_json()) == _without_lines(
+        named.stream_graph.to_json()
+    )
+    from flowc.spark.codegen import generate_pyspark
+
+    assert generate_pyspark(positional) == generate_pyspark(named)  # the same Spark job
+    modes = {s.name: s.mode for s in positional.program.sinks}
+    assert modes == {"q7": "append", "q4": "update", "q15": "update"}
+    assert [c.name for c in positional.program.inserts[1].stream.schema] == ["id", "n"]
+
+
+def test_blackhole_and_print_are_noop_and_console() -> None:
+    """Flink's blackhole and print connectors plan as flowc's noop and console sinks."""
+    flink = POSITIONAL.replace("'noop'", "'blackhole'")
+    assert flink.count("'blackhole'") == 2
+    ours = flowc.compile(POSITIONAL, "job.flow", for_spark=True)
+    theirs = flowc.compile(flink, "job.flow", for_spark=True)
+    assert _without_lines(theirs.job_graph.to_json()) == _without_lines(ours.job_graph.to_json())
+    assert [(s.connector, s.mode) for s in theirs.program.sinks] == [
+        (s.connector, s.mode) for s in ours.program.sinks
+    ]
+    printed = flowc.compile(POSITIONAL.replace("'noop'", "'print'"), "job.flow", for_spark=True)
+    assert [s.connector for s in printed.program.sinks] == ["console", "files", "console"]
+
+
+def test_updating_query_into_flink_files_table_hints_primary_key() -> None:
+    """Flink's filesystem sink refuses updates, and so does a files table: E0704, whose hint
+    in the Flink dialect names the PRIMARY KEY that makes it an upsert table."""
+    job = flowc.compile(
+        "SET sql.dialect = 'flink';\nSET max_parallelism = 16;\n"
+        "CREATE TABLE bid (auction BIGINT, price BIGINT) WITH ('connector' = 'datagen');\n"
+        "CREATE TABLE f (auction BIGINT, n BIGINT)\n"
+        "  WITH ('connector' = 'files', 'path' = 'out', 'format' = 'json');\n"
+        "INSERT INTO f SELECT auction, count(*) FROM bid GROUP BY auction;\n",
+        "job.flow",
+    )
+    (error,) = [d for d in job.spark_diagnostics if d.severity.name == "ERROR"]
+    assert error.code == "E0704"
+    assert error.help is not None and "PRIMARY KEY" in error.help

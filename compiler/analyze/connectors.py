@@ -430,6 +430,9 @@ def check_sink(ctx: Context, node: ast.CreateSink) -> None:
         written_options={k: o for k, (_, o) in options.items()},
         written_types={c.name.value: c.type for c in node.columns or ()},
         shows_result=node.shows_result,
+        mode_by_query=node.flink_table
+        and mode_option is None
+        and connector.name in catalog.MODE_BY_QUERY_CONNECTORS,
     )
 
 

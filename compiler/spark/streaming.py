@@ -63,17 +63,20 @@ def check_streaming(program: Program, reporter: Reporter) -> Program:
 
 def choose_shown_modes(program: Program) -> Program:
     """``program`` with the mode of each shown query's sink (a ``SELECT ...;`` statement's
-    console) chosen: the first of append, update and complete in which these rules let
-    Spark run the query. Append where the result is final rows (Flink's insert-only
-    results: rows, windows closed by the watermark), update where rows change (an
-    aggregation without a window, a window over processing time), as Flink's SQL client
-    shows a changing result. Where no mode passes, append stays and the rules report why."""
-    if not any(sink.shows_result for sink in program.sinks):
+    console) and of each Flink-dialect console or noop table written without ``mode``
+    (:attr:`SinkDef.mode_by_query`) chosen: the first of append, update and complete in
+    which these rules let Spark run the query. Append where the result is final rows
+    (Flink's insert-only results: rows, windows closed by the watermark), update where
+    rows change (an aggregation without a window, a window over processing time), as
+    Flink's SQL client shows a changing result. Where no mode passes, append stays and the
+    rules report why."""
+    if not any(sink.shows_result or sink.mode_by_query for sink in program.sinks):
         return program
     lineage = Lineage(program)
     chosen: dict[str, str] = {}
     for insert in program.inserts:
-        if not program.sink(insert.sink).shows_result:
+        sink = program.sink(insert.sink)
+        if not (sink.shows_result or sink.mode_by_query):
             continue
         query = _query(program, lineage, insert)
         for mode in ("append", "update", "complete"):
@@ -166,6 +169,20 @@ def check_session_windows(query: Query, lineage: Lineage, reporter: _OncePerPlac
             )
 
 
+def _append_only_help(program: Program, sink_name: str) -> str:
+    """What an updating query needs from its sink: a Flink-dialect files table (Flink's
+    filesystem sink refuses updates too) becomes an upsert table with a PRIMARY KEY."""
+    window = "aggregate per WINDOW over a column with a WATERMARK"
+    sink = program.sink(sink_name)
+    if program.settings.sql_dialect == "flink" and sink.connector == "files":
+        return (
+            "a files table takes inserts only, as Flink's filesystem sink does: declare "
+            f"PRIMARY KEY (the grouped columns) NOT ENFORCED on '{sink_name}' for an upsert "
+            f"table, or {window}"
+        )
+    return f"give the sink mode = 'update' or 'complete', or {window}"
+
+
 def check_appended_aggregations(query: Query, lineage: Lineage, reporter: _OncePerPlace) -> None:
     """E0704, E0705: append mode emits an aggregate once it is final, which only a window
     over a watermarked column ever is."""
@@ -181,8 +198,7 @@ def check_appended_aggregations(query: Query, lineage: Lineage, reporter: _OnceP
                 f"{query.where}: {_keyword_text(step)} without WINDOW never finishes a result, "
                 "so it cannot be appended",
                 _keyword(step),
-                help="give the sink mode = 'update' or 'complete', or aggregate per WINDOW "
-                "over a column with a WATERMARK",
+                help=_append_only_help(lineage.program, query.insert.sink),
             )
             continue
         time_column = window.args[0].tree

@@ -47,6 +47,7 @@ def resolve_tables(
         if index not in flink or not isinstance(statement, ast.CreateSource):
             out.append(statement)
             continue
+        statement = replace(statement, options=_flowc_connector(statement.options))
         name = statement.name.value
         if name in written and name in read:
             reporter.error(
@@ -65,6 +66,7 @@ def resolve_tables(
                     options=_partition_options(statement, reporter),
                     span=statement.span,
                     primary_key=statement.primary_key,
+                    flink_table=True,
                 )
             )
         else:
@@ -78,6 +80,24 @@ def resolve_tables(
                 )
             out.append(replace(statement, bounded=name in as_of))
     return out
+
+
+#: Flink's connectors that are flowc's under another name: blackhole drops every change,
+#: print shows each (flowc's console shows a micro-batch's rows as a table, not one line
+#: per change with its kind). Their other options stay unknown (E0403).
+FLINK_CONNECTORS = {"blackhole": "noop", "print": "console"}
+
+
+def _flowc_connector(options: tuple[ast.Option, ...]) -> tuple[ast.Option, ...]:
+    """A table's options with a Flink connector name (``'blackhole'``) made flowc's."""
+    out = []
+    for option in options:
+        if option.key.lower() == "connector" and option.value.kind == LiteralKind.STRING:
+            name = FLINK_CONNECTORS.get(str(option.value.python).lower())
+            if name is not None:
+                option = replace(option, value=replace(option.value, text=f"'{name}'"))
+        out.append(option)
+    return tuple(out)
 
 
 #: Sinks that keep no files: a PARTITIONED BY changes none of the rows they show or drop.
