@@ -733,6 +733,8 @@ class Lineage:
 
     def window_times_before(self, insert: InsertDef, target: Step) -> frozenset[str]:
         """:meth:`window_times` at the input of ``target``."""
+        if not self._asks_window_time:
+            return frozenset()  # no window_time anywhere (before finding the place)
         found = self._place(insert, target)
         if found is None:
             return frozenset()
