@@ -18,59 +18,58 @@ _C2 = 0x4CF5AD432745937F
 _TWO_LE_U64 = struct.Struct("<QQ")
 
 
-def _fmix64(k: int) -> int:
-    """Final avalanche of MurmurHash3_x64_128 (spreads every input bit)."""
-    k ^= k >> 33
-    k = (k * 0xFF51AFD7ED558CCD) & _MASK64
-    k ^= k >> 33
-    k = (k * 0xC4CEB9FE1A85EC53) & _MASK64
-    return k ^ (k >> 33)
-
-
 def murmur3_x64_128(data: bytes, seed: int = 0) -> bytes:
     """Return MurmurHash3_x64_128 of ``data`` as h1 (LE) followed by h2 (LE).
 
     This is the byte layout of Guava's ``murmur3_128(seed).hashBytes(data).asBytes()``,
     which Flink uses for operator and vertex IDs. ``seed`` is a Java ``int`` as in
-    Guava: negative seeds are sign-extended to 64 bits.
+    Guava: negative seeds are sign-extended to 64 bits. A compile hashes every operator
+    and vertex, so the constants are locals and the final mix is written out in place.
     """
     if not -(1 << 31) <= seed < (1 << 31):
         raise ValueError(f"seed must fit a Java int, got {seed}")
-    h1 = h2 = seed & _MASK64
+    mask, c1, c2 = _MASK64, _C1, _C2
+    h1 = h2 = seed & mask
     length = len(data)
     tail_start = length - (length & 15)
-    for k1, k2 in _TWO_LE_U64.iter_unpack(data[:tail_start]):
-        k1 = (k1 * _C1) & _MASK64
-        k1 = ((k1 << 31) | (k1 >> 33)) & _MASK64
-        h1 ^= (k1 * _C2) & _MASK64
-        h1 = ((h1 << 27) | (h1 >> 37)) & _MASK64
-        h1 = ((h1 + h2) * 5 + 0x52DCE729) & _MASK64
-        k2 = (k2 * _C2) & _MASK64
-        k2 = ((k2 << 33) | (k2 >> 31)) & _MASK64
-        h2 ^= (k2 * _C1) & _MASK64
-        h2 = ((h2 << 31) | (h2 >> 33)) & _MASK64
-        h2 = ((h2 + h1) * 5 + 0x38495AB5) & _MASK64
+    if tail_start:
+        for k1, k2 in _TWO_LE_U64.iter_unpack(data[:tail_start]):
+            k1 = (k1 * c1) & mask
+            h1 ^= ((((k1 << 31) | (k1 >> 33)) & mask) * c2) & mask
+            h1 = ((h1 << 27) | (h1 >> 37)) & mask
+            h1 = ((h1 + h2) * 5 + 0x52DCE729) & mask
+            k2 = (k2 * c2) & mask
+            h2 ^= ((((k2 << 33) | (k2 >> 31)) & mask) * c1) & mask
+            h2 = ((h2 << 31) | (h2 >> 33)) & mask
+            h2 = ((h2 + h1) * 5 + 0x38495AB5) & mask
     if tail_start != length:
         # A zero tail word mixes to zero, so skipping it is equivalent to the
         # reference's length-driven switch.
         k1 = int.from_bytes(data[tail_start : tail_start + 8], "little")
         k2 = int.from_bytes(data[tail_start + 8 : length], "little")
         if k2:
-            k2 = (k2 * _C2) & _MASK64
-            k2 = ((k2 << 33) | (k2 >> 31)) & _MASK64
-            h2 ^= (k2 * _C1) & _MASK64
+            k2 = (k2 * c2) & mask
+            h2 ^= ((((k2 << 33) | (k2 >> 31)) & mask) * c1) & mask
         if k1:
-            k1 = (k1 * _C1) & _MASK64
-            k1 = ((k1 << 31) | (k1 >> 33)) & _MASK64
-            h1 ^= (k1 * _C2) & _MASK64
+            k1 = (k1 * c1) & mask
+            h1 ^= ((((k1 << 31) | (k1 >> 33)) & mask) * c2) & mask
     h1 ^= length
     h2 ^= length
-    h1 = (h1 + h2) & _MASK64
-    h2 = (h2 + h1) & _MASK64
-    h1 = _fmix64(h1)
-    h2 = _fmix64(h2)
-    h1 = (h1 + h2) & _MASK64
-    h2 = (h2 + h1) & _MASK64
+    h1 = (h1 + h2) & mask
+    h2 = (h2 + h1) & mask
+    # the final avalanche (fmix64) of each half: spreads every input bit
+    h1 ^= h1 >> 33
+    h1 = (h1 * 0xFF51AFD7ED558CCD) & mask
+    h1 ^= h1 >> 33
+    h1 = (h1 * 0xC4CEB9FE1A85EC53) & mask
+    h1 ^= h1 >> 33
+    h2 ^= h2 >> 33
+    h2 = (h2 * 0xFF51AFD7ED558CCD) & mask
+    h2 ^= h2 >> 33
+    h2 = (h2 * 0xC4CEB9FE1A85EC53) & mask
+    h2 ^= h2 >> 33
+    h1 = (h1 + h2) & mask
+    h2 = (h2 + h1) & mask
     return _TWO_LE_U64.pack(h1, h2)
 
 

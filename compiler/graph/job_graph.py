@@ -385,8 +385,11 @@ class _JobGraphGenerator:
                     stack.pop()  # adds nothing to the caller's transitive outputs
                     continue
                 node = self.graph.nodes[frame.current]
-                frame.chainable = [e for e in node.out_edges if self.graph.is_chainable(e)]
-                frame.non_chainable = [e for e in node.out_edges if not self.graph.is_chainable(e)]
+                chainable: list[StreamEdge] = []
+                frame.non_chainable = []
+                for e in node.out_edges:  # each edge's verdict once
+                    (chainable if self.graph.is_chainable(e) else frame.non_chainable).append(e)
+                frame.chainable = chainable
             if frame.next_chainable < len(frame.chainable):
                 edge = frame.chainable[frame.next_chainable]
                 frame.next_chainable += 1

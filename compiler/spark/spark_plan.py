@@ -323,7 +323,7 @@ def build_spark_plan(program: Program, tree: TransformationTree, graph: StreamGr
                     static_joins,
                     settings.exchanges == "minimal",
                     temporal_joins,
-                    hashed.of(edge.source_id),
+                    hashed,
                 )
                 query_exchanges.append(exchange)
         if not batch:  # a batch plan's exchanges are counted before AQE reuses any
@@ -596,13 +596,14 @@ def _exchange(
     static_joins: frozenset[int],
     minimal: bool = True,
     temporal_joins: frozenset[int] = frozenset(),
-    producer_hashed: frozenset[tuple[str, ...]] = frozenset(),
+    hashed: _HashedOutputs | None = None,
 ) -> SparkExchange:
     """The one place an exchange is decided: Flink's ship strategy → Spark's operation.
     ``minimal`` (SET exchanges = 'minimal', the default): Flink's own REBALANCE, there only
     because the parallelism changes, runs no shuffle where Spark needs none.
-    ``producer_hashed``: the key lists the producer's rows are already hash-partitioned on
-    (:class:`_HashedOutputs`), which a stateful consumer on exactly those keys reuses."""
+    ``hashed``: the key lists each node's rows are already hash-partitioned on
+    (:class:`_HashedOutputs`), which a stateful consumer on exactly those keys reuses; asked
+    only there, so a node no stateful exchange reads is never worked out."""
     producer = graph.nodes[edge.source_id]
     consumer = graph.nodes[edge.target_id]
     p = consumer.parallelism
@@ -670,7 +671,11 @@ def _exchange(
             )
         operation = "join" if consumer.operator == Operator.JOIN else "groupBy"
         windowed = consumer.operator in (Operator.WINDOW, Operator.WINDOW_RANK)
-        if not windowed and _names(keys) in producer_hashed:  # a window is a key of its own
+        if (
+            not windowed  # a window is a key of its own
+            and hashed is not None
+            and _names(keys) in hashed.of(producer.id)
+        ):
             return make(
                 ExchangeKind.STATEFUL,
                 partitions,

@@ -626,6 +626,9 @@ class Lineage:
         self._processing: dict[tuple[int, int | None], frozenset[str]] = {}
         #: window_times() by (id(stream), upto).
         self._window_times: dict[tuple[int, int | None], frozenset[str]] = {}
+        #: Whether any source declares a WATERMARK: every watermark starts at one, so
+        #: without one no column anywhere carries a watermark (nothing to work out).
+        self._any_watermark = any(s.watermark is not None for s in program.sources)
         #: Whether any windowed AGGREGATE asks for window_time (else there is none to find).
         self._asks_window_time = any(
             isinstance(step, WindowAggregateStep) and step.window_time is not None
@@ -640,6 +643,8 @@ class Lineage:
         out first with an explicit stack: a chain of thousands of views needs no deep
         recursion, and a view read by many others is worked out once.
         """
+        if not self._any_watermark:
+            return frozenset()
         return _bottom_up(self._watermarks, stream, upto, self._lineage_inputs, self._watermarked)
 
     def _origin_stream(self, stream: Stream) -> tuple[Stream, int | None] | None:
@@ -744,6 +749,8 @@ class Lineage:
 
     def window_times_before(self, insert: InsertDef, target: Step) -> frozenset[str]:
         """:meth:`window_times` at the input of ``target``."""
+        if not self._asks_window_time:
+            return frozenset()  # no window_time anywhere (before finding the place)
         found = self._place(insert, target)
         if found is None:
             return frozenset()
@@ -759,6 +766,8 @@ class Lineage:
         return self.processing(stream, upto=index)
 
     def _after(self, step: Step, columns: frozenset[str]) -> frozenset[str]:
+        if not columns and not isinstance(step, JoinStep):
+            return columns  # no step but a JOIN's other side brings a watermark in
         if step.GROUPS:
             return _window_end_kept(step, columns)
         if isinstance(step, JoinStep):
@@ -846,6 +855,8 @@ class Lineage:
 
     def columns_before(self, insert: InsertDef, target: Step) -> frozenset[str]:
         """Watermarked columns at the input of ``target`` (found in the query's lineage)."""
+        if not self._any_watermark:
+            return frozenset()
         found = self._place(insert, target)
         if found is None:
             return frozenset()

@@ -50,7 +50,7 @@ class DistinctRewrite:
 
 def rewrite_distinct(tree: exp.Expr) -> tuple[exp.Expr, tuple[DistinctRewrite, ...]]:
     """``tree`` (copied) with every distinct aggregate rewritten, and the rewrites."""
-    if not any(isinstance(n.this, exp.Distinct) for n in tree.find_all(exp.AggFunc)):
+    if not _has_distinct_aggregate(tree):
         return tree, ()
     copy = tree.copy()
     rewrites: list[DistinctRewrite] = []
@@ -73,6 +73,23 @@ def rewrite_distinct(tree: exp.Expr) -> tuple[exp.Expr, tuple[DistinctRewrite, .
             node.set("this", distinct.expressions[0])
             rewrites[-1] = DistinctRewrite(written, (wrapper or node).sql("spark"))
     return copy, tuple(rewrites)
+
+
+def _has_distinct_aggregate(tree: exp.Expr) -> bool:
+    """Whether an aggregate of ``tree`` is DISTINCT: a walk with a plain stack, as every
+    aggregation of a plan asks it (sqlglot's ``find_all`` walks through a generator)."""
+    stack = [tree]
+    expr_class = exp.Expr
+    while stack:
+        node = stack.pop()
+        if isinstance(node, exp.AggFunc) and isinstance(node.args.get("this"), exp.Distinct):
+            return True
+        for value in node.args.values():
+            if isinstance(value, expr_class):
+                stack.append(value)
+            elif type(value) is list:
+                stack.extend(v for v in value if isinstance(v, expr_class))
+    return False
 
 
 def _rewritten(

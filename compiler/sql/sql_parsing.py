@@ -348,32 +348,49 @@ def copy_tree(tree: exp.Expr) -> exp.Expr:
     """``tree.copy()``, about three times as fast: sqlglot's own copy loop, but each node is
     made with its parent, key and index already set (sqlglot builds an empty node, then
     ``set`` walks up the parents clearing hashes), and position metadata (plain ints) and
-    comments (strings) are copied shallowly instead of by ``deepcopy``."""
-    root = _blank(tree, None, None, None)
-    stack = [(tree, root)]
+    comments (strings) are copied shallowly instead of by ``deepcopy``. A node is made in
+    place (what ``like.__class__()`` sets, with no ``__init__`` call), each attribute once."""
+    new_node = object.__new__
     expr_class = exp.Expr
+    scalars = _SCALARS
+    root: exp.Expr = new_node(tree.__class__)
+    root.parent = None
+    root.arg_key = None
+    root.index = None
+    stack = [(tree, root)]
     while stack:
         node, new = stack.pop()
-        if node.comments is not None:
-            new.comments = list(node.comments)
-        if node._type is not None:
-            new._type = deepcopy(node._type)
+        comments = node.comments
+        new.comments = list(comments) if comments is not None else None
+        dtype = node._type
+        new._type = deepcopy(dtype) if dtype is not None else None
         meta = node._meta
         if meta is not None:
-            plain = all(type(v) in _SCALARS for v in meta.values())
-            new._meta = dict(meta) if plain else deepcopy(meta)
+            for value in meta.values():
+                if type(value) not in scalars:
+                    meta = deepcopy(meta)
+                    break
+            else:
+                meta = dict(meta)
+        new._meta = meta
         new._hash = node._hash
         args: dict[str, Any] = {}
         for key, value in node.args.items():
             if isinstance(value, expr_class):
-                child = _blank(value, new, key, None)
+                child = new_node(value.__class__)
+                child.parent = new
+                child.arg_key = key
+                child.index = None
                 stack.append((value, child))
                 args[key] = child
             elif type(value) is list:
                 items: list[Any] = []
                 for index, item in enumerate(value):
                     if isinstance(item, expr_class):
-                        child = _blank(item, new, key, index)
+                        child = new_node(item.__class__)
+                        child.parent = new
+                        child.arg_key = key
+                        child.index = index
                         stack.append((item, child))
                         items.append(child)
                     else:
@@ -383,22 +400,6 @@ def copy_tree(tree: exp.Expr) -> exp.Expr:
                 args[key] = value
         new.args = args
     return root
-
-
-def _blank(like: exp.Expr, parent: exp.Expr | None, key: str | None, index: int | None) -> exp.Expr:
-    """A node of ``like``'s class with no arguments yet, placed under ``parent``: what
-    ``like.__class__()`` makes (an ``__init__`` with no arguments sets only these), then
-    placed as ``set``/``append`` place it."""
-    node: exp.Expr = object.__new__(like.__class__)
-    node.args = {}
-    node.parent = parent
-    node.arg_key = key
-    node.index = index
-    node.comments = None
-    node._type = None
-    node._meta = None
-    node._hash = None
-    return node
 
 
 _SCALARS = frozenset({int, str, bool, float, type(None)})

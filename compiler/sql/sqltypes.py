@@ -265,16 +265,39 @@ class _Typing:
         return self.before.bytes + self.after.bytes + NODE_BYTES * len(self.after.types)
 
     def apply(self, tree: exp.Expr) -> bool:
-        """Type an untyped tree like the one kept; False (and nothing done) if it differs."""
-        nodes = _nodes(tree)
+        """Type an untyped tree like the one kept; False (and nothing done) if it differs.
+        One walk in :func:`_nodes` order compares each node as it is met (a tree kept
+        apart by its first node does not walk on)."""
         before = self.before
-        if len(nodes) != len(before.types):
-            return False
-        for node, (kind, plain), meta in zip(nodes, before.shape, before.metas, strict=True):
+        shape, metas = before.shape, before.metas
+        count = len(shape)
+        nodes: list[exp.Expr] = []
+        stack = [tree]
+        expr_class = exp.Expr
+        while stack:
+            node = stack.pop()
+            index = len(nodes)
+            if index == count:
+                return False
+            kind, plain = shape[index]
             if node.__class__ is not kind or node._type is not None:
                 return False
-            if (node._meta or None) != meta or _plain_args(node) != plain:
+            if (node._meta or None) != metas[index]:
                 return False
+            nodes.append(node)
+            found: list[tuple[str, Any]] = []  # _plain_args(node), made in the same loop
+            for key, value in node.args.items():
+                if isinstance(value, expr_class):
+                    stack.append(value)
+                elif type(value) is list:
+                    found.append((key, [v for v in value if not isinstance(v, expr_class)]))
+                    stack.extend(v for v in value if isinstance(v, expr_class))
+                else:
+                    found.append((key, value))
+            if found != plain:
+                return False
+        if len(nodes) != count:
+            return False
         for node, dtype, meta in zip(nodes, self.after.types, self.after.metas, strict=True):
             node._type = dtype
             node._meta = dict(meta) if meta is not None else None
