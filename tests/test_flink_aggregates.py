@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import subprocess
 from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ import flowc
 from flowc.program import AggregateStep
 from flowc.sql.spark_sql import sql_of
 from tests.helpers.files import at, source, write_batches
+from tests.helpers.flink import ask_flink
 from tests.helpers.spark_run import run_in
 
 #: Flink 2.3's result type of AVG over each argument type (``getResolvedSchema()``).
@@ -260,15 +260,7 @@ def test_against_flink_avg_types_and_values(spark: Any) -> None:
     flowc writes for the Flink dialect, evaluated on Spark."""
     from pyspark.sql import functions
 
-    probe = subprocess.run(
-        [os.environ["FLOWC_FLINK_PYTHON"], "-c", FLINK_PROBE, json.dumps(ASKED)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    assert probe.returncode == 0, probe.stderr[-3000:]
-    flink = json.loads(probe.stdout.strip().splitlines()[-1])
+    flink = ask_flink(FLINK_PROBE, ASKED)
     for (kind, values), (flink_type, flink_value) in zip(ASKED, flink, strict=True):
         job = flowc.compile(_program("AVG(x) AS v", f"x {kind}"), "avg.flow")
         flowc_type = job.program.inserts[0].stream.schema[-1].type

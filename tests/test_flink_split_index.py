@@ -6,9 +6,7 @@ set, asked again)."""
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
 from typing import Any
 
 import pytest
@@ -16,6 +14,7 @@ import pytest
 import flowc
 from flowc.program import SelectStep
 from flowc.sql.spark_sql import sql_of
+from tests.helpers.flink import ask_flink
 
 #: (s, sep, i) -> Flink 2.3's SPLIT_INDEX(s, sep, i).
 FLINK_ANSWERS: list[tuple[tuple[str | None, str, int | None], str | None]] = [
@@ -103,12 +102,5 @@ print(json.dumps(out))
 def test_against_flink_split_index() -> None:
     """Real Flink (opt-in) gives the recorded answers."""
     asked = [list(args) for args, _ in FLINK_ANSWERS]
-    probe = subprocess.run(
-        [os.environ["FLOWC_FLINK_PYTHON"], "-c", FLINK_PROBE, json.dumps(asked)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    assert probe.returncode == 0, probe.stderr[-3000:]
-    assert json.loads(probe.stdout.strip().splitlines()[-1]) == [a for _, a in FLINK_ANSWERS]
+    flink = ask_flink(FLINK_PROBE, asked)
+    assert flink == [a for _, a in FLINK_ANSWERS]

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
 from datetime import datetime
 from decimal import Decimal
 from pathlib import Path
@@ -24,6 +23,7 @@ import flowc
 from flowc.program import ExtendStep
 from flowc.sql.spark_sql import sql_of
 from tests.helpers.files import Row, committed_files, read_json_dir, write_batches
+from tests.helpers.flink import ask_flink
 from tests.helpers.plans import job_graph_json
 from tests.helpers.spark_run import compiled, run_generated, spark_codes
 
@@ -361,16 +361,7 @@ def test_against_flink_to_timestamp_and_union_types(spark: Any) -> None:
         "parsed": [(None if f == "yyyy-MM-dd HH:mm:ss" else f, t) for f, t in cases],
         "unions": [list(pair) for pair in FLINK_UNION_TYPES],
     }
-    assert FLINK_PYTHON is not None
-    probe = subprocess.run(
-        [FLINK_PYTHON, "-c", FLINK_PROBE, json.dumps(asked)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    assert probe.returncode == 0, probe.stderr[-3000:]
-    flink = json.loads(probe.stdout.strip().splitlines()[-1])
+    flink = ask_flink(FLINK_PROBE, asked)
     failed = 0
     for (fmt, text), flinks in zip(cases, flink["parsed"], strict=True):
         sql = _to_timestamp_sql(_call(fmt))

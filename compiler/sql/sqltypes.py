@@ -143,6 +143,13 @@ def sub_span(expr: SqlExpr, start: int, end: int) -> Span:
 
 def node_span(expr: SqlExpr, node: exp.Expr) -> Span:
     """Where ``node`` stands in the file, from the positions sqlglot keeps on identifiers."""
+    places = identifier_places(node)
+    return expr.span if places is None else sub_span(expr, *places)
+
+
+def identifier_places(node: exp.Expr) -> tuple[int, int] | None:
+    """The characters ``[start, end)`` of an expression's text from its first identifier
+    to its last (sqlglot keeps positions on identifiers only); None without one."""
     starts: list[int] = []
     ends: list[int] = []
     for part in node.walk():
@@ -150,9 +157,7 @@ def node_span(expr: SqlExpr, node: exp.Expr) -> Span:
         if meta and "start" in meta and "end" in meta:
             starts.append(meta["start"])
             ends.append(meta["end"] + 1)
-    if not starts:
-        return expr.span
-    return sub_span(expr, min(starts), max(ends))
+    return (min(starts), max(ends)) if starts else None
 
 
 # ---------------------------------------------------------------- column resolution
@@ -410,25 +415,12 @@ def _refuse_flink_aggregate(expr: SqlExpr, node: exp.Expr, reporter: Reporter) -
     reporter.error(Code.E0619, problem, _call_span(expr, node, name), help=hint)
 
 
-def _argument_places(node: exp.Expr) -> tuple[int, int] | None:
-    """The characters ``[start, end)`` of a call's arguments (sqlglot keeps positions on
-    identifiers only); None for arguments without one."""
-    starts: list[int] = []
-    ends: list[int] = []
-    for part in node.walk():
-        meta = part.meta if isinstance(part, exp.Identifier) else None
-        if meta and "start" in meta and "end" in meta:
-            starts.append(meta["start"])
-            ends.append(meta["end"] + 1)
-    return (min(starts), max(ends)) if starts else None
-
-
 _CALL_BEFORE = re.compile(r"(\w+)\s*\(\s*(?:DISTINCT\s+)?\Z", re.IGNORECASE)
 
 
 def _called_name(expr: SqlExpr, node: exp.Expr) -> str:
     """The function's name as written (``VAR_SAMP``, which sqlglot reads as VARIANCE)."""
-    places = _argument_places(node)
+    places = identifier_places(node)
     found = _CALL_BEFORE.search(expr.text[: places[0]]) if places is not None else None
     if found is not None:
         return found.group(1).upper()
@@ -437,7 +429,7 @@ def _called_name(expr: SqlExpr, node: exp.Expr) -> str:
 
 def _call_span(expr: SqlExpr, node: exp.Expr, name: str) -> Span:
     """The span of the call ``name(...)`` around ``node``'s arguments, else theirs."""
-    places = _argument_places(node)
+    places = identifier_places(node)
     if places is None:
         return expr.span
     found = _CALL_BEFORE.search(expr.text[: places[0]])

@@ -155,3 +155,17 @@ def only_uid_ids(program: str, *graphs: list[dict[str, Any]]) -> None:
         for vertex in graph:
             if vertex["id"] not in uid_ids:
                 vertex["id"] = "(traversal hash)"
+
+
+def ask_flink(script: str, asked: object) -> Any:
+    """What a PyFlink ``script`` prints last as JSON, given ``asked`` as JSON in argv[1]."""
+    assert FLINK_PYTHON is not None
+    probe = subprocess.run(
+        [FLINK_PYTHON, "-c", script, json.dumps(asked)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert probe.returncode == 0, probe.stderr[-3000:]
+    return json.loads(probe.stdout.strip().splitlines()[-1])
