@@ -211,11 +211,36 @@ def flink_column_type(text: str) -> str:
     return _FLINK_TYPE_WORDS.sub(spark, text)
 
 
-def hint_comments(text: str) -> list[tuple[int, int]]:
-    """The ``[start, end)`` of each ``/*+ ... */`` in ``text`` outside strings, quoted names
-    and other comments: Flink's hints (``/*+ OPTIONS('k' = 'v') */`` after a table, the
-    dynamic table options; ``/*+ BROADCAST(t) */``, ``/*+ STATE_TTL(...) */`` after
-    SELECT), which Spark's SQL would read as a comment or as hints of its own."""
+#: Flink SQL clauses with no form on Spark, refused by name before sqlglot reads them
+#: (it would report a bracket it cannot close): their hints.
+UNSUPPORTED_CLAUSES = {
+    "MATCH_RECOGNIZE": (
+        "MATCH_RECOGNIZE (Flink's pattern recognition over ordered rows) has no form on "
+        "Spark's streaming",
+        "a pattern over each key's rows needs state kept per key across micro-batches: "
+        "compute it outside flowc, or express the steps as windows and joins",
+    ),
+}
+_CLAUSE_WORDS = re.compile(r"\b(" + "|".join(UNSUPPORTED_CLAUSES) + r")\b", re.IGNORECASE)
+
+
+def unsupported_clauses(text: str) -> list[tuple[str, int, int]]:
+    """Each clause of :data:`UNSUPPORTED_CLAUSES` in ``text`` outside strings, quoted names
+    and comments: its name and characters ``[start, end)``."""
+    code = _code_only(text)
+    return [(m.group(1).upper(), m.start(), m.end()) for m in _CLAUSE_WORDS.finditer(code)]
+
+
+def _code_only(text: str) -> str:
+    """``text`` with strings, quoted names and comments blanked (positions kept)."""
+    out = list(text)
+    for start, end in _literal_places(text):
+        out[start:end] = " " * (end - start)
+    return "".join(out)
+
+
+def _literal_places(text: str) -> list[tuple[int, int]]:
+    """The ``[start, end)`` of each string, quoted name and comment of ``text``."""
     found: list[tuple[int, int]] = []
     position, size = 0, len(text)
     while position < size:
@@ -224,16 +249,24 @@ def hint_comments(text: str) -> list[tuple[int, int]]:
             close = text.find(char, position + 1)
             while close != -1 and text[close + 1 : close + 2] == char:  # '' and ``
                 close = text.find(char, close + 2)
-            position = size if close == -1 else close + 1
+            end = size if close == -1 else close + 1
         elif text.startswith("--", position):
             newline = text.find("\n", position)
-            position = size if newline == -1 else newline + 1
+            end = size if newline == -1 else newline + 1
         elif text.startswith("/*", position):
             close = text.find("*/", position + 2)
             end = size if close == -1 else close + 2
-            if text.startswith("/*+", position):
-                found.append((position, end))
-            position = end
         else:
             position += 1
+            continue
+        found.append((position, end))
+        position = end
     return found
+
+
+def hint_comments(text: str) -> list[tuple[int, int]]:
+    """The ``[start, end)`` of each ``/*+ ... */`` in ``text`` outside strings, quoted names
+    and other comments: Flink's hints (``/*+ OPTIONS('k' = 'v') */`` after a table, the
+    dynamic table options; ``/*+ BROADCAST(t) */``, ``/*+ STATE_TTL(...) */`` after
+    SELECT), which Spark's SQL would read as a comment or as hints of its own."""
+    return [(a, b) for a, b in _literal_places(text) if text.startswith("/*+", a)]

@@ -21,7 +21,12 @@ from flowc import ast
 from flowc.diagnostics import Reporter
 from flowc.errorcodes import Code
 from flowc.limits import MAX_STEPS, MAX_TOKENS
-from flowc.sql.flink_dialect import FLINK, hint_comments
+from flowc.sql.flink_dialect import (
+    FLINK,
+    UNSUPPORTED_CLAUSES,
+    hint_comments,
+    unsupported_clauses,
+)
 from flowc.sql.sql_parsing import (
     NODE_BYTES,
     clear_parse_cache,
@@ -72,6 +77,8 @@ def parse(text: str, file: str, reporter: Reporter) -> ast.Program:
         source = text[chunk.start : chunk.end]
         reported = len(reporter.diagnostics)
         steps = builder.steps
+        if builder.dialect == FLINK and _refuse_clauses(source, chunk.start, index, reporter):
+            continue
         try:
             statement = driver.parse(source, builder)
         except NoFastPath:
@@ -110,6 +117,21 @@ def parse(text: str, file: str, reporter: Reporter) -> ast.Program:
             break
     resolved = resolve_tables(shown_queries(statements), frozenset(flink_tables), reporter)
     return ast.Program(file=file, statements=tuple(resolved), span=index.span(0, len(text)))
+
+
+def _refuse_clauses(source: str, base: int, index: LineIndex, reporter: Reporter) -> bool:
+    """E0601 at each Flink clause Spark has no form of (MATCH_RECOGNIZE) in a
+    Flink-dialect statement, which is then dropped; whether there was one."""
+    found = unsupported_clauses(source)
+    for name, start, end in found:
+        message, help = UNSUPPORTED_CLAUSES[name]
+        reporter.error(
+            Code.E0601,
+            f"not supported in a streaming query: {message}",
+            index.span(base + start, base + end),
+            help=help,
+        )
+    return bool(found)
 
 
 def _refuse_hints(source: str, base: int, index: LineIndex, reporter: Reporter) -> None:
