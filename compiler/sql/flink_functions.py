@@ -403,7 +403,7 @@ def _convert_tz(node: exp.Anonymous, text: str, refusals: list[_Refusal]) -> exp
                 )
             )
             return None
-    names = {"__s": args[0], "__from": args[1], "__to": args[2]}
+    names: dict[str, exp.Expr] = {"__s": args[0], "__from": args[1], "__to": args[2]}
 
     def place(part: exp.Expr) -> exp.Expr:
         if isinstance(part, exp.Column) and not part.table and part.name in names:
