@@ -13,7 +13,7 @@ import os
 import re
 import subprocess
 from collections import defaultdict
-from datetime import datetime, timedelta
+from datetime import date, datetime, time, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -343,3 +343,94 @@ def test_tumble_proctime_is_the_time_each_update_is_written(spark: Any, tmp_path
     for (user, _), n in latest.items():
         totals[user] += n
     assert totals == {u: sum(r["user_id"] == u for b in CLICKS for r in b) for u in (1, 2, 3)}
+
+
+# ---------------------------------------------------------------- DATE_FORMAT's weeks
+
+#: [day, Flink's DATE_FORMAT(day 12:00, 'YYYY ww w W YY Y'), ... 'YYYYww', ... 'yyyy-ww'],
+#: Dec 24 to Jan 8 of 1999/2000 to 2031/2032, asked of Flink 2.3 (JVM locale 'en').
+WEEKS: list[list[str]] = json.loads(
+    (Path(__file__).parent / "data" / "flink_week_date_format.json").read_text(encoding="utf-8")
+)
+WEEK_PATTERNS = ["YYYY ww w W YY Y", "YYYYww", "yyyy-ww"]
+
+
+def _flink_weeks(day: date, pattern: str) -> str:
+    """Plain Python: java.time's week fields in an English locale (weeks from Sunday, the
+    week holding January 1 is week 1), as Flink's DATE_FORMAT of a TIMESTAMP gives them."""
+    sunday_index = (day.weekday() + 1) % 7
+    saturday = day + timedelta(days=6 - sunday_index)
+    week = (saturday.timetuple().tm_yday + 6) // 7
+    month_week = (day.day + (day.replace(day=1).weekday() + 1) % 7 - 1) // 7 + 1
+    return {
+        "YYYY ww w W YY Y": f"{saturday.year:04d} {week:02d} {week} {month_week} "
+        f"{saturday.year % 100:02d} {saturday.year}",
+        "YYYYww": f"{saturday.year:04d}{week:02d}",
+        "yyyy-ww": f"{day.year:04d}-{week:02d}",
+    }[pattern]
+
+
+def _date_format_sql(pattern: str) -> str:
+    program = TZ_PROGRAM.replace("t STRING, a STRING, b STRING", "ts TIMESTAMP").replace(
+        "CONVERT_TZ(t, a, b)", f"DATE_FORMAT(ts, '{pattern}')"
+    )
+    job = flowc.compile(program, "j.flow")
+    (step,) = job.program.inserts[0].stream.steps
+    assert isinstance(step, ExtendStep)
+    return sql_of(step.node.items[0].expr)
+
+
+@pytest.mark.parametrize("pattern", WEEK_PATTERNS)
+def test_week_based_date_format_gives_flinks_strings(spark: Any, pattern: str) -> None:
+    """Every day of 1995 to 2035 (at noon and a second before midnight) as plain Python's
+    week rule, which is Flink's on the recorded days around each year's end."""
+    for day, fields, compact, dashed in WEEKS:
+        recorded = {"YYYY ww w W YY Y": fields, "YYYYww": compact, "yyyy-ww": dashed}
+        assert _flink_weeks(date.fromisoformat(day), pattern) == recorded[pattern]
+    days = [
+        date(1995, 1, 1) + timedelta(days=n)
+        for n in range((date(2036, 1, 1) - date(1995, 1, 1)).days)
+    ]
+    rows = [(datetime.combine(d, time(12)), d.isoformat()) for d in days]
+    rows += [(datetime.combine(d, time(23, 59, 59)), d.isoformat()) for d in days[::7]]
+    rows.append((None, None))
+    frame = spark.createDataFrame(rows, schema="ts TIMESTAMP, d STRING")
+    got = frame.selectExpr("d", f"{_date_format_sql(pattern)} AS v").collect()
+    expected = [
+        (d, _flink_weeks(date.fromisoformat(d), pattern) if d is not None else None)
+        for _, d in rows
+    ]
+    assert [(r["d"], r["v"]) for r in got] == expected
+
+
+@pytest.mark.skipif(FLINK_PYTHON is None, reason="set FLOWC_FLINK_PYTHON to a PyFlink 2.3")
+def test_against_flink_week_date_format() -> None:
+    """Real Flink (opt-in): the recorded week fields are Flink's."""
+    probe = """
+import json, sys
+from pyflink.table import DataTypes, EnvironmentSettings, TableEnvironment
+t = TableEnvironment.create(EnvironmentSettings.in_batch_mode())
+t.get_config().set("parallelism.default", "1")
+days = json.loads(sys.stdin.read())
+fields = [DataTypes.FIELD("i", DataTypes.INT()), DataTypes.FIELD("d", DataTypes.STRING())]
+t.create_temporary_view("days", t.from_elements(list(enumerate(days)), DataTypes.ROW(fields)))
+ts = "CAST(CONCAT(d, ' 12:00:00') AS TIMESTAMP(3))"
+query = ("SELECT i, DATE_FORMAT(%s, 'YYYY ww w W YY Y'), DATE_FORMAT(%s, 'YYYYww'), "
+         "DATE_FORMAT(%s, 'yyyy-ww') FROM days" % (ts, ts, ts))
+out = {}
+with t.execute_sql(query).collect() as result:
+    for row in result:
+        out[row[0]] = [days[row[0]], row[1], row[2], row[3]]
+print(json.dumps([out[i] for i in range(len(days))]))
+"""
+    assert FLINK_PYTHON is not None
+    done = subprocess.run(
+        [FLINK_PYTHON, "-c", probe],
+        input=json.dumps([row[0] for row in WEEKS]),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == WEEKS

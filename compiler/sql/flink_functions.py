@@ -17,7 +17,7 @@ from sqlglot import exp, parse_one
 from flowc.diagnostics import Reporter
 from flowc.errorcodes import Code
 from flowc.spans import Span, text_span
-from flowc.sql.spark_patterns import pattern_uses
+from flowc.sql.spark_patterns import FUNCTION_META, PATTERN_META, pattern_uses
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +67,8 @@ def rewrite_flink(tree: exp.Expr, text: str, span: Span, reporter: Reporter) -> 
             replacement = _unix_timestamp(node, text, refusals)
         elif isinstance(node, exp.Anonymous) and node.name.upper() == "CONVERT_TZ":
             replacement = _convert_tz(node, text, refusals)
+        elif node.meta.get(FUNCTION_META) == "date_format":
+            replacement = _week_date_format(node)
         if replacement is not None:
             if node is tree:
                 tree = replacement
@@ -416,6 +418,62 @@ def _convert_tz(node: exp.Anonymous, text: str, refusals: list[_Refusal]) -> exp
 
 #: A GMT offset java.util.TimeZone reads and java.time's ZoneOffset (past 18:00) does not.
 _FAR_OFFSET = re.compile(r"GMT[+-](?:18:?(?:0[1-9]|[1-5][0-9])|19|2[0-3])")
+
+
+#: A run of one letter, a quoted text ('' is a quote) or other characters of a pattern.
+_PATTERN_PART = re.compile(r"([A-Za-z])\1*|'(?:[^']|'')*'?|[^A-Za-z']+")
+#: Flink's week fields (java.time's, in the JVM's default locale, English: weeks start
+#: on Sunday, the week holding January 1 is week 1) as Spark SQL over ``__t``: the week's
+#: Saturday is in its week-based year, and the week number is that Saturday's week.
+_WEEK_SATURDAY = "DATE_ADD(CAST(__t AS DATE), 7 - DAYOFWEEK(__t))"
+_WEEK_FIELDS = {
+    "Y": f"CAST(YEAR({_WEEK_SATURDAY}) AS STRING)",
+    "YY": f"LPAD(CAST(MOD(YEAR({_WEEK_SATURDAY}), 100) AS STRING), 2, '0')",
+    "w": f"CAST((DAYOFYEAR({_WEEK_SATURDAY}) + 6) DIV 7 AS STRING)",
+    "ww": f"LPAD(CAST((DAYOFYEAR({_WEEK_SATURDAY}) + 6) DIV 7 AS STRING), 2, '0')",
+    "W": "CAST((DAYOFMONTH(__t) + DAYOFWEEK(TRUNC(CAST(__t AS DATE), 'MM')) - 2) DIV 7 + 1 "
+    "AS STRING)",
+}
+
+
+def _week_date_format(node: exp.Expr) -> exp.Expr | None:
+    """Flink's ``DATE_FORMAT(ts, p)`` with the week-based fields ``Y``..``YYYY``, ``w``,
+    ``ww``, ``W`` (which Spark 3+ refuses) as a CONCAT of the fields computed
+    (:data:`_WEEK_FIELDS`) and Spark's DATE_FORMAT of the other letters; None (Spark's
+    checks apply) when the pattern has none of them, or a count Flink refuses."""
+    pattern = str(node.meta[PATTERN_META])
+    parts = [m.group() for m in _PATTERN_PART.finditer(pattern)]
+    if "".join(parts) != pattern or not any(p[0] in "Yw" or p == "W" for p in parts):
+        return None
+    subject = node.this.this if isinstance(node.this, exp.TimeStrToTime) else node.this
+    pieces: list[exp.Expr] = []
+    for part in parts:
+        if part[0] == "Y" or part[0] == "w" or part[0] == "W":
+            key = part if part in _WEEK_FIELDS else "Y" if part[0] == "Y" and part != "YY" else None
+            if key is None:
+                return None
+            field = parse_one(_WEEK_FIELDS[key], read="spark")
+            if key == "Y" and len(part) > 1:  # at least as many digits as letters
+                field = parse_one(
+                    f"LPAD(__y, GREATEST({len(part)}, LENGTH(__y)), '0')", read="spark"
+                ).transform(lambda n, f=field: f.copy() if _named(n, "__y") else n)
+            pieces.append(field.transform(lambda n: subject.copy() if _named(n, "__t") else n))
+        elif part[0] == "'":
+            pieces.append(
+                exp.Literal.string(part[1:-1].replace("''", "'") if len(part) > 1 else "")
+            )
+        elif part[0].isalpha():
+            call = exp.Anonymous(
+                this="date_format", expressions=[subject.copy(), exp.Literal.string(part)]
+            )
+            pieces.append(call)
+        else:
+            pieces.append(exp.Literal.string(part))
+    return pieces[0] if len(pieces) == 1 else exp.Concat(expressions=pieces)
+
+
+def _named(node: exp.Expr, name: str) -> bool:
+    return isinstance(node, exp.Column) and not node.table and node.name == name
 
 
 def group_problem(regex: str, index: int) -> str | None:
