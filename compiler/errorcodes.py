@@ -543,6 +543,18 @@ class Code(StrEnum):
         "UNIX_TIMESTAMP of a string, which Flink parses leniently (Flink dialect)",
         "functions-whose-meaning-differs",
     )
+    E0616 = (
+        "E0616",
+        "flink-convert-tz",
+        "a CONVERT_TZ flowc cannot give Flink's string for (Flink dialect)",
+        "functions-whose-meaning-differs",
+    )
+    E0617 = (
+        "E0617",
+        "flink-window-proctime",
+        "TUMBLE_PROCTIME (HOP_, SESSION_) of a window over event time (Flink dialect)",
+        "flink-sql-and-flink-ddl",
+    )
     E0619 = (
         "E0619",
         "flink-aggregate-type",

@@ -45,6 +45,7 @@ from flowc.program import (
     WindowTopStep,
 )
 from flowc.spans import Span
+from flowc.sql.habits import FLINK_PROCTIME_META
 from flowc.vocabulary import (
     JoinKind,
     WindowKind,
@@ -349,6 +350,39 @@ def check_window_time_uses(query: Query, lineage: Lineage, reporter: _OncePerPla
         )
 
 
+def check_window_proctime(query: Query, lineage: Lineage, reporter: _OncePerPlace) -> None:
+    """E0617: Flink's ``TUMBLE_PROCTIME(...)`` (the ``current_timestamp()`` after the
+    AGGREGATE it is written as) of a window over event time, which Flink types as the
+    window's rowtime attribute and never materializes as a processing time."""
+    window: WindowAggregateStep | None = None
+    for step in query.steps:
+        if isinstance(step, WindowAggregateStep):
+            window = step
+        elif step.GROUPS:
+            window = None
+        if window is None or not isinstance(step, SelectStep) or window.window is None:
+            continue
+        time_column = window.window.args[0].tree
+        if not isinstance(time_column, exp.Column):
+            continue
+        if time_column.name in lineage.processing_before(query.insert, window):
+            continue
+        for item in step.node.items:
+            for node in item.expr.tree.find_all(exp.CurrentTimestamp):
+                name = node.meta.get(FLINK_PROCTIME_META)
+                if name is None:
+                    continue
+                reporter.error(
+                    Code.E0617,
+                    f"{name}(...) of a window over '{time_column.name}', which is not a "
+                    "processing time (PROCTIME()): Flink types it as the window's rowtime "
+                    "(not a processing time flowc can write)",
+                    item.expr.span,
+                    help=f"group by a window over a PROCTIME() column, or select "
+                    f"{name.partition('_')[0]}_ROWTIME(...) for the event time of the window",
+                )
+
+
 def check_temporal_joins(program: Program, reporter: Reporter) -> None:
     """E0265 for every target, not only Spark: an event-time temporal join would have
     Flink's plans wrong too (:func:`_temporal_joins`)."""
@@ -574,6 +608,7 @@ RULES: tuple[Rule, ...] = (
     check_join_state_bounds,
     check_deduplicate_within,
     check_window_time_uses,
+    check_window_proctime,
     check_top_into_upsert,
 )
 

@@ -12,13 +12,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from sqlglot import exp
+from sqlglot import exp, parse_one
 
 from flowc.diagnostics import Reporter
 from flowc.errorcodes import Code
 from flowc.spans import Span, text_span
 from flowc.sql import sql_parsing
-from flowc.sql.spark_patterns import pattern_uses
+from flowc.sql.spark_patterns import FUNCTION_META, PATTERN_META, pattern_uses
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +82,10 @@ def rewrite_flink(tree: exp.Expr, text: str, span: Span, reporter: Reporter) -> 
             replacement = _unix_timestamp(node, text, refusals)
         elif isinstance(node, exp.Anonymous) and node.name.upper() == "SPLIT_INDEX":
             replacement = _split_index(node, text, refusals)
+        elif isinstance(node, exp.Anonymous) and node.name.upper() == "CONVERT_TZ":
+            replacement = _convert_tz(node, text, refusals)
+        elif node.meta.get(FUNCTION_META) == "date_format":
+            replacement = _week_date_format(node)
         if replacement is not None:
             if node is tree:
                 tree = replacement
@@ -318,9 +322,7 @@ def _split_index(node: exp.Anonymous, text: str, refusals: list[_Refusal]) -> ex
     string literal (E0738)."""
     arguments = node.expressions
     separator = arguments[1] if len(arguments) == 3 else None
-    if not (
-        isinstance(separator, exp.Literal) and separator.is_string and separator.this != ""
-    ):
+    if not (isinstance(separator, exp.Literal) and separator.is_string and separator.this != ""):
         start, end = _place(separator if separator is not None else node, text)
         refusals.append(
             _Refusal(
@@ -338,6 +340,196 @@ def _split_index(node: exp.Anonymous, text: str, refusals: list[_Refusal]) -> ex
     for column in list(template.find_all(exp.Column)):
         column.replace(places[column.name].copy())
     return template
+
+
+#: Flink's CONVERT_TZ (DateTimeUtils.convertTz) on Spark, ``__s``, ``__from``, ``__to`` its
+#: arguments. Flink parses ``s`` with a lenient SimpleDateFormat 'yyyy-MM-dd HH:mm:ss' in
+#: java.util.TimeZone.getTimeZone(from) (an unknown zone is GMT), formats the instant in
+#: ``to``, and gives NULL where the parse fails. Here, with TIMESTAMP_NTZ throughout (no
+#: step through the session time zone, whose DST gaps would shift a wall time): the zones
+#: are the ids that same
+#: getTimeZone gives (``reflect``, so an unknown zone is GMT as in Flink), which Spark's
+#: java.time reads with the same rules; the text is read strictly where it is
+#: 'yyyy-MM-dd HH:mm:ss' (the rest, a fraction, ignored as Flink does) in the years
+#: 1900-9998; in a fall-back overlap Flink's calendar takes the offset after the
+#: transition, where convert_timezone takes the earlier one, so the later reading is
+#: taken where there is one (no zone has two transitions within a day since 1900). The two
+#: Java libraries agree on every zone's offsets from 1900 to 9998 but for five zones past
+#: 2036 (java.util.TimeZone keeps no transitions past 2037: it repeats the last rule), a
+#: scan of Java 17's 631 zone ids (tzdb 2025a) found: there the job fails. Text
+#: with no Flink reading (not the digits - digits - digits : digits : digits the pattern
+#: needs) is NULL; other text, which Flink may read leniently, fails the job.
+_CONVERT_TZ = r"""
+CASE
+  WHEN __s IS NULL OR __from IS NULL OR __to IS NULL THEN NULL
+  WHEN NOT __s RLIKE __some_reading THEN NULL
+  WHEN NOT (__s RLIKE '^[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}(?![0-9])'
+            AND COALESCE(__w BETWEEN TIMESTAMP_NTZ '1900-01-01 00:00:00'
+                                 AND TIMESTAMP_NTZ '9998-12-31 23:59:59', FALSE))
+    THEN RAISE_ERROR(__lenient)
+  WHEN __zf RLIKE '^GMT[+-](18:0[1-9]|18:[1-5][0-9]|19|2[0-3])'
+    OR __zt RLIKE '^GMT[+-](18:0[1-9]|18:[1-5][0-9]|19|2[0-3])'
+    THEN RAISE_ERROR(__far_offset)
+  WHEN (__zf IN ('Africa/Casablanca', 'Africa/El_Aaiun', 'Africa/Windhoek', 'Asia/Gaza',
+                 'Asia/Hebron')
+        OR __zt IN ('Africa/Casablanca', 'Africa/El_Aaiun', 'Africa/Windhoek', 'Asia/Gaza',
+                    'Asia/Hebron'))
+       AND __w >= TIMESTAMP_NTZ '2036-12-30 00:00:00'
+    THEN RAISE_ERROR(__far_apart)
+  ELSE CAST(CONVERT_TIMEZONE('UTC', __zt,
+    CASE WHEN CONVERT_TIMEZONE('UTC', __zf, __late) = __w
+      THEN __late ELSE __early END) AS STRING)
+END
+"""
+#: The parts of :data:`_CONVERT_TZ`: the wall time read, its readings, the zones' ids.
+_CONVERT_TZ_PARTS = {
+    "__late": "__w - (CONVERT_TIMEZONE('UTC', __zf, __early + INTERVAL 1 DAY)"
+    " - (__early + INTERVAL 1 DAY))",
+    "__early": "CONVERT_TIMEZONE(__zf, 'UTC', __w)",
+    "__w": "TRY_CAST(SUBSTRING(__s, 1, 19) AS TIMESTAMP_NTZ)",
+    # ZoneInfo's text: sun.util.calendar.ZoneInfo[id="America/Los_Angeles",offset=...
+    "__zf": "SPLIT_PART(REFLECT('java.util.TimeZone', 'getTimeZone', __from), '\"', 2)",
+    "__zt": "SPLIT_PART(REFLECT('java.util.TimeZone', 'getTimeZone', __to), '\"', 2)",
+}
+
+
+#: The string literals of :data:`_CONVERT_TZ`.
+_CONVERT_TZ_TEXTS = {
+    # the characters a SimpleDateFormat parse of 'yyyy-MM-dd HH:mm:ss' needs, in order
+    "__some_reading": r"(?s)[\p{Nd}].*-.*[\p{Nd}].*-.*[\p{Nd}].*:.*[\p{Nd}].*:.*[\p{Nd}]",
+    "__lenient": "CONVERT_TZ: Flink may read this text leniently (single digits, a day or "
+    "hour past its range, other spacing, a year before 1900 or after 9998); flowc reads "
+    "yyyy-MM-dd HH:mm:ss and stops rather than guess",
+    "__far_offset": "CONVERT_TZ: a GMT offset past 18 hours, which Flink reads and Spark cannot",
+    "__far_apart": "CONVERT_TZ: past 2036 java.util.TimeZone (Flink) and java.time (Spark) "
+    "give this zone other offsets",
+}
+
+
+def convert_tz_sql() -> exp.Expr:
+    """:data:`_CONVERT_TZ` with its parts written in, over the columns ``__s``,
+    ``__from``, ``__to``."""
+    tree = parse_one(_CONVERT_TZ, read="spark")
+    for name, value in _CONVERT_TZ_TEXTS.items():
+
+        def text(node: exp.Expr, name: str = name, value: str = value) -> exp.Expr:
+            if isinstance(node, exp.Column) and not node.table and node.name == name:
+                return exp.Literal.string(value)
+            return node
+
+        tree = tree.transform(text)
+    for name, part in _CONVERT_TZ_PARTS.items():
+        template = parse_one(part, read="spark")
+
+        def fill(node: exp.Expr, name: str = name, template: exp.Expr = template) -> exp.Expr:
+            if isinstance(node, exp.Column) and not node.table and node.name == name:
+                return template.copy()
+            return node
+
+        tree = tree.transform(fill)
+    return tree
+
+
+def _convert_tz(node: exp.Anonymous, text: str, refusals: list[_Refusal]) -> exp.Expr | None:
+    """Flink's ``CONVERT_TZ(s, from, to)``: :data:`_CONVERT_TZ`. Three arguments, else
+    E0616; a zone written as a literal is checked here (a GMT offset past 18 hours)."""
+    args = node.expressions
+    if len(args) != 3:
+        start, end = _place(node, text)
+        refusals.append(
+            _Refusal(
+                Code.E0616,
+                f"CONVERT_TZ takes a string and two time zones, not {len(args)} arguments",
+                start,
+                end,
+                "write CONVERT_TZ(s, 'America/Los_Angeles', 'UTC'), s as 'yyyy-MM-dd HH:mm:ss'",
+            )
+        )
+        return None
+    for zone in args[1:]:
+        if isinstance(zone, exp.Literal) and zone.is_string and _FAR_OFFSET.match(zone.this):
+            start, end = _place(zone, text)
+            refusals.append(
+                _Refusal(
+                    Code.E0616,
+                    f"CONVERT_TZ zone '{zone.this}': Flink reads a GMT offset up to 23 hours, "
+                    "Spark up to 18",
+                    start,
+                    end,
+                    "write a zone of at most 18 hours, e.g. 'GMT+14:00' or a region such as "
+                    "'Pacific/Kiritimati'",
+                )
+            )
+            return None
+    names: dict[str, exp.Expr] = {"__s": args[0], "__from": args[1], "__to": args[2]}
+
+    def place(part: exp.Expr) -> exp.Expr:
+        if isinstance(part, exp.Column) and not part.table and part.name in names:
+            return names[part.name].copy()
+        return part
+
+    # typed for flowc (Spark types the CASE as STRING too)
+    return exp.Cast(this=convert_tz_sql().transform(place), to=exp.DataType.build("STRING"))
+
+
+#: A GMT offset java.util.TimeZone reads and java.time's ZoneOffset (past 18:00) does not.
+_FAR_OFFSET = re.compile(r"GMT[+-](?:18:?(?:0[1-9]|[1-5][0-9])|19|2[0-3])")
+
+
+#: A run of one letter, a quoted text ('' is a quote) or other characters of a pattern.
+_PATTERN_PART = re.compile(r"([A-Za-z])\1*|'(?:[^']|'')*'?|[^A-Za-z']+")
+#: Flink's week fields (java.time's, in the JVM's default locale, English: weeks start
+#: on Sunday, the week holding January 1 is week 1) as Spark SQL over ``__t``: the week's
+#: Saturday is in its week-based year, and the week number is that Saturday's week.
+_WEEK_SATURDAY = "DATE_ADD(CAST(__t AS DATE), 7 - DAYOFWEEK(__t))"
+_WEEK_FIELDS = {
+    "Y": f"CAST(YEAR({_WEEK_SATURDAY}) AS STRING)",
+    "YY": f"LPAD(CAST(MOD(YEAR({_WEEK_SATURDAY}), 100) AS STRING), 2, '0')",
+    "w": f"CAST((DAYOFYEAR({_WEEK_SATURDAY}) + 6) DIV 7 AS STRING)",
+    "ww": f"LPAD(CAST((DAYOFYEAR({_WEEK_SATURDAY}) + 6) DIV 7 AS STRING), 2, '0')",
+    "W": "CAST((DAYOFMONTH(__t) + DAYOFWEEK(TRUNC(CAST(__t AS DATE), 'MM')) - 2) DIV 7 + 1 "
+    "AS STRING)",
+}
+
+
+def _week_date_format(node: exp.Expr) -> exp.Expr | None:
+    """Flink's ``DATE_FORMAT(ts, p)`` with the week-based fields ``Y``..``YYYY``, ``w``,
+    ``ww``, ``W`` (which Spark 3+ refuses) as a CONCAT of the fields computed
+    (:data:`_WEEK_FIELDS`) and Spark's DATE_FORMAT of the other letters; None (Spark's
+    checks apply) when the pattern has none of them, or a count Flink refuses."""
+    pattern = str(node.meta[PATTERN_META])
+    parts = [m.group() for m in _PATTERN_PART.finditer(pattern)]
+    if "".join(parts) != pattern or not any(p[0] in "Yw" or p == "W" for p in parts):
+        return None
+    subject = node.this.this if isinstance(node.this, exp.TimeStrToTime) else node.this
+    pieces: list[exp.Expr] = []
+    for part in parts:
+        if part[0] == "Y" or part[0] == "w" or part[0] == "W":
+            key = part if part in _WEEK_FIELDS else "Y" if part[0] == "Y" and part != "YY" else None
+            if key is None:
+                return None
+            field = parse_one(_WEEK_FIELDS[key], read="spark")
+            if key == "Y" and len(part) > 1:  # at least as many digits as letters
+                field = parse_one(
+                    f"LPAD(__y, GREATEST({len(part)}, LENGTH(__y)), '0')", read="spark"
+                ).transform(lambda n, f=field: f.copy() if _named(n, "__y") else n)
+            pieces.append(field.transform(lambda n: subject.copy() if _named(n, "__t") else n))
+        elif part[0] == "'":
+            pieces.append(
+                exp.Literal.string(part[1:-1].replace("''", "'") if len(part) > 1 else "")
+            )
+        elif part[0].isalpha():
+            call = exp.Anonymous(
+                this="date_format", expressions=[subject.copy(), exp.Literal.string(part)]
+            )
+            pieces.append(call)
+        else:
+            pieces.append(exp.Literal.string(part))
+    return pieces[0] if len(pieces) == 1 else exp.Concat(expressions=pieces)
+
+
+def _named(node: exp.Expr, name: str) -> bool:
+    return isinstance(node, exp.Column) and not node.table and node.name == name
 
 
 def group_problem(regex: str, index: int) -> str | None:

@@ -80,6 +80,18 @@ FLINK_TIME_PROPERTIES = frozenset(
 )
 
 
+#: Flink's proctime properties: the time a window's row is written (Flink's
+#: PROCTIME_MATERIALIZE after the window), ``current_timestamp()`` after the AGGREGATE.
+FLINK_PROCTIME_PROPERTIES = frozenset(
+    name for name in FLINK_WINDOW_PROPERTIES if name.endswith("_PROCTIME")
+)
+
+
+#: The meta key marking the ``current_timestamp()`` a ``*_PROCTIME`` property was written
+#: as (its value the property's name), for the check of its window's time (E0617).
+FLINK_PROCTIME_META = "flink_proctime"
+
+
 #: Flink's rowtime properties: the window's end minus 1 ms, with the watermark (the
 #: windowed AGGREGATE's ``window_time``).
 FLINK_ROWTIME_PROPERTIES = frozenset(

@@ -54,6 +54,8 @@ from flowc.sql.flink_dialect import FLINK
 from flowc.sql.functions import has_aggregate, is_aggregate
 from flowc.sql.habits import (
     FLINK_GROUP_WINDOWS,
+    FLINK_PROCTIME_META,
+    FLINK_PROCTIME_PROPERTIES,
     FLINK_ROWTIME_PROPERTIES,
     FLINK_TIME_PROPERTIES,
     FLINK_WINDOW_PROPERTIES,
@@ -613,6 +615,19 @@ class _Lowering:
                 # inside an expression of the SELECT list: its value only
                 assert name is not None and isinstance(node, exp.Anonymous)
                 self.check_property(node, name, window, selected=True)
+            elif name in FLINK_PROCTIME_PROPERTIES and id(node) in listed:
+                # the time its row is written: current_timestamp() after the AGGREGATE
+                assert name is not None and isinstance(node, exp.Anonymous)
+                self.check_property(node, name, window, selected=True)
+            elif name in FLINK_PROCTIME_PROPERTIES:
+                assert name is not None
+                raise _Unsupported(
+                    f"{name}(...), the time a window's row is written, is known only in "
+                    "the SELECT list",
+                    self.span_of(node),
+                    help="select it, and filter on it in a view over this query",
+                    code=Code.E0602,
+                )
             elif name in FLINK_TIME_PROPERTIES:
                 assert name is not None
                 raise _Unsupported(
@@ -693,6 +708,10 @@ class _Lowering:
 
         def swap(part: exp.Expr) -> exp.Expr:
             name = function_name(part)
+            if name in FLINK_PROCTIME_PROPERTIES:  # the time the row is written
+                written = exp.CurrentTimestamp()
+                written.meta[FLINK_PROCTIME_META] = name  # checked on Spark: E0617
+                return written
             if name in FLINK_ROWTIME_PROPERTIES:  # in an expression: the value, end - 1 ms
                 return exp.Sub(
                     this=exp.column("window_end"),
@@ -1181,7 +1200,9 @@ class _Lowering:
                         help=self.ungrouped_help(inner, windowed),
                     )
                 output = alias or _spark_name(inner, names)
-                if output is None and function_name(inner) in FLINK_WINDOW_PROPERTIES:
+                if output is None and function_name(inner) in FLINK_PROCTIME_PROPERTIES:
+                    output = "window_proctime"
+                elif output is None and function_name(inner) in FLINK_WINDOW_PROPERTIES:
                     assert isinstance(rewritten, exp.Column)
                     output = rewritten.name  # TUMBLE_START(...) unnamed: window_start
                 projection.append(

@@ -291,7 +291,7 @@ def _check_functions(part: ast.SqlExpr | ast.SqlQuery, reporter: Reporter) -> No
                 )
         elif isinstance(node, exp.Func):
             name = _function_name(node)
-            why = DENIED_FUNCTIONS.get(name)
+            why = None if _time_zone_lookup(node) else DENIED_FUNCTIONS.get(name)
             file_options = FILE_OPTION_ARGUMENTS.get(name)
             if why is not None:
                 reporter.error(
@@ -358,6 +358,18 @@ def _risky_regex(pattern: str) -> bool:
     text = re.sub(r"\\Q.*?(\\E|$)", "", pattern, flags=re.DOTALL)
     text = re.sub(r"\\[^1-9k]", "", text)
     return _RISKY_REGEX.search(text) is not None
+
+
+def _time_zone_lookup(node: exp.Func) -> bool:
+    """``reflect('java.util.TimeZone', 'getTimeZone', zone)``, which only reads a zone's
+    rules: the Flink dialect's CONVERT_TZ reads zones as Flink does with it."""
+    args = node.expressions if isinstance(node, exp.Anonymous) else []
+    return (
+        _function_name(node) == "reflect"
+        and len(args) == 3
+        and [a.this if isinstance(a, exp.Literal) and a.is_string else None for a in args[:2]]
+        == ["java.util.TimeZone", "getTimeZone"]
+    )
 
 
 def _function_name(node: exp.Expr) -> str:
