@@ -19,7 +19,7 @@ import pytest
 import flowc
 from flowc.program import AggregateStep
 from flowc.sql.spark_sql import sql_of
-from tests.helpers.files import at, source, write_batches
+from tests.helpers.files import at, source, write_batches, write_later_batch
 from tests.helpers.flink import ask_flink
 from tests.helpers.spark_run import run_in
 
@@ -172,9 +172,7 @@ def test_avg_computes_flinks_values_across_micro_batches_and_a_restart(
     for key, row in expected.items():
         _same(written[key], row)
     later = _rows(rng, 20, 600)
-    target = tmp_path / "in" / "part-099.json"
-    target.write_text("".join(json.dumps(r) + "\n" for r in later), encoding="utf-8")
-    os.utime(target, (1_700_001_000, 1_700_001_000))
+    write_later_batch(tmp_path / "in", later)
     assert [q.error for q in run_in(job, tmp_path).queries] == [None]
     written = _latest(tmp_path / "out")
     for key, row in _expected(first + later).items():

@@ -5,7 +5,6 @@ fields), CHAR(n) and VARCHAR(n) strings read and written as they come, BYTES BIN
 from __future__ import annotations
 
 import json
-import os
 from collections import Counter
 from datetime import timedelta
 from pathlib import Path
@@ -16,7 +15,7 @@ import pytest
 import flowc
 from flowc.spark.codegen import generate_pyspark
 from flowc.sql.flink_dialect import flink_column_type
-from tests.helpers.files import T0, at, read_json_dir, write_batches
+from tests.helpers.files import T0, at, read_json_dir, write_batches, write_later_batch
 from tests.helpers.plans import without_spans
 from tests.helpers.spark_run import run_in
 
@@ -156,8 +155,6 @@ def test_nested_rows_window_on_spark_across_micro_batches_and_a_restart(
     assert [q.error for q in run_in(job, tmp_path).queries] == [None]
     first = [e for batch in BATCHES for e in batch]
     assert _written(tmp_path / "out") == _closed_windows(first)
-    target = tmp_path / "in" / "part-099.json"
-    target.write_text("".join(json.dumps(e) + "\n" for e in LATER), encoding="utf-8")
-    os.utime(target, (1_700_001_000, 1_700_001_000))
+    write_later_batch(tmp_path / "in", LATER)
     assert [q.error for q in run_in(job, tmp_path).queries] == [None]
     assert _written(tmp_path / "out") == _closed_windows(first + LATER)

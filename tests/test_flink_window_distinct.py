@@ -5,14 +5,13 @@ emits it; planned as the window's AGGREGATE with a row count left out of the SEL
 from __future__ import annotations
 
 import json
-import os
 from collections import Counter
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import flowc
-from tests.helpers.files import T0, at, read_json_dir, source, write_batches
+from tests.helpers.files import T0, at, read_json_dir, source, write_batches, write_later_batch
 from tests.helpers.plans import without_spans
 from tests.helpers.spark_run import run_in
 
@@ -81,8 +80,6 @@ def test_each_group_once_per_window_across_micro_batches_and_a_restart(
     assert [q.error for q in run_in(job, tmp_path).queries] == [None]
     first = [r for batch in BATCHES for r in batch]
     assert _written(tmp_path / "out") == _expected(first)
-    target = tmp_path / "person" / "part-099.json"
-    target.write_text("".join(json.dumps(r) + "\n" for r in LATER), encoding="utf-8")
-    os.utime(target, (1_700_001_000, 1_700_001_000))
+    write_later_batch(tmp_path / "person", LATER)
     assert [q.error for q in run_in(job, tmp_path).queries] == [None]
     assert _written(tmp_path / "out") == _expected(first + LATER)

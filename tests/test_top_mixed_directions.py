@@ -6,8 +6,6 @@ last in DESC). Other types stay E0271."""
 
 from __future__ import annotations
 
-import json
-import os
 import random
 from collections import Counter
 from pathlib import Path
@@ -16,7 +14,7 @@ from typing import Any
 import pytest
 
 import flowc
-from tests.helpers.files import T0, at, read_json_dir, source, write_batches
+from tests.helpers.files import T0, at, read_json_dir, source, write_batches, write_later_batch
 from tests.helpers.spark_run import run_in
 
 PROGRAM = """\
@@ -115,9 +113,7 @@ def test_a_top_in_two_directions_equals_flinks_order(
         {(k, p, (t or "")[:19] or None, r): n for (k, p, t, r), n in expected.items()}
     )
     later = [{"k": "a", "price": 1, "placed": None, "ts": at(300)}]
-    target = tmp_path / "bids" / "part-099.json"
-    target.write_text("".join(json.dumps(r) + "\n" for r in later), encoding="utf-8")
-    os.utime(target, (1_700_001_000, 1_700_001_000))
+    write_later_batch(tmp_path / "bids", later)
     assert [q.error for q in run_in(job, tmp_path).queries] == [None]
     again = _expected(rows + later, order)
     assert _written(tmp_path / "out") == Counter(
