@@ -25,12 +25,9 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-from flowc.sql.spark_patterns import is_flink_aggregate
+from flowc.sql.spark_patterns import flink_average, is_flink_aggregate
 from flowc.sql.spark_typing import (
-    INTEGER_TYPES,
     average_type,
-    decimal,
-    flink_average_type,
     sum_type,
 )
 from flowc.sql.sqltypes import UNKNOWN, type_text
@@ -108,7 +105,7 @@ def _rewritten(
             return total
         count = exp.func("size", _collected(value.copy(), where))
         if is_flink_aggregate(node):
-            return _flink_average(total, count, type_text(value))
+            return flink_average(total, count, type_text(value))
         average = exp.Div(
             this=exp.paren(total),
             expression=exp.Nullif(this=count, expression=exp.Literal.number(0)),
@@ -122,24 +119,6 @@ def _rewritten(
         f"{name}(DISTINCT ...) has no streaming form on Spark: flowc rewrites only count, "
         "sum, avg, min and max with DISTINCT"
     )
-
-
-def _flink_average(total: exp.Expr, count: exp.Expr, value: str) -> exp.Expr:
-    """Flink's ``AVG(DISTINCT x)`` from the distinct values' sum and count, as the Spark
-    generator writes Flink's AVG (:mod:`flowc.sql.spark_patterns`): of integers the
-    truncated quotient in the argument's type, of FLOAT a FLOAT, of DECIMAL(p, s) the
-    quotient at scale max(6, s)."""
-    nonzero = exp.Nullif(this=count, expression=exp.Literal.number(0))
-    found = decimal(value)
-    if value in INTEGER_TYPES:
-        return exp.cast(exp.IntDiv(this=exp.paren(total), expression=nonzero), value)
-    if found is not None:
-        wide = exp.cast(total, f"DECIMAL(38, {found[1]})")
-        return exp.cast(
-            exp.Div(this=wide, expression=nonzero), flink_average_type(value) or "DOUBLE"
-        )
-    average = exp.cast(exp.Div(this=exp.paren(total), expression=nonzero), "DOUBLE")
-    return exp.cast(average, "FLOAT") if value == "FLOAT" else average
 
 
 def _row_of(values: list[exp.Expr]) -> exp.Expr:

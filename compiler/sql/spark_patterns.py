@@ -21,6 +21,8 @@ from sqlglot.generators.spark import SparkGenerator as _SparkGenerator
 from sqlglot.parsers.spark import SparkParser as _SparkParser
 from sqlglot.time import format_time
 
+from flowc.sql.spark_typing import INTEGER_TYPES, decimal
+
 #: Letter -> the counts Spark formats with (None: any count). Every other ASCII letter is
 #: refused at any count: week-based fields (Y w W e c u), 'A n N p' (Spark's unsupported
 #: list) and letters Java does not know.
@@ -272,10 +274,23 @@ def is_flink_aggregate(node: exp.Expr) -> bool:
     return bool(node._meta and node._meta.get(FLINK_AGGREGATE_META))
 
 
-def _decimal_scale(dtype: exp.DataType) -> int:
-    """A DECIMAL type's scale (0 where it is written without one, as Spark's default)."""
-    parameters = dtype.expressions
-    return int(parameters[1].name) if len(parameters) > 1 else 0
+def flink_average(total: exp.Expr, count: exp.Expr, value: str) -> exp.Expr:
+    """Flink's AVG of values of type ``value`` from their ``total`` (Spark's sum) and
+    ``count``, its type :func:`flowc.sql.spark_typing.flink_average_type`: of integers the
+    quotient truncated toward zero (Spark's ``div``, as Flink's long division); of
+    DECIMAL(p, s) the sum as DECIMAL(38, s) over the count, which Spark's decimal division
+    rounds half up once at scale max(6, s), as Flink's; of FLOAT the average as FLOAT.
+    Written for each AVG the Flink dialect reads, and for its DISTINCT form
+    (:mod:`flowc.sql.spark_distinct`)."""
+    nonzero = exp.Nullif(this=count, expression=exp.Literal.number(0))
+    found = decimal(value)
+    if value in INTEGER_TYPES:
+        return exp.cast(exp.IntDiv(this=exp.paren(total), expression=nonzero), value)
+    if found is not None:
+        wide = exp.cast(total, f"DECIMAL(38, {found[1]})")
+        return exp.cast(exp.Div(this=wide, expression=nonzero), f"DECIMAL(38, {max(6, found[1])})")
+    average = exp.cast(exp.Div(this=exp.paren(total), expression=nonzero), "DOUBLE")
+    return exp.cast(average, "FLOAT") if value == "FLOAT" else average
 
 
 class SparkGenerator(_SparkGenerator):
@@ -304,45 +319,39 @@ class SparkGenerator(_SparkGenerator):
         return self.binary(expression, "/")
 
     def avg_sql(self, expression: exp.Avg) -> str:
-        return self._average(expression, "")
+        return self._average(expression, None)
 
     def filter_sql(self, expression: exp.Filter) -> str:
         this = expression.this
-        where = self.sql(expression, "expression").strip()
         if isinstance(this, exp.Avg) and is_flink_aggregate(this):
             # Each aggregate Flink's AVG is written as filters its own rows.
-            return self._average(this, f" FILTER({where})")
+            return self._average(this, expression.expression)
+        where = self.sql(expression, "expression").strip()
         return f"{self.sql(this)} FILTER({where})"
 
-    def _average(self, expression: exp.Avg, where: str) -> str:
-        """Flink's AVG (:data:`FLINK_AGGREGATE_META`), whose type is its argument's
-        (:func:`flowc.sql.spark_typing.flink_average_type`): of integers, the sum divided
-        by the count, truncated (Spark's ``div``), as Flink's long division; of FLOAT, the
-        average as FLOAT; of DECIMAL(p, s), the sum as DECIMAL(38, s) over the count,
-        rounded half up once at scale max(6, s), as Flink's decimal division. Spark's
-        ``avg`` elsewhere. ``where`` is a FILTER clause, written after each aggregate."""
-        argument = self.sql(expression, "this")
+    def _average(self, expression: exp.Avg, where: exp.Expr | None) -> str:
+        """Flink's AVG (:data:`FLINK_AGGREGATE_META`) as :func:`flink_average` writes it
+        from the sum and the count (each with the FILTER ``where``); Spark's ``avg`` for
+        another AVG and for a DOUBLE, whose average both compute alike."""
         if not is_flink_aggregate(expression):
-            return f"AVG({argument}){where}"
+            return self.function_fallback_sql(expression)
         value = expression.this
         if isinstance(value, exp.Distinct) and len(value.expressions) == 1:
             value = value.expressions[0]
         if value.type is None or value.is_type(exp.DType.UNKNOWN):
             # Never guess: Flink's meaning depends on the argument's type.
             raise ValueError("the argument of a Flink AVG is not typed")
-        total, count = f"SUM({argument}){where}", f"COUNT({argument}){where}"
-        if value.is_type(*_INTEGERS):
-            quotient = f"{total} DIV {count}"
-            if value.is_type(exp.DType.BIGINT):
-                return quotient
-            return f"CAST({quotient} AS {self.sql(value.type)})"
-        if value.is_type(exp.DType.FLOAT):
-            return f"CAST(AVG({argument}){where} AS FLOAT)"
-        if value.is_type(exp.DType.DECIMAL):
-            scale = _decimal_scale(value.type)
-            wide = f"CAST({total} AS DECIMAL(38, {scale}))"
-            return f"CAST({wide} / {count} AS DECIMAL(38, {max(6, scale)}))"
-        return f"AVG({argument}){where}"
+        if value.is_type(exp.DType.DOUBLE):
+            average: exp.Expr = exp.Avg(this=expression.this.copy())
+            if where is not None:
+                average = exp.Filter(this=average, expression=where.copy())
+            return self.sql(average)
+        total: exp.Expr = exp.Sum(this=expression.this.copy())
+        count: exp.Expr = exp.Count(this=expression.this.copy())
+        if where is not None:
+            total = exp.Filter(this=total, expression=where.copy())
+            count = exp.Filter(this=count, expression=where.copy())
+        return self.sql(flink_average(total, count, str(value.type.sql("spark"))))
 
     def preprocess(self, expression: exp.Expr) -> exp.Expr:
         expression = super().preprocess(expression)
