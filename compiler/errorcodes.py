@@ -510,7 +510,8 @@ class Code(StrEnum):
     E0610 = (
         "E0610",
         "flink-current-watermark",
-        "Flink's CURRENT_WATERMARK, which flowc does not give on Spark",
+        "Flink's CURRENT_WATERMARK outside a WHERE, or of a column that is not a "
+        "watermarked time attribute",
         "current_watermark-on-spark",
     )
     E0611 = (
@@ -573,6 +574,13 @@ class Code(StrEnum):
         "a Flink hint (/*+ OPTIONS(...) */, /*+ BROADCAST(...) */, ...) flowc does not "
         "apply (Flink dialect)",
         "flink-tables",
+    )
+    E0740 = (
+        "E0740",
+        "watermark-reader-on-spark",
+        "a WHERE reading CURRENT_WATERMARK where Spark cannot run its processor (a query "
+        "not in append mode, a state store other than RocksDB)",
+        "current_watermark-on-spark",
     )
     E0701 = (
         "E0701",
@@ -781,6 +789,13 @@ class Code(StrEnum):
         "two file sinks writing one folder",
         "who-owns-a-sinks-folder",
     )
+    E0816 = (
+        "E0816",
+        "processor-packages-missing",
+        "a job with a Spark stateful processor (CURRENT_WATERMARK) run where Python lacks "
+        "pandas, pyarrow or protobuf",
+        "current_watermark-on-spark",
+    )
     E0820 = (
         "E0820",
         "state-incompatible",
@@ -961,6 +976,12 @@ class Code(StrEnum):
         "unbounded-join-state",
         "a stream-stream JOIN whose state grows forever (no watermarks and time bound)",
         "tables-and-dimension-joins",
+    )
+    W0041 = (
+        "W0041",
+        "watermark-read-per-query",
+        "two queries reading CURRENT_WATERMARK, each by its own micro-batches",
+        "current_watermark-on-spark",
     )
     W0020 = (
         "W0020",

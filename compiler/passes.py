@@ -29,7 +29,12 @@ from flowc.job import CompiledJob, Stage, stages
 from flowc.program import Program
 from flowc.spark.spark_checks import check_spark
 from flowc.spark.spark_plan import SparkPlan, build_spark_plan
-from flowc.spark.streaming import check_streaming, check_temporal_joins, choose_shown_modes
+from flowc.spark.streaming import (
+    check_current_watermark,
+    check_streaming,
+    check_temporal_joins,
+    choose_shown_modes,
+)
 from flowc.syntax.parser import parse
 
 T = TypeVar("T")
@@ -67,6 +72,7 @@ def _analyze(job: CompiledJob, reporter: Reporter) -> Program:
     program = analyze(job.ast, reporter, job.overrides, job.trust, job.functions)
     if not reporter.has_errors:
         check_temporal_joins(program, reporter)
+        check_current_watermark(program, reporter)
         program = choose_shown_modes(program)
     if job.test_inputs is not None and not reporter.has_errors:
         # flowc test: the program as written is checked above; its test form is planned

@@ -115,15 +115,23 @@ class SourceDef:
     #: one option or one type points (not at the whole CREATE).
     written_options: dict[str, ast.Option] = field(default_factory=dict, compare=False, hash=False)
     written_types: dict[str, ast.TypeRef] = field(default_factory=dict, compare=False, hash=False)
+    #: The columns in the order the program declares them, where the processing time
+    #: stands before a read column (Flink keeps a table's declared order: ``SELECT *``
+    #: lists it so); empty where the order is the read, computed, processing-time one.
+    declared_order: tuple[str, ...] = ()
 
     @property
     def output_schema(self) -> Schema:
         """The columns the source's stream has: the declared ones, its computed ones, then
-        the processing time's, a TIMESTAMP."""
+        the processing time's, a TIMESTAMP (or as declared: :attr:`declared_order`)."""
         read = self.read_schema
         if self.proctime is None:
             return read
-        return (*read, Column(self.proctime, "TIMESTAMP"))
+        columns = (*read, Column(self.proctime, "TIMESTAMP"))
+        if not self.declared_order:
+            return columns
+        by_name = {c.name: c for c in columns}
+        return tuple(by_name[name] for name in self.declared_order)
 
     @property
     def read_schema(self) -> Schema:
@@ -165,6 +173,10 @@ class SinkDef:
     #: As :attr:`SourceDef.written_options` and :attr:`SourceDef.written_types`.
     written_options: dict[str, ast.Option] = field(default_factory=dict, compare=False, hash=False)
     written_types: dict[str, ast.TypeRef] = field(default_factory=dict, compare=False, hash=False)
+    #: The columns in the order the program declares them, where the processing time
+    #: stands before a read column (Flink keeps a table's declared order: ``SELECT *``
+    #: lists it so); empty where the order is the read, computed, processing-time one.
+    declared_order: tuple[str, ...] = ()
 
 
 # ---------------------------------------------------------------- functions
@@ -319,11 +331,33 @@ class Step:
         return columns
 
 
+#: The column a WHERE reading Flink's CURRENT_WATERMARK sees the watermark in: each call
+#: is this column, of its argument's type (docs/language.md, "CURRENT_WATERMARK on Spark").
+WATERMARK_COLUMN = "__flowc_watermark"
+
+
+@dataclass(frozen=True, slots=True)
+class WatermarkRead:
+    """A WHERE's or SELECT's CURRENT_WATERMARK(column): on Spark a stateful processor hands each row
+    its micro-batch's watermark. ``on_time`` is the condition's conjunct that keeps only
+    rows ahead of the watermark (``'ahead'``: ``ts > CURRENT_WATERMARK(ts)``;
+    ``'ahead_or_none'``: ``CURRENT_WATERMARK(ts) IS NULL OR ts > ...``), with which the
+    column keeps its watermark after the step; None where late rows may pass, after which
+    no column has one."""
+
+    column: str
+    on_time: str | None
+    #: Where each call is written (a diagnostic about the argument points at them).
+    calls: tuple[Span, ...] = field(default=(), compare=False)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class WhereStep(Step):
     KIND = StepKind.WHERE
     node: ast.Where
     OPERATOR = Operator.FILTER
+    #: CURRENT_WATERMARK in the condition (whose calls read :data:`WATERMARK_COLUMN`).
+    watermark: WatermarkRead | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -331,6 +365,8 @@ class SelectStep(Step):
     KIND = StepKind.SELECT
     node: ast.Select
     OPERATOR = Operator.MAP
+    #: CURRENT_WATERMARK in an item (whose calls read :data:`WATERMARK_COLUMN`).
+    watermark: WatermarkRead | None = None
 
     def passes_on(self, columns: frozenset[str]) -> frozenset[str]:
         return _read_unchanged(self.node.items, columns)
@@ -341,6 +377,8 @@ class ExtendStep(Step):
     KIND = StepKind.EXTEND
     node: ast.Extend
     OPERATOR = Operator.MAP
+    #: CURRENT_WATERMARK in an item (whose calls read :data:`WATERMARK_COLUMN`).
+    watermark: WatermarkRead | None = None
 
     def passes_on(self, columns: frozenset[str]) -> frozenset[str]:
         return columns | _read_unchanged(self.node.items, columns)

@@ -7,6 +7,7 @@ pyspark (through the generated program); the compiler never does.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import signal
@@ -21,9 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from flowc.diagnostics import Diagnostic, Severity
+from flowc.diagnostics import CompileError, Diagnostic, Severity
 from flowc.errorcodes import Code
 from flowc.job import CompiledJob
+from flowc.program import Step
 from flowc.runtime.failures import (
     FailureLog,
     StartedQuery,
@@ -38,6 +40,7 @@ from flowc.runtime.state_guard import StateGuard, guard_state
 from flowc.runtime.state_report import HeldState, held_state, state_lines
 from flowc.spark.codegen import generate_pyspark
 from flowc.spark.spark_plan import checkpoint_root
+from flowc.spark.streaming import steps_within
 from flowc.sql.spark_sql import UnsupportedOnSpark
 
 _EXCHANGE = re.compile(r"^[\s:+\-|]*Exchange ", re.M)
@@ -184,6 +187,7 @@ def run_job(
     # Before Spark: state the edited job cannot go on from (E0820), --reset-state.
     guard = guard_state(job, checkpoints, base, reset_state, out)
     check_sink_ownership(job, checkpoints, base)  # before Spark: folders flowc refuses
+    check_processor_packages(job)  # before Spark: a processor's workers need their packages
     report = RunReport(job=job.program.settings.job_name, log_file=log_file)
     failure_log = FailureLog(job, checkpoint_dir, base_dir, log_file)
     started = time.monotonic()
@@ -526,6 +530,53 @@ def _refused(
 
 
 KAFKA_PROVIDER = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
+
+
+#: What Spark's stateful processor API needs in the Python workers' interpreter (which
+#: the generated program makes this one): pandas and pyarrow carry the rows, protobuf the
+#: state server's messages (STREAMING_PYTHON_RUNNER_INITIALIZATION_FAILURE without it).
+PROCESSOR_PACKAGES = {"pandas": "pandas", "pyarrow": "pyarrow", "google.protobuf": "protobuf"}
+
+
+def check_processor_packages(job: CompiledJob) -> None:
+    """E0816, before Spark starts: a job with a stateful processor (a step reading
+    CURRENT_WATERMARK) where this interpreter lacks what the processor needs."""
+    if not job.spark_plan.watermark_readers:
+        return
+    missing = [p for module, p in PROCESSOR_PACKAGES.items() if not _importable(module)]
+    if not missing:
+        return
+    reader = min(job.spark_plan.watermark_readers.values(), key=lambda r: r.line)
+    step = next(
+        s.span for s in _all_steps(job) if job.spark_plan.step_nodes.get(id(s)) == reader.node_id
+    )
+    raise CompileError(
+        [
+            Diagnostic(
+                Code.E0816,
+                Severity.ERROR,
+                f"CURRENT_WATERMARK runs as a Spark stateful processor, which needs "
+                f"{', '.join(missing)} in Python, and {sys.executable} has not got "
+                f"{'it' if len(missing) == 1 else 'them'}",
+                step,
+                "pip install 'flowc[processors]' into this interpreter (Spark's Python "
+                "workers run it too)",
+            )
+        ]
+    )
+
+
+def _importable(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # its parent package is missing
+        return False
+
+
+def _all_steps(job: CompiledJob) -> Iterator[Step]:
+    program = job.program
+    for stream in [*(v.stream for v in program.views), *(i.stream for i in program.inserts)]:
+        yield from steps_within(stream)
 
 
 def _check_packages(job: CompiledJob, spark: Any) -> None:

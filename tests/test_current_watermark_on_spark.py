@@ -1,13 +1,16 @@
-"""What Spark offers for Flink's CURRENT_WATERMARK, measured: the evidence behind refusing
-it (E0610; docs/language.md, "CURRENT_WATERMARK on Spark").
+"""What Spark offers for Flink's CURRENT_WATERMARK, measured: the facts behind how flowc
+runs it (docs/language.md, "CURRENT_WATERMARK on Spark"; the jobs themselves are tested
+in tests/test_flink_current_watermark.py).
 
 Spark's counterpart of Flink's watermark is the micro-batch's: the largest event time of
 the earlier batches minus the delay. Only a stateful processor reads it
-(``transformWithStateInPandas`` in EventTime mode). These tests show that it does read
-exactly what plain Python predicts, and the costs that keep flowc from planning it: the
-RocksDB store, the rows Spark drops before the processor, the late rows no event-time step
-may follow. If a Spark upgrade lifts one of them, its test fails and the decision is due
-again.
+(``transformWithState`` in EventTime mode). These tests show that it reads exactly what
+plain Python predicts, and why flowc's processor is built as it is: the RocksDB store it
+needs (the job moves to it), the rows Spark drops before it unless the input's watermark
+is taken off (flowc takes it off), the late rows no event-time step may follow (only a
+condition keeping rows ahead of the watermark keeps one), and the pandas form's floats
+(flowc uses the row form). If a Spark upgrade lifts one of them, its test fails and the
+design is due again.
 """
 
 from __future__ import annotations
@@ -287,7 +290,7 @@ def test_an_integer_column_with_nulls_reaches_the_processor_as_floats(rocksdb: A
 def test_a_window_leaves_out_rows_of_closed_windows_and_counts_them_dropped(
     spark: Any, tmp_path: Path
 ) -> None:
-    """What the refusal's hint offers instead: without the condition, a window keeps a late
+    """What a window does without CURRENT_WATERMARK: it keeps a late
     row whose window is still open (y at 30 s in the third batch, behind its watermark of
     45 s) and leaves out, counting it in numRowsDroppedByWatermark, one whose window the
     watermark of the batch before has closed (w at 20 s against 115 s): the minute from 0 s

@@ -462,3 +462,28 @@ def test_updating_query_into_flink_files_table_hints_primary_key() -> None:
     (error,) = [d for d in job.spark_diagnostics if d.severity.name == "ERROR"]
     assert error.code == "E0704"
     assert error.help is not None and "PRIMARY KEY" in error.help
+
+
+def test_a_processing_time_column_keeps_its_declared_place(spark: Any, tmp_path: Path) -> None:
+    """Flink lists a table's columns as declared, PROCTIME() among them (the cookbook writes
+    it before the event time): SELECT * into a table by position puts each value in its
+    column, where appending PROCTIME() last would swap two TIMESTAMP columns unseen."""
+    program = (
+        "SET sql.dialect = 'flink';\n"
+        "CREATE TABLE s (a STRING, pt AS PROCTIME(), ts TIMESTAMP_LTZ(3), b BIGINT)"
+        " WITH (connector = 'files', path = 'in', format = 'json');\n"
+        "CREATE TABLE o (a STRING, pt TIMESTAMP_LTZ(3), ts TIMESTAMP_LTZ(3), b BIGINT)"
+        " WITH (connector = 'files', path = 'out', format = 'json');\n"
+        "INSERT INTO o SELECT * FROM s;\n"
+    )
+    job = compiled(tmp_path, program)
+    assert [c.name for c in job.program.source("s").output_schema] == ["a", "pt", "ts", "b"]
+    assert [c.type for c in job.program.source("s").output_schema][2] == "TIMESTAMP"
+    write_batches(tmp_path / "in", [[{"a": "x", "ts": "2001-02-03T04:05:06", "b": 7}]])
+    assert [q.error for q in run_in(job, tmp_path).queries] == [None]
+    from tests.helpers.files import read_json_dir
+
+    (row,) = read_json_dir(tmp_path / "out")
+    assert (row["a"], row["b"]) == ("x", 7)
+    assert row["ts"].startswith("2001-02-03T04:05:06")
+    assert not row["pt"].startswith("2001")

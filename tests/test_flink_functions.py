@@ -221,7 +221,7 @@ def test_the_one_overflowing_quotient_fails_the_job_not_a_wrong_row(spark: Any, 
 
 #: (Flink expression, its code, the text the diagnostic points at).
 REFUSED = [
-    ("CURRENT_WATERMARK(ts) IS NULL", "E0610", "CURRENT_WATERMARK"),
+    ("CURRENT_WATERMARK(ts) IS NULL", "E0610", "CURRENT_WATERMARK(ts)"),  # ts has no watermark
     ("t SIMILAR TO 'a\\b'", "E0611", "\\"),
     ("t SIMILAR TO t", "E0611", "t"),
     ("t SIMILAR TO '[[:alpha:]]'", "E0611", "["),
@@ -260,6 +260,7 @@ def test_spark_gives_an_empty_string_where_flink_gives_null(spark: Any) -> None:
 
 
 def test_each_current_watermark_is_refused_at_its_call() -> None:
+    """Of a column with no watermark (the source declares none), each call is E0610."""
     expr = "CURRENT_WATERMARK(ts) IS NULL OR ts > current_watermark (ts)"
     program = PROGRAM.format(dialect="flink", columns=COLUMNS + ", ts TIMESTAMP", expr=expr)
     with pytest.raises(flowc.CompileError) as raised:
@@ -269,8 +270,8 @@ def test_each_current_watermark_is_refused_at_its_call() -> None:
         (d.code, line[d.span.column - 1 : d.span.end_column - 1], d.span.column)
         for d in raised.value.diagnostics
     ) == [
-        ("E0610", "CURRENT_WATERMARK", line.index("CURRENT_WATERMARK") + 1),
-        ("E0610", "current_watermark", line.index("current_watermark") + 1),
+        ("E0610", "CURRENT_WATERMARK(ts)", line.index("CURRENT_WATERMARK") + 1),
+        ("E0610", "current_watermark (ts)", line.index("current_watermark") + 1),
     ]
 
 

@@ -85,7 +85,21 @@ def check_source(ctx: Context, node: ast.CreateSource) -> None:
         not_null=tuple(c.name.value for c in node.columns if c.not_null is not None),
         written_options={k: o for k, (_, o) in options.items()},
         written_types={c.name.value: c.type for c in node.columns},
+        declared_order=_declared_order(node, proctime),
     )
+
+
+def _declared_order(node: ast.CreateSource, proctime: str | None) -> tuple[str, ...]:
+    """The source's columns as declared, where PROCTIME() stands before a read column
+    (other computed columns do not: E0290); empty where flowc's order is the declared one."""
+    if proctime is None:
+        return ()
+    written = sorted(
+        [(c.span.line, c.span.column, c.name.value) for c in node.columns]
+        + [(c.span.line, c.span.column, c.name.value) for c in node.computed]
+    )
+    order = tuple(name for _, _, name in written)
+    return order if order[-1] != proctime and order.index(proctime) < len(node.columns) else ()
 
 
 #: Connectors whose Flink counterparts (filesystem, datagen) read a table with a PRIMARY

@@ -20,6 +20,7 @@ from flowc.analyze.step_common import (
     keyword,
     report_unknown_column,
 )
+from flowc.analyze.watermark_reads import read_watermark
 from flowc.errorcodes import Code
 from flowc.program import (
     Column,
@@ -45,19 +46,35 @@ from flowc.vocabulary import Partitioner
 
 def check_where(ctx: Context, node: ast.Where, step: StepInput) -> Step | None:
     hints = step_hints(node, ctx.reporter)
-    if not check_boolean(ctx, node.condition, Scope(step.schema), "WHERE"):
+    read = read_watermark(ctx, [node.condition], Scope(step.schema), condition=True)
+    if read is None:
         return None
-    return WhereStep(node=node, schema=step.schema, hints=hints, span=node.span)
+    (condition,), scope, watermark = read
+    node = replace(node, condition=condition)
+    if not check_boolean(ctx, node.condition, scope, "WHERE"):
+        return None
+    return WhereStep(
+        node=node, schema=step.schema, hints=hints, span=node.span, watermark=watermark
+    )
 
 
 def check_select(ctx: Context, node: ast.Select | ast.Extend, step: StepInput) -> Step | None:
     """SELECT, and EXTEND (which keeps the input's columns and adds new ones)."""
     hints = step_hints(node, ctx.reporter)
     schema = step.schema
-    scope = Scope(schema)
+    read = read_watermark(ctx, [i.expr for i in node.items], Scope(schema), condition=False)
+    if read is None:
+        return None
+    exprs, scope, watermark = read
+    written = node.items
+    if watermark is not None:
+        node = replace(
+            node,
+            items=tuple(replace(i, expr=e) for i, e in zip(node.items, exprs, strict=True)),
+        )
     out: list[Column] = [] if isinstance(node, ast.Select) else list(schema)
     ok = True
-    for item in node.items:
+    for item, as_written in zip(node.items, written, strict=True):
         tree = item.expr.tree
         if isinstance(tree, exp.Star) or (
             isinstance(tree, exp.Column) and isinstance(tree.this, exp.Star)
@@ -76,7 +93,7 @@ def check_select(ctx: Context, node: ast.Select | ast.Extend, step: StepInput) -
             ok = False
             continue
         type_text = ctx.checks.type(item.expr, scope, ctx.reporter)
-        name = item_name(ctx, item)
+        name = item_name(ctx, as_written)
         if type_text is None or name is None:
             ok = False
             continue
@@ -99,8 +116,12 @@ def check_select(ctx: Context, node: ast.Select | ast.Extend, step: StepInput) -
     if not check_unique(ctx, out, node.span):
         return None
     if isinstance(node, ast.Select):
-        return SelectStep(node=node, schema=tuple(out), hints=hints, span=node.span)
-    return ExtendStep(node=node, schema=tuple(out), hints=hints, span=node.span)
+        return SelectStep(
+            node=node, schema=tuple(out), hints=hints, span=node.span, watermark=watermark
+        )
+    return ExtendStep(
+        node=node, schema=tuple(out), hints=hints, span=node.span, watermark=watermark
+    )
 
 
 def check_set(ctx: Context, node: ast.Set, step: StepInput) -> Step | None:

@@ -80,9 +80,19 @@ class StateStore:
         return f"{self.backend} ({self.provider_class}{changelog}): {self.reason}"
 
 
-def choose_state_store(settings: Settings, stateful: bool) -> StateStore:
-    """The state store a job runs with: the program's settings, else the measured default.
-    Conflicting settings were refused when they were read (E0308)."""
+#: Why a job with a stateful processor runs on RocksDB whatever the default.
+PROCESSORS = (
+    "a WHERE reading CURRENT_WATERMARK runs as a transformWithState processor, which Spark "
+    "runs only on RocksDB (STORE_BACKEND_NOT_SUPPORTED_FOR_TWS on the other store), and a "
+    "job's store is one for all its queries"
+)
+
+
+def choose_state_store(settings: Settings, stateful: bool, processors: bool = False) -> StateStore:
+    """The state store a job runs with: the program's settings, else the measured default
+    (RocksDB where a stateful processor runs, the only store Spark runs one on). Conflicting
+    settings were refused when they were read (E0308), a store other than RocksDB beside a
+    processor by the streaming rules (E0740)."""
     if settings.execution_mode == "batch":
         return StateStore("none", None, None, "a batch job keeps no state between runs")
     if not stateful:
@@ -96,6 +106,8 @@ def choose_state_store(settings: Settings, stateful: bool) -> StateStore:
         backend = settings.state_backend
         provider = PROVIDERS[backend]
         why = "set with SET state.backend.type"
+    elif processors:
+        backend, provider, why = "rocksdb", ROCKSDB_PROVIDER, PROCESSORS
     else:
         backend, provider, why = DEFAULT_BACKEND, PROVIDERS[DEFAULT_BACKEND], MEASURED
     changelog: bool | None = None

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from flowc._version import __version__
-from flowc.program import Program, view_of
+from flowc.program import WATERMARK_COLUMN, Program, view_of
 from flowc.spark.codegen_base import in_docstring
 from flowc.spark.codegen_sinks import SinkWriter
 from flowc.spark.codegen_sources import SourceWriter
@@ -36,6 +36,7 @@ from flowc.spark.generated_runtime import (
     TABLE_VERSIONS_REFUSED,
     TEMPORAL_JOIN_HELPERS,
     UPSERT_HELPERS,
+    WATERMARK_HELPERS,
     file_upsert,
     postgres_upsert,
     quoted,
@@ -77,7 +78,7 @@ class PysparkGenerator(SourceWriter, StepWriter, SinkWriter):
         w("")
         w("import argparse")
         w("import os")
-        if self.parsed_sources or self.program.functions:
+        if self.parsed_sources or self.program.functions or self.spark_plan.watermark_readers:
             w("import sys")
         if self.parsed_sources:
             w("from urllib.parse import unquote, urlparse")
@@ -93,6 +94,14 @@ class PysparkGenerator(SourceWriter, StepWriter, SinkWriter):
             w("from pyspark.sql import Observation")
         if self.temporal_joins:
             w("from pyspark.sql import Window")
+        if self.spark_plan.watermark_readers:
+            w("from collections.abc import Iterator")
+            w("from pyspark.sql import Row")
+            w(
+                "from pyspark.sql.streaming.stateful_processor import StatefulProcessor, "
+                "StatefulProcessorHandle, TimerValues"
+            )
+            w("from pyspark.sql.types import StructField, StructType, TimestampType")
         w("")
         w(f"JOB_NAME = {settings.job_name!r}")
         w(f"BASE_DIR = {base_dir!r}")
@@ -102,6 +111,8 @@ class PysparkGenerator(SourceWriter, StepWriter, SinkWriter):
         w("KEEP_AGGREGATES = 'org.apache.spark.sql.catalyst.optimizer.CollapseGroupedSumOfCount'")
         w("KEEP_FILTERS = ('org.apache.spark.sql.catalyst.optimizer.PushDownPredicates,'")
         w("                'org.apache.spark.sql.catalyst.optimizer.PushPredicateThroughNonJoin')")
+        if self.spark_plan.watermark_readers:
+            w(f"WATERMARK_COLUMN = {WATERMARK_COLUMN!r}")
         w("")
         w("")
         if self.program.functions:
@@ -124,6 +135,8 @@ class PysparkGenerator(SourceWriter, StepWriter, SinkWriter):
         if self.temporal_joins:
             self.copy_functions(TABLE_VERSIONS_REFUSED)
             self.copy_functions(source_text(TEMPORAL_JOIN_HELPERS))
+        if self.spark_plan.watermark_readers:
+            self.copy_functions(source_text(WATERMARK_HELPERS))
         for source in self.program.sources:
             self.source(source)
         self.main()
@@ -227,7 +240,7 @@ class PysparkGenerator(SourceWriter, StepWriter, SinkWriter):
         )
         w('"""The session, with the job\'s SET spark.* settings; ``quiet`` (flowc run, which', 1)
         w('sends Spark\'s output to a log file) turns Spark\'s console progress bars off."""', 1)
-        if self.program.functions:
+        if self.program.functions or self.spark_plan.watermark_readers:
             w("# Spark's Python workers run this interpreter, which has the job's packages.", 1)
             w("os.environ.setdefault('PYSPARK_PYTHON', sys.executable)", 1)
         w("builder = SparkSession.builder.appName(JOB_NAME)", 1)
@@ -298,6 +311,9 @@ class PysparkGenerator(SourceWriter, StepWriter, SinkWriter):
                     "F.current_timestamp())",
                     1,
                 )
+            if source.declared_order:  # Flink's order, which SELECT * lists
+                names = ", ".join(repr(quote_name(n)) for n in source.declared_order)
+                w(f"{variable} = {variable}.select({names})", 1)
         read = _views_read(self.program)
         for view in self.program.views:
             if view.name not in read:

@@ -9,6 +9,7 @@ from sqlglot import exp
 
 from flowc import ast
 from flowc.program import (
+    WATERMARK_COLUMN,
     AggregateStep,
     Column,
     DeduplicateStep,
@@ -211,8 +212,23 @@ class StepWriter(ProgramText):
         """The step's PySpark lines, by its class (:data:`STEP_WRITERS`)."""
         STEP_WRITERS[type(step)](self, step, df, view_name)
 
+    def read_watermark(self, step: Step, df: str) -> bool:
+        """The processor giving each row its micro-batch's watermark, where the plan puts
+        one in front of the step (a CURRENT_WATERMARK reader); whether it does."""
+        reader = self.spark_plan.watermark_readers.get(self.spark_plan.step_nodes[id(step)])
+        if reader is None:
+            return False
+        self.w(
+            f"{df} = read_watermark({df}, {reader.column!r}, {reader.on_time!r}, {reader.buckets})",
+            1,
+        )
+        return True
+
     def where(self, step: WhereStep, df: str, view_name: str | None) -> None:
-        self.w(f"{df} = {df}.where(F.expr({sql_of(step.node.condition)!r}))", 1)
+        condition = f"{df}.where(F.expr({sql_of(step.node.condition)!r}))"
+        if self.read_watermark(step, df):
+            condition += f".drop({WATERMARK_COLUMN!r})"
+        self.w(f"{df} = {condition}", 1)
 
     def select(self, step: SelectStep, df: str, view_name: str | None) -> None:
         names = [c.name for c in step.schema]
@@ -222,6 +238,7 @@ class StepWriter(ProgramText):
             else f"F.expr({aggregate_sql(item.expr)!r}).alias({name!r})"
             for item, name in select_columns(step.node.items, names)
         ]
+        self.read_watermark(step, df)  # its column is not selected: SELECT * lists the input's
         self.w(f"{df} = {df}.select({', '.join(items)})", 1)
 
     def extend(self, step: ExtendStep, df: str, view_name: str | None) -> None:
@@ -231,7 +248,8 @@ class StepWriter(ProgramText):
             f"{name!r}: F.expr({sql_of(item.expr)!r})"
             for item, name in zip(step.node.items, added, strict=True)
         )
-        self.w(f"{df} = {df}.withColumns({{{pairs}}})", 1)
+        dropped = f".drop({WATERMARK_COLUMN!r})" if self.read_watermark(step, df) else ""
+        self.w(f"{df} = {df}.withColumns({{{pairs}}}){dropped}", 1)
 
     def set(self, step: SetStep, df: str, view_name: str | None) -> None:
         """``withColumns`` replaces each named column where it stands, every expression

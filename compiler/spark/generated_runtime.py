@@ -20,11 +20,24 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlparse
 
+from flowc.program import WATERMARK_COLUMN
+
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from pyspark import cloudpickle
     from pyspark.errors import PySparkException
-    from pyspark.sql import Column, DataFrame, SparkSession, Window
+    from pyspark.sql import Column, DataFrame, Row, SparkSession, Window
     from pyspark.sql import functions as F
+    from pyspark.sql.streaming.stateful_processor import (
+        StatefulProcessor,
+        StatefulProcessorHandle,
+        TimerValues,
+    )
+    from pyspark.sql.types import StructField, StructType, TimestampType
+else:
+    #: The program imports pyspark's; flowc never does (the class is copied as text).
+    StatefulProcessor = object
 
 #: The generated program defines its own after these functions: its json and csv sources'
 #: names, in declaration order (:func:`malformed_record` reports a failure by the index).
@@ -643,7 +656,76 @@ def file_upsert(sink: str, path: str, fmt: str, keys: list[str], options: dict[s
             if entry.startswith('v-') and entry != version:
                 shutil.rmtree(os.path.join(path, entry), ignore_errors=True)
     return write
+
+
+class WatermarkReader(StatefulProcessor):
+    """Flink's CURRENT_WATERMARK for a WHERE: each row with the micro-batch's event-time
+    watermark (NULL while Spark's is 0, before any), the last column. ``on_time``: the
+    WHERE keeps only rows ahead of it ('ahead', or 'ahead_or_none' when a NULL one keeps
+    all), so the rows it would drop are dropped here and the time column, the output's
+    event time, keeps the watermark; None passes every row on. No state is kept."""
+
+    def __init__(self, column: str, on_time: str | None) -> None:
+        self.column = column
+        self.on_time = on_time
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        pass
+
+    def handleInputRows(
+        self, key: tuple[object, ...], rows: Iterator[Row], timerValues: TimerValues
+    ) -> Iterator[Row]:
+        from datetime import UTC, datetime, timedelta
+
+        epoch = datetime(1970, 1, 1, tzinfo=UTC)
+        mark_ms = timerValues.getCurrentWatermarkInMs()
+        mark = epoch + timedelta(milliseconds=mark_ms) if mark_ms > 0 else None
+        output = None
+        for row in rows:
+            if output is None:
+                names = list(row.__fields__)
+                output = Row(*names[:-1], WATERMARK_COLUMN)
+                time = names.index(self.column)
+            values = tuple(row)
+            if self.on_time is not None:
+                at = values[time]
+                if isinstance(at, datetime) and at.tzinfo is None:
+                    at = at.replace(tzinfo=UTC)
+                ahead = at is not None and mark is not None and at > mark
+                if not (ahead or (mark is None and self.on_time == 'ahead_or_none')):
+                    continue
+            yield output(*values[:-1], mark)
+
+    def close(self) -> None:
+        pass
+
+
+def read_watermark(df: DataFrame, column: str, on_time: str | None, buckets: int) -> DataFrame:
+    """``df`` with each row's micro-batch watermark in WATERMARK_COLUMN (a TIMESTAMP),
+    through a WatermarkReader (rows grouped by a hash of the row into ``buckets`` groups:
+    Spark hashes no MAP, so those columns are left out of it).
+    Every column's watermark is taken off first: Spark would drop the rows behind the
+    previous batch's watermark before the processor, and Flink passes them to the WHERE."""
+    fields = df.schema.fields
+    columns = [F.col('`' + f.name.replace('`', '``') + '`') for f in fields]
+    hashable = ['map<' not in f.dataType.simpleString() for f in fields]
+    hashed = [c for c, ok in zip(columns, hashable, strict=True) if ok]
+    bucket = F.pmod(F.hash(*hashed, F.lit(0)), F.lit(buckets)).alias('__flowc_bucket')
+    bare = [c.alias(f.name, metadata={}) for c, f in zip(columns, fields, strict=True)]
+    plain = df.select(*bare, bucket)
+    schema = StructType(
+        [StructField(f.name, f.dataType, f.nullable) for f in fields]
+        + [StructField(WATERMARK_COLUMN, TimestampType(), True)]
+    )
+    return plain.groupBy('__flowc_bucket').transformWithState(
+        WatermarkReader(column, on_time), schema, 'Append', 'EventTime',
+        eventTimeColumnName=column if on_time is not None else '',
+    )
 # fmt: on
+
+
+#: What a program with a WHERE reading CURRENT_WATERMARK carries (after its constant).
+WATERMARK_HELPERS = (WatermarkReader, read_watermark)
 
 
 #: What a program with an upsert sink carries (and ``quoted``, a malformed-records helper),

@@ -40,6 +40,7 @@ from sqlglot import exp
 
 from flowc import ast
 from flowc.analyze.state_store import StateStore, choose_state_store
+from flowc.analyze.step_common import keyword
 from flowc.analyze.upsert_sinks import upsert_key
 from flowc.catalog import is_upsert, partition_columns
 from flowc.graph.stream_graph import StreamEdge, StreamGraph, StreamNode
@@ -57,11 +58,12 @@ from flowc.program import (
     SinkDef,
     Step,
     TopStep,
+    WatermarkRead,
     WhereStep,
     WindowAggregateStep,
     WindowTopStep,
 )
-from flowc.spark.streaming import top_groups
+from flowc.spark.streaming import reads_watermark, steps_within, top_groups
 from flowc.sql.spark_distinct import UnsupportedDistinct, rewrite_distinct
 from flowc.sql.spark_sql import registered_name
 from flowc.vocabulary import STATEFUL_OPERATORS, NodeKind, Operator, Partitioner
@@ -176,6 +178,37 @@ class SparkQuery:
 
 
 @dataclass(frozen=True, slots=True)
+class WatermarkReader:
+    """A WHERE or SELECT reading Flink's CURRENT_WATERMARK: on Spark a stateful processor
+    (``transformWithState`` in event-time mode, rows grouped by a hash of the row into
+    ``buckets`` groups) reads the micro-batch's watermark and hands it to each row. Every
+    watermark is taken off its input, so Spark drops no row before it; ``on_time`` (see
+    :class:`~flowc.program.WatermarkRead`) makes it drop the rows the condition drops
+    anyway and declare ``column`` its output's event time, which keeps the watermark."""
+
+    node_id: int
+    line: int
+    #: The step's keyword: WHERE, SELECT or EXTEND.
+    step: str
+    column: str
+    on_time: str | None
+    buckets: int
+
+    def to_text(self) -> str:
+        kept = (
+            f"keeps the rows ahead of it, and '{self.column}' its watermark"
+            if self.on_time is not None
+            else "passes every row on; no column keeps a watermark after it"
+        )
+        return (
+            f"line {self.line}: the {self.step} reads CURRENT_WATERMARK({self.column}) from a "
+            f"transformWithState processor (event time, rows grouped by a hash of the row "
+            f"into {self.buckets} groups): the micro-batch's watermark, NULL before the first; "
+            f"it {kept}"
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class SparkPlan:
     """The Spark realization of a job: what code generation and ``flowc run`` execute."""
 
@@ -210,6 +243,8 @@ class SparkPlan:
     #: Of those, the temporal joins (``AS OF``): each row meets the version of the table
     #: valid at its time, the table's versions given their ends when the job starts.
     temporal_joins: frozenset[int] = frozenset()
+    #: The WHEREs reading CURRENT_WATERMARK, by node id: each runs as a processor.
+    watermark_readers: dict[int, WatermarkReader] = field(default_factory=dict)
 
     @property
     def engine(self) -> str:
@@ -237,6 +272,10 @@ class SparkPlan:
             data["python_functions"] = list(self.functions)
         if self.processing_time:
             data["processing_time"] = list(self.processing_time)
+        if self.watermark_readers:
+            data["watermark_readers"] = [
+                r.to_text() for _, r in sorted(self.watermark_readers.items())
+            ]
         return data
 
     def to_text(self) -> list[str]:
@@ -252,6 +291,9 @@ class SparkPlan:
         ]
         lines += [f"  python function: {line}" for line in self.functions]
         lines += [f"  processing time: {line}" for line in self.processing_time]
+        lines += [
+            f"  watermark reader: {r.to_text()}" for _, r in sorted(self.watermark_readers.items())
+        ]
         for query in self.queries:
             lines.append(
                 f"  query '{query.name}': writes {query.connector} sink '{query.sink}', output "
@@ -297,9 +339,22 @@ def build_spark_plan(program: Program, tree: TransformationTree, graph: StreamGr
         for n in graph.nodes.values()
         if n.operator in STATEFUL_OPERATORS and n.id not in static_joins
     }
+    reads = _watermark_reads(program, tree)
     partitions, reason = _shuffle_partitions(
-        list(stateful_nodes.values()), dict(settings.spark_conf)
+        [*stateful_nodes.values(), *(graph.nodes[n] for n in sorted(reads))],
+        dict(settings.spark_conf),
     )
+    readers = {
+        node: WatermarkReader(
+            node_id=node,
+            line=step.span.line,
+            step=keyword(step.node),
+            column=read.column,
+            on_time=read.on_time,
+            buckets=partitions,
+        )
+        for node, (step, read) in reads.items()
+    }
     queries = []
     exchanges: dict[tuple[int, int], SparkExchange] = {}
     job_segment = checkpoint_segment(settings.job_name)
@@ -370,7 +425,9 @@ def build_spark_plan(program: Program, tree: TransformationTree, graph: StreamGr
         batch=batch,
         shuffle_partitions=partitions,
         shuffle_partitions_reason=reason,
-        state_store=choose_state_store(settings, bool(stateful_nodes)),
+        state_store=choose_state_store(
+            settings, bool(stateful_nodes) or bool(readers), processors=bool(readers)
+        ),
         queries=tuple(queries),
         exchanges=exchanges,
         step_nodes=dict(tree.step_nodes),
@@ -383,6 +440,7 @@ def build_spark_plan(program: Program, tree: TransformationTree, graph: StreamGr
         },
         broadcast_joins=static_joins,
         temporal_joins=temporal_joins,
+        watermark_readers=readers,
         functions=_function_lines(program),
         processing_time=tuple(
             f"source '{s.name}': {s.proctime} is current_timestamp(), the start time of "
@@ -560,6 +618,19 @@ def checkpoint_segment(name: str) -> str:
         else:
             out.extend(f"%{byte:02X}" for byte in char.encode("utf-8", "surrogatepass"))
     return "".join(out) or "%00"
+
+
+def _watermark_reads(
+    program: Program, tree: TransformationTree
+) -> dict[int, tuple[Step, WatermarkRead]]:
+    """The steps reading CURRENT_WATERMARK, by the node that runs each."""
+    found: dict[int, tuple[Step, WatermarkRead]] = {}
+    for stream in [*(v.stream for v in program.views), *(i.stream for i in program.inserts)]:
+        for step in steps_within(stream):
+            read = reads_watermark(step)
+            if read is not None:
+                found[tree.step_nodes[id(step)]] = (step, read)
+    return found
 
 
 def _upstream(graph: StreamGraph, sink_id: int) -> list[StreamNode]:

@@ -18,6 +18,7 @@ from typing import TypeVar
 from sqlglot import exp
 
 from flowc import ast
+from flowc.analyze.state_store import PROVIDER_CLASS_CONF, ROCKSDB_PROVIDER
 from flowc.analyze.step_common import keyword
 from flowc.catalog import is_upsert
 from flowc.diagnostics import Reporter
@@ -41,6 +42,8 @@ from flowc.program import (
     Stream,
     TopStep,
     UnionStep,
+    WatermarkRead,
+    WhereStep,
     WindowAggregateStep,
     WindowTopStep,
 )
@@ -210,6 +213,11 @@ def check_appended_aggregations(query: Query, lineage: Lineage, reporter: _OnceP
                 "a window over processing time (PROCTIME()) has no watermark on Spark: "
                 "write with mode = 'update', which writes each window's count as it grows"
                 if time_column.name in processing
+                else "its rows passed a step reading CURRENT_WATERMARK that lets late rows "
+                "through, after which no column keeps a watermark on Spark: window the rows "
+                "before that step, or keep only rows ahead of the watermark there (WHERE "
+                f"{time_column.name} > CURRENT_WATERMARK({time_column.name}))"
+                if time_column.name in lineage.time_attributes.columns_before(query.insert, step)
                 else f"declare WATERMARK FOR {time_column.name} AS {time_column.name} - "
                 "INTERVAL 5 SECONDS in the source, or write with mode = 'update'"
             )
@@ -599,6 +607,109 @@ def check_top_into_upsert(query: Query, lineage: Lineage, reporter: _OncePerPlac
     )
 
 
+def check_watermark_reads(query: Query, lineage: Lineage, reporter: _OncePerPlace) -> None:
+    """E0740: the stateful processor that reads CURRENT_WATERMARK on Spark runs in an
+    append-mode query, on the RocksDB store (the only one Spark runs a processor on,
+    job-wide); W0041: a second query reading it judges rows by micro-batches of its own
+    (docs/language.md, "CURRENT_WATERMARK on Spark")."""
+    warned = False
+    for step in query.steps:
+        if reads_watermark(step) is None:
+            continue
+        earlier = lineage.reader_queries()
+        first = earlier[0] if earlier else query.insert
+        if first is not query.insert and not warned:
+            warned = True
+            reporter.warning(
+                Code.W0041,
+                f"{query.where} and INSERT INTO {first.sink} read CURRENT_WATERMARK each in a "
+                "Spark query of its own, each judging rows by its own micro-batches",
+                _keyword(step),
+                help="where the two split the input alike (a files source with "
+                "max_files_per_trigger, its files in place at the start) each row is judged "
+                "alike in both, as in Flink; where input arrives while they run, a row near "
+                "the watermark can pass both routes or neither (docs/language.md, "
+                '"CURRENT_WATERMARK on Spark")',
+            )
+        if query.mode != "append":
+            reporter.error(
+                Code.E0740,
+                f"{query.where}: {_keyword_text(step)} reading CURRENT_WATERMARK runs only in "
+                "append mode",
+                _keyword(step),
+                help="write this query with mode = 'append': Spark runs the processor that "
+                "reads the watermark only there",
+            )
+        settings = lineage.program.settings
+        backend = settings.state_backend
+        provider = dict(settings.spark_conf).get(PROVIDER_CLASS_CONF)
+        if (backend not in (None, "rocksdb")) or provider not in (None, ROCKSDB_PROVIDER):
+            chosen = f"SET {PROVIDER_CLASS_CONF}" if provider else "state.backend.type"
+            reporter.error(
+                Code.E0740,
+                f"{_keyword_text(step)} reading CURRENT_WATERMARK needs the RocksDB state "
+                f"store, and the job sets {chosen} = '{provider or backend}'",
+                _keyword(step),
+                help="SET state.backend.type = 'rocksdb' (or leave it out): Spark runs the "
+                "processor that reads the watermark only on RocksDB",
+            )
+
+
+def check_current_watermark(program: Program, reporter: Reporter) -> None:
+    """E0610 for every target, not only Spark (Flink refuses these too): CURRENT_WATERMARK
+    of a column that is not a time attribute with a watermark where it is read, or in
+    batch mode, where no column is one. Reported at each call."""
+    if not any(
+        reads_watermark(step) is not None
+        for stream in [*(v.stream for v in program.views), *(i.stream for i in program.inserts)]
+        for step in steps_within(stream)
+    ):
+        return
+    lineage = Lineage(program, readers_strip=False)
+    once = _OncePerPlace(reporter)
+    batch = program.settings.execution_mode == "batch"
+    for insert in program.inserts:
+        for step in lineage.steps(insert.stream):
+            read = reads_watermark(step)
+            if read is None:
+                continue
+            column = read.column
+            if batch:
+                message = (
+                    f"CURRENT_WATERMARK({column}) in batch mode, where no column is a time "
+                    "attribute (Flink 2.3 refuses it: its argument must be a rowtime attribute)"
+                )
+                help_text = (
+                    "run the job in streaming mode, or leave CURRENT_WATERMARK out: a batch "
+                    "job reads its whole input, with no row late"
+                )
+            elif column not in lineage.columns_before(insert, step):
+                message = f"CURRENT_WATERMARK({column}): '{column}' carries no watermark here"
+                help_text = (
+                    "read the watermark of the column a source's WATERMARK FOR declares (or "
+                    "a window's rowtime), before any step that drops it"
+                )
+            else:
+                continue
+            for span in read.calls or (_keyword(step),):
+                once.error(Code.E0610, message, span, help=help_text)
+
+
+def reads_watermark(step: Step) -> WatermarkRead | None:
+    """What a WHERE, SELECT or EXTEND reads of CURRENT_WATERMARK; None for other steps."""
+    if isinstance(step, WhereStep | SelectStep | ExtendStep):
+        return step.watermark
+    return None
+
+
+def _kept_by_reader(read: WatermarkRead) -> frozenset[str]:
+    """The watermarked columns after a WHERE reading CURRENT_WATERMARK: the processor takes
+    every watermark off its input (Spark would drop the rows behind the previous batch's
+    before it) and gives the time column its own back only where the condition keeps just
+    rows ahead of it."""
+    return frozenset({read.column}) if read.on_time is not None else frozenset()
+
+
 RULES: tuple[Rule, ...] = (
     check_complete_mode,
     check_stateful_operators,
@@ -610,6 +721,7 @@ RULES: tuple[Rule, ...] = (
     check_window_time_uses,
     check_window_proctime,
     check_top_into_upsert,
+    check_watermark_reads,
 )
 
 
@@ -649,8 +761,13 @@ class Lineage:
     a query runs (:meth:`steps`) and which columns carry a watermark where
     (:meth:`watermarked`, :meth:`columns_before`)."""
 
-    def __init__(self, program: Program) -> None:
+    def __init__(self, program: Program, *, readers_strip: bool = True) -> None:
         self.program = program
+        #: Whether a step reading CURRENT_WATERMARK takes the watermarks off (Spark's
+        #: processor does); Flink's time attributes pass it (:attr:`time_attributes`).
+        self.readers_strip = readers_strip
+        self._time_attributes: Lineage | None = None
+        self._reader_queries: list[InsertDef] | None = None
         #: watermarked() by (id(stream), upto): views are read by many streams.
         self._watermarks: dict[tuple[int, int | None], frozenset[str]] = {}
         #: Per INSERT (by id of its stream): where each step of its lineage stands.
@@ -668,8 +785,28 @@ class Lineage:
         self._asks_window_time = any(
             isinstance(step, WindowAggregateStep) and step.window_time is not None
             for stream in [*(v.stream for v in program.views), *(i.stream for i in program.inserts)]
-            for step in _steps_within(stream)
+            for step in steps_within(stream)
         )
+
+    def reader_queries(self) -> list[InsertDef]:
+        """The INSERTs whose queries read CURRENT_WATERMARK, in program order (memoized)."""
+        if self._reader_queries is None:
+            self._reader_queries = [
+                insert
+                for insert in self.program.inserts
+                if any(reads_watermark(s) is not None for s in self.steps(insert.stream))
+            ]
+        return self._reader_queries
+
+    @property
+    def time_attributes(self) -> Lineage:
+        """The same program's lineage as Flink's time attributes follow it: a step reading
+        CURRENT_WATERMARK keeps them (on Spark its processor takes the watermarks off)."""
+        if not self.readers_strip:
+            return self
+        if self._time_attributes is None:
+            self._time_attributes = Lineage(self.program, readers_strip=False)
+        return self._time_attributes
 
     def watermarked(self, stream: Stream, upto: int | None = None) -> frozenset[str]:
         """Columns that carry an event-time watermark after the stream's steps.
@@ -777,6 +914,8 @@ class Lineage:
             elif isinstance(step, UnionStep):
                 for other in step.inputs:
                     columns &= self.window_times(other)
+            elif self.readers_strip and (read := reads_watermark(step)) is not None:
+                columns &= _kept_by_reader(read)
             else:
                 columns = step.passes_on(columns)
             marked = self._after(step, marked)
@@ -811,6 +950,8 @@ class Lineage:
             for other in step.inputs:
                 columns &= self.watermarked(other)
             return columns
+        if self.readers_strip and (read := reads_watermark(step)) is not None:
+            return step.passes_on(columns) & _kept_by_reader(read)
         return step.passes_on(columns)
 
     def steps(self, stream: Stream, upto: int | None = None) -> list[Step]:
@@ -899,7 +1040,7 @@ class Lineage:
         return self.watermarked(stream, upto=index)
 
 
-def _steps_within(stream: Stream) -> Iterator[Step]:
+def steps_within(stream: Stream) -> Iterator[Step]:
     """The stream's steps and those of the streams its JOIN and UNION ALL steps read
     (each view's own are walked from the view)."""
     todo = [stream]

@@ -194,6 +194,17 @@ _FLINK_TYPE_WORDS = re.compile(
 )
 
 
+#: Where CURRENT_WATERMARK is refused (docs/language.md, "CURRENT_WATERMARK on Spark"):
+#: Spark hands a micro-batch's watermark only to a stateful processor, which flowc puts in
+#: front of a WHERE or SELECT step; in an aggregate, a GROUP BY or a JOIN's ON there is none.
+CURRENT_WATERMARK_MESSAGE = "CURRENT_WATERMARK is given only in a WHERE condition or a SELECT item"
+CURRENT_WATERMARK_HELP = (
+    "read it in a WHERE, as Flink's late-data routing does (WHERE CURRENT_WATERMARK(ts) IS "
+    "NULL OR ts > CURRENT_WATERMARK(ts) keeps the rows on time, WHERE ts <= "
+    "CURRENT_WATERMARK(ts) the late ones), or as a SELECT item of its own"
+)
+
+
 def flink_column_type(text: str) -> str:
     """A column type written in Flink SQL, spelled as Spark's type of the same values."""
 

@@ -18,6 +18,7 @@ from flowc.diagnostics import Reporter
 from flowc.errorcodes import Code
 from flowc.spans import Span, text_span
 from flowc.sql import sql_parsing
+from flowc.sql.flink_dialect import CURRENT_WATERMARK_HELP, CURRENT_WATERMARK_MESSAGE
 from flowc.sql.spark_patterns import FUNCTION_META, PATTERN_META, pattern_uses
 
 
@@ -33,40 +34,36 @@ class _Refusal:
     help: str
 
 
-#: Why CURRENT_WATERMARK is refused (docs/language.md, "CURRENT_WATERMARK on Spark"):
-#: Spark hands a micro-batch's watermark only to a transformWithState operator, which
-#: would make the filter stateful, force the RocksDB store on the whole job, and could not
-#: pass late rows on to any event-time step (tests/test_current_watermark_on_spark.py).
-_WATERMARK_MESSAGE = (
-    "CURRENT_WATERMARK is not given on Spark: only a transformWithState operator can read "
-    "a micro-batch's watermark, and flowc plans none"
-)
-_WATERMARK_HELP = (
-    "leave CURRENT_WATERMARK out: a window still leaves out the rows of windows the watermark "
-    'has closed ("When a late row is dropped", docs/language.md); those rows cannot '
-    "reach a sink of their own, Spark only counts them (numRowsDroppedByWatermark); to "
-    "keep more of them, raise the WATERMARK's delay"
-)
-
-
-def rewrite_flink(tree: exp.Expr, text: str, span: Span, reporter: Reporter) -> exp.Expr | None:
-    """``tree`` (parsed from ``text`` in the Flink dialect) computing Flink's values on
-    Spark; None, with each refusal reported at its span, where it cannot."""
-    refusals: list[_Refusal] = []
-    watermarks = [
+def watermark_calls(tree: exp.Expr) -> list[exp.Anonymous]:
+    """The CURRENT_WATERMARK calls in ``tree``, in the order of the walk."""
+    return [
         node
         for node in tree.walk()
         if isinstance(node, exp.Anonymous) and node.name.upper() == "CURRENT_WATERMARK"
     ]
+
+
+def rewrite_flink(
+    tree: exp.Expr, text: str, span: Span, reporter: Reporter, *, whole_query: bool = True
+) -> exp.Expr | None:
+    """``tree`` (parsed from ``text`` in the Flink dialect) computing Flink's values on
+    Spark; None, with each refusal reported at its span, where it cannot. A pipe step's
+    expression (not ``whole_query``) keeps its CURRENT_WATERMARK calls: the step's checker
+    reads them, or refuses them (E0610)."""
+    refusals: list[_Refusal] = []
+    watermarks = watermark_calls(tree) if whole_query else []
     if watermarks:
-        for start, end in _calls(text, "CURRENT_WATERMARK", len(watermarks)):
+        places = _calls(text, "CURRENT_WATERMARK", len(watermarks))
+        for call, (start, end) in zip(_in_text_order(watermarks), places, strict=True):
+            if _read_by_a_row_step(call):
+                continue  # the WHERE's or SELECT's checker reads it (analyze/row_steps.py)
             refusals.append(
                 _Refusal(
                     Code.E0610,
-                    _WATERMARK_MESSAGE,
+                    CURRENT_WATERMARK_MESSAGE,
                     start,
                     end,
-                    _WATERMARK_HELP,
+                    CURRENT_WATERMARK_HELP,
                 )
             )
     # Children before their parents (a parent is rewritten from its rewritten children).
@@ -734,6 +731,27 @@ def _place(node: exp.Expr, text: str) -> tuple[int, int]:
     if not starts:
         return 0, len(text)
     return min(starts), max(ends)
+
+
+def _read_by_a_row_step(call: exp.Expr) -> bool:
+    """Whether a call stands in a WHERE condition or a SELECT item (outside any aggregate
+    or OVER), which flowc lowers to a WHERE or SELECT step of its own."""
+    child: exp.Expr = call
+    parent = call.parent
+    while parent is not None:
+        if isinstance(parent, exp.AggFunc | exp.Window):
+            return False
+        if isinstance(parent, exp.Where):
+            return True
+        if isinstance(parent, exp.Select):
+            return child.arg_key == "expressions"
+        child, parent = parent, parent.parent
+    return False
+
+
+def _in_text_order(nodes: list[exp.Anonymous]) -> list[exp.Anonymous]:
+    """``nodes`` in the order they are written (by the parser's positions, where known)."""
+    return sorted(nodes, key=lambda node: (node._meta or {}).get("start", 0))
 
 
 def _calls(text: str, word: str, count: int) -> list[tuple[int, int]]:

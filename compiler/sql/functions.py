@@ -40,7 +40,11 @@ from flowc.diagnostics import Reporter, did_you_mean
 from flowc.errorcodes import Code
 from flowc.program import FUNCTION_CALL, FunctionCall, FunctionDef, Settings
 from flowc.spans import Span
-from flowc.sql.flink_dialect import FLINK
+from flowc.sql.flink_dialect import (
+    CURRENT_WATERMARK_HELP,
+    CURRENT_WATERMARK_MESSAGE,
+    FLINK,
+)
 from flowc.sql.habits import FLINK_WINDOW_CALLS
 from flowc.sql.python_functions import accepts
 from flowc.sql.spark_functions import AGGREGATE_FUNCTIONS, FUNCTIONS, WINDOW_FUNCTIONS
@@ -189,6 +193,8 @@ class SparkExpressionChecks:
         for node, name in _calls(query.tree):
             if flink and name.upper() in FLINK_WINDOW_CALLS:
                 continue  # Flink's windows: lower_sql lowers (or refuses) each one
+            if flink and name.upper() == "CURRENT_WATERMARK":
+                continue  # refused outside a WHERE when parsed; the WHERE's checker reads it
             if name.lower() in WINDOW_FUNCTIONS and node.find_ancestor(exp.Window) is None:
                 _report_window_function(located, node, name, reporter, {})
                 ok = False
@@ -320,6 +326,14 @@ def _unknown(name: str, declared: Mapping[str, str] | None = None) -> bool:
 def _report_unknown(
     expr: SqlExpr, node: exp.Expr, name: str, reporter: Reporter, positions: Positions
 ) -> None:
+    if name.upper() == "CURRENT_WATERMARK":  # Flink's, read by a WHERE or SELECT step only
+        reporter.error(
+            Code.E0610,
+            CURRENT_WATERMARK_MESSAGE,
+            call_span(expr, node, positions),
+            help=CURRENT_WATERMARK_HELP,
+        )
+        return
     reporter.error(
         Code.E0230,
         f"unknown function '{name}'",

@@ -78,13 +78,26 @@ def data_type(text: str) -> exp.DataType:
 
 
 def normalize_type(text: str) -> str:
-    """Spark's spelling of a type: ``long`` → ``BIGINT``, ``decimal(12,2)`` → ``DECIMAL(12, 2)``."""
+    """Spark's spelling of a type: ``long`` → ``BIGINT``, ``decimal(12,2)`` → ``DECIMAL(12, 2)``,
+    ``TIMESTAMP_LTZ`` (Flink's ``TIMESTAMP_LTZ(3)``) → ``TIMESTAMP``."""
     if text == UNKNOWN:
         return UNKNOWN
     entry = _normalized.get(text)
     if entry is not None:
         return entry[0]
-    normal = str(data_type(text).sql("spark"))
+    dtype = data_type(text)
+    if any(
+        isinstance(part, exp.DataType) and part.this == exp.DataType.Type.TIMESTAMPLTZ
+        for part in dtype.walk()
+    ):  # Spark's TIMESTAMP_LTZ is its TIMESTAMP (TimestampType): one spelling, one type
+        dtype = dtype.transform(
+            lambda part: (
+                exp.DataType.build("TIMESTAMP")
+                if isinstance(part, exp.DataType) and part.this == exp.DataType.Type.TIMESTAMPLTZ
+                else part
+            )
+        )
+    normal = str(dtype.sql("spark"))
     _normalized.put(text, normal, len(text) + len(normal) + 100)
     return normal
 

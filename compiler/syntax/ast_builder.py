@@ -218,7 +218,7 @@ class AstBuilder:
             self.reporter.error(Code.E0003, f"invalid SQL: expected {what} here", span)
             return None
         if self.dialect == FLINK:  # Flink's meaning of names Spark gives another one
-            return rewrite_flink(tree, text, span, self.reporter)
+            return rewrite_flink(tree, text, span, self.reporter, whole_query=statement)
         return tree
 
     def _plain(self, expr: ast.SqlExpr | None) -> ast.SqlExpr | None:
