@@ -212,6 +212,20 @@ SETTINGS: dict[str, ValueKind] = {
     "state.backend.changelog.enabled": _boolean(),
 }
 
+#: Flink's own keys for the same settings, read as flowc's (a Flink user's ``SET
+#: 'parallelism.default' = '4'``): Flink 2.x's names, values as Flink writes them
+#: (``BATCH``, ``EXACTLY_ONCE``; a duration with its unit).
+FLINK_SETTINGS: dict[str, str] = {
+    "parallelism.default": "parallelism",
+    "pipeline.max-parallelism": "max_parallelism",
+    "pipeline.operator-chaining.enabled": "chaining",
+    "execution.runtime-mode": "execution.mode",
+    "execution.checkpointing.interval": "checkpoint.interval",
+    "execution.checkpointing.mode": "checkpoint.mode",
+    "execution.checkpointing.dir": "checkpoint.dir",
+    "pipeline.name": "job.name",
+}
+
 #: Settings passed through unchecked: ``spark.*`` goes to the Spark session as written.
 SETTING_PREFIXES = ("spark.",)
 

@@ -68,3 +68,33 @@ def test_a_string_ending_in_a_backslash_is_refused_not_misread() -> None:
     there: refused at its place, never read as another string (docs/language.md)."""
     with pytest.raises(flowc.CompileError, match="unterminated string"):
         _spark_text("flink", "'a\\'")
+
+
+def test_flinks_setting_keys_plan_as_flowcs() -> None:
+    """``SET 'parallelism.default'`` and Flink's other keys give the plans of flowc's own
+    names (the job's name, mode, parallelism, chaining and checkpoints alike)."""
+    body = (
+        "CREATE TABLE s (k BIGINT) WITH ('connector' = 'files', 'path' = 'in', "
+        "'format' = 'json');\n"
+        "CREATE TABLE o (k BIGINT) WITH ('connector' = 'files', 'path' = 'out', "
+        "'format' = 'json');\n"
+        "INSERT INTO o SELECT k FROM s WHERE k > 0;\n"
+    )
+    flink_keys = (
+        "SET 'sql.dialect' = 'flink';\nSET 'parallelism.default' = '3';\n"
+        "SET 'pipeline.max-parallelism' = '16';\nSET 'execution.runtime-mode' = 'STREAMING';\n"
+        "SET 'execution.checkpointing.interval' = '10s';\n"
+        "SET 'execution.checkpointing.mode' = 'AT_LEAST_ONCE';\n"
+        "SET 'pipeline.name' = 'nightly';\nSET 'pipeline.operator-chaining.enabled' = 'false';\n"
+    )
+    flowc_keys = (
+        "SET sql.dialect = 'flink';\nSET parallelism = 3;\nSET max_parallelism = 16;\n"
+        "SET execution.mode = 'streaming';\nSET checkpoint.interval = '10s';\n"
+        "SET checkpoint.mode = 'at_least_once';\nSET job.name = 'nightly';\n"
+        "SET chaining = false;\n"
+    )
+    theirs = flowc.compile(flink_keys + body, "job.flow", for_spark=True)
+    ours = flowc.compile(flowc_keys + body, "job.flow", for_spark=True)
+    assert theirs.program.settings.parallelism == 3
+    assert theirs.job_graph.to_json() == ours.job_graph.to_json()
+    assert theirs.stream_graph.to_json() == ours.stream_graph.to_json()

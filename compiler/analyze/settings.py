@@ -28,11 +28,15 @@ def read_settings(
     options = [s.option for s in tree.statements if isinstance(s, ast.SetStmt)]
     options += [o.option() for o in overrides if o.is_setting]
     for option in options:
-        key = option.key
+        written = option.key
+        key = catalog.FLINK_SETTINGS.get(written, written)  # Flink's name for it, or flowc's
         if key in spans and option.span.file != trust.COMMAND_LINE:
             reporter.warning(
                 Code.W0003,
-                f"'{key}' is set again; the earlier value is overridden",
+                f"'{written}' is set again; the earlier value is overridden"
+                if key == written
+                else f"'{written}' is flowc's '{key}', set already; the earlier value is "
+                "overridden",
                 option.key_span,
                 help=f"first set at {spans[key]}",
             )
@@ -46,7 +50,7 @@ def read_settings(
                 Code.E0301,
                 f"unknown setting '{key}'",
                 option.key_span,
-                help=did_you_mean(key, catalog.SETTINGS)
+                help=did_you_mean(key, [*catalog.SETTINGS, *catalog.FLINK_SETTINGS])
                 or "settings: " + ", ".join(sorted(catalog.SETTINGS)) + ", spark.*",
             )
             continue
@@ -55,9 +59,9 @@ def read_settings(
         except catalog.OptionValueError as error:
             reporter.error(
                 Code.E0302,
-                f"invalid value for setting '{key}': {error}",
+                f"invalid value for setting '{written}': {error}",
                 option.value.span,
-                help=f"'{key}' takes {kind.description}",
+                help=f"'{written}' takes {kind.description}",
             )
             continue
         if key == "job.name" and (unprintable := _unprintable(str(values[key]))):
