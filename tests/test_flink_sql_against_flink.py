@@ -966,6 +966,38 @@ CASES: dict[str, tuple[str, str, bool]] = {
         """,
         True,
     ),
+    # Flink's late-data routing: CURRENT_WATERMARK in each INSERT's WHERE and a SELECT item
+    # is part of a Calc (a Filter and a Map); its processor on Spark is not in Flink's graph.
+    "current_watermark_routing": (
+        flink_sql(
+            """
+            SET parallelism = 2;
+            CREATE TEMPORARY TABLE bids (
+              bidtime TIMESTAMP(3), price BIGINT, item STRING,
+              WATERMARK FOR bidtime AS bidtime - INTERVAL '1' SECOND
+            ) WITH ('connector' = 'datagen', 'uid' = 'src');
+            CREATE TEMPORARY TABLE o1 (item STRING, price BIGINT)
+              WITH ('connector' = 'console', 'uid' = 'o1');
+            CREATE TEMPORARY TABLE o2 (item STRING, price BIGINT, wm TIMESTAMP(3))
+              WITH ('connector' = 'console', 'uid' = 'o2');
+            BEGIN STATEMENT SET;
+            INSERT INTO o1 SELECT item, price FROM bids
+              WHERE CURRENT_WATERMARK(bidtime) IS NULL OR bidtime > CURRENT_WATERMARK(bidtime);
+            INSERT INTO o2 SELECT item, price, CURRENT_WATERMARK(bidtime) FROM bids
+              WHERE bidtime <= CURRENT_WATERMARK(bidtime);
+            END;
+            """
+        ),
+        """
+        env.set_parallelism(2)
+        bids = source("bids").uid("src")
+        f1 = bids.filter(lambda x: x > 0).name("Filter")
+        f1.map(same, output_type=LONG).name("Map").print().name("o1").uid("o1")
+        f2 = bids.filter(lambda x: x > 0).name("Filter")
+        f2.map(same, output_type=LONG).name("Map").print().name("o2").uid("o2")
+        """,
+        True,
+    ),
 }
 
 
