@@ -19,6 +19,7 @@ import importlib.util
 import os
 import re
 import sys
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.machinery import ModuleSpec, PathFinder
@@ -226,12 +227,25 @@ def _inside(path: str, root: str) -> bool:
     return real == root or real.startswith(root.rstrip(os.sep) + os.sep)
 
 
+#: CPython 3.11 turns a parse into Python's ast objects with interpreter-wide state that
+#: two threads at once corrupt ("SystemError: AST constructor recursion depth mismatch",
+#: python/cpython#106905, seen in tests/test_udfs.py's threads): flowc.compile is called
+#: from many threads, so every parse of Python source in the compiler takes this lock.
+_PYTHON_AST = threading.Lock()
+
+
+def parse_python(source: str | bytes, filename: str = "<unknown>") -> python_ast.Module:
+    """``ast.parse``, one thread at a time (:data:`_PYTHON_AST`)."""
+    with _PYTHON_AST:
+        return python_ast.parse(source, filename=filename)
+
+
 def attribute_problem(source: Path, attribute: str) -> str | None:
     """Why ``attribute`` is not a function of the module in ``source``, read without
     running it (a ``def``, an assignment or an import at the top level); None if it is, or
     if the module cannot be read."""
     try:
-        tree = python_ast.parse(source.read_bytes(), filename=str(source))
+        tree = parse_python(source.read_bytes(), filename=str(source))
     except (OSError, SyntaxError, ValueError) as error:
         return f"cannot read {source.name}: {error}"
     for node in tree.body:

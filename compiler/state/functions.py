@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from flowc.program import FunctionDef
-from flowc.sql.python_functions import find_module
+from flowc.sql.python_functions import find_module, parse_python
 
 #: A function's identity: (file, code digest, module digest).
 Identity = tuple[str | None, str | None, str | None]
@@ -42,7 +42,7 @@ def function_identity(
         return None, None, None
     module_digest = _digest([data])
     try:
-        tree = python_ast.parse(data, filename=str(found))
+        tree = parse_python(data, filename=str(found))
     except (SyntaxError, ValueError):
         return _shown(found, base), module_digest, module_digest
     return _shown(found, base), used_code_digest(tree, function.attribute), module_digest
@@ -105,7 +105,7 @@ def _loads(statement: python_ast.stmt) -> list[str]:
 
 def _dump(statement: python_ast.stmt) -> str:
     """The statement's syntax tree without docstrings (no positions, no comments)."""
-    copy = python_ast.parse(python_ast.unparse(statement)).body[0]
+    copy = parse_python(python_ast.unparse(statement)).body[0]
     for node in python_ast.walk(copy):
         if isinstance(
             node, python_ast.FunctionDef | python_ast.AsyncFunctionDef | python_ast.ClassDef
@@ -134,7 +134,7 @@ def _given_identity(call: Callable[..., object] | None) -> Identity:
             return None, None, None
         return None, _digest([code.co_code, repr(code.co_consts).encode("utf-8")]), None
     try:
-        tree = python_ast.parse(inspect.cleandoc(source) if source[:1].isspace() else source)
+        tree = parse_python(inspect.cleandoc(source) if source[:1].isspace() else source)
         digest = _digest([_dump(s).encode("utf-8") for s in tree.body])
     except (SyntaxError, ValueError):
         digest = _digest([source.encode("utf-8")])
