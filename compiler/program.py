@@ -14,10 +14,12 @@ from sqlglot import exp
 
 from flowc import ast
 from flowc.catalog import ERRORS_COLUMNS, PARSED_FILE_FORMATS
+from flowc.slot_init import slot_init
 from flowc.spans import Span
 from flowc.vocabulary import STATEFUL_STEPS, Operator, StateKind, StepKind, WindowKind
 
 
+@slot_init
 @dataclass(frozen=True, slots=True)
 class Column:
     """A column: its name, Spark SQL type, and the relation it came from (for JOIN sides)."""
@@ -36,6 +38,7 @@ Schema: TypeAlias = tuple[Column, ...]
 ERRORS_SCHEMA: Schema = tuple(Column(name, type_) for name, type_ in ERRORS_COLUMNS)
 
 
+@slot_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Hints:
     """Operator hints (``WITH (...)`` on a step, options of a source or sink)."""
