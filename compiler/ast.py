@@ -292,11 +292,13 @@ class StepBase:
     span: Span
 
 
+@slot_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Where(StepBase):
     condition: SqlExpr
 
 
+@slot_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Select(StepBase):
     items: tuple[SelectItem, ...]

@@ -322,6 +322,7 @@ class Step:
         return columns
 
 
+@slot_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class WhereStep(Step):
     KIND = StepKind.WHERE
@@ -329,6 +330,7 @@ class WhereStep(Step):
     OPERATOR = Operator.FILTER
 
 
+@slot_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SelectStep(Step):
     KIND = StepKind.SELECT

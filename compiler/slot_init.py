@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import MISSING, fields, is_dataclass
+from types import MemberDescriptorType
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -45,7 +46,10 @@ def slot_init(cls: type[T]) -> type[T]:
     for index, f in enumerate(fields(cls)):
         if not f.init:
             raise TypeError(f"{cls.__name__}.{f.name}: a field outside __init__")
-        scope[f"_set{index}"] = cls.__dict__[f.name].__set__
+        slot = getattr(cls, f.name)  # the slot of ``cls`` or of the base class declaring it
+        if not isinstance(slot, MemberDescriptorType):
+            raise TypeError(f"{cls.__name__}.{f.name}: not a slot")
+        scope[f"_set{index}"] = slot.__set__
         value = f.name
         if f.default is not MISSING:
             scope[f"_default{index}"] = f.default

@@ -61,6 +61,7 @@ from flowc.program import (
     WindowAggregateStep,
     WindowTopStep,
 )
+from flowc.slot_init import slot_init
 from flowc.spark.streaming import top_groups
 from flowc.sql.spark_distinct import UnsupportedDistinct, rewrite_distinct
 from flowc.sql.spark_sql import registered_name
@@ -84,6 +85,7 @@ class ExchangeKind(StrEnum):
     STATIC_JOIN = "static_join"  # a stream-static join: Spark's planner exchanges, no state
 
 
+@slot_init
 @dataclass(frozen=True, slots=True)
 class SparkExchange:
     """One StreamEdge as Spark runs it."""
