@@ -15,6 +15,7 @@ from typing import TypeAlias
 
 from sqlglot import exp
 
+from flowc.slot_init import slot_init
 from flowc.spans import Span
 from flowc.vocabulary import JoinKind, LiteralKind, Partitioner, WindowKind
 
@@ -23,6 +24,7 @@ from flowc.vocabulary import JoinKind, LiteralKind, Partitioner, WindowKind
 OMITTED_UNSET: Mapping[str, bool] = MappingProxyType({"omitted_unset": True})
 
 
+@slot_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Name:
     """An identifier as written; ``quoted`` for `` `back-quoted` `` names."""
@@ -32,6 +34,7 @@ class Name:
     span: Span
 
 
+@slot_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SqlExpr:
     """A Spark SQL expression: its source text and sqlglot's tree of it."""
@@ -248,6 +251,7 @@ class Relation:
         return f"{self.name.value}.{self.side_output.value}"
 
 
+@slot_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SelectItem:
     expr: SqlExpr
@@ -288,11 +292,13 @@ class StepBase:
     span: Span
 
 
+@slot_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Where(StepBase):
     condition: SqlExpr
 
 
+@slot_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Select(StepBase):
     items: tuple[SelectItem, ...]

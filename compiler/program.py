@@ -14,10 +14,12 @@ from sqlglot import exp
 
 from flowc import ast
 from flowc.catalog import ERRORS_COLUMNS, PARSED_FILE_FORMATS
+from flowc.slot_init import slot_init
 from flowc.spans import Span
 from flowc.vocabulary import STATEFUL_STEPS, Operator, StateKind, StepKind, WindowKind
 
 
+@slot_init
 @dataclass(frozen=True, slots=True)
 class Column:
     """A column: its name, Spark SQL type, and the relation it came from (for JOIN sides)."""
@@ -36,6 +38,7 @@ Schema: TypeAlias = tuple[Column, ...]
 ERRORS_SCHEMA: Schema = tuple(Column(name, type_) for name, type_ in ERRORS_COLUMNS)
 
 
+@slot_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Hints:
     """Operator hints (``WITH (...)`` on a step, options of a source or sink)."""
@@ -338,8 +341,8 @@ WATERMARK_COLUMN = "__flowc_watermark"
 
 @dataclass(frozen=True, slots=True)
 class WatermarkRead:
-    """A WHERE's or SELECT's CURRENT_WATERMARK(column): on Spark a stateful processor hands each row
-    its micro-batch's watermark. ``on_time`` is the condition's conjunct that keeps only
+    """A WHERE's or SELECT's CURRENT_WATERMARK(column): on Spark a stateful processor hands
+    each row its micro-batch's watermark. ``on_time`` is the condition's conjunct that keeps only
     rows ahead of the watermark (``'ahead'``: ``ts > CURRENT_WATERMARK(ts)``;
     ``'ahead_or_none'``: ``CURRENT_WATERMARK(ts) IS NULL OR ts > ...``), with which the
     column keeps its watermark after the step; None where late rows may pass, after which
@@ -351,6 +354,7 @@ class WatermarkRead:
     calls: tuple[Span, ...] = field(default=(), compare=False)
 
 
+@slot_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class WhereStep(Step):
     KIND = StepKind.WHERE
@@ -360,6 +364,7 @@ class WhereStep(Step):
     watermark: WatermarkRead | None = None
 
 
+@slot_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SelectStep(Step):
     KIND = StepKind.SELECT

@@ -28,6 +28,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         (
             "flowc._version",
             "flowc.spans",
+            "flowc.slot_init",
             "flowc.errorcodes",
             "flowc.diagnostics",
             "flowc.vocabulary",

@@ -51,6 +51,7 @@ from flowc.program import (
     WindowTopStep,
 )
 from flowc.render import Diagram, Edge, Node, Shape
+from flowc.slot_init import slot_init
 from flowc.spans import Span
 from flowc.vocabulary import (
     CHAINING_HINTS,
@@ -63,6 +64,7 @@ from flowc.vocabulary import (
 )
 
 
+@slot_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Transformation:
     """``operator`` names the step a physical transformation runs; a virtual one's is its

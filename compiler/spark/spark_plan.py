@@ -63,6 +63,7 @@ from flowc.program import (
     WindowAggregateStep,
     WindowTopStep,
 )
+from flowc.slot_init import slot_init
 from flowc.spark.streaming import reads_watermark, steps_within, top_groups
 from flowc.sql.spark_distinct import UnsupportedDistinct, rewrite_distinct
 from flowc.sql.spark_sql import registered_name
@@ -86,6 +87,7 @@ class ExchangeKind(StrEnum):
     STATIC_JOIN = "static_join"  # a stream-static join: Spark's planner exchanges, no state
 
 
+@slot_init
 @dataclass(frozen=True, slots=True)
 class SparkExchange:
     """One StreamEdge as Spark runs it."""

@@ -97,20 +97,23 @@ _parsed: BoundedCache[tuple[str, str], tuple[exp.Expr | None, int]] = BoundedCac
 )
 
 
-def parse_sql(text: str, dialect: str) -> tuple[exp.Expr, int]:
-    """sqlglot's parse of one expression, memoized, and its number of tokens; each caller
-    gets its own tree, as typing mutates trees."""
+def parse_sql(text: str, dialect: str, own: bool) -> tuple[exp.Expr, int]:
+    """sqlglot's parse of one expression, memoized, and its number of tokens. With ``own``
+    the caller gets its own tree, to mutate; without, it may get the memoized tree itself,
+    shared with other callers and other compiles, which nothing may change: the AST keeps
+    its trees as parsed (the analysis types a copy, flowc.analyze.own_copy), and
+    tests/test_parse_cache.py checks that a compile leaves the memoized trees as they were."""
     key = (text, dialect)
     entry = _parsed.get(key)
     if entry is not None:
         kept, tokens = entry[0]
         if kept is not None:
-            return copy_tree(kept), tokens
+            return (copy_tree(kept) if own else kept), tokens
     with deep_recursion():  # sqlglot's parser recurses; copying does not
         tree, tokens = _parse_and_count(text, dialect)
     if entry is not None:  # the second use: keep a pristine tree for the next ones
         _parsed.put(key, (tree, tokens), len(text) + tree_bytes(tree))
-        return copy_tree(tree), tokens
+        return (copy_tree(tree) if own else tree), tokens
     _parsed.put(key, (None, tokens), len(text))
     return tree, tokens
 

@@ -167,7 +167,8 @@ class AstBuilder:
                 self.tokens += counted  # too large to parse: parse() reports it
                 return None
         try:
-            tree, tokens = parse_sql(text, self.dialect)
+            # Flink's rewrite below changes the tree in place: it needs a tree of its own.
+            tree, tokens = parse_sql(text, self.dialect, own=self.dialect == FLINK)
         except TooDeep as error:
             self.reporter.error(
                 Code.E0004,
