@@ -578,8 +578,9 @@ class Code(StrEnum):
     E0740 = (
         "E0740",
         "watermark-reader-on-spark",
-        "a WHERE reading CURRENT_WATERMARK where Spark cannot run its processor (a query "
-        "not in append mode, a state store other than RocksDB)",
+        "a step reading CURRENT_WATERMARK where Spark cannot give Flink's value or run its "
+        "processor (a query not in append mode, after a stream-stream JOIN or of two "
+        "watermarked sources, a state store other than RocksDB)",
         "current_watermark-on-spark",
     )
     E0701 = (

@@ -45,6 +45,17 @@ def read_watermark(
     ]
     if not found:
         return list(exprs), scope, None
+    if scope.lookup(WATERMARK_COLUMN, None):
+        expr, calls = found[0]
+        ctx.reporter.error(
+            Code.E0610,
+            f"CURRENT_WATERMARK with a column named '{WATERMARK_COLUMN}' in the input, the "
+            "name flowc gives the watermark it reads",
+            call_span(expr, calls[0], ctx.checks.positions),
+            help=f"rename the column '{WATERMARK_COLUMN}' (RENAME, or AS in a SELECT) "
+            "before this step",
+        )
+        return None
     columns: set[str] = set()
     places: list[Span] = []
     for expr, calls in found:

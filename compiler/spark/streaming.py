@@ -640,6 +640,20 @@ def check_watermark_reads(query: Query, lineage: Lineage, reporter: _OncePerPlac
                 help="write this query with mode = 'append': Spark runs the processor that "
                 "reads the watermark only there",
             )
+        found = lineage.place(query.insert, step)
+        before = lineage.steps(*found) if found is not None else []
+        sources = lineage.watermarked_sources(query.insert.stream)
+        if any(isinstance(s, JoinStep) for s in before) or len(sources) > 1:
+            reporter.error(
+                Code.E0740,
+                f"{query.where}: {_keyword_text(step)} reading CURRENT_WATERMARK after a "
+                "stream-stream JOIN, or in a query reading more than one watermarked source"
+                + (f" ({', '.join(sorted(sources))})" if len(sources) > 1 else ""),
+                _keyword(step),
+                help="Spark's micro-batch watermark is one for the whole query (the least "
+                "of its sources'), and no JOIN holds it back by its time bound as Flink's "
+                "does: read CURRENT_WATERMARK before the JOIN, in a query of one source",
+            )
         settings = lineage.program.settings
         backend = settings.state_backend
         provider = dict(settings.spark_conf).get(PROVIDER_CLASS_CONF)
@@ -787,6 +801,33 @@ class Lineage:
             for stream in [*(v.stream for v in program.views), *(i.stream for i in program.inserts)]
             for step in steps_within(stream)
         )
+
+    def place(self, insert: InsertDef, target: Step) -> tuple[Stream, int] | None:
+        """Where ``target`` stands in the INSERT's lineage: its stream and index."""
+        return self._place(insert, target)
+
+    def watermarked_sources(self, stream: Stream) -> frozenset[str]:
+        """The sources declaring a WATERMARK that the stream reads, through its views, side
+        outputs, JOINs and UNION ALLs."""
+        found: set[str] = set()
+        seen: set[int] = set()
+        todo = [stream]
+        while todo:
+            current = todo.pop()
+            if id(current) in seen:
+                continue
+            seen.add(id(current))
+            origin = current.origin
+            if isinstance(origin, FromSource):
+                if self.program.source(origin.name).watermark is not None:
+                    found.add(origin.name)
+            else:
+                read = self._origin_stream(current)
+                if read is not None:
+                    todo.append(read[0])
+            for step in current.steps:
+                todo.extend(step.inputs)
+        return frozenset(found)
 
     def reader_queries(self) -> list[InsertDef]:
         """The INSERTs whose queries read CURRENT_WATERMARK, in program order (memoized)."""
