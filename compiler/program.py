@@ -337,6 +337,8 @@ class Step:
 #: The column a WHERE reading Flink's CURRENT_WATERMARK sees the watermark in: each call
 #: is this column, of its argument's type (docs/language.md, "CURRENT_WATERMARK on Spark").
 WATERMARK_COLUMN = "__flowc_watermark"
+#: The column its processor groups rows by (a hash of the row).
+BUCKET_COLUMN = "__flowc_bucket"
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,7 @@ from sqlglot import exp
 from flowc import ast
 from flowc.analyze.context import Context
 from flowc.errorcodes import Code
-from flowc.program import WATERMARK_COLUMN, Column, WatermarkRead
+from flowc.program import BUCKET_COLUMN, WATERMARK_COLUMN, Column, WatermarkRead
 from flowc.spans import Span
 from flowc.sql.flink_functions import watermark_calls
 from flowc.sql.functions import call_span
@@ -45,15 +45,15 @@ def read_watermark(
     ]
     if not found:
         return list(exprs), scope, None
-    if scope.lookup(WATERMARK_COLUMN, None):
+    taken = [name for name in (WATERMARK_COLUMN, BUCKET_COLUMN) if scope.lookup(name, None)]
+    if taken:
         expr, calls = found[0]
         ctx.reporter.error(
             Code.E0610,
-            f"CURRENT_WATERMARK with a column named '{WATERMARK_COLUMN}' in the input, the "
-            "name flowc gives the watermark it reads",
+            f"CURRENT_WATERMARK with a column named '{taken[0]}' in the input, a name "
+            "flowc's watermark reader gives a column of its own",
             call_span(expr, calls[0], ctx.checks.positions),
-            help=f"rename the column '{WATERMARK_COLUMN}' (RENAME, or AS in a SELECT) "
-            "before this step",
+            help=f"rename the column '{taken[0]}' (RENAME, or AS in a SELECT) before this step",
         )
         return None
     columns: set[str] = set()

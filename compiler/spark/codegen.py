@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from flowc._version import __version__
-from flowc.program import WATERMARK_COLUMN, Program, view_of
+from flowc.program import BUCKET_COLUMN, WATERMARK_COLUMN, Program, view_of
 from flowc.spark.codegen_base import in_docstring
 from flowc.spark.codegen_sinks import SinkWriter
 from flowc.spark.codegen_sources import SourceWriter
@@ -113,6 +113,7 @@ class PysparkGenerator(SourceWriter, StepWriter, SinkWriter):
         w("                'org.apache.spark.sql.catalyst.optimizer.PushPredicateThroughNonJoin')")
         if self.spark_plan.watermark_readers:
             w(f"WATERMARK_COLUMN = {WATERMARK_COLUMN!r}")
+            w(f"BUCKET_COLUMN = {BUCKET_COLUMN!r}")
         w("")
         w("")
         if self.program.functions:

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlparse
 
-from flowc.program import WATERMARK_COLUMN
+from flowc.program import BUCKET_COLUMN, WATERMARK_COLUMN
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -659,8 +659,8 @@ def file_upsert(sink: str, path: str, fmt: str, keys: list[str], options: dict[s
 
 
 class WatermarkReader(StatefulProcessor):
-    """Flink's CURRENT_WATERMARK for a WHERE: each row with the micro-batch's event-time
-    watermark (NULL while Spark's is 0, before any), the last column. ``on_time``: the
+    """Flink's CURRENT_WATERMARK for a WHERE or SELECT: each row with the micro-batch's
+    event-time watermark (NULL while Spark's is 0, before any), the last column. ``on_time``: the
     WHERE keeps only rows ahead of it ('ahead', or 'ahead_or_none' when a NULL one keeps
     all), so the rows it would drop are dropped here and the time column, the output's
     event time, keeps the watermark; None passes every row on. No state is kept."""
@@ -710,14 +710,14 @@ def read_watermark(df: DataFrame, column: str, on_time: str | None, buckets: int
     columns = [F.col('`' + f.name.replace('`', '``') + '`') for f in fields]
     hashable = ['map<' not in f.dataType.simpleString() for f in fields]
     hashed = [c for c, ok in zip(columns, hashable, strict=True) if ok]
-    bucket = F.pmod(F.hash(*hashed, F.lit(0)), F.lit(buckets)).alias('__flowc_bucket')
+    bucket = F.pmod(F.hash(*hashed, F.lit(0)), F.lit(buckets)).alias(BUCKET_COLUMN)
     bare = [c.alias(f.name, metadata={}) for c, f in zip(columns, fields, strict=True)]
     plain = df.select(*bare, bucket)
     schema = StructType(
         [StructField(f.name, f.dataType, f.nullable) for f in fields]
         + [StructField(WATERMARK_COLUMN, TimestampType(), True)]
     )
-    return plain.groupBy('__flowc_bucket').transformWithState(
+    return plain.groupBy(BUCKET_COLUMN).transformWithState(
         WatermarkReader(column, on_time), schema, 'Append', 'EventTime',
         eventTimeColumnName=column if on_time is not None else '',
     )
