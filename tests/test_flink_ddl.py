@@ -478,6 +478,20 @@ def test_a_processing_time_column_keeps_its_declared_place(spark: Any, tmp_path:
     )
     job = compiled(tmp_path, program)
     assert [c.name for c in job.program.source("s").output_schema] == ["a", "pt", "ts", "b"]
+    between = compiled(
+        tmp_path,
+        program.replace(
+            "pt AS PROCTIME(), ts TIMESTAMP_LTZ(3), b BIGINT",
+            "b BIGINT, ts TIMESTAMP_LTZ(3), pt AS PROCTIME(), t2 AS ts",
+        ).replace("INSERT INTO o SELECT * FROM s", "INSERT INTO o SELECT a, pt, ts, b FROM s"),
+    )
+    assert [c.name for c in between.program.source("s").output_schema] == [
+        "a",
+        "b",
+        "ts",
+        "pt",
+        "t2",
+    ]
     assert [c.type for c in job.program.source("s").output_schema][2] == "TIMESTAMP"
     write_batches(tmp_path / "in", [[{"a": "x", "ts": "2001-02-03T04:05:06", "b": 7}]])
     assert [q.error for q in run_in(job, tmp_path).queries] == [None]

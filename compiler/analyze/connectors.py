@@ -90,8 +90,9 @@ def check_source(ctx: Context, node: ast.CreateSource) -> None:
 
 
 def _declared_order(node: ast.CreateSource, proctime: str | None) -> tuple[str, ...]:
-    """The source's columns as declared, where PROCTIME() stands before a read column
-    (other computed columns do not: E0290); empty where flowc's order is the declared one."""
+    """The source's columns as declared, where PROCTIME() stands before another column
+    (other computed columns stand after the read ones: E0290); empty where flowc's order,
+    read columns, computed ones, then the processing time, is the declared one."""
     if proctime is None:
         return ()
     written = sorted(
@@ -99,7 +100,9 @@ def _declared_order(node: ast.CreateSource, proctime: str | None) -> tuple[str, 
         + [(c.span.line, c.span.column, c.name.value) for c in node.computed]
     )
     order = tuple(name for _, _, name in written)
-    return order if order[-1] != proctime and order.index(proctime) < len(node.columns) else ()
+    computed = [c.name.value for c in node.computed if c.name.value != proctime]
+    flowc_order = (*(c.name.value for c in node.columns), *computed, proctime)
+    return order if order != flowc_order else ()
 
 
 #: Connectors whose Flink counterparts (filesystem, datagen) read a table with a PRIMARY
