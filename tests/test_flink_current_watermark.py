@@ -331,3 +331,15 @@ def test_a_missing_processor_package_is_refused_before_spark_starts(
     assert diagnostic.span.line <= where <= diagnostic.span.end_line  # the on-time view's
     plain = flowc.compile(_without_readers(), str(tmp_path / "plain.flow"), for_spark=True)
     run.check_processor_packages(plain)
+
+
+def test_a_view_no_query_reads_runs_no_reader(tmp_path: Path) -> None:
+    """A view reading CURRENT_WATERMARK that no INSERT reads runs nowhere: no processor in
+    the plan, and the job keeps its store."""
+    program = _without_readers() + (
+        "CREATE TEMPORARY VIEW unused AS SELECT * FROM mobile_usage\n"
+        "  WHERE log_time <= CURRENT_WATERMARK(log_time);\n"
+    )
+    job = flowc.compile(program, str(tmp_path / "job.flow"), for_spark=True)
+    assert job.spark_plan.watermark_readers == {}
+    assert job.spark_plan.state_store.backend == "hashmap"

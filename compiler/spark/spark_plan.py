@@ -205,7 +205,8 @@ class WatermarkReader:
         return (
             f"line {self.line}: the {self.step} reads CURRENT_WATERMARK({self.column}) from a "
             f"transformWithState processor (event time, rows grouped by a hash of the row "
-            f"into {self.buckets} groups): the micro-batch's watermark, NULL before the first; "
+            f"into {self.buckets} group{'' if self.buckets == 1 else 's'}): the micro-batch's "
+            "watermark, NULL before the first; "
             f"it {kept}"
         )
 
@@ -245,7 +246,8 @@ class SparkPlan:
     #: Of those, the temporal joins (``AS OF``): each row meets the version of the table
     #: valid at its time, the table's versions given their ends when the job starts.
     temporal_joins: frozenset[int] = frozenset()
-    #: The WHEREs reading CURRENT_WATERMARK, by node id: each runs as a processor.
+    #: The steps reading CURRENT_WATERMARK that a query runs, by node id: each runs as a
+    #: processor.
     watermark_readers: dict[int, WatermarkReader] = field(default_factory=dict)
 
     @property
@@ -342,6 +344,9 @@ def build_spark_plan(program: Program, tree: TransformationTree, graph: StreamGr
         if n.operator in STATEFUL_OPERATORS and n.id not in static_joins
     }
     reads = _watermark_reads(program, tree)
+    if reads:  # only those a query runs (a view no INSERT reads runs nowhere)
+        used = {n.id for sink_id in graph.sinks for n in _upstream(graph, sink_id)}
+        reads = {node: read for node, read in reads.items() if node in used}
     partitions, reason = _shuffle_partitions(
         [*stateful_nodes.values(), *(graph.nodes[n] for n in sorted(reads))],
         dict(settings.spark_conf),
