@@ -25,7 +25,6 @@ from typing import Any, TextIO
 from flowc.diagnostics import CompileError, Diagnostic, Severity
 from flowc.errorcodes import Code
 from flowc.job import CompiledJob
-from flowc.program import Step
 from flowc.runtime.failures import (
     FailureLog,
     StartedQuery,
@@ -40,7 +39,6 @@ from flowc.runtime.state_guard import StateGuard, guard_state
 from flowc.runtime.state_report import HeldState, held_state, state_lines
 from flowc.spark.codegen import generate_pyspark
 from flowc.spark.spark_plan import checkpoint_root
-from flowc.spark.streaming import steps_within
 from flowc.sql.spark_sql import UnsupportedOnSpark
 
 _EXCHANGE = re.compile(r"^[\s:+\-|]*Exchange ", re.M)
@@ -547,9 +545,6 @@ def check_processor_packages(job: CompiledJob) -> None:
     if not missing:
         return
     reader = min(job.spark_plan.watermark_readers.values(), key=lambda r: r.line)
-    step = next(
-        s.span for s in _all_steps(job) if job.spark_plan.step_nodes.get(id(s)) == reader.node_id
-    )
     raise CompileError(
         [
             Diagnostic(
@@ -558,7 +553,7 @@ def check_processor_packages(job: CompiledJob) -> None:
                 f"CURRENT_WATERMARK runs as a Spark stateful processor, which needs "
                 f"{', '.join(missing)} in Python, and {sys.executable} has not got "
                 f"{'it' if len(missing) == 1 else 'them'}",
-                step,
+                reader.span,
                 "pip install 'flowc[processors]' into this interpreter (Spark's Python "
                 "workers run it too)",
             )
@@ -571,12 +566,6 @@ def _importable(module: str) -> bool:
         return importlib.util.find_spec(module) is not None
     except ModuleNotFoundError:  # its parent package is missing
         return False
-
-
-def _all_steps(job: CompiledJob) -> Iterator[Step]:
-    program = job.program
-    for stream in [*(v.stream for v in program.views), *(i.stream for i in program.inserts)]:
-        yield from steps_within(stream)
 
 
 def _check_packages(job: CompiledJob, spark: Any) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import zoneinfo
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -274,14 +275,7 @@ def test_the_generated_program_puts_the_processor_where_the_plan_says(tmp_path: 
     assert f"'log_time', 'ahead_or_none', {readers[0].buckets})" in text
     changed = {**job.spark_plan.watermark_readers}
     first = readers[0]
-    changed[first.node_id] = type(first)(
-        node_id=first.node_id,
-        line=first.line,
-        step=first.step,
-        column=first.column,
-        on_time=first.on_time,
-        buckets=7,
-    )
+    changed[first.node_id] = replace(first, buckets=7)
     object.__setattr__(job.spark_plan, "watermark_readers", changed)
     assert "'log_time', 'ahead_or_none', 7)" in generate_pyspark(job)
 

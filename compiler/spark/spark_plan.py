@@ -64,6 +64,7 @@ from flowc.program import (
     WindowTopStep,
 )
 from flowc.slot_init import slot_init
+from flowc.spans import Span
 from flowc.spark.streaming import reads_watermark, steps_within, top_groups
 from flowc.sql.spark_distinct import UnsupportedDistinct, rewrite_distinct
 from flowc.sql.spark_sql import registered_name
@@ -189,12 +190,17 @@ class WatermarkReader:
     anyway and declare ``column`` its output's event time, which keeps the watermark."""
 
     node_id: int
-    line: int
+    #: The step's place (a diagnostic about the processor points at it).
+    span: Span
     #: The step's keyword: WHERE, SELECT or EXTEND.
     step: str
     column: str
     on_time: str | None
     buckets: int
+
+    @property
+    def line(self) -> int:
+        return self.span.line
 
     def to_text(self) -> str:
         kept = (
@@ -354,7 +360,7 @@ def build_spark_plan(program: Program, tree: TransformationTree, graph: StreamGr
     readers = {
         node: WatermarkReader(
             node_id=node,
-            line=step.span.line,
+            span=step.span,
             step=keyword(step.node),
             column=read.column,
             on_time=read.on_time,
