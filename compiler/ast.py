@@ -9,13 +9,13 @@ programs with the same text compare equal.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, is_dataclass
+from dataclasses import field, fields, is_dataclass
 from types import MappingProxyType
 from typing import TypeAlias
 
 from sqlglot import exp
 
-from flowc.slot_init import slot_init
+from flowc.fast_dataclass import dataclass
 from flowc.spans import Span
 from flowc.vocabulary import JoinKind, LiteralKind, Partitioner, WindowKind
 
@@ -24,7 +24,6 @@ from flowc.vocabulary import JoinKind, LiteralKind, Partitioner, WindowKind
 OMITTED_UNSET: Mapping[str, bool] = MappingProxyType({"omitted_unset": True})
 
 
-@slot_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Name:
     """An identifier as written; ``quoted`` for `` `back-quoted` `` names."""
@@ -34,7 +33,6 @@ class Name:
     span: Span
 
 
-@slot_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SqlExpr:
     """A Spark SQL expression: its source text and sqlglot's tree of it."""
@@ -251,7 +249,6 @@ class Relation:
         return f"{self.name.value}.{self.side_output.value}"
 
 
-@slot_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SelectItem:
     expr: SqlExpr
@@ -292,13 +289,11 @@ class StepBase:
     span: Span
 
 
-@slot_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Where(StepBase):
     condition: SqlExpr
 
 
-@slot_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Select(StepBase):
     items: tuple[SelectItem, ...]

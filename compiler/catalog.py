@@ -9,11 +9,12 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from sqlglot.dialects.dialect import Dialect
 
 from flowc.ast import Value
+from flowc.fast_dataclass import dataclass
 from flowc.flink.keygroups import UPPER_BOUND_MAX_PARALLELISM
 from flowc.vocabulary import LiteralKind
 

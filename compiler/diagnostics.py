@@ -11,11 +11,11 @@ import difflib
 import io
 import json
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
 from flowc.errorcodes import Code
+from flowc.fast_dataclass import dataclass
 from flowc.spans import Span
 
 

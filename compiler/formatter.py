@@ -24,11 +24,11 @@ as ``flowc check`` reports them.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from enum import Enum
 
 from flowc.diagnostics import Diagnostic, Reporter, Severity
 from flowc.driver import check_input_bounds
+from flowc.fast_dataclass import dataclass
 from flowc.syntax.parser import deep_recursion, parse
 
 

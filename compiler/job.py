@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Generic, TypeVar
 
 from flowc import ast
 from flowc.diagnostics import Diagnostic
+from flowc.fast_dataclass import dataclass
 from flowc.graph.job_graph import JobGraph
 from flowc.graph.physical import PhysicalPlan
 from flowc.graph.stream_graph import StreamGraph

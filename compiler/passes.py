@@ -13,7 +13,6 @@ so that they stop only what targets Spark (see ``flowc.driver.compile``).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
 from flowc import ast
@@ -21,6 +20,7 @@ from flowc.analyze import analyze
 from flowc.analyze.test_form import test_program
 from flowc.analyze.udfs import check_function_sources
 from flowc.diagnostics import Diagnostic, Reporter
+from flowc.fast_dataclass import dataclass
 from flowc.graph.job_graph import JobGraph, build_job_graph
 from flowc.graph.physical import PhysicalPlan, build_physical_plan
 from flowc.graph.stream_graph import StreamGraph, build_stream_graph

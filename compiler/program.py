@@ -7,19 +7,18 @@ side output) and its steps, each with the schema it outputs.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import ClassVar, TypeAlias
 
 from sqlglot import exp
 
 from flowc import ast
 from flowc.catalog import ERRORS_COLUMNS, PARSED_FILE_FORMATS
-from flowc.slot_init import slot_init
+from flowc.fast_dataclass import dataclass
 from flowc.spans import Span
 from flowc.vocabulary import STATEFUL_STEPS, Operator, StateKind, StepKind, WindowKind
 
 
-@slot_init
 @dataclass(frozen=True, slots=True)
 class Column:
     """A column: its name, Spark SQL type, and the relation it came from (for JOIN sides)."""
@@ -38,7 +37,6 @@ Schema: TypeAlias = tuple[Column, ...]
 ERRORS_SCHEMA: Schema = tuple(Column(name, type_) for name, type_ in ERRORS_COLUMNS)
 
 
-@slot_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Hints:
     """Operator hints (``WITH (...)`` on a step, options of a source or sink)."""
@@ -356,7 +354,6 @@ class WatermarkRead:
     calls: tuple[Span, ...] = field(default=(), compare=False)
 
 
-@slot_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class WhereStep(Step):
     KIND = StepKind.WHERE
@@ -366,7 +363,6 @@ class WhereStep(Step):
     watermark: WatermarkRead | None = None
 
 
-@slot_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SelectStep(Step):
     KIND = StepKind.SELECT

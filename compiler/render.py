@@ -7,8 +7,9 @@ layout are the same for all stages.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import Enum
+
+from flowc.fast_dataclass import dataclass
 
 
 class Shape(Enum):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from flowc.fast_dataclass import dataclass
 
 
 @dataclass(frozen=True, slots=True, init=False)

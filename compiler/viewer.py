@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import html
 import json
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from flowc.fast_dataclass import dataclass
 from flowc.program import Schema, Stream
 
 if TYPE_CHECKING:

@@ -27,8 +27,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "core",
         (
             "flowc._version",
+            "flowc.fast_dataclass",
             "flowc.spans",
-            "flowc.slot_init",
             "flowc.errorcodes",
             "flowc.diagnostics",
             "flowc.vocabulary",

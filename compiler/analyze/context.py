@@ -7,10 +7,11 @@ before its statement.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from flowc import ast
 from flowc.diagnostics import Reporter
+from flowc.fast_dataclass import dataclass
 from flowc.program import InsertDef, Settings, SinkDef, SourceDef, ViewDef
 from flowc.spans import Span
 from flowc.sql.functions import SparkExpressionChecks

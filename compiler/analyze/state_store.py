@@ -19,8 +19,7 @@ later change (docs/state.md): ``flowc run`` warns (E0824).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from flowc.fast_dataclass import dataclass
 from flowc.program import Settings
 
 PROVIDER_CLASS_CONF = "spark.sql.streaming.stateStore.providerClass"

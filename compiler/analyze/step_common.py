@@ -6,7 +6,6 @@ unique output columns).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 from sqlglot import exp
 
@@ -14,13 +13,12 @@ from flowc import ast
 from flowc.analyze.context import Context
 from flowc.diagnostics import did_you_mean
 from flowc.errorcodes import Code
+from flowc.fast_dataclass import dataclass
 from flowc.program import Column, Schema, SideOutput, Step
-from flowc.slot_init import slot_init
 from flowc.spans import Span
 from flowc.sql.sqltypes import BOOLEAN, UNKNOWN, Scope
 
 
-@slot_init
 @dataclass(frozen=True, slots=True)
 class StepInput:
     """The stream a step reads and where it stands: ``keys`` are those in force (KEY BY),

@@ -5,10 +5,10 @@ Spark), each as a record with its message and JSON form, and :class:`PlanDiff`, 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from flowc.fast_dataclass import dataclass
 from flowc.json_records import record_json
 from flowc.spans import Span
 

@@ -4,12 +4,12 @@ as text (diagnostics with source lines) or as one JSON document.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from flowc._version import __version__
 from flowc.diagnostics import Diagnostic, Severity, render_text
 from flowc.diff.changes import PlanDiff
+from flowc.fast_dataclass import dataclass
 from flowc.state.findings import Finding, StateComparison, Verdict, plural
 
 #: The version of ``flowc diff --format json``'s document (docs/state.md, "flowc diff").

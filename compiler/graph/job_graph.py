@@ -10,11 +10,12 @@ JobEdges are connected per vertex in that order, one IntermediateDataSet per edg
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from flowc.diagnostics import CompileError, Reporter
 from flowc.errorcodes import Code
+from flowc.fast_dataclass import dataclass
 from flowc.flink.chains import chained_name, escape_description, tree_description
 from flowc.flink.keygroups import compute_default_max_parallelism
 from flowc.flink.murmur import murmur3_x64_128

@@ -13,9 +13,9 @@ from __future__ import annotations
 import bisect
 from array import array
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from flowc.fast_dataclass import dataclass
 from flowc.flink.keygroups import (
     compute_default_max_parallelism,
     key_group_range_in_run,

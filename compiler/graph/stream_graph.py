@@ -9,11 +9,12 @@ Flink's chainability test (``is_chainable``) and operator ids (StreamGraphHasher
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from flowc.diagnostics import Reporter
 from flowc.errorcodes import Code
+from flowc.fast_dataclass import dataclass
 from flowc.flink.hashing import hash_stream_nodes, to_hex
 from flowc.graph.transformations import Transformation, TransformationTree
 from flowc.limits import MAX_STREAM_EDGES, MAX_STREAM_NODES

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from flowc.catalog import ERRORS_OUTPUT
 from flowc.diagnostics import Reporter
 from flowc.errorcodes import Code
+from flowc.fast_dataclass import dataclass
 from flowc.graph.names import sink_name, source_name, step_name
 from flowc.outputs import document
 from flowc.program import (
@@ -51,7 +52,6 @@ from flowc.program import (
     WindowTopStep,
 )
 from flowc.render import Diagram, Edge, Node, Shape
-from flowc.slot_init import slot_init
 from flowc.spans import Span
 from flowc.vocabulary import (
     CHAINING_HINTS,
@@ -64,7 +64,6 @@ from flowc.vocabulary import (
 )
 
 
-@slot_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Transformation:
     """``operator`` names the step a physical transformation runs; a virtual one's is its

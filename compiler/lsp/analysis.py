@@ -8,11 +8,12 @@ Positions are flowc's: 1-based lines and columns (the server converts to LSP's 0
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from flowc import ast, catalog
 from flowc.diagnostics import CompileError, Diagnostic, Reporter
 from flowc.driver import compile
+from flowc.fast_dataclass import dataclass
 from flowc.formatter import TokenKind, tokens
 from flowc.job import CompiledJob
 from flowc.spans import Span

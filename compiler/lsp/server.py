@@ -20,7 +20,7 @@ import logging
 import sys
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import BinaryIO, TypeVar
 from urllib.parse import unquote, urlparse
 
@@ -31,6 +31,7 @@ from pygls.lsp.server import LanguageServer
 from flowc._version import __version__
 from flowc.diagnostics import Diagnostic, Severity
 from flowc.errorcodes import Code
+from flowc.fast_dataclass import dataclass
 from flowc.lsp import analysis
 from flowc.lsp.analysis import Document
 from flowc.lsp.wire import FlowProtocol, StdinReader, serve

@@ -10,9 +10,10 @@ all read and write.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING
 
+from flowc.fast_dataclass import dataclass
 from flowc.program import Step
 
 if TYPE_CHECKING:

@@ -33,7 +33,7 @@ from __future__ import annotations
 import os
 import re
 from collections import deque
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from enum import StrEnum
 
 from sqlglot import exp
@@ -43,6 +43,7 @@ from flowc.analyze.state_store import StateStore, choose_state_store
 from flowc.analyze.step_common import keyword
 from flowc.analyze.upsert_sinks import upsert_key
 from flowc.catalog import is_upsert, partition_columns
+from flowc.fast_dataclass import dataclass
 from flowc.graph.stream_graph import StreamEdge, StreamGraph, StreamNode
 from flowc.graph.transformations import TransformationTree
 from flowc.program import (
@@ -63,7 +64,6 @@ from flowc.program import (
     WindowAggregateStep,
     WindowTopStep,
 )
-from flowc.slot_init import slot_init
 from flowc.spans import Span
 from flowc.spark.streaming import reads_watermark, steps_within, top_groups
 from flowc.sql.spark_distinct import UnsupportedDistinct, rewrite_distinct
@@ -88,7 +88,6 @@ class ExchangeKind(StrEnum):
     STATIC_JOIN = "static_join"  # a stream-static join: Spark's planner exchanges, no state
 
 
-@slot_init
 @dataclass(frozen=True, slots=True)
 class SparkExchange:
     """One StreamEdge as Spark runs it."""

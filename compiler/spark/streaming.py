@@ -12,7 +12,7 @@ need to know about event time (which columns carry a watermark where) is behind
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TypeVar
 
 from sqlglot import exp
@@ -23,6 +23,7 @@ from flowc.analyze.step_common import keyword
 from flowc.catalog import is_upsert
 from flowc.diagnostics import Reporter
 from flowc.errorcodes import Code
+from flowc.fast_dataclass import dataclass
 from flowc.program import (
     DeduplicateStep,
     DimensionJoinStep,

@@ -10,12 +10,12 @@ Only trees read in the Flink dialect pass through here: Spark programs keep thei
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from sqlglot import exp, parse_one
 
 from flowc.diagnostics import Reporter
 from flowc.errorcodes import Code
+from flowc.fast_dataclass import dataclass
 from flowc.spans import Span, text_span
 from flowc.sql import sql_parsing
 from flowc.sql.flink_dialect import CURRENT_WATERMARK_HELP, CURRENT_WATERMARK_MESSAGE

@@ -21,10 +21,10 @@ import re
 import sys
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 from importlib.machinery import ModuleSpec, PathFinder
 from pathlib import Path
 
+from flowc.fast_dataclass import dataclass
 from flowc.sql.sqltypes import TypeSyntaxError, normalize_type
 
 __all__ = [

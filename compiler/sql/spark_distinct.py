@@ -21,10 +21,9 @@ returns them).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from sqlglot import exp
 
+from flowc.fast_dataclass import dataclass
 from flowc.sql.spark_patterns import flink_average, is_flink_aggregate
 from flowc.sql.spark_typing import (
     average_type,

@@ -10,7 +10,6 @@ that cast accepts (:func:`flowc.sql.spark_casts.spark_can_cast`). Only with ANSI
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 from sqlglot import exp
@@ -19,6 +18,7 @@ from sqlglot.errors import SqlglotError
 from flowc.ast import SqlExpr
 from flowc.diagnostics import Reporter
 from flowc.errorcodes import Code
+from flowc.fast_dataclass import dataclass
 from flowc.spans import Span
 from flowc.sql.spark_casts import FRACTIONAL_TYPES, INTEGRAL_TYPES, spark_can_cast
 from flowc.sql.spark_sql import GENERATOR_ERRORS, spark_generator

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import string
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import ClassVar
 
 from sqlglot import exp
@@ -21,6 +20,7 @@ from sqlglot.generators.spark import SparkGenerator as _SparkGenerator
 from sqlglot.parsers.spark import SparkParser as _SparkParser
 from sqlglot.time import format_time
 
+from flowc.fast_dataclass import dataclass
 from flowc.sql.spark_typing import INTEGER_TYPES, decimal
 
 #: Letter -> the counts Spark formats with (None: any count). Every other ASCII letter is

@@ -5,13 +5,14 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING
 
 from sqlglot import exp
 
 from flowc import ast
 from flowc._version import __version__
+from flowc.fast_dataclass import dataclass
 from flowc.flink.keygroups import compute_default_max_parallelism
 from flowc.graph.stream_graph import StreamNode
 from flowc.program import (

@@ -5,11 +5,11 @@ operator, per query and per job results, with their JSON forms.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
 from flowc.errorcodes import Code
+from flowc.fast_dataclass import dataclass
 from flowc.state.manifest import (
     MANIFEST_VERSION,
     Location,

@@ -7,9 +7,10 @@ Every record here round-trips through ``to_json()`` / ``from_json()``; the JSON 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
+from flowc.fast_dataclass import dataclass
 from flowc.json_records import JsonRecord, record_json
 from flowc.spans import Span
 

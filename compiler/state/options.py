@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from enum import StrEnum
 
+from flowc.fast_dataclass import dataclass
 from flowc.state.findings import Finding, Verdict, ways_out
 from flowc.state.manifest import Location, OptionValue, QueryState
 

@@ -6,7 +6,6 @@ steps and tokens built are counted against flowc's bounds.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
@@ -15,6 +14,7 @@ from sqlglot.errors import ParseError, SqlglotError
 from flowc import ast
 from flowc.diagnostics import Reporter
 from flowc.errorcodes import Code
+from flowc.fast_dataclass import dataclass
 from flowc.limits import MAX_NESTING, MAX_TOKENS
 from flowc.spans import Span, text_span
 from flowc.sql.flink_dialect import FLINK, flink_column_type

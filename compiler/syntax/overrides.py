@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from flowc import ast, catalog
 from flowc.diagnostics import Reporter
 from flowc.errorcodes import Code
+from flowc.fast_dataclass import dataclass
 from flowc.spans import Span
 from flowc.vocabulary import LiteralKind
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import bisect
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
 
+from flowc.fast_dataclass import dataclass
 from flowc.spans import Span
 
 # ---------------------------------------------------------------- positions

@@ -42,7 +42,6 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import PurePath
 from typing import Any
 
@@ -53,6 +52,7 @@ from sqlglot.errors import TokenError
 from flowc import ast, catalog
 from flowc.diagnostics import Reporter
 from flowc.errorcodes import Code
+from flowc.fast_dataclass import dataclass
 from flowc.spans import Span
 from flowc.sql.spark_sql import GENERATOR_ERRORS
 from flowc.sql.sqltypes import node_span, sub_span

@@ -8,8 +8,8 @@ import decimal
 import json
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
+from flowc.fast_dataclass import dataclass
 from flowc.usertest.model import ExpectedRows, Row, Value
 
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from flowc.diagnostics import Diagnostic
+from flowc.fast_dataclass import dataclass
 from flowc.spans import Span
 
 TEST_SUFFIX = ".test.yaml"

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass, field
+from dataclasses import field
+
+from flowc.fast_dataclass import dataclass
 
 
 @dataclass(frozen=True, slots=True)

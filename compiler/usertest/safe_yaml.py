@@ -13,13 +13,13 @@ diagnostic (docs/limits.md).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 import yaml
 from yaml.events import AliasEvent, Event, NodeEvent, ScalarEvent
 from yaml.nodes import Node
 
 from flowc.errorcodes import Code
+from flowc.fast_dataclass import dataclass
 
 #: Bytes of one test file (E0831): a test's rows are examples, not a data set.
 MAX_TEST_FILE_BYTES = 1024 * 1024
