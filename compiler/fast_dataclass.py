@@ -3,7 +3,7 @@
 ``import flowc`` defines about 190 dataclasses. ``dataclasses.dataclass`` compiles a
 separate piece of generated source for each method of each class (``__init__``,
 ``__repr__``, ``__eq__``, ``__hash__``, ``__setattr__``, ``__delattr__``) and asks
-``inspect`` for a signature to write a docstring: about 0.5 ms a class, a third of the
+``inspect`` for a signature to write a docstring: about 0.5 ms a class, a quarter of the
 import. This decorator makes the same class for the forms flowc uses (``slots=True``, no
 ``order``, ``unsafe_hash``, ``__post_init__``, ``InitVar`` or ``KW_ONLY``) with one small
 compile per class, the ``__init__``, which sets each slot through its own descriptor (three
