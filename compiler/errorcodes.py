@@ -628,7 +628,7 @@ class Code(StrEnum):
     E0708 = (
         "E0708",
         "deduplicate-within-on-spark",
-        "DEDUPLICATE ... WITHIN, which Spark cannot honour",
+        "DEDUPLICATE ... WITHIN whose processor has no one event time, interval or store",
         "deduplicate-within-on-spark",
     )
     E0709 = (

@@ -538,22 +538,33 @@ PROCESSOR_PACKAGES = {"pandas": "pandas", "pyarrow": "pyarrow", "google.protobuf
 
 def check_processor_packages(job: CompiledJob) -> None:
     """E0816, before Spark starts: a job with a stateful processor (a step reading
-    CURRENT_WATERMARK) where this interpreter lacks what the processor needs."""
-    if not job.spark_plan.watermark_readers:
+    CURRENT_WATERMARK, a DEDUPLICATE ... WITHIN) where this interpreter lacks what the
+    processor needs."""
+    plan = job.spark_plan
+    if not plan.processors:
         return
     missing = [p for module, p in PROCESSOR_PACKAGES.items() if not _importable(module)]
     if not missing:
         return
-    reader = min(job.spark_plan.watermark_readers.values(), key=lambda r: r.line)
+    first = min(
+        [
+            *((r.line, r.span, "CURRENT_WATERMARK") for r in plan.watermark_readers.values()),
+            *(
+                (d.line, d.span, "DEDUPLICATE ... WITHIN")
+                for d in plan.within_deduplicators.values()
+            ),
+        ],
+        key=lambda found: found[0],
+    )
     raise CompileError(
         [
             Diagnostic(
                 Code.E0816,
                 Severity.ERROR,
-                f"CURRENT_WATERMARK runs as a Spark stateful processor, which needs "
+                f"{first[2]} runs as a Spark stateful processor, which needs "
                 f"{', '.join(missing)} in Python, and {sys.executable} has not got "
                 f"{'it' if len(missing) == 1 else 'them'}",
-                reader.span,
+                first[1],
                 "pip install 'flowc[processors]' into this interpreter (Spark's Python "
                 "workers run it too)",
             )

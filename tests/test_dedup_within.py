@@ -1,20 +1,22 @@
-"""``DEDUPLICATE ... WITHIN interval`` on Spark (issue 9, item 2).
+"""``DEDUPLICATE ... WITHIN interval`` on Spark (issue 9, item 2; issue 28's exact form).
 
 WITHIN means: the first row of a key is kept, a later row of that key less than the
 interval (by event time) from the kept row is dropped, and a row the interval or more
 from it is kept and becomes the key's kept row (docs/language.md, "DEDUPLICATE WITHIN on
 Spark"). Spark's only bounded deduplication, ``dropDuplicatesWithinWatermark``, follows
-the watermark delay instead, so flowc refuses every WITHIN where Spark is the target
-(E0708, at the interval). These tests run real Spark over several micro-batches on one
+the watermark delay instead, so flowc runs WITHIN as a stateful processor of its own
+(``transformWithState``). These tests run real Spark over several micro-batches on one
 checkpoint (each ``availableNow`` run is one micro-batch of the file written before it,
-and at most one more without data that moves the watermark on):
+and at most one more without data that moves the watermark on; each run a restart):
 
-- the refusal, from ``flowc.compile``, ``flowc check`` and ``flowc run``;
-- what ``dropDuplicatesWithinWatermark`` writes, against the WITHIN rule computed in plain
-  Python: the reason for the refusal (the issue's 1-minute watermark with WITHIN 10
-  MINUTES, and a watermark delay equal to the interval);
-- the deduplications the E0708 help suggests instead, run by flowc, against plain-Python
-  computations of their rule: exactly the rows it says, across micro-batches.
+- the processor, run by flowc, against the WITHIN rule computed in plain Python, in
+  streaming (late rows, repeats in one micro-batch and across them, a key forgotten once
+  the watermark passes its kept row by the interval, a window after it) and in batch mode;
+- what ``dropDuplicatesWithinWatermark`` writes, against the same rule: why flowc does not
+  use it (the issue's 1-minute watermark with WITHIN 10 MINUTES, and a watermark delay
+  equal to the interval);
+- the refusals left (E0707, E0708) and the deduplications without WITHIN, exact across
+  micro-batches.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import pytest
 import flowc
 from flowc.cli.main import main
 from flowc.runtime.run import run_job
+from flowc.spark.codegen import generate_pyspark
 from tests.helpers.files import read_json_dir
 
 Row = dict[str, Any]
@@ -75,7 +78,7 @@ def within_rule(batches: list[list[Row]], interval: float, delay: float) -> list
     watermark = float("-inf")
     out = []
     for batch in batches:
-        for row in sorted(batch, key=lambda r: r["ts"]):
+        for row in sorted((r for r in batch if r["ts"] is not None), key=lambda r: r["ts"]):
             t = minutes(row["ts"])
             if t <= watermark:
                 continue
@@ -83,7 +86,8 @@ def within_rule(batches: list[list[Row]], interval: float, delay: float) -> list
                 continue
             kept[row["id"]] = t
             out.append(row)
-        watermark = max(watermark, max(minutes(r["ts"]) for r in batch) - delay)
+        times = [minutes(r["ts"]) for r in batch if r["ts"] is not None]
+        watermark = max(watermark, max(times, default=watermark + delay) - delay)
     return out
 
 
@@ -134,51 +138,176 @@ def test_the_rules_on_hand_worked_rows() -> None:
     assert sorted(r["v"] for rows in by_event.values() for r in rows) == ["a", "b", "c", "d", "e"]
 
 
-# ---------------------------------------------------------------- the refusal
+# ---------------------------------------------------------------- the processor
 
 ISSUE = """\
 SET max_parallelism = 16;
 CREATE SOURCE ev (id BIGINT, v STRING, ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL 1 MINUTE)
   WITH (connector = 'files', path = 'in', format = 'json');
-CREATE SINK o WITH (connector = 'files', path = 'out', format = 'json');
+CREATE SINK o WITH (connector = 'files', path = 'out/kept', format = 'json');
+CREATE SINK counts WITH (connector = 'files', path = 'out/counts', format = 'json');
+CREATE VIEW kept AS FROM ev |> DEDUPLICATE ON id WITHIN INTERVAL 10 MINUTES;
+INSERT INTO o FROM kept;
+INSERT INTO counts FROM kept
+  |> WINDOW TUMBLE(ts, INTERVAL 30 MINUTES)
+  |> AGGREGATE count(*) AS n;
+"""
+
+
+def test_within_runs_as_a_processor_the_plan_names() -> None:
+    job = flowc.compile(ISSUE, "issue.flow", for_spark=True)
+    assert not [d for d in job.diagnostics if d.severity is flowc.Severity.ERROR]
+    (found,) = job.spark_plan.within_deduplicators.values()
+    assert (found.keys, found.column, found.within_ms, found.streaming, found.line) == (
+        ("id",),
+        "ts",
+        600_000,
+        True,
+        6,
+    )
+    assert job.spark_plan.state_store.backend == "rocksdb"
+    assert "DEDUPLICATE ... WITHIN" in job.spark_plan.state_store.reason
+    text = "\n".join(job.spark_plan.to_text())
+    assert "deduplicate within: line 6: DEDUPLICATE ON id WITHIN INTERVAL 10 MINUTES" in text
+    program = generate_pyspark(job)
+    assert "= deduplicate_within(kept_" in program and "class DeduplicateWithin(" in program
+
+
+BATCHES: list[list[Row]] = [
+    [
+        {"id": 1, "v": "a", "ts": at(0)},
+        {"id": 1, "v": "b", "ts": at(4)},  # 4 minutes after a, one micro-batch: dropped
+        {"id": 1, "v": "c", "ts": at(12)},  # 12 after a: kept, the kept row now
+        {"id": 2, "v": "d", "ts": at(1)},
+        {"id": 3, "v": "e", "ts": None},  # no event time: dropped
+        {"id": 9, "v": "s", "ts": at(9)},  # dropped: t, written after it, is earlier
+        {"id": 9, "v": "t", "ts": at(2)},
+    ],
+    # watermark 10:11 (10:12 - 1 minute)
+    [
+        {"id": 1, "v": "f", "ts": at(17.5)},  # 5.5 after c, a later micro-batch: dropped
+        {"id": 2, "v": "g", "ts": at(11)},  # exactly at the watermark: late
+        {"id": 2, "v": "h", "ts": at(11.5)},  # 10.5 after d: kept
+        {"id": 4, "v": "i", "ts": at(20)},
+    ],
+    # watermark 10:19
+    [
+        {"id": 1, "v": "j", "ts": at(21.9)},  # 9.9 after c: dropped
+        {"id": 4, "v": "k", "ts": at(20)},  # i's time again, not late: dropped
+        {"id": 5, "v": "l", "ts": at(19.5)},
+    ],
+    # watermark 10:20.9: c's key is forgotten once it passes 10:22 (c + 10 minutes)
+    [{"id": 6, "v": "m", "ts": at(40)}],
+    # watermark 10:39
+    [
+        {"id": 1, "v": "n", "ts": at(45)},  # 33 after c: kept, from a forgotten key
+        {"id": 4, "v": "o", "ts": at(29.9)},  # 9.9 after i: late anyway
+        {"id": 6, "v": "p", "ts": at(49)},  # 9 after m: dropped
+        {"id": 6, "v": "q", "ts": at(50)},  # 10 after m: kept
+        {"id": 7, "v": "r", "ts": at(70)},
+    ],
+]
+
+
+def window_counts(rows: list[Row], closed_before: float) -> dict[float, int]:
+    """Rows per 30-minute window, of the windows ending at or before ``closed_before``."""
+    counts: dict[float, int] = {}
+    for row in rows:
+        start = minutes(row["ts"]) // 30 * 30
+        if start + 30 <= closed_before:
+            counts[start] = counts.get(start, 0) + 1
+    return counts
+
+
+def test_within_keeps_the_rules_rows_across_micro_batches_and_restarts(
+    spark: Any, tmp_path: Path
+) -> None:
+    """Five micro-batches, each its own run on the same checkpoints: the kept rows equal the
+    rule's, and a window after the processor counts them (its time column kept the
+    watermark), each window written once the watermark passes its end."""
+    flow = tmp_path / "issue.flow"
+    flow.write_text(ISSUE, encoding="utf-8")
+    for index, batch in enumerate(BATCHES):
+        write_batch(tmp_path / "in", index, batch)
+        job = flowc.compile(ISSUE, str(flow), for_spark=True)
+        report = run_job(job, available_now=True, master="local[2]", out=io.StringIO())
+        assert all(q.error is None for q in report.queries), report
+    wanted = within_rule(BATCHES, interval=10, delay=1)
+    assert values(wanted) == list("acdhilmnqrt")
+    kept = read_json_dir(tmp_path / "out" / "kept")
+    assert values(kept) == values(wanted)
+    assert {r["v"]: minutes(r["ts"]) for r in kept} == {r["v"]: minutes(r["ts"]) for r in wanted}
+    watermark = 70 - 1
+    counted = {
+        minutes(r["window_start"]) if "window_start" in r else None: r["n"]
+        for r in read_json_dir(tmp_path / "out" / "counts")
+    }
+    assert counted == window_counts(wanted, watermark)
+
+
+BATCH_MODE = """\
+SET max_parallelism = 16;
+SET execution.mode = batch;
+CREATE SOURCE ev (id BIGINT, v STRING, ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL 1 MINUTE)
+  WITH (connector = 'files', path = 'in', format = 'json');
+CREATE SINK o WITH (connector = 'files', path = 'out/kept', format = 'json');
 INSERT INTO o FROM ev |> DEDUPLICATE ON id WITHIN INTERVAL 10 MINUTES;
 """
 
 
-def test_the_issue_case_is_refused_at_the_interval() -> None:
+def test_within_in_batch_mode_keeps_the_rules_rows(spark: Any, tmp_path: Path) -> None:
+    """Batch mode reads every file at once: no row is late, each key's rows in time order."""
+    flow = tmp_path / "batch.flow"
+    flow.write_text(BATCH_MODE, encoding="utf-8")
+    for index, batch in enumerate(BATCHES):
+        write_batch(tmp_path / "in", index, batch)
+    job = flowc.compile(BATCH_MODE, str(flow), for_spark=True)
+    (found,) = job.spark_plan.within_deduplicators.values()
+    assert not found.streaming
+    report = run_job(job, master="local[2]", out=io.StringIO())
+    assert all(q.error is None for q in report.queries), report
+    everything = [row for batch in BATCHES for row in batch]
+    wanted = within_rule([everything], interval=10, delay=1)
+    assert values(wanted) == list("acdgilmnqrt")  # g is no longer late, and h 0.5 after it
+    assert values(read_json_dir(tmp_path / "out" / "kept")) == values(wanted)
+
+
+# ---------------------------------------------------------------- the refusals left
+
+TWO_TIMES = """\
+CREATE SOURCE a (id BIGINT, ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL 1 MINUTE)
+  WITH (connector = 'files', path = 'a', format = 'json');
+CREATE SOURCE b (id BIGINT, tb TIMESTAMP, WATERMARK FOR tb AS tb - INTERVAL 1 MINUTE)
+  WITH (connector = 'files', path = 'b', format = 'json');
+CREATE SINK o WITH (connector = 'files', path = 'out', format = 'json');
+INSERT INTO o FROM a
+  |> JOIN b ON a.id = b.id AND b.tb BETWEEN a.ts AND a.ts + INTERVAL 1 MINUTE
+  |> SELECT a.id AS id, ts, tb
+  |> DEDUPLICATE ON id WITHIN INTERVAL 10 MINUTES;
+"""
+
+
+def test_within_after_two_time_columns_is_refused_at_the_interval() -> None:
     with pytest.raises(flowc.CompileError) as caught:
-        flowc.compile(ISSUE, "issue.flow", for_spark=True)
+        flowc.compile(TWO_TIMES, "two.flow", for_spark=True)
     (error,) = [d for d in caught.value.diagnostics if d.severity is flowc.Severity.ERROR]
     assert error.code == "E0708"
-    assert error.severity is flowc.Severity.ERROR
-    line = ISSUE.splitlines()[4]
-    start = line.index("INTERVAL 10 MINUTES") + 1
-    end = start + len("INTERVAL 10 MINUTES")
-    assert (error.span.line, error.span.column, error.span.end_line, error.span.end_column) == (
-        5,
-        start,
-        5,
-        end,
-    )
-    assert error.message.startswith("Spark cannot honour WITHIN INTERVAL 10 MINUTES: ")
-    assert error.help is not None
-    assert "DEDUPLICATE ON id, ts" in error.help and "DEDUPLICATE ON id)" in error.help
-    # Flink's plans do not depend on Spark: compiled for them, the job keeps it apart
-    job = flowc.compile(ISSUE, "issue.flow")
-    assert [d.code for d in job.spark_diagnostics] == ["E0708"]
+    assert error.message.startswith("WITHIN INTERVAL 10 MINUTES compares rows by their event time")
+    line = TWO_TIMES.splitlines()[8]
+    assert (error.span.line, error.span.column) == (9, line.index("INTERVAL 10") + 1)
 
 
-def test_check_and_run_refuse_it_before_spark_starts(
+def test_check_and_run_refuse_a_hashmap_store_before_spark_starts(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("NO_COLOR", "1")
     flow = tmp_path / "issue.flow"
-    flow.write_text(ISSUE, encoding="utf-8")
+    flow.write_text("SET state.backend.type = 'hashmap';\n" + ISSUE, encoding="utf-8")
     write_batch(tmp_path / "in", 0, [{"id": 1, "v": "a", "ts": at(0)}])
     for command in (["check", str(flow)], ["run", str(flow), "--available-now"]):
         assert main(command) == 1
         err = capsys.readouterr().err
-        assert "error[E0708]: Spark cannot honour WITHIN INTERVAL 10 MINUTES: " in err
+        assert "error[E0708]: DEDUPLICATE ... WITHIN runs as a stateful processor" in err
         assert "DEDUPLICATE ON id WITHIN INTERVAL 10 MINUTES;" in err
     assert not (tmp_path / "out").exists()
     assert not (tmp_path / ".flowc-checkpoints").exists()

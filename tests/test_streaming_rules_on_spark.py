@@ -1,6 +1,6 @@
 """Every E07xx rule, checked against Spark itself (issue 12, item 7).
 
-flowc refuses (E0701-E0708) what Spark Structured Streaming would refuse when the query
+flowc refuses (E0701-E0707) what Spark Structured Streaming would refuse when the query
 starts or run wrongly. Each refused case here is compiled *despite* the rule (Spark's
 rules are kept apart in ``spark_diagnostics``; without ``for_spark`` they do not stop the
 plans), run on the shared local SparkSession over JSON files written with increasing
@@ -27,6 +27,7 @@ from tests.helpers.spark_run import (
     compiled,
     into_memory,
     run_generated,
+    run_in,
     spark_codes,
     table,
 )
@@ -580,7 +581,7 @@ def test_an_inner_join_in_update_mode_runs_and_is_right(spark: Any, tmp_path: Pa
     assert table(spark, "u7") == inner_join_answer()
 
 
-# ---------------------------------------------------------------- E0707, E0708: WITHIN
+# ---------------------------------------------------------------- E0707, and WITHIN run
 
 
 def within_watermark(text: str) -> str:
@@ -637,16 +638,25 @@ def within_rule(batches: list[list[Row]], interval: timedelta) -> list[int]:
     return sorted(out)
 
 
-def test_e0708_within_with_a_watermark_gives_spark_a_wrong_answer(
+def test_within_with_a_watermark_runs_flowcs_processor_not_sparks_operator(
     spark: Any, tmp_path: Path
 ) -> None:
+    """Spark's own bounded deduplication gives a wrong answer here; flowc's processor, which
+    WITHIN runs as (docs/language.md, "DEDUPLICATE WITHIN on Spark"), gives the rule's."""
     write_batches(tmp_path / "s", REPEATS)
-    assert spark_codes(compiled(tmp_path, WITHIN_WITH_WATERMARK)) == {"E0708"}
-    job = compiled(tmp_path, WITHIN_WITH_WATERMARK.replace(" WITHIN INTERVAL 2 MINUTES", ""))
-    run_generated(spark, tmp_path, job, edit=within_watermark)
+    job = compiled(tmp_path, WITHIN_WITH_WATERMARK)
+    assert spark_codes(job) == set()
+    assert len(job.spark_plan.within_deduplicators) == 1
     wanted = within_rule(REPEATS, timedelta(minutes=2))
     assert wanted == [1, 2, 4]
-    got = sorted(row[1] for row in table(spark, "d2"))
+    run_in(job, tmp_path)
+    assert sorted(row[1] for row in table(spark, "d2")) == wanted
+    plain = compiled(
+        tmp_path,
+        WITHIN_WITH_WATERMARK.replace(" WITHIN INTERVAL 2 MINUTES", "").replace("d2", "d2s"),
+    )
+    run_generated(spark, tmp_path, plain, edit=within_watermark)
+    got = sorted(row[1] for row in table(spark, "d2s"))
     # Spark drops v=2, 3 minutes after the kept row but in the same micro-batch, and v=3 in
     # the next one: key 1 expires at 0 + 60 s, passed by that micro-batch's watermark (180 -
     # 60 s), but its state is evicted only after the micro-batch's rows are deduplicated.
@@ -685,7 +695,6 @@ REFUSED = [
     (LEFT_JOIN_UNBOUNDED, "E0706"),
     (FULL_JOIN_WATERMARKED_UNBOUNDED, "E0706"),
     (WITHIN_WITHOUT_WATERMARK, "E0707"),
-    (WITHIN_WITH_WATERMARK, "E0708"),
 ]
 
 ACCEPTED = [
@@ -698,6 +707,7 @@ ACCEPTED = [
     INNER_JOIN,
     INNER_JOIN_IN_UPDATE,
     DEDUPLICATE_FOREVER,
+    WITHIN_WITH_WATERMARK,
     DEDUPLICATE_THEN_AGGREGATE.format(connector="noop", mode="update"),
     DEDUPLICATE_THEN_WINDOWS_IN_UPDATE,
     JOIN_THEN_AGGREGATE_IN_UPDATE,
@@ -712,6 +722,7 @@ ACCEPTED_IDS = [
     "inner_join",
     "inner_join_in_update",
     "deduplicate_forever",
+    "deduplicate_within_with_a_watermark",
     "deduplicate_then_aggregate_in_update",
     "deduplicate_then_windows_in_update",
     "inner_join_then_aggregate_in_update",

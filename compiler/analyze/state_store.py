@@ -81,9 +81,10 @@ class StateStore:
 
 #: Why a job with a stateful processor runs on RocksDB whatever the default.
 PROCESSORS = (
-    "a WHERE reading CURRENT_WATERMARK runs as a transformWithState processor, which Spark "
-    "runs only on RocksDB (STORE_BACKEND_NOT_SUPPORTED_FOR_TWS on the other store), and a "
-    "job's store is one for all its queries"
+    "a step reading CURRENT_WATERMARK, or a DEDUPLICATE ... WITHIN, runs as a "
+    "transformWithState processor, which Spark runs only on RocksDB "
+    "(STORE_BACKEND_NOT_SUPPORTED_FOR_TWS on the other store), and a job's store is one for "
+    "all its queries"
 )
 
 

@@ -29,6 +29,7 @@ from flowc.spark.codegen_sources import SourceWriter
 from flowc.spark.codegen_steps import StepWriter
 from flowc.spark.generated_runtime import (
     BATCH_HELPERS,
+    DEDUPLICATE_WITHIN_HELPERS,
     FAILURE_HELPERS,
     FUNCTION_HELPERS,
     FUNCTION_NOT_LOADED,
@@ -78,7 +79,7 @@ class PysparkGenerator(SourceWriter, StepWriter, SinkWriter):
         w("")
         w("import argparse")
         w("import os")
-        if self.parsed_sources or self.program.functions or self.spark_plan.watermark_readers:
+        if self.parsed_sources or self.program.functions or self.spark_plan.processors:
             w("import sys")
         if self.parsed_sources:
             w("from urllib.parse import unquote, urlparse")
@@ -94,14 +95,19 @@ class PysparkGenerator(SourceWriter, StepWriter, SinkWriter):
             w("from pyspark.sql import Observation")
         if self.temporal_joins:
             w("from pyspark.sql import Window")
-        if self.spark_plan.watermark_readers:
+        if self.spark_plan.processors:
             w("from collections.abc import Iterator")
             w("from pyspark.sql import Row")
             w(
                 "from pyspark.sql.streaming.stateful_processor import StatefulProcessor, "
                 "StatefulProcessorHandle, TimerValues"
             )
-            w("from pyspark.sql.types import StructField, StructType, TimestampType")
+            types = {"StructField", "StructType"}
+            if self.spark_plan.watermark_readers:
+                types.add("TimestampType")
+            if self.spark_plan.within_deduplicators:
+                types.add("LongType")
+            w(f"from pyspark.sql.types import {', '.join(sorted(types))}")
         w("")
         w(f"JOB_NAME = {settings.job_name!r}")
         w(f"BASE_DIR = {base_dir!r}")
@@ -138,6 +144,11 @@ class PysparkGenerator(SourceWriter, StepWriter, SinkWriter):
             self.copy_functions(source_text(TEMPORAL_JOIN_HELPERS))
         if self.spark_plan.watermark_readers:
             self.copy_functions(source_text(WATERMARK_HELPERS))
+        if self.spark_plan.within_deduplicators:
+            within: tuple[Callable[..., object], ...] = DEDUPLICATE_WITHIN_HELPERS
+            if not (self.parsed_sources or upserts):  # the ones that copy ``quoted``
+                within = (quoted, *within)
+            self.copy_functions(source_text(within))
         for source in self.program.sources:
             self.source(source)
         self.main()
@@ -241,7 +252,7 @@ class PysparkGenerator(SourceWriter, StepWriter, SinkWriter):
         )
         w('"""The session, with the job\'s SET spark.* settings; ``quiet`` (flowc run, which', 1)
         w('sends Spark\'s output to a log file) turns Spark\'s console progress bars off."""', 1)
-        if self.program.functions or self.spark_plan.watermark_readers:
+        if self.program.functions or self.spark_plan.processors:
             w("# Spark's Python workers run this interpreter, which has the job's packages.", 1)
             w("os.environ.setdefault('PYSPARK_PYTHON', sys.executable)", 1)
         w("builder = SparkSession.builder.appName(JOB_NAME)", 1)

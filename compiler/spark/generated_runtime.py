@@ -34,7 +34,7 @@ if TYPE_CHECKING:
         StatefulProcessorHandle,
         TimerValues,
     )
-    from pyspark.sql.types import StructField, StructType, TimestampType
+    from pyspark.sql.types import LongType, StructField, StructType, TimestampType
 else:
     #: The program imports pyspark's; flowc never does (the class is copied as text).
     StatefulProcessor = object
@@ -721,11 +721,84 @@ def read_watermark(df: DataFrame, column: str, on_time: str | None, buckets: int
         WatermarkReader(column, on_time), schema, 'Append', 'EventTime',
         eventTimeColumnName=column if on_time is not None else '',
     )
+
+
+class DeduplicateWithin(StatefulProcessor):
+    """DEDUPLICATE ... WITHIN, per key: a row less than ``within`` ms (by event time, the
+    epoch milliseconds in column ``millis``) from the key's kept row is dropped; the first
+    row, and one ``within`` or more from the kept row, is kept and becomes the kept row; a
+    micro-batch's rows in event-time order, a row without a time dropped. Streaming: the
+    kept row's time is the key's state, cleared by an event-time timer at that time plus
+    ``within`` (every later row of the key, being ahead of the watermark, is then kept
+    anyway); Spark has dropped the late rows before. Batch: a key's rows come in one call."""
+
+    def __init__(self, millis: str, within: int, streaming: bool) -> None:
+        self.millis = millis
+        self.within = within
+        self.streaming = streaming
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        self.handle = handle
+        if self.streaming:
+            self.kept = handle.getValueState('kept', StructType([StructField('at', LongType())]))
+
+    def handleInputRows(
+        self, key: tuple[object, ...], rows: Iterator[Row], timerValues: TimerValues
+    ) -> Iterator[Row]:
+        stored = self.kept.get() if self.streaming else None
+        first = stored[0] if stored is not None else None
+        kept = first
+        output = None
+        timed = [row for row in rows if row[self.millis] is not None]
+        for row in sorted(timed, key=lambda r: r[self.millis]):
+            if output is None:
+                names = [n for n in row.__fields__ if n != self.millis]
+                output = Row(*names)
+            at = row[self.millis]
+            if kept is not None and abs(at - kept) < self.within:
+                continue
+            kept = at
+            yield output(*(row[n] for n in names))
+        if self.streaming and kept is not None and kept != first:
+            if first is not None:
+                self.handle.deleteTimer(first + self.within)
+            self.kept.update((kept,))
+            self.handle.registerTimer(kept + self.within)
+
+    def handleExpiredTimer(
+        self, key: tuple[object, ...], timerValues: TimerValues, expiredTimerInfo: object
+    ) -> Iterator[Row]:
+        self.kept.clear()
+        yield from ()
+
+    def close(self) -> None:
+        pass
+
+
+def deduplicate_within(
+    df: DataFrame, keys: list[str], column: str, millis: str, within: int, streaming: bool
+) -> DataFrame:
+    """``df`` deduplicated ON ``keys`` WITHIN ``within`` ms of event time ``column`` by a
+    DeduplicateWithin processor, which reads the time as epoch milliseconds (Spark's
+    ``unix_millis``, whatever the session's time zone) from the column ``millis``, a name
+    the input has not got. Streaming, ``column`` stays the output's event time."""
+    timed = df.withColumn(millis, F.unix_millis(F.col(quoted(column))))
+    return timed.groupBy(*[F.col(quoted(k)) for k in keys]).transformWithState(
+        DeduplicateWithin(millis, within, streaming),
+        StructType([StructField(f.name, f.dataType, f.nullable) for f in df.schema.fields]),
+        'Append',
+        'EventTime' if streaming else 'None',
+        eventTimeColumnName=column if streaming else '',
+    )
 # fmt: on
 
 
 #: What a program with a WHERE reading CURRENT_WATERMARK carries (after its constant).
 WATERMARK_HELPERS = (WatermarkReader, read_watermark)
+
+
+#: What a program with a DEDUPLICATE ... WITHIN carries (and ``quoted``).
+DEDUPLICATE_WITHIN_HELPERS = (DeduplicateWithin, deduplicate_within)
 
 
 #: What a program with an upsert sink carries (and ``quoted``, a malformed-records helper),

@@ -48,6 +48,7 @@ from flowc.graph.stream_graph import StreamEdge, StreamGraph, StreamNode
 from flowc.graph.transformations import TransformationTree
 from flowc.program import (
     AggregateStep,
+    DeduplicateStep,
     DimensionJoinStep,
     DropStep,
     ExtendStep,
@@ -65,9 +66,9 @@ from flowc.program import (
     WindowTopStep,
 )
 from flowc.spans import Span
-from flowc.spark.streaming import reads_watermark, steps_within, top_groups
+from flowc.spark.streaming import Lineage, reads_watermark, steps_within, top_groups
 from flowc.sql.spark_distinct import UnsupportedDistinct, rewrite_distinct
-from flowc.sql.spark_sql import registered_name
+from flowc.sql.spark_sql import interval_millis, registered_name
 from flowc.vocabulary import STATEFUL_OPERATORS, NodeKind, Operator, Partitioner
 
 DEFAULT_CHECKPOINT_ROOT = ".flowc-checkpoints"
@@ -217,6 +218,45 @@ class WatermarkReader:
 
 
 @dataclass(frozen=True, slots=True)
+class WithinDeduplicator:
+    """A DEDUPLICATE ... WITHIN: on Spark a stateful processor (``transformWithState``,
+    rows grouped by ``keys``) keeps each key's first row and a later one ``within_ms`` or
+    more from the kept row by event time ``column``, a micro-batch's rows in time order.
+    Streaming, the kept row's time is the key's state, cleared by an event-time timer once
+    the watermark passes it by the interval, and ``column`` keeps its watermark; Spark drops
+    the late rows before it (docs/language.md, "DEDUPLICATE WITHIN on Spark")."""
+
+    node_id: int
+    span: Span
+    keys: tuple[str, ...]
+    column: str
+    within: str
+    within_ms: int
+    streaming: bool
+
+    @property
+    def line(self) -> int:
+        return self.span.line
+
+    def to_text(self) -> str:
+        keys = ", ".join(self.keys)
+        if not self.streaming:
+            return (
+                f"line {self.line}: DEDUPLICATE ON {keys} WITHIN {self.within} runs as a "
+                f"transformWithState processor grouped by {keys}: each key's rows in "
+                f"'{self.column}' order, a row kept when it is the key's first, or the "
+                "interval or more from the row kept before it"
+            )
+        return (
+            f"line {self.line}: DEDUPLICATE ON {keys} WITHIN {self.within} runs as a "
+            f"transformWithState processor (event time, grouped by {keys}): a row is kept "
+            f"when it is its key's first, or the interval or more by '{self.column}' from the "
+            "key's kept row, whose time is the key's state until the watermark passes it by "
+            f"the interval; '{self.column}' keeps its watermark"
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class SparkPlan:
     """The Spark realization of a job: what code generation and ``flowc run`` execute."""
 
@@ -254,6 +294,14 @@ class SparkPlan:
     #: The steps reading CURRENT_WATERMARK that a query runs, by node id: each runs as a
     #: processor.
     watermark_readers: dict[int, WatermarkReader] = field(default_factory=dict)
+    #: The DEDUPLICATE ... WITHIN steps a query runs, by node id: each runs as a processor.
+    within_deduplicators: dict[int, WithinDeduplicator] = field(default_factory=dict)
+
+    @property
+    def processors(self) -> bool:
+        """Whether a query runs a stateful processor (``transformWithState``), which needs
+        the RocksDB store and pandas, pyarrow and protobuf in the Python workers."""
+        return bool(self.watermark_readers or self.within_deduplicators)
 
     @property
     def engine(self) -> str:
@@ -285,6 +333,10 @@ class SparkPlan:
             data["watermark_readers"] = [
                 r.to_text() for _, r in sorted(self.watermark_readers.items())
             ]
+        if self.within_deduplicators:
+            data["within_deduplicators"] = [
+                d.to_text() for _, d in sorted(self.within_deduplicators.items())
+            ]
         return data
 
     def to_text(self) -> list[str]:
@@ -302,6 +354,10 @@ class SparkPlan:
         lines += [f"  processing time: {line}" for line in self.processing_time]
         lines += [
             f"  watermark reader: {r.to_text()}" for _, r in sorted(self.watermark_readers.items())
+        ]
+        lines += [
+            f"  deduplicate within: {d.to_text()}"
+            for _, d in sorted(self.within_deduplicators.items())
         ]
         for query in self.queries:
             lines.append(
@@ -367,6 +423,7 @@ def build_spark_plan(program: Program, tree: TransformationTree, graph: StreamGr
         )
         for node, (step, read) in reads.items()
     }
+    deduplicators = _within_deduplicators(program, tree, graph, batch)
     queries = []
     exchanges: dict[tuple[int, int], SparkExchange] = {}
     job_segment = checkpoint_segment(settings.job_name)
@@ -438,7 +495,9 @@ def build_spark_plan(program: Program, tree: TransformationTree, graph: StreamGr
         shuffle_partitions=partitions,
         shuffle_partitions_reason=reason,
         state_store=choose_state_store(
-            settings, bool(stateful_nodes) or bool(readers), processors=bool(readers)
+            settings,
+            bool(stateful_nodes) or bool(readers),
+            processors=bool(readers) or bool(deduplicators),
         ),
         queries=tuple(queries),
         exchanges=exchanges,
@@ -453,6 +512,7 @@ def build_spark_plan(program: Program, tree: TransformationTree, graph: StreamGr
         broadcast_joins=static_joins,
         temporal_joins=temporal_joins,
         watermark_readers=readers,
+        within_deduplicators=deduplicators,
         functions=_function_lines(program),
         processing_time=tuple(
             f"source '{s.name}': {s.proctime} is current_timestamp(), the start time of "
@@ -642,6 +702,44 @@ def _watermark_reads(
             read = reads_watermark(step)
             if read is not None:
                 found[tree.step_nodes[id(step)]] = (step, read)
+    return found
+
+
+def _within_deduplicators(
+    program: Program, tree: TransformationTree, graph: StreamGraph, batch: bool
+) -> dict[int, WithinDeduplicator]:
+    """The DEDUPLICATE ... WITHIN steps a query runs, by node id, each with its event time:
+    the one column with a watermark before it (the streaming rules refuse the others,
+    E0707 and E0708)."""
+    found: dict[int, WithinDeduplicator] = {}
+    if not any(
+        isinstance(step, DeduplicateStep) and step.node.within is not None
+        for stream in [*(v.stream for v in program.views), *(i.stream for i in program.inserts)]
+        for step in steps_within(stream)
+    ):
+        return found
+    lineage = Lineage(program)
+    for insert in program.inserts:
+        for step in lineage.steps(insert.stream):
+            if not isinstance(step, DeduplicateStep) or step.node.within is None:
+                continue
+            node = tree.step_nodes[id(step)]
+            if node in found or node not in graph.nodes:
+                continue
+            columns = lineage.columns_before(insert, step)
+            millis = interval_millis(step.node.within)
+            if len(columns) != 1 or millis is None:
+                continue
+            (column,) = columns
+            found[node] = WithinDeduplicator(
+                node_id=node,
+                span=step.span,
+                keys=step.keys,
+                column=column,
+                within=" ".join(step.node.within.text.split()),
+                within_ms=millis,
+                streaming=not batch,
+            )
     return found
 
 

@@ -50,6 +50,7 @@ from flowc.program import (
 )
 from flowc.spans import Span
 from flowc.sql.habits import FLINK_PROCTIME_META
+from flowc.sql.spark_sql import interval_millis
 from flowc.vocabulary import (
     JoinKind,
     WindowKind,
@@ -290,7 +291,8 @@ def check_join_state_bounds(query: Query, lineage: Lineage, reporter: _OncePerPl
 
 
 def check_deduplicate_within(query: Query, lineage: Lineage, reporter: _OncePerPlace) -> None:
-    """E0707, E0708: DEDUPLICATE ... WITHIN, which Spark cannot run as written."""
+    """E0707, E0708: a DEDUPLICATE ... WITHIN whose processor (docs/language.md,
+    "DEDUPLICATE WITHIN on Spark") has no one event time to read, or no store to run on."""
     for step in query.stateful:
         if not isinstance(step, DeduplicateStep):
             continue
@@ -298,6 +300,7 @@ def check_deduplicate_within(query: Query, lineage: Lineage, reporter: _OncePerP
         if node.within is None:
             continue
         watermarked = lineage.columns_before(query.insert, step)
+        within = " ".join(node.within.text.split())
         if not watermarked:
             reporter.error(
                 Code.E0707,
@@ -306,21 +309,41 @@ def check_deduplicate_within(query: Query, lineage: Lineage, reporter: _OncePerP
                 help="declare a WATERMARK in the source, or drop WITHIN to keep every key forever",
             )
             continue
-        # WITHIN means: a repeat less than the interval (by event time) from the kept row of
-        # its key is dropped, a later one is kept. Spark's only bounded deduplication,
-        # dropDuplicatesWithinWatermark, keeps a key until the watermark passes the first
-        # row's time plus the watermark *delay*, and drops every repeat in between: in the
-        # same micro-batch at any distance, later ones for as long as the watermark lags. No
-        # interval and delay make that the interval's rule, so every WITHIN is refused here
-        # (docs/language.md, "DEDUPLICATE WITHIN on Spark").
-        reporter.error(
-            Code.E0708,
-            f"Spark cannot honour WITHIN {' '.join(node.within.text.split())}: "
-            "dropDuplicatesWithinWatermark drops repeats until the watermark passes the first "
-            "row's time plus the watermark delay, whatever the interval",
-            node.within.span,
-            help=_exact_deduplicate(node, watermarked),
-        )
+        if len(watermarked) > 1:
+            reporter.error(
+                Code.E0708,
+                f"WITHIN {within} compares rows by their event time, and "
+                f"{' and '.join(sorted(watermarked))} each carry a watermark here",
+                node.within.span,
+                help=_exact_deduplicate(node, watermarked)
+                + "; or deduplicate before the step that brings the second time column",
+            )
+            continue
+        if interval_millis(node.within) is None:
+            reporter.error(
+                Code.E0708,
+                f"WITHIN {within} is not a whole number of days, hours, minutes, seconds or "
+                "milliseconds",
+                node.within.span,
+                help="the processor compares event times in milliseconds: write INTERVAL 90 "
+                "SECONDS, not 1.5 minutes (a month has no fixed length)",
+            )
+            continue
+        settings = lineage.program.settings
+        backend = settings.state_backend
+        provider = dict(settings.spark_conf).get(PROVIDER_CLASS_CONF)
+        if settings.execution_mode != "batch" and (
+            backend not in (None, "rocksdb") or provider not in (None, ROCKSDB_PROVIDER)
+        ):
+            chosen = f"SET {PROVIDER_CLASS_CONF}" if provider else "state.backend.type"
+            reporter.error(
+                Code.E0708,
+                f"DEDUPLICATE ... WITHIN runs as a stateful processor on Spark, which needs "
+                f"the RocksDB state store, and the job sets {chosen} = '{provider or backend}'",
+                node.within.span,
+                help="SET state.backend.type = 'rocksdb' (or leave it out): Spark runs "
+                "transformWithState processors only on RocksDB",
+            )
 
 
 def check_window_time_uses(query: Query, lineage: Lineage, reporter: _OncePerPlace) -> None:
