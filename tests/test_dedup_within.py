@@ -158,10 +158,18 @@ def test_within_runs_as_a_processor_the_plan_names() -> None:
     job = flowc.compile(ISSUE, "issue.flow", for_spark=True)
     assert not [d for d in job.diagnostics if d.severity is flowc.Severity.ERROR]
     (found,) = job.spark_plan.within_deduplicators.values()
-    assert (found.keys, found.column, found.within_ms, found.streaming, found.line) == (
+    assert (
+        found.keys,
+        found.column,
+        found.within_ms,
+        found.key_groups,
+        found.streaming,
+        found.line,
+    ) == (
         ("id",),
         "ts",
         600_000,
+        16,
         True,
         6,
     )

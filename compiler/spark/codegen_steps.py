@@ -277,8 +277,7 @@ class StepWriter(ProgramText):
 
     def deduplicate(self, step: DeduplicateStep, df: str, view_name: str | None) -> None:
         """DEDUPLICATE: Spark's ``dropDuplicates``; with WITHIN the plan's processor
-        (:class:`~flowc.spark.spark_plan.WithinDeduplicator`), reading the event time as
-        epoch milliseconds from a column named apart from the step's."""
+        (:class:`~flowc.spark.spark_plan.WithinDeduplicator`), one per key group."""
         columns = ", ".join(repr(k) for k in step.keys)
         if step.node.within is None:
             self.w(f"{df} = {df}.dropDuplicates([{columns}])", 1)
@@ -286,12 +285,9 @@ class StepWriter(ProgramText):
         found = self.spark_plan.within_deduplicators.get(self.spark_plan.step_nodes[id(step)])
         if found is None:  # the streaming rules refuse it (E0707, E0708)
             raise UnsupportedOnSpark("DEDUPLICATE ... WITHIN without one event-time column")
-        millis = "__flowc_event_ms"
-        while any(c.name == millis for c in step.schema):
-            millis += "_"
         self.w(
-            f"{df} = deduplicate_within({df}, [{columns}], {found.column!r}, {millis!r}, "
-            f"{found.within_ms}, {found.streaming})",
+            f"{df} = deduplicate_within({df}, [{columns}], {found.column!r}, "
+            f"{found.within_ms}, {found.key_groups}, {found.streaming})",
             1,
         )
 

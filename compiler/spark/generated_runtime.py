@@ -727,48 +727,84 @@ class DeduplicateWithin(StatefulProcessor):
     """DEDUPLICATE ... WITHIN, per key: a row less than ``within`` ms (by event time, the
     epoch milliseconds in column ``millis``) from the key's kept row is dropped; the first
     row, and one ``within`` or more from the kept row, is kept and becomes the kept row; a
-    micro-batch's rows in event-time order, a row without a time dropped. Streaming: the
-    kept row's time is the key's state, cleared by an event-time timer at that time plus
-    ``within`` (every later row of the key, being ahead of the watermark, is then kept
-    anyway); Spark has dropped the late rows before. Batch: a key's rows come in one call."""
+    micro-batch's rows in event-time order, a row without a time dropped. Rows come grouped
+    by key group (column ``group``: a hash of the ON columns ``keys``), Flink's unit of keyed
+    state: a group's state is one list of (key..., kept time), read and written once a
+    micro-batch (a state call per key made 100,000 keys 20 times slower), its entries
+    dropped once the watermark passes their time plus ``within`` (every later row of the
+    key is then kept anyway) on input and by an event-time timer at the earliest such time.
+    Spark has dropped the late rows before. Batch (``streaming`` False): no state."""
 
-    def __init__(self, millis: str, within: int, streaming: bool) -> None:
+    def __init__(
+        self, keys: list[str], millis: str, group: str, within: int, state: StructType | None
+    ) -> None:
+        self.keys = keys
         self.millis = millis
+        self.group = group
         self.within = within
-        self.streaming = streaming
+        self.state = state
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.handle = handle
-        if self.streaming:
-            self.kept = handle.getValueState('kept', StructType([StructField('at', LongType())]))
+        if self.state is not None:
+            self.kept = handle.getListState('kept', self.state)
+
+    @staticmethod
+    def identity(values: tuple[object, ...]) -> tuple[object, ...]:
+        """A dict key equal where Spark's grouping is: NaN equals NaN, arrays compare."""
+        return tuple(
+            ('NaN',) if isinstance(v, float) and v != v
+            else DeduplicateWithin.identity(tuple(v)) if isinstance(v, list | tuple)
+            else v
+            for v in values
+        )
+
+    def load(self, mark: int) -> dict[tuple[object, ...], tuple[tuple[object, ...], int]]:
+        """The group's kept keys not yet forgotten at watermark ``mark``."""
+        kept: dict[tuple[object, ...], tuple[tuple[object, ...], int]] = {}
+        if self.state is not None:
+            for entry in self.kept.get():
+                values, at = tuple(entry[:-1]), int(entry[-1])
+                if at + self.within > mark:
+                    kept[self.identity(values)] = (values, at)
+        return kept
+
+    def store(self, kept: dict[tuple[object, ...], tuple[tuple[object, ...], int]]) -> None:
+        """The group's list, and its one timer at the earliest time a key is forgotten."""
+        for timer in list(self.handle.listTimers()):
+            self.handle.deleteTimer(timer)
+        if not kept:
+            self.kept.clear()
+            return
+        self.kept.put([(*values, at) for values, at in kept.values()])
+        self.handle.registerTimer(min(at for _, at in kept.values()) + self.within)
 
     def handleInputRows(
         self, key: tuple[object, ...], rows: Iterator[Row], timerValues: TimerValues
     ) -> Iterator[Row]:
-        stored = self.kept.get() if self.streaming else None
-        first = stored[0] if stored is not None else None
-        kept = first
+        mark = timerValues.getCurrentWatermarkInMs() if self.state is not None else 0
+        kept = self.load(mark)
         output = None
         timed = [row for row in rows if row[self.millis] is not None]
         for row in sorted(timed, key=lambda r: r[self.millis]):
             if output is None:
-                names = [n for n in row.__fields__ if n != self.millis]
+                names = [n for n in row.__fields__ if n not in (self.millis, self.group)]
                 output = Row(*names)
+            values = tuple(row[k] for k in self.keys)
+            identity = self.identity(values)
             at = row[self.millis]
-            if kept is not None and abs(at - kept) < self.within:
+            before = kept.get(identity)
+            if before is not None and abs(at - before[1]) < self.within:
                 continue
-            kept = at
+            kept[identity] = (values, at)
             yield output(*(row[n] for n in names))
-        if self.streaming and kept is not None and kept != first:
-            if first is not None:
-                self.handle.deleteTimer(first + self.within)
-            self.kept.update((kept,))
-            self.handle.registerTimer(kept + self.within)
+        if self.state is not None:
+            self.store(kept)
 
     def handleExpiredTimer(
         self, key: tuple[object, ...], timerValues: TimerValues, expiredTimerInfo: object
     ) -> Iterator[Row]:
-        self.kept.clear()
+        self.store(self.load(timerValues.getCurrentWatermarkInMs()))
         yield from ()
 
     def close(self) -> None:
@@ -776,15 +812,30 @@ class DeduplicateWithin(StatefulProcessor):
 
 
 def deduplicate_within(
-    df: DataFrame, keys: list[str], column: str, millis: str, within: int, streaming: bool
+    df: DataFrame, keys: list[str], column: str, within: int, groups: int, streaming: bool
 ) -> DataFrame:
     """``df`` deduplicated ON ``keys`` WITHIN ``within`` ms of event time ``column`` by a
-    DeduplicateWithin processor, which reads the time as epoch milliseconds (Spark's
-    ``unix_millis``, whatever the session's time zone) from the column ``millis``, a name
-    the input has not got. Streaming, ``column`` stays the output's event time."""
-    timed = df.withColumn(millis, F.unix_millis(F.col(quoted(column))))
-    return timed.groupBy(*[F.col(quoted(k)) for k in keys]).transformWithState(
-        DeduplicateWithin(millis, within, streaming),
+    DeduplicateWithin processor per key group (a hash of the ON columns, MAP ones left out
+    as Spark hashes none, into ``groups`` groups), which reads the time as epoch
+    milliseconds (Spark's ``unix_millis``, whatever the session's time zone). Its two
+    columns are named apart from the input's. Streaming, ``column`` stays the output's
+    event time."""
+    taken = set(df.columns)
+    millis, group = '__flowc_event_ms', '__flowc_key_group'
+    while millis in taken or group in taken:
+        millis, group = millis + '_', group + '_'
+    fields = {f.name: f for f in df.schema.fields}
+    hashed = [F.col(quoted(k)) for k in keys if 'map<' not in fields[k].dataType.simpleString()]
+    timed = df.withColumns({
+        millis: F.unix_millis(F.col(quoted(column))),
+        group: F.pmod(F.hash(*hashed, F.lit(0)), F.lit(groups)),
+    })
+    state = StructType(
+        [StructField(f'k{i}', fields[k].dataType, True) for i, k in enumerate(keys)]
+        + [StructField('at', LongType(), False)]
+    ) if streaming else None
+    return timed.groupBy(F.col(group)).transformWithState(
+        DeduplicateWithin(keys, millis, group, within, state),
         StructType([StructField(f.name, f.dataType, f.nullable) for f in df.schema.fields]),
         'Append',
         'EventTime' if streaming else 'None',

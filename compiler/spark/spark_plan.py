@@ -44,6 +44,7 @@ from flowc.analyze.step_common import keyword
 from flowc.analyze.upsert_sinks import upsert_key
 from flowc.catalog import is_upsert, partition_columns
 from flowc.fast_dataclass import dataclass
+from flowc.flink.keygroups import compute_default_max_parallelism
 from flowc.graph.stream_graph import StreamEdge, StreamGraph, StreamNode
 from flowc.graph.transformations import TransformationTree
 from flowc.program import (
@@ -232,6 +233,7 @@ class WithinDeduplicator:
     column: str
     within: str
     within_ms: int
+    key_groups: int
     streaming: bool
 
     @property
@@ -240,19 +242,20 @@ class WithinDeduplicator:
 
     def to_text(self) -> str:
         keys = ", ".join(self.keys)
+        groups = f"{self.key_groups} key groups by a hash of {keys}"
         if not self.streaming:
             return (
                 f"line {self.line}: DEDUPLICATE ON {keys} WITHIN {self.within} runs as a "
-                f"transformWithState processor grouped by {keys}: each key's rows in "
+                f"transformWithState processor over {groups}: each key's rows in "
                 f"'{self.column}' order, a row kept when it is the key's first, or the "
                 "interval or more from the row kept before it"
             )
         return (
             f"line {self.line}: DEDUPLICATE ON {keys} WITHIN {self.within} runs as a "
-            f"transformWithState processor (event time, grouped by {keys}): a row is kept "
-            f"when it is its key's first, or the interval or more by '{self.column}' from the "
-            "key's kept row, whose time is the key's state until the watermark passes it by "
-            f"the interval; '{self.column}' keeps its watermark"
+            f"transformWithState processor (event time, {groups}): a row is kept when it "
+            f"is its key's first, or the interval or more by '{self.column}' from the key's "
+            "kept row, whose time each key group's state lists until the watermark passes it "
+            f"by the interval; '{self.column}' keeps its watermark"
         )
 
 
@@ -738,6 +741,8 @@ def _within_deduplicators(
                 column=column,
                 within=" ".join(step.node.within.text.split()),
                 within_ms=millis,
+                key_groups=graph.nodes[node].max_parallelism
+                or compute_default_max_parallelism(graph.nodes[node].parallelism),
                 streaming=not batch,
             )
     return found
