@@ -240,6 +240,9 @@ def test_within_keeps_the_rules_rows_across_micro_batches_and_restarts(
         job = flowc.compile(ISSUE, str(flow), for_spark=True)
         report = run_job(job, available_now=True, master="local[2]", out=io.StringIO())
         assert all(q.error is None for q in report.queries), report
+    (kept_state,) = [h for q in report.queries if q.name == "o" for h in q.state]
+    assert kept_state.kind == "deduplicate" and kept_state.line == 6
+    assert "forgotten once the watermark passes that time plus the interval" in kept_state.note
     wanted = within_rule(BATCHES, interval=10, delay=1)
     assert values(wanted) == list("acdhilmnqrt")
     kept = read_json_dir(tmp_path / "out" / "kept")
