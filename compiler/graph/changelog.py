@@ -135,9 +135,9 @@ def infer_changelog_modes(
     streams = [v.stream for v in program.views] + [i.stream for i in program.inserts]
     for stream in streams:
         for step in _steps(stream):
-            node = tree.step_nodes.get(id(step))
-            if node is not None:
-                by_node.setdefault(node, step)
+            node_id = tree.step_nodes.get(id(step))
+            if node_id is not None:
+                by_node.setdefault(node_id, step)
     upsert_sinks = {
         i.span: is_upsert(sink.connector, sink.mode)
         for i in program.inserts
