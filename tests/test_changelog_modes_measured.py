@@ -1,5 +1,5 @@
 """Changelog modes without Flink, as Flink 2.3's EXPLAIN CHANGELOG_MODE printed them for the
-printed them (measured, tests/test_changelog_against_flink.py compares them live)."""
+updating and windowed forms below (tests/test_changelog_against_flink.py compares them live)."""
 
 from __future__ import annotations
 
