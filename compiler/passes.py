@@ -21,6 +21,7 @@ from flowc.analyze.test_form import test_program
 from flowc.analyze.udfs import check_function_sources
 from flowc.diagnostics import Diagnostic, Reporter
 from flowc.fast_dataclass import dataclass
+from flowc.graph.changelog import infer_changelog_modes
 from flowc.graph.job_graph import JobGraph, build_job_graph
 from flowc.graph.physical import PhysicalPlan, build_physical_plan
 from flowc.graph.stream_graph import StreamGraph, build_stream_graph
@@ -92,7 +93,8 @@ def _transformations(job: CompiledJob, reporter: Reporter) -> TransformationTree
 
 
 def _stream_graph(job: CompiledJob, reporter: Reporter) -> StreamGraph:
-    return build_stream_graph(job.transformations, reporter)
+    graph = build_stream_graph(job.transformations, reporter)
+    return infer_changelog_modes(graph, job.program, job.transformations)
 
 
 def _job_graph(job: CompiledJob, reporter: Reporter) -> JobGraph:

@@ -40,6 +40,8 @@ class ChainedOperator:
     name: str
     uid: str | None
     span: Span
+    #: Its StreamNode's changelog mode (flowc.graph.changelog).
+    changelog_mode: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -48,6 +50,7 @@ class ChainedOperator:
             "name": self.name,
             "uid": self.uid,
             "span": self.span.to_json(),
+            "changelog_mode": self.changelog_mode,
         }
 
 
@@ -438,6 +441,7 @@ class _JobGraphGenerator:
                 name=n.name,
                 uid=n.uid,
                 span=n.span,
+                changelog_mode=n.changelog_mode,
             )
             for n in nodes
         ]

@@ -89,6 +89,8 @@ class StreamNode:
     parallelism_configured: bool
     in_edges: list[StreamEdge] = field(default_factory=list)
     out_edges: list[StreamEdge] = field(default_factory=list)
+    #: Flink's changelog mode of its output ("I", "I,UB,UA,D"...; flowc.graph.changelog).
+    changelog_mode: str = ""
 
     def __str__(self) -> str:
         """Flink's StreamNode.toString(), used in its error messages."""
@@ -192,6 +194,7 @@ class StreamGraph:
                     "chaining_strategy": node.chaining_strategy,
                     "keys": list(node.keys),
                     "span": node.span.to_json(),
+                    "changelog_mode": node.changelog_mode,
                 }
             )
             if node.kind is not NodeKind.SOURCE:
@@ -221,6 +224,7 @@ class StreamGraph:
                 f"'{node.slot_sharing_group}', {node.chaining_strategy}{uid})  "
                 f"line {node.span.line}"
             )
+            lines.append(f"      changelog {node.changelog_mode}")
             lines.append(f"      id {self.operator_id(node.id)}")
             for edge in node.out_edges:
                 extra = f" side output '{edge.output_tag}'" if edge.output_tag else ""

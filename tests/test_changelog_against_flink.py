@@ -1,0 +1,218 @@
+"""flowc's changelog mode per operator against real Flink 2.3's ``EXPLAIN CHANGELOG_MODE``
+(opt-in: needs PyFlink, tests/helpers/flink.py).
+
+Each program is a Flink-dialect program of tests/test_flink_sql_against_flink.py (plus the
+updating forms below), run through Flink as SQL: its sources as ``datagen`` tables, a sink
+flowc keeps one row per key (files/postgres with a PRIMARY KEY) as ``blackhole`` (which,
+as an upsert sink, takes no UPDATE_BEFORE) and every other sink as ``print`` (a retract
+sink). Operators are mapped by kind, as Flink's physical plan names them: a flowc
+``Window(...)`` is a GroupWindowAggregate or (Global)WindowAggregate, ``Keyed Aggregate``
+a GroupAggregate, ``Rank(...)``/``Deduplicate`` a Rank or Deduplicate, ``WindowRank`` a
+WindowRank, a source a TableSourceScan, and the node a sink reads the sink's input. Calc
+nodes are not compared: Flink merges and splits them where flowc has Filters and Maps.
+"""
+
+from __future__ import annotations
+
+import re
+import textwrap
+
+import pytest
+
+import flowc
+from flowc.graph.stream_graph import StreamGraph
+from flowc.vocabulary import NodeKind
+from tests.helpers.flink import ask_flink, checked_flink_python, requires_flink
+from tests.test_flink_sql_against_flink import CASES, flink_sql
+
+pytestmark = requires_flink
+
+#: Flink's physical node kinds, as the flowc kind they are compared with.
+FLINK_KINDS = {
+    "GroupWindowAggregate": "window",
+    "GlobalWindowAggregate": "window",
+    "WindowAggregate": "window",
+    "GroupAggregate": "aggregate",
+    "Rank": "rank",
+    "Deduplicate": "rank",
+    "WindowRank": "window rank",
+    "TableSourceScan": "source",
+}
+
+SOURCE = """
+CREATE TABLE b (k STRING, p BIGINT, ts TIMESTAMP(3), WATERMARK FOR ts AS ts)
+  WITH ('connector' = 'datagen');
+"""
+
+#: Updating forms: aggregates over aggregates, Top-N over an aggregate, keep-last.
+UPDATING = {
+    "aggregate_over_an_aggregate": flink_sql(
+        SOURCE,
+        """
+        CREATE TABLE o (n BIGINT, c BIGINT) WITH ('connector' = 'console');
+        INSERT INTO o SELECT n, COUNT(*) AS c FROM (SELECT k, COUNT(*) AS n FROM b GROUP BY k)
+          GROUP BY n;
+        """,
+    ),
+    "aggregate_into_a_retract_sink": flink_sql(
+        SOURCE,
+        """
+        CREATE TABLE o (k STRING, n BIGINT) WITH ('connector' = 'console');
+        INSERT INTO o SELECT k, COUNT(*) AS n FROM b GROUP BY k;
+        """,
+    ),
+}
+
+#: Where flowc's modes are not Flink's (reported, not bent).
+DIFFERENCES: dict[str, str] = {}
+
+#: Programs Flink's planner refuses as SQL on other grounds than changelog modes.
+FLINK_REFUSES = {
+    "top_n_over_an_aggregate": (
+        "Flink 2.3 refuses an upsert sink whose primary key is not the query's upsert key "
+        "(it asks for ON CONFLICT): not a changelog-mode question"
+    ),
+    "row_number_top_n": (
+        "Flink 2.3 refuses an upsert sink whose primary key is not the query's upsert key "
+        "(it asks for ON CONFLICT): not a changelog-mode question"
+    ),
+}
+
+#: Programs not compared: not Flink SQL as this file turns them into it.
+NOT_COMPARED = {
+    "statement_set_of_two_inserts": "its STATEMENT SET block is not split into statements here",
+    "windowed_view_read_twice": "its view is not split into Flink statements here",
+    "current_watermark_routing": "flowc's routing form is not a statement Flink's SQL takes",
+    "unnest_grouped_and_a_bare_query": (
+        "a bare query is flowc's print sink, not an INSERT Flink's statement set explains"
+    ),
+}
+
+PROBE = r"""
+import json, re, sys
+from pyflink.table import EnvironmentSettings, ExplainDetail, TableEnvironment
+out = {}
+for name, statements in json.loads(sys.argv[1]).items():
+    env = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
+    inserts = env.create_statement_set()
+    try:
+        for s in statements:
+            if s.lstrip().upper().startswith("INSERT"):
+                inserts.add_insert_sql(s)
+            else:
+                env.execute_sql(s)
+        plan = inserts.explain(ExplainDetail.CHANGELOG_MODE)
+    except Exception as e:
+        out[name] = str(e).splitlines()[1][:300] if "\n" in str(e) else str(e)[:300]
+        continue
+    physical = plan.split("== Optimized Physical Plan ==")[1].split("== Optimized Execution")[0]
+    out[name] = [
+        [len(m.group(1)), m.group(2), m.group(3)]
+        for m in (
+            re.match(r"^([ +:|-]*)(\w+)\(.*changelogMode=\[([A-Z,]+)\]", line)
+            for line in physical.splitlines()
+        )
+        if m
+    ]
+print(json.dumps(out))
+"""
+
+
+def as_flink_sql(program: str) -> list[str]:
+    """``program``'s statements as Flink runs them: sources datagen, sinks print/blackhole."""
+    body = "\n".join(
+        line for line in program.splitlines() if not line.strip().upper().startswith("SET ")
+    )
+    statements = [s.strip() for s in body.split(";") if s.strip()]
+    sinks = {
+        m.group(1).lower() for s in statements if (m := re.match(r"INSERT\s+INTO\s+(\w+)", s, re.I))
+    }
+    out = []
+    for s in statements:
+        if m := re.match(r"CREATE\s+TABLE\s+(\w+)", s, re.I):
+            options = re.search(r"WITH\s*\((.*)\)\s*$", s, re.S | re.I)
+            head = s[: options.start()] if options else s
+            text = options.group(1) if options else ""
+            upsert = "PRIMARY KEY" in head.upper() and re.search(r"'(files|postgres)'", text)
+            if m.group(1).lower() not in sinks:
+                connector = "datagen"
+            else:
+                connector = "blackhole" if upsert else "print"
+            s = f"{head}WITH ('connector' = '{connector}')"
+        out.append(s)
+    return out
+
+
+def programs() -> dict[str, str]:
+    """Every program compared: the single-query Flink-dialect cases and UPDATING."""
+    named = {
+        name: textwrap.dedent(program)
+        for name, (program, _, _) in CASES.items()
+        if "batch" not in name and "INSERT" in program and name not in NOT_COMPARED
+    }
+    named.update(UPDATING)
+    return named
+
+
+def flowc_modes(graph: StreamGraph) -> set[tuple[str, str]]:
+    """The (kind, mode) pairs of the compared flowc nodes, and ("sink input", mode): sets,
+    as flowc reads a source once where Flink scans it once per query of a UNION ALL."""
+    modes: set[tuple[str, str]] = set()
+    for node in graph.nodes.values():
+        name = node.name
+        kind = (
+            "source"
+            if node.kind is NodeKind.SOURCE
+            else "window rank"
+            if name.startswith("WindowRank")
+            else "window"
+            if name.startswith("Window(")
+            else "aggregate"
+            if name == "Keyed Aggregate"
+            else "rank"
+            if name.startswith(("Rank(", "Deduplicate"))
+            else None
+        )
+        if kind is not None:
+            modes.add((kind, node.changelog_mode))
+        for edge in node.out_edges:
+            if graph.nodes[edge.target_id].kind is NodeKind.SINK:
+                modes.add(("sink input", node.changelog_mode))
+    return modes
+
+
+def flink_modes(plan: list[list[object]]) -> set[tuple[str, str]]:
+    """The same of Flink's physical plan (a list of [indent, kind, mode], parents first:
+    the line after a Sink is its input)."""
+    modes: set[tuple[str, str]] = set()
+    for i, (_, kind, mode) in enumerate(plan):
+        assert isinstance(kind, str) and isinstance(mode, str)
+        if kind in FLINK_KINDS:
+            modes.add((FLINK_KINDS[kind], mode))
+        if i and plan[i - 1][1] == "Sink":
+            modes.add(("sink input", mode))
+    return modes
+
+
+@pytest.fixture(scope="module")
+def flink_plans() -> dict[str, list[list[object]] | str]:
+    """Flink's physical plan with changelog modes of every program, in one Python."""
+    checked_flink_python()
+    asked = {name: as_flink_sql(program) for name, program in programs().items()}
+    plans: dict[str, list[list[object]] | str] = ask_flink(PROBE, asked)
+    return plans
+
+
+@pytest.mark.parametrize("case", sorted(programs()))
+def test_changelog_modes_equal_flinks(
+    case: str, flink_plans: dict[str, list[list[object]] | str]
+) -> None:
+    if case in DIFFERENCES:
+        pytest.xfail(DIFFERENCES[case])
+    plan = flink_plans[case]
+    if case in FLINK_REFUSES:
+        assert isinstance(plan, str), "Flink no longer refuses: compare it"
+        pytest.skip(FLINK_REFUSES[case])
+    assert not isinstance(plan, str), plan
+    graph = flowc.compile(programs()[case], "d.flow").stream_graph
+    assert flowc_modes(graph) == flink_modes(plan)
