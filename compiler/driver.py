@@ -176,14 +176,18 @@ def compile_file(path: str | Path, *, for_spark: bool = False) -> CompiledJob:
     return compile(path.read_bytes().decode("utf-8"), filename=str(path), for_spark=for_spark)
 
 
-def compile_test_form(job: CompiledJob, inputs: Mapping[str, str]) -> CompiledJob:
+def compile_test_form(
+    job: CompiledJob, inputs: Mapping[str, str], *, batch: bool = False
+) -> CompiledJob:
     """``job`` compiled again, from its own text and compile options, in its test form:
-    each source reads ``inputs[name]`` (:func:`flowc.analyze.test_form.test_program`)."""
+    each source reads ``inputs[name]`` (:func:`flowc.analyze.test_form.test_program`);
+    ``batch``: in batch mode (a test's ``mode: batch``)."""
+    overrides = {**job.overrides, "execution.mode": "batch"} if batch else job.overrides
     return compile(
         job.source,
         job.file,
         for_spark=job.for_spark,
-        overrides=job.overrides,
+        overrides=overrides,
         trusted=job.trust.trusted,
         base_dir=job.trust.base_dir,
         functions=job.functions,

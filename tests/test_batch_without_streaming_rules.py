@@ -387,3 +387,48 @@ def test_two_inserts_into_one_sink_are_still_refused_in_batch() -> None:
         flowc.compile(program, "two.flow", for_spark=True)
     errors = [d for d in raised.value.diagnostics if d.severity is Severity.ERROR]
     assert [str(d.code) for d in errors] == ["E0726"]
+
+
+# ---------------------------------------------------------------- the shipped example
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+def test_cdc_example_runs_with_flowc_run_batch(tmp_path: Path, spark: Any) -> None:
+    """``flowc run --batch examples/customers_per_country.flow`` on its shipped data:
+    customers per country of each customer's latest change, as plain Python counts them."""
+    import shutil
+
+    from flowc.cli.main import main
+
+    shutil.copytree(EXAMPLES / "data" / "customers", tmp_path / "data" / "customers")
+    flow = tmp_path / "customers_per_country.flow"
+    shutil.copy(EXAMPLES / "customers_per_country.flow", flow)
+    assert main(["run", str(flow), "--batch"]) == 0
+    latest: dict[int, tuple[str, str]] = {}
+    for path in sorted((tmp_path / "data" / "customers").glob("*.json")):
+        for line in path.read_text().splitlines():
+            row = json.loads(line)
+            kept = latest.get(row["customer_id"])
+            if kept is None or row["updated_at"] > kept[0]:
+                latest[row["customer_id"]] = (row["updated_at"], row["country"])
+    expected = sorted(Counter(country for _, country in latest.values()).items())
+    written = json_rows(tmp_path / "out" / "customers_per_country")
+    assert rows_of(written, "country", "customers") == expected
+
+
+def test_flowc_test_runs_a_test_in_batch_mode(tmp_path: Path, spark: Any) -> None:
+    """A test with ``mode: batch`` runs as flowc run --batch: the example's test passes, and
+    the same expectations fail when the batch result differs from them."""
+    import shutil
+
+    from flowc.cli.main import main
+
+    flow = tmp_path / "customers_per_country.flow"
+    shutil.copy(EXAMPLES / "customers_per_country.flow", flow)
+    tests = tmp_path / "customers_per_country.test.yaml"
+    text = (EXAMPLES / "customers_per_country.test.yaml").read_text(encoding="utf-8")
+    tests.write_text(text, encoding="utf-8")
+    assert main(["test", str(tests)]) == 0
+    tests.write_text(text.replace("{country: DE, customers: 2}", "{country: DE, customers: 1}"))
+    assert main(["test", str(tests)]) == 1

@@ -61,7 +61,8 @@ def test_a_test_runs_the_job_the_compiler_made_from_the_test_form(example: Path)
     generated = generate_pyspark(form)
     for path in inputs.values():
         assert f"'{path}'" in generated
-    assert generated.count("writer.format('memory')") == len(form.spark_plan.queries)
+    written = "createOrReplaceTempView(" if form.spark_plan.batch else "writer.format('memory')"
+    assert generated.count(written) == len(form.spark_plan.queries)
     # the plans are the test form's, made by the passes: not the job's plans reused
     assert form.spark_plan != job.spark_plan
     assert generate_pyspark(job) != generated

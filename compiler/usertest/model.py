@@ -48,6 +48,8 @@ class UserTest:
     given: tuple[GivenRows, ...]
     expect: tuple[ExpectedRows, ...]
     span: Span
+    #: ``mode: batch``: the job runs as ``flowc run --batch`` over the given rows.
+    batch: bool = False
 
 
 @dataclass(frozen=True, slots=True)
