@@ -177,12 +177,12 @@ def compile_file(path: str | Path, *, for_spark: bool = False) -> CompiledJob:
 
 
 def compile_test_form(
-    job: CompiledJob, inputs: Mapping[str, str], *, batch: bool = False
+    job: CompiledJob, inputs: Mapping[str, str], *, mode: str | None = None
 ) -> CompiledJob:
     """``job`` compiled again, from its own text and compile options, in its test form:
     each source reads ``inputs[name]`` (:func:`flowc.analyze.test_form.test_program`);
-    ``batch``: in batch mode (a test's ``mode: batch``)."""
-    overrides = {**job.overrides, "execution.mode": "batch"} if batch else job.overrides
+    ``mode``: in that execution mode whatever the job sets (a test's ``mode:``)."""
+    overrides = job.overrides if mode is None else {**job.overrides, "execution.mode": mode}
     return compile(
         job.source,
         job.file,

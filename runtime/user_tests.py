@@ -19,6 +19,7 @@ import tempfile
 import time
 from typing import Any
 
+from flowc.diagnostics import CompileError, render_text
 from flowc.driver import compile_test_form
 from flowc.job import CompiledJob
 from flowc.runtime.failures import spark_errors
@@ -44,14 +45,20 @@ def run_test(spark: Any, job: CompiledJob, test: UserTest, file: TestFile) -> Te
             os.makedirs(path)
             if name in given:
                 _write_batches(path, [list(b) for b in given[name].batches])
-        module = load_program(compile_test_form(job, inputs, batch=test.batch))
+        try:
+            form = compile_test_form(job, inputs, mode=test.mode)
+        except CompileError as error:  # the job in the test's mode: refused as flowc run would
+            diagnostics = render_text(list(error.diagnostics), {job.file: job.source}, False)
+            seconds = time.monotonic() - started
+            return TestOutcome(file.path, test.name, seconds, error=diagnostics.rstrip())
+        module = load_program(form)
         # The job's folder: its Python functions import from there; every source and sink
         # of the test form has a path of its own (or none).
         module.__dict__["BASE_DIR"] = os.path.abspath(os.path.dirname(job.file) or ".")
         for query in spark.streams.active:  # a test before that failed half-way
             query.stop()
         try:
-            if test.batch:  # one batch job per INSERT; each memory sink a temporary view
+            if form.spark_plan.batch:  # one batch job per INSERT; each memory sink a temporary view
                 names = [name for name, _, _ in module.run_batch(spark)]
             else:
                 queries = module.start_queries(spark, os.path.join(folder, "checkpoints"), True)

@@ -417,9 +417,49 @@ def test_cdc_example_runs_with_flowc_run_batch(tmp_path: Path, spark: Any) -> No
     assert rows_of(written, "country", "customers") == expected
 
 
+WINDOWED_JOB = """SET parallelism = 2;
+SET max_parallelism = 16;
+CREATE SOURCE clicks (user_id STRING, ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL 1 SECOND)
+  WITH (connector = 'files', path = 'clicks', format = 'json');
+CREATE SINK per_minute WITH (connector = 'files', path = 'out/per_minute', format = 'json');
+INSERT INTO per_minute FROM clicks |> KEY BY user_id |> WINDOW TUMBLE(ts, INTERVAL 1 MINUTE)
+  |> AGGREGATE count(*) AS clicks;
+"""
+
+WINDOWED_TEST = """tests:
+  - name: every window, the last one too
+    mode: batch
+    given:
+      clicks:
+        - - {user_id: a, ts: "2026-03-02 09:00:05"}
+          - {user_id: a, ts: "2026-03-02 09:00:30"}
+        - - {user_id: a, ts: "2026-03-02 09:02:10"}
+    expect:
+      per_minute:
+        - {user_id: a, clicks: 2}
+        - {user_id: a, clicks: 1}
+"""
+
+
 def test_flowc_test_runs_a_test_in_batch_mode(tmp_path: Path, spark: Any) -> None:
-    """A test with ``mode: batch`` runs as flowc run --batch: the example's test passes, and
-    the same expectations fail when the batch result differs from them."""
+    """``mode: batch`` runs a streaming job's test as flowc run --batch: the window still
+    open at the end of the rows is written too; without the key the test runs in the
+    job's own (streaming) mode, where that window is not written, and fails."""
+    from flowc.cli.main import main
+
+    (tmp_path / "clicks.flow").write_text(WINDOWED_JOB, encoding="utf-8")
+    tests = tmp_path / "clicks.test.yaml"
+    tests.write_text(WINDOWED_TEST, encoding="utf-8")
+    assert main(["test", str(tests)]) == 0
+    tests.write_text(WINDOWED_TEST.replace("    mode: batch\n", ""), encoding="utf-8")
+    assert main(["test", str(tests)]) == 1
+
+
+def test_flowc_test_runs_the_cdc_example_in_batch_mode(
+    tmp_path: Path, spark: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The example's test passes; the same expectations fail when the batch result differs
+    from them; ``mode: streaming`` runs it as flowc run would, which refuses it (E0704)."""
     import shutil
 
     from flowc.cli.main import main
@@ -432,3 +472,6 @@ def test_flowc_test_runs_a_test_in_batch_mode(tmp_path: Path, spark: Any) -> Non
     assert main(["test", str(tests)]) == 0
     tests.write_text(text.replace("{country: DE, customers: 2}", "{country: DE, customers: 1}"))
     assert main(["test", str(tests)]) == 1
+    tests.write_text(text.replace("mode: batch", "mode: streaming"))
+    assert main(["test", str(tests)]) == 1
+    assert "error[E0704]" in capsys.readouterr().out
