@@ -176,14 +176,18 @@ def compile_file(path: str | Path, *, for_spark: bool = False) -> CompiledJob:
     return compile(path.read_bytes().decode("utf-8"), filename=str(path), for_spark=for_spark)
 
 
-def compile_test_form(job: CompiledJob, inputs: Mapping[str, str]) -> CompiledJob:
+def compile_test_form(
+    job: CompiledJob, inputs: Mapping[str, str], *, mode: str | None = None
+) -> CompiledJob:
     """``job`` compiled again, from its own text and compile options, in its test form:
-    each source reads ``inputs[name]`` (:func:`flowc.analyze.test_form.test_program`)."""
+    each source reads ``inputs[name]`` (:func:`flowc.analyze.test_form.test_program`);
+    ``mode``: in that execution mode whatever the job sets (a test's ``mode:``)."""
+    overrides = job.overrides if mode is None else {**job.overrides, "execution.mode": mode}
     return compile(
         job.source,
         job.file,
         for_spark=job.for_spark,
-        overrides=job.overrides,
+        overrides=overrides,
         trusted=job.trust.trusted,
         base_dir=job.trust.base_dir,
         functions=job.functions,

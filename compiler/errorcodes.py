@@ -473,7 +473,7 @@ class Code(StrEnum):
     E0433 = (
         "E0433",
         "upsert-unsupported",
-        "what an upsert sink cannot do: a format, partitions, a batch job",
+        "what an upsert sink cannot do: a format, partitions",
         "upsert-sinks",
     )
     E0501 = ("E0501", "no-insert", "a program without INSERT INTO", "statements")

@@ -5,6 +5,8 @@ Each source reads the test's rows from JSON files, one per micro-batch, modified
 the other (Spark reads them in that order); each sink is Spark's memory sink. The queries
 run as ``flowc run --available-now`` does: until the given rows are read, so a window is
 written only once a later row's watermark has passed its end, as the job would write it.
+A test with ``mode: batch`` runs the job as ``flowc run --batch`` does: every result of
+the given rows, final.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import tempfile
 import time
 from typing import Any
 
+from flowc.diagnostics import CompileError, render_text
 from flowc.driver import compile_test_form
 from flowc.job import CompiledJob
 from flowc.runtime.failures import spark_errors
@@ -42,16 +45,26 @@ def run_test(spark: Any, job: CompiledJob, test: UserTest, file: TestFile) -> Te
             os.makedirs(path)
             if name in given:
                 _write_batches(path, [list(b) for b in given[name].batches])
-        module = load_program(compile_test_form(job, inputs))
+        try:
+            form = compile_test_form(job, inputs, mode=test.mode)
+        except CompileError as error:  # the job in the test's mode: refused as flowc run would
+            diagnostics = render_text(list(error.diagnostics), {job.file: job.source}, False)
+            seconds = time.monotonic() - started
+            return TestOutcome(file.path, test.name, seconds, error=diagnostics.rstrip())
+        module = load_program(form)
         # The job's folder: its Python functions import from there; every source and sink
         # of the test form has a path of its own (or none).
         module.__dict__["BASE_DIR"] = os.path.abspath(os.path.dirname(job.file) or ".")
         for query in spark.streams.active:  # a test before that failed half-way
             query.stop()
         try:
-            queries = module.start_queries(spark, os.path.join(folder, "checkpoints"), True)
-            for query in queries:
-                query.awaitTermination()
+            if form.spark_plan.batch:  # one batch job per INSERT; each memory sink a temporary view
+                names = [name for name, _, _ in module.run_batch(spark)]
+            else:
+                queries = module.start_queries(spark, os.path.join(folder, "checkpoints"), True)
+                for query in queries:
+                    query.awaitTermination()
+                names = [query.name for query in queries]
         except Exception as error:
             refused = getattr(module, "TableVersionsRefused", None)
             if not isinstance(error, spark_errors()) and not (
@@ -69,8 +82,8 @@ def run_test(spark: Any, job: CompiledJob, test: UserTest, file: TestFile) -> Te
             result = compare(expected, rows, frame.columns)
             if not result.passed:
                 failures.append(diff_text(result))
-        for query in queries:
-            spark.catalog.dropTempView(query.name)
+        for name in names:
+            spark.catalog.dropTempView(name)
     return TestOutcome(
         file.path,
         test.name,

@@ -216,7 +216,8 @@ def test_jobgraph_json_inputs_and_chains(
 ) -> None:
     document = _emit_json(path, "jobgraph", capsys, monkeypatch)
     assert HEX32.fullmatch(document["jid"])
-    assert document["type"] == "STREAMING"
+    batch = "SET execution.mode = batch;" in path.read_text(encoding="utf-8")
+    assert document["type"] == ("BATCH" if batch else "STREAMING")
     vertices = document["nodes"]
     position = {vertex["id"]: i for i, vertex in enumerate(vertices)}
     assert len(position) == len(vertices)
@@ -236,7 +237,7 @@ def test_jobgraph_json_inputs_and_chains(
                 "POINTWISE" if edge["ship_strategy"] in POINTWISE_STRATEGIES else "ALL_TO_ALL"
             )
             assert edge["distribution"] == expected, edge
-            assert edge["exchange"] == "pipelined_bounded"
+            assert edge["exchange"] == ("blocking" if batch else "pipelined_bounded")
             # JobGraph.getVertices() is creation order, and chains are created
             # downstream-first: every consumer comes before its producers.
             assert position[vertex["id"]] < position[edge["id"]], (vertex["name"], edge)

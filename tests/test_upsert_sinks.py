@@ -477,3 +477,31 @@ def test_a_window_top_n_in_update_mode_deletes_rows_that_leave_a_windows_top(
     write_batches(tmp_path / "sales", minute)
     assert [q.error for q in run_in(job, tmp_path).queries] == [None]
     assert [r[2:] for r in _current_table(spark, table)] == sorted(_top_two(SALES), key=repr)
+
+
+def test_a_batch_job_upserts_its_final_result_into_postgres(
+    spark: Any, tmp_path: Path, postgres: dict[str, Any]
+) -> None:
+    """Batch mode (E0433 before issue 28): the whole final result upserted once by key; a
+    key of the table the run does not write keeps its row."""
+    import psycopg
+
+    with psycopg.connect(**postgres, autocommit=True) as conn:
+        conn.execute(
+            "CREATE TABLE batch_totals (auction bigint PRIMARY KEY, n bigint, top bigint, "
+            "total bigint)"
+        )
+        conn.execute("INSERT INTO batch_totals VALUES (999, 1, 1, 1), (1, 0, 0, 0)")
+    write_batches(tmp_path / "bids", BIDS)
+    program = (
+        "SET execution.mode = batch;\n"
+        + source("bids", COLUMNS)
+        + "SET max_parallelism = 16;\n"
+        + _postgres_sink(postgres, "batch_totals")
+        + f"INSERT INTO totals FROM bids {TOTALS};\n"
+    )
+    job = flowc.compile(program, str(tmp_path / "job.flow"), for_spark=True)
+    report = run_in(job, tmp_path)
+    assert [q.error for q in report.queries] == [None]
+    rows = _rows(postgres, "SELECT auction, n, top, total FROM batch_totals")
+    assert {r[0]: r[1:] for r in rows} == {**expected_totals(BIDS), 999: (1, 1, 1)}

@@ -61,7 +61,8 @@ def test_a_test_runs_the_job_the_compiler_made_from_the_test_form(example: Path)
     generated = generate_pyspark(form)
     for path in inputs.values():
         assert f"'{path}'" in generated
-    assert generated.count("writer.format('memory')") == len(form.spark_plan.queries)
+    written = "createOrReplaceTempView(" if form.spark_plan.batch else "writer.format('memory')"
+    assert generated.count(written) == len(form.spark_plan.queries)
     # the plans are the test form's, made by the passes: not the job's plans reused
     assert form.spark_plan != job.spark_plan
     assert generate_pyspark(job) != generated
@@ -116,8 +117,9 @@ def test_a_wrong_row_fails_with_a_diff(
         ("      clicks:\n", "      clickz:\n", "the job has no source 'clickz'", 7),
         ("      per_user:\n", "      per_usr:\n", "the job writes no sink 'per_usr'", 7),
         ("    given:", "    givn:", "unknown key 'givn'", 5),
+        ("    given:", "    mode: bach\n    given:", "unknown mode 'bach'", 11),
     ],
-    ids=["column", "source", "sink", "key"],
+    ids=["column", "source", "sink", "key", "mode"],
 )
 def test_what_the_job_does_not_have_is_refused_where_it_is_written(
     capsys: pytest.CaptureFixture[str],
@@ -132,7 +134,8 @@ def test_what_the_job_does_not_have_is_refused_where_it_is_written(
     text = tests.read_text(encoding="utf-8")
     assert old in text
     tests.write_text(text.replace(old, new, 1), encoding="utf-8")
-    line = next(i for i, t in enumerate(tests.read_text().splitlines(), 1) if new.strip() in t)
+    first = new.strip().splitlines()[0]
+    line = next(i for i, t in enumerate(tests.read_text().splitlines(), 1) if first in t)
     code, out = run(capsys, "test", str(job))
     assert code == 1
     assert f"error[E0830]: {message}" in out

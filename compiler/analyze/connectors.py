@@ -520,7 +520,8 @@ def _check_upsert_sink(
     options: dict[str, tuple[object, ast.Option]],
 ) -> bool:
     """An upsert sink (postgres; files in update mode) keeps one row per ``key``: E0430
-    without a key, E0433 for what it cannot do, E0957 in an untrusted program."""
+    without a key, E0433 for what it cannot do (in batch mode it
+    upserts the whole result once), E0957 in an untrusted program."""
     name = node.name.value
     if connector == "postgres" and not ctx.policy.trusted:
         ctx.reporter.error(
@@ -571,14 +572,6 @@ def _check_upsert_sink(
                 help="remove partition_by, or write append-only results",
             )
             ok = False
-    if ctx.settings.execution_mode == "batch":
-        ctx.reporter.error(
-            Code.E0433,
-            f"sink '{name}' upserts per micro-batch, which a batch job does not have",
-            node.name.span,
-            help="run the job in streaming mode (--available-now reads what is there and stops)",
-        )
-        ok = False
     return ok
 
 

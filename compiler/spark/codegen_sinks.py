@@ -82,7 +82,9 @@ class SinkWriter(ProgramText):
         sink = self.program.sink(insert.sink)
         name = insert.sink
         keys = list(key)
-        checkpoint = f"os.path.join(checkpoint_dir, *{checkpoint_segments!r})"
+        checkpoint = (
+            "None" if self.batch else f"os.path.join(checkpoint_dir, *{checkpoint_segments!r})"
+        )
         if sink.connector == "postgres":
             schema = insert.stream.schema
             columns = [(c.name, postgres_type(c.type)) for c in schema]
@@ -100,7 +102,7 @@ class SinkWriter(ProgramText):
                 variable = str(options["password_env"])
                 w(f"connection['password'] = os.environ.get({variable!r}, '')", 1)
             w(
-                f"writer = writer.foreachBatch(postgres_upsert({name!r}, "
+                f"{self._upsert_target()}(postgres_upsert({name!r}, "
                 f"{str(options['table'])!r}, {columns!r}, {keys!r}, connection, {checkpoint}"
                 + (f", groups={list(groups)!r}))" if groups is not None else "))"),
                 1,
@@ -110,11 +112,16 @@ class SinkWriter(ProgramText):
         writer_options = format_options(options)
         path = f"os.path.join(BASE_DIR, {str(options['path'])!r})"
         w(
-            f"writer = writer.foreachBatch(file_upsert({name!r}, {path}, {fmt!r}, {keys!r}, "
+            f"{self._upsert_target()}(file_upsert({name!r}, {path}, {fmt!r}, {keys!r}, "
             f"{writer_options!r}, {checkpoint}"
             + (f", groups={list(groups)!r}))" if groups is not None else "))"),
             1,
         )
+
+    def _upsert_target(self) -> str:
+        """Streaming: the query's foreachBatch; batch: ``upsert``, which write_batch calls
+        once with the whole result as batch 0."""
+        return "upsert = " if self.batch else "writer = writer.foreachBatch"
 
     def write_batch(self, index: int, df: str) -> None:
         """Batch mode: one write of the whole result; console and memory sinks collect it."""
@@ -141,7 +148,13 @@ class SinkWriter(ProgramText):
         w(f"observation = Observation({name!r})", 1)
         w(f"observed = {df}.observe(observation, F.count(F.lit(1)).alias('rows'))", 1)
         w("writer = observed.write", 1)
-        if connector == "noop":
+        query = self.spark_plan.queries[index]
+        if query.upsert_key is not None:
+            # The whole result, upserted by key once; no TOP groups to replace: a batch
+            # result holds each group's final rows only (E0709 is streaming's).
+            self.upsert(index, options, query.upsert_key, query.checkpoint, None)
+            w("upsert(observed, 0)", 1)
+        elif connector == "noop":
             w("writer.format('noop').mode('overwrite').save()", 1)
         elif connector == "files":
             fmt = str(options["format"])
@@ -150,8 +163,10 @@ class SinkWriter(ProgramText):
             partition_by = self.spark_plan.queries[index].partition_by
             if partition_by:
                 w(f"writer = writer.partitionBy(*{list(partition_by)!r})", 1)
+            # The final result replaces the previous run's output, only once it is written.
             w(
-                f"writer.format({fmt!r}).options(**{writer_options!r}).mode('append').save({path})",
+                f"replace_output({path}, lambda folder: writer.format({fmt!r})"
+                f".options(**{writer_options!r}).save(folder))",
                 1,
             )
         else:

@@ -78,6 +78,29 @@ def executed_plan(df: DataFrame) -> str | None:
     return None if jdf is None else str(jdf.queryExecution().executedPlan().toString())
 
 
+def replace_output(path: str, write: Callable[[str], None]) -> None:
+    """A files sink's batch result replacing the previous run's output: written by
+    ``write`` into a new folder beside ``path``, which is renamed to ``path`` only once the
+    write succeeded (Spark's own overwrite deletes the old output before its job runs, so a
+    failed job would leave none). The old output is renamed aside, then deleted."""
+    import shutil
+    import uuid
+
+    path = os.path.normpath(path)
+    stamp = uuid.uuid4().hex[:12]
+    fresh = f'{path}.flowc-new-{stamp}'
+    try:
+        write(fresh)
+    except BaseException:
+        shutil.rmtree(fresh, ignore_errors=True)
+        raise
+    old = f'{path}.flowc-old-{stamp}'
+    if os.path.exists(path):
+        os.rename(path, old)
+    os.rename(fresh, path)
+    shutil.rmtree(old, ignore_errors=True)
+
+
 # ---------------------------------------------------------------- the session
 
 
@@ -476,11 +499,16 @@ def checked_value(value: object, kind: str) -> object:
 # ---------------------------------------------------------------- upsert sinks
 
 
-def query_identity(checkpoint: str) -> str:
+def query_identity(checkpoint: str | None) -> str:
     """The id Spark keeps for a query in its checkpoint (a new one after the checkpoint
-    is deleted): with the batch id, what a sink remembers having written."""
+    is deleted): with the batch id, what a sink remembers having written. A batch job
+    (no checkpoint) is a new writer each run: a fresh id."""
     import json
 
+    if checkpoint is None:
+        import uuid
+
+        return str(uuid.uuid4())
     with open(os.path.join(checkpoint, 'metadata'), encoding='utf-8') as handle:
         return str(json.loads(handle.readline())['id'])
 
@@ -531,7 +559,7 @@ def table_versions(df: DataFrame, table: str, key: list[str], since: str) -> Dat
 
 
 def postgres_upsert(sink: str, table: str, columns: list[tuple[str, str]], keys: list[str],
-                    connection: dict[str, object], checkpoint: str,
+                    connection: dict[str, object], checkpoint: str | None,
                     groups: list[str] | None = None) -> Callable[[DataFrame, int], None]:
     """The foreachBatch function of a postgres sink: each micro-batch's rows upserted by
     key (INSERT ... ON CONFLICT DO UPDATE) in one transaction with the batch id, which a
@@ -602,7 +630,7 @@ def postgres_upsert(sink: str, table: str, columns: list[tuple[str, str]], keys:
 
 
 def file_upsert(sink: str, path: str, fmt: str, keys: list[str], options: dict[str, str],
-                checkpoint: str, groups: list[str] | None = None
+                checkpoint: str | None, groups: list[str] | None = None
                 ) -> Callable[[DataFrame, int], None]:
     """The foreachBatch function of a files sink in update mode: the table, one row per
     key, rewritten per micro-batch into a new version folder; the file _current then names
@@ -888,7 +916,7 @@ FUNCTION_HELPERS = (
 SESSION_HELPERS = (no_variable_substitution,)
 
 #: What a batch program carries: the plan each write ran, to count its exchanges.
-BATCH_HELPERS = (executed_plan,)
+BATCH_HELPERS = (executed_plan, replace_output)
 
 #: What every program's ``main()`` uses when Spark fails: the error class and message (and
 #: the SQL that failed), without Spark's Java stack trace.

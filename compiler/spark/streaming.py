@@ -58,11 +58,15 @@ from flowc.vocabulary import (
 
 
 def check_streaming(program: Program, reporter: Reporter) -> Program:
+    """Every rule for each INSERT; in batch mode only :data:`BATCH_RULES`: Spark's batch
+    engine runs every aggregate, TOP, join and session over the whole bounded input, with
+    no output mode, watermark or state to constrain it."""
     lineage = Lineage(program)
     once = _OncePerPlace(reporter)
+    rules = BATCH_RULES if program.settings.execution_mode == "batch" else RULES
     for insert in program.inserts:
         query = _query(program, lineage, insert)
-        for rule in RULES:
+        for rule in rules:
             rule(query, lineage, once)
     return program
 
@@ -759,6 +763,16 @@ RULES: tuple[Rule, ...] = (
     check_window_time_uses,
     check_window_proctime,
     check_top_into_upsert,
+    check_watermark_reads,
+)
+
+#: The rules that still hold in batch mode: WITHIN's processor (its own batch cases),
+#: CURRENT_WATERMARK's processor, and Flink's typing of TUMBLE_PROCTIME. Output modes
+#: (E0701-E0705), watermarks for outer joins and windows (E0705, E0706, E0733), state
+#: bounds (W0040) and rows leaving a TOP between micro-batches (E0709) are streaming's.
+BATCH_RULES: tuple[Rule, ...] = (
+    check_deduplicate_within,
+    check_window_proctime,
     check_watermark_reads,
 )
 

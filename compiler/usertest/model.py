@@ -48,6 +48,9 @@ class UserTest:
     given: tuple[GivenRows, ...]
     expect: tuple[ExpectedRows, ...]
     span: Span
+    #: ``mode: batch`` or ``streaming``: the job runs in that mode whatever it sets
+    #: (batch as ``flowc run --batch``); None: in the job's own mode.
+    mode: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

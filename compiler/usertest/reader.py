@@ -154,8 +154,19 @@ class _Reader:
     def test(self, node: object) -> UserTest:
         fields = {str(_scalar(k)): (k, v) for k, v in self.mapping(node, "a test")}
         for key, (k, _) in fields.items():
-            if key not in ("name", "given", "expect"):
-                self.fail(k, f"unknown key '{key}'", "a test has: name, given, expect")
+            if key not in ("name", "mode", "given", "expect"):
+                self.fail(k, f"unknown key '{key}'", "a test has: name, mode, given, expect")
+        mode: str | None = None
+        if "mode" in fields:
+            mode = str(_scalar(fields["mode"][1]))
+            if mode not in ("streaming", "batch"):
+                self.fail(
+                    fields["mode"][1],
+                    f"unknown mode '{mode}'",
+                    "mode: batch runs the test as flowc run --batch, mode: streaming as "
+                    "flowc run; without it, in the job's own mode",
+                )
+                mode = None
         name = str(_scalar(fields["name"][1])) if "name" in fields else ""
         if not name:
             self.fail(node, "a test without a name", "add name: what the test shows")
@@ -174,7 +185,7 @@ class _Reader:
             if "expect" in fields
             else ()
         )
-        return UserTest(name, given, expect, self.span(node))
+        return UserTest(name, given, expect, self.span(node), mode=mode)
 
     def given(self, key: object, node: object) -> GivenRows:
         name = str(_scalar(key))
