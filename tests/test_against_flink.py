@@ -249,13 +249,21 @@ PYFLINK_EXCHANGE = {
 }
 
 
-def random_case(seed: int) -> tuple[str, str]:
+def random_case(seed: int, batch: bool = False) -> tuple[str, str]:
     """One job as a .flow program and as PyFlink code: a view with a few steps, read by one or
-    two INSERTs with steps of their own; random exchanges, parallelism and hints."""
+    two INSERTs with steps of their own; random exchanges, parallelism and hints. ``batch``:
+    in BATCH mode (bounded sources), where Flink's adaptive batch scheduler makes the JobGraph
+    (docs/plans.md, "Batch mode")."""
     rng = random.Random(seed)
     default_p = rng.randint(1, 4)
     flow = [f"SET parallelism = {default_p};"]
     py = [f"env.set_parallelism({default_p})"]
+    bounded = ""
+    if batch:
+        flow.append("SET execution.mode = 'batch';")
+        py.append("from pyflink.datastream import RuntimeExecutionMode")
+        py.append("env.set_runtime_mode(RuntimeExecutionMode.BATCH)")
+        bounded = ", number_of_rows = 10"
     counter = iter(range(1000))
 
     def hints(parallel: int | None) -> tuple[list[str], str]:
@@ -302,9 +310,9 @@ def random_case(seed: int) -> tuple[str, str]:
 
     source_p = rng.choice([None, rng.randint(1, 4)])
     option = f", parallelism = {source_p}" if source_p is not None else ""
-    flow.append(f"CREATE SOURCE a (value BIGINT) WITH (connector = 'datagen'{option});")
+    flow.append(f"CREATE SOURCE a (value BIGINT) WITH (connector = 'datagen'{option}{bounded});")
     py.append('a = source("a")' + (f".set_parallelism({source_p})" if source_p else ""))
-    flow.append("CREATE SOURCE b (value BIGINT) WITH (connector = 'datagen');")
+    flow.append(f"CREATE SOURCE b (value BIGINT) WITH (connector = 'datagen'{bounded});")
     py.append('b = source("b")')
     py.append("v = a")
     view_steps, view_p = steps("v", source_p or default_p, rng.randint(1, 3))
@@ -332,6 +340,21 @@ def random_case(seed: int) -> tuple[str, str]:
 def test_random_topologies_equal_flinks() -> None:
     cases = [random_case(seed) for seed in range(40)]
     expected = flink_job_graphs([job for _, job in cases])
+    for seed, ((program, job), flink) in enumerate(zip(cases, expected, strict=True)):
+        assert flowc_job_graph(program) == flink, f"seed {seed}\n{program}\n{job}"
+
+
+def test_random_batch_topologies_equal_flinks() -> None:
+    """BATCH mode: -1 for every vertex no operator's parallelism is set on, unless a FORWARD
+    step joins it to one that is; RESCALE for an unchained edge with no partition step
+    (chaining hints, slot sharing groups); explicit exchanges as written."""
+    cases = [random_case(seed, batch=True) for seed in range(40)]
+    expected = flink_job_graphs([job for _, job in cases])
+    parallelisms = {v["parallelism"] for graph in expected for v in graph}
+    strategies = {e[1] for graph in expected for v in graph for e in v["inputs"]}
+    # The cases reach the rule's corners: unset and set parallelism, both edge conversions.
+    assert -1 in parallelisms and parallelisms - {-1}, parallelisms
+    assert {"RESCALE", "FORWARD"} <= strategies, strategies
     for seed, ((program, job), flink) in enumerate(zip(cases, expected, strict=True)):
         assert flowc_job_graph(program) == flink, f"seed {seed}\n{program}\n{job}"
 
