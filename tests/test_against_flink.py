@@ -223,6 +223,75 @@ CASES: dict[str, tuple[str, str, bool]] = {
         """,
         False,
     ),
+    # BATCH mode (docs/plans.md, "Batch mode"): the source and sink set no parallelism of
+    # their own (-1: Flink's adaptive batch scheduler decides it), the aggregate does (2);
+    # its input is a keyed (HASH) edge, its output to the sink an implicit REBALANCE.
+    "batch_keyed_edge_set_and_unset_parallelism": (
+        """
+        SET parallelism = 4;
+        SET execution.mode = 'batch';
+        CREATE SOURCE s (value BIGINT) WITH (connector = 'datagen', number_of_rows = 10);
+        CREATE SINK o WITH (connector = 'console', mode = 'update');
+        INSERT INTO o FROM s |> SELECT value |> KEY BY value |> AGGREGATE sum(value) AS total
+          WITH (uid = 'agg', parallelism = 2, max_parallelism = 256);
+        """,
+        """
+        from pyflink.datastream import RuntimeExecutionMode
+        env.set_runtime_mode(RuntimeExecutionMode.BATCH)
+        env.set_parallelism(4)
+        m = source("s").map(lambda x: x, output_type=LONG).name("Map")
+        (m.key_by(lambda x: x % 7).reduce(lambda a, b: a + b).name("Keyed Aggregate").uid("agg")
+            .set_parallelism(2).set_max_parallelism(256).print().name("o"))
+        """,
+        False,
+    ),
+    # BATCH mode, nothing chained: the edges with no partition step ship RESCALE, the written
+    # FORWARD stays FORWARD and joins Map to Filter's forward group, whose parallelism is set
+    # (3), so Map has 3 too; Source and Sink set none (-1).
+    "batch_unchained_forwards_and_a_forward_group": (
+        """
+        SET parallelism = 3;
+        SET chaining = false;
+        SET execution.mode = 'batch';
+        CREATE SOURCE s (value BIGINT) WITH (connector = 'datagen', number_of_rows = 10);
+        CREATE SINK o WITH (connector = 'console');
+        INSERT INTO o FROM s |> SELECT value |> FORWARD |> WHERE value > 0
+          WITH (parallelism = 3);
+        """,
+        """
+        from pyflink.datastream import RuntimeExecutionMode
+        env.set_runtime_mode(RuntimeExecutionMode.BATCH)
+        env.set_parallelism(3)
+        env.disable_operator_chaining()
+        m = source("s").map(lambda x: x, output_type=LONG).name("Map")
+        f = m.forward().filter(lambda x: x > 0).name("Filter").set_parallelism(3)
+        f.print().name("o")
+        """,
+        True,
+    ),
+    # BATCH mode, chained: the same job with chaining on is one vertex of -1 (its FORWARD
+    # edges are inside the chain), and a chaining hint breaks it into RESCALE edges.
+    "batch_chained_and_a_chaining_hint": (
+        """
+        SET parallelism = 2;
+        SET execution.mode = 'batch';
+        CREATE SOURCE s (value BIGINT) WITH (connector = 'datagen', number_of_rows = 10);
+        CREATE SINK o WITH (connector = 'console');
+        CREATE SINK p WITH (connector = 'console');
+        INSERT INTO o FROM s |> SELECT value |> WHERE value > 0;
+        INSERT INTO p FROM s |> WHERE value > 1 WITH (chaining = 'new_chain');
+        """,
+        """
+        from pyflink.datastream import RuntimeExecutionMode
+        env.set_runtime_mode(RuntimeExecutionMode.BATCH)
+        env.set_parallelism(2)
+        s = source("s")
+        s.map(lambda x: x, output_type=LONG).name("Map").filter(lambda x: x > 0).name(
+            "Filter").print().name("o")
+        s.filter(lambda x: x > 1).name("Filter").start_new_chain().print().name("p")
+        """,
+        True,
+    ),
 }
 
 
