@@ -119,6 +119,52 @@ CASES: dict[str, tuple[str, str, bool]] = {
         """,
         False,
     ),
+    # BATCH mode (Flink's adaptive batch JobGraph, docs/plans.md "Batch mode"): -1 where no
+    # operator sets the parallelism, an explicit FORWARD joining a vertex to the forward
+    # group of one that sets it, RESCALE for unchained edges with no partition step.
+    "batch_forward_group_and_rescale": (
+        """
+        SET execution.mode = 'batch';
+        SET parallelism = 2;
+        SET chaining = false;
+        CREATE SOURCE s (value BIGINT) WITH (connector = 'datagen', number_of_rows = 10);
+        CREATE SINK o WITH (connector = 'console', parallelism = 3);
+        INSERT INTO o FROM s |> WHERE value > 0 |> SELECT value WITH (parallelism = 2)
+          |> FORWARD |> WHERE value > 1;
+        """,
+        """
+        from pyflink.datastream import RuntimeExecutionMode
+        env.set_runtime_mode(RuntimeExecutionMode.BATCH)
+        env.set_parallelism(2)
+        env.disable_operator_chaining()
+        f = source("s").filter(lambda x: x > 0).name("Filter")
+        m = f.map(lambda x: x, output_type=LONG).name("Map").set_parallelism(2)
+        g = m.forward().filter(lambda x: x > 1).name("Filter")
+        g.print().name("o").set_parallelism(3)
+        """,
+        True,
+    ),
+    # BATCH mode, a keyed edge: the source and the aggregate set no parallelism (-1), the
+    # Map after the aggregate chains to it, the sink sets its own.
+    "batch_keyed_aggregate": (
+        """
+        SET execution.mode = 'batch';
+        SET parallelism = 4;
+        CREATE SOURCE s (value BIGINT) WITH (connector = 'datagen', number_of_rows = 10);
+        CREATE SINK o WITH (connector = 'console', mode = 'update', parallelism = 2);
+        INSERT INTO o FROM s |> SELECT value |> KEY BY value |> AGGREGATE sum(value) AS total
+          WITH (uid = 'agg');
+        """,
+        """
+        from pyflink.datastream import RuntimeExecutionMode
+        env.set_runtime_mode(RuntimeExecutionMode.BATCH)
+        env.set_parallelism(4)
+        m = source("s").map(lambda x: x, output_type=LONG).name("Map")
+        (m.key_by(lambda x: x % 7).reduce(lambda a, b: a + b).name("Keyed Aggregate").uid("agg")
+            .print().name("o").set_parallelism(2))
+        """,
+        False,
+    ),
     # A stream joined with a CREATE TABLE: Flink's two-input join with a bounded input,
     # both inputs hash-partitioned on the equality columns.
     "dimension_join": (
@@ -266,6 +312,29 @@ CASES: dict[str, tuple[str, str, bool]] = {
         m = source("s").map(lambda x: x, output_type=LONG).name("Map")
         f = m.forward().filter(lambda x: x > 0).name("Filter").set_parallelism(3)
         f.print().name("o")
+        """,
+        True,
+    ),
+    # BATCH mode: a forward group with max parallelism set on some members gives every member
+    # the least of them (64 and 32: all three 32); the parallelism stays -1 (none set).
+    "batch_forward_group_takes_the_least_max_parallelism": (
+        """
+        SET parallelism = 3;
+        SET chaining = false;
+        SET execution.mode = 'batch';
+        CREATE SOURCE s (value BIGINT) WITH (connector = 'datagen', number_of_rows = 10);
+        CREATE SINK o WITH (connector = 'console');
+        INSERT INTO o FROM s |> SELECT value WITH (max_parallelism = 64) |> FORWARD
+          |> WHERE value > 0 WITH (max_parallelism = 32) |> FORWARD |> SELECT value;
+        """,
+        """
+        from pyflink.datastream import RuntimeExecutionMode
+        env.set_runtime_mode(RuntimeExecutionMode.BATCH)
+        env.set_parallelism(3)
+        env.disable_operator_chaining()
+        m = source("s").map(lambda x: x, output_type=LONG).name("Map").set_max_parallelism(64)
+        f = m.forward().filter(lambda x: x > 0).name("Filter").set_max_parallelism(32)
+        f.forward().map(lambda x: x, output_type=LONG).name("Map").print().name("o")
         """,
         True,
     ),

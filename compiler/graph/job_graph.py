@@ -406,8 +406,10 @@ class _JobGraphGenerator:
         adaptive batch scheduler has execution.batch.adaptive.auto-parallelism.enabled on by
         default): a vertex none of whose operators has its parallelism configured gets -1
         (``adaptive``); then the vertices joined by FORWARD JobEdges form forward groups
-        (ForwardGroupComputeUtil), and a group with a decided parallelism gives it to all.
-        flowc keeps ``parallelism`` as the bound it plans for (docs/plans.md)."""
+        (ForwardGroupComputeUtil), and a group with a decided parallelism gives it to all,
+        as a group with a max parallelism set on some member gives all the least of them
+        (JobVertexForwardGroup). flowc keeps ``parallelism`` as the bound it plans for
+        (docs/plans.md)."""
         vertices = self.job.vertices
         for vertex in vertices.values():
             vertex.adaptive = not vertex.parallelism_configured
@@ -424,10 +426,18 @@ class _JobGraphGenerator:
                 if self.ship_strategy(edge) == Partitioner.FORWARD:
                     group[find(self.vertex_of_node[edge.target_id])] = find(vid)
         decided = {find(vid) for vid, v in vertices.items() if not v.adaptive}
+        max_parallelism: dict[str, int] = {}
+        for vid, vertex in vertices.items():
+            if vertex.max_parallelism is not None:
+                root = find(vid)
+                known = max_parallelism.get(root, vertex.max_parallelism)
+                max_parallelism[root] = min(known, vertex.max_parallelism)
         for vid, vertex in vertices.items():
             if vertex.adaptive and find(vid) in decided:
                 vertex.adaptive = False
                 vertex.parallelism_configured = True
+            if find(vid) in max_parallelism:
+                vertex.max_parallelism = max_parallelism[find(vid)]
 
     def create_chain(self, source: int) -> None:
         """Flink's createChain from ``source``: chainable outputs first, then a new chain per
