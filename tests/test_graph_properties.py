@@ -146,7 +146,17 @@ def check_vertices_take_their_heads_properties(program: Program, job: CompiledJo
         assert vertex.id == graph.operator_id(head.id)
         assert vertex.name == chained_name(head.id)
         assert vertex.parallelism == head.parallelism
-        assert vertex.max_parallelism == head.max_parallelism
+        if program.batch:
+            # A forward group takes its members' least max parallelism (docs/plans.md).
+            if head.max_parallelism is not None:
+                assert vertex.max_parallelism is not None
+                assert vertex.max_parallelism <= head.max_parallelism
+            for edge in vertex.inputs:
+                if edge.ship_strategy == Partitioner.FORWARD:
+                    producer = job.job_graph.vertices[edge.producer]
+                    assert producer.max_parallelism == vertex.max_parallelism
+        else:
+            assert vertex.max_parallelism == head.max_parallelism
         assert vertex.slot_sharing_group == head.slot_sharing_group
         for op in vertex.operators:
             member = graph.nodes[op.node_id]
