@@ -144,6 +144,29 @@ CASES: dict[str, tuple[str, str, bool]] = {
         """,
         True,
     ),
+    # BATCH mode with Flink's auto-parallelism off: no -1, the edges still RESCALE.
+    "batch_auto_parallelism_off": (
+        """
+        SET execution.mode = 'batch';
+        SET 'execution.batch.adaptive.auto-parallelism.enabled' = 'false';
+        SET parallelism = 2;
+        SET chaining = false;
+        CREATE SOURCE s (value BIGINT) WITH (connector = 'datagen', number_of_rows = 10);
+        CREATE SINK o WITH (connector = 'console');
+        INSERT INTO o FROM s |> WHERE value > 0;
+        """,
+        """
+        from pyflink.datastream import RuntimeExecutionMode
+        c = Configuration()
+        c.set_string("execution.batch.adaptive.auto-parallelism.enabled", "false")
+        env.configure(c)
+        env.set_runtime_mode(RuntimeExecutionMode.BATCH)
+        env.set_parallelism(2)
+        env.disable_operator_chaining()
+        source("s").filter(lambda x: x > 0).name("Filter").print().name("o")
+        """,
+        True,
+    ),
     # BATCH mode, a keyed edge: the source and the aggregate set no parallelism (-1), the
     # Map after the aggregate chains to it, the sink sets its own.
     "batch_keyed_aggregate": (

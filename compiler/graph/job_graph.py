@@ -404,15 +404,16 @@ class _JobGraphGenerator:
     def set_adaptive_parallelisms(self) -> None:
         """Flink's setVertexParallelismsForDynamicGraphIfNecessary (BATCH mode, whose
         adaptive batch scheduler has execution.batch.adaptive.auto-parallelism.enabled on by
-        default): a vertex none of whose operators has its parallelism configured gets -1
-        (``adaptive``); then the vertices joined by FORWARD JobEdges form forward groups
-        (ForwardGroupComputeUtil), and a group with a decided parallelism gives it to all,
-        as a group with a max parallelism set on some member gives all the least of them
-        (JobVertexForwardGroup). flowc keeps ``parallelism`` as the bound it plans for
-        (docs/plans.md)."""
+        default; ``batch.auto_parallelism = false`` turns it off): a vertex none of whose
+        operators has its parallelism configured gets -1 (``adaptive``); then the vertices
+        joined by FORWARD JobEdges form forward groups (ForwardGroupComputeUtil), and a group
+        with a decided parallelism gives it to all, as a group with a max parallelism set on
+        some member gives all the least of them (JobVertexForwardGroup). flowc keeps
+        ``parallelism`` as the bound it plans for (docs/plans.md)."""
         vertices = self.job.vertices
+        auto = self.graph.settings.auto_parallelism
         for vertex in vertices.values():
-            vertex.adaptive = not vertex.parallelism_configured
+            vertex.adaptive = auto and not vertex.parallelism_configured
         group: dict[str, str] = {vid: vid for vid in vertices}
 
         def find(vid: str) -> str:
