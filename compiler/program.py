@@ -56,6 +56,9 @@ class Settings:
     max_parallelism: int | None = None
     chaining: bool = True
     execution_mode: str = "streaming"
+    #: BATCH mode: vertices no operator sets the parallelism of get -1 in the JobGraph
+    #: (Flink's execution.batch.adaptive.auto-parallelism.enabled; docs/plans.md).
+    auto_parallelism: bool = True
     checkpoint_interval_ms: int | None = None
     checkpoint_mode: str = "exactly_once"
     checkpoint_dir: str | None = None

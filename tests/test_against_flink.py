@@ -119,6 +119,75 @@ CASES: dict[str, tuple[str, str, bool]] = {
         """,
         False,
     ),
+    # BATCH mode (Flink's adaptive batch JobGraph, docs/plans.md "Batch mode"): -1 where no
+    # operator sets the parallelism, an explicit FORWARD joining a vertex to the forward
+    # group of one that sets it, RESCALE for unchained edges with no partition step.
+    "batch_forward_group_and_rescale": (
+        """
+        SET execution.mode = 'batch';
+        SET parallelism = 2;
+        SET chaining = false;
+        CREATE SOURCE s (value BIGINT) WITH (connector = 'datagen', number_of_rows = 10);
+        CREATE SINK o WITH (connector = 'console', parallelism = 3);
+        INSERT INTO o FROM s |> WHERE value > 0 |> SELECT value WITH (parallelism = 2)
+          |> FORWARD |> WHERE value > 1;
+        """,
+        """
+        from pyflink.datastream import RuntimeExecutionMode
+        env.set_runtime_mode(RuntimeExecutionMode.BATCH)
+        env.set_parallelism(2)
+        env.disable_operator_chaining()
+        f = source("s").filter(lambda x: x > 0).name("Filter")
+        m = f.map(lambda x: x, output_type=LONG).name("Map").set_parallelism(2)
+        g = m.forward().filter(lambda x: x > 1).name("Filter")
+        g.print().name("o").set_parallelism(3)
+        """,
+        True,
+    ),
+    # BATCH mode with Flink's auto-parallelism off: no -1, the edges still RESCALE.
+    "batch_auto_parallelism_off": (
+        """
+        SET execution.mode = 'batch';
+        SET 'execution.batch.adaptive.auto-parallelism.enabled' = 'false';
+        SET parallelism = 2;
+        SET chaining = false;
+        CREATE SOURCE s (value BIGINT) WITH (connector = 'datagen', number_of_rows = 10);
+        CREATE SINK o WITH (connector = 'console');
+        INSERT INTO o FROM s |> WHERE value > 0;
+        """,
+        """
+        from pyflink.datastream import RuntimeExecutionMode
+        c = Configuration()
+        c.set_string("execution.batch.adaptive.auto-parallelism.enabled", "false")
+        env.configure(c)
+        env.set_runtime_mode(RuntimeExecutionMode.BATCH)
+        env.set_parallelism(2)
+        env.disable_operator_chaining()
+        source("s").filter(lambda x: x > 0).name("Filter").print().name("o")
+        """,
+        True,
+    ),
+    # BATCH mode, a keyed edge: the source and the aggregate set no parallelism (-1), the
+    # Map after the aggregate chains to it, the sink sets its own.
+    "batch_keyed_aggregate": (
+        """
+        SET execution.mode = 'batch';
+        SET parallelism = 4;
+        CREATE SOURCE s (value BIGINT) WITH (connector = 'datagen', number_of_rows = 10);
+        CREATE SINK o WITH (connector = 'console', mode = 'update', parallelism = 2);
+        INSERT INTO o FROM s |> SELECT value |> KEY BY value |> AGGREGATE sum(value) AS total
+          WITH (uid = 'agg');
+        """,
+        """
+        from pyflink.datastream import RuntimeExecutionMode
+        env.set_runtime_mode(RuntimeExecutionMode.BATCH)
+        env.set_parallelism(4)
+        m = source("s").map(lambda x: x, output_type=LONG).name("Map")
+        (m.key_by(lambda x: x % 7).reduce(lambda a, b: a + b).name("Keyed Aggregate").uid("agg")
+            .print().name("o").set_parallelism(2))
+        """,
+        False,
+    ),
     # A stream joined with a CREATE TABLE: Flink's two-input join with a bounded input,
     # both inputs hash-partitioned on the equality columns.
     "dimension_join": (
@@ -223,6 +292,98 @@ CASES: dict[str, tuple[str, str, bool]] = {
         """,
         False,
     ),
+    # BATCH mode (docs/plans.md, "Batch mode"): the source and sink set no parallelism of
+    # their own (-1: Flink's adaptive batch scheduler decides it), the aggregate does (2);
+    # its input is a keyed (HASH) edge, its output to the sink an implicit REBALANCE.
+    "batch_keyed_edge_set_and_unset_parallelism": (
+        """
+        SET parallelism = 4;
+        SET execution.mode = 'batch';
+        CREATE SOURCE s (value BIGINT) WITH (connector = 'datagen', number_of_rows = 10);
+        CREATE SINK o WITH (connector = 'console', mode = 'update');
+        INSERT INTO o FROM s |> SELECT value |> KEY BY value |> AGGREGATE sum(value) AS total
+          WITH (uid = 'agg', parallelism = 2, max_parallelism = 256);
+        """,
+        """
+        from pyflink.datastream import RuntimeExecutionMode
+        env.set_runtime_mode(RuntimeExecutionMode.BATCH)
+        env.set_parallelism(4)
+        m = source("s").map(lambda x: x, output_type=LONG).name("Map")
+        (m.key_by(lambda x: x % 7).reduce(lambda a, b: a + b).name("Keyed Aggregate").uid("agg")
+            .set_parallelism(2).set_max_parallelism(256).print().name("o"))
+        """,
+        False,
+    ),
+    # BATCH mode, nothing chained: the edges with no partition step ship RESCALE, the written
+    # FORWARD stays FORWARD and joins Map to Filter's forward group, whose parallelism is set
+    # (3), so Map has 3 too; Source and Sink set none (-1).
+    "batch_unchained_forwards_and_a_forward_group": (
+        """
+        SET parallelism = 3;
+        SET chaining = false;
+        SET execution.mode = 'batch';
+        CREATE SOURCE s (value BIGINT) WITH (connector = 'datagen', number_of_rows = 10);
+        CREATE SINK o WITH (connector = 'console');
+        INSERT INTO o FROM s |> SELECT value |> FORWARD |> WHERE value > 0
+          WITH (parallelism = 3);
+        """,
+        """
+        from pyflink.datastream import RuntimeExecutionMode
+        env.set_runtime_mode(RuntimeExecutionMode.BATCH)
+        env.set_parallelism(3)
+        env.disable_operator_chaining()
+        m = source("s").map(lambda x: x, output_type=LONG).name("Map")
+        f = m.forward().filter(lambda x: x > 0).name("Filter").set_parallelism(3)
+        f.print().name("o")
+        """,
+        True,
+    ),
+    # BATCH mode: a forward group with max parallelism set on some members gives every member
+    # the least of them (64 and 32: all three 32); the parallelism stays -1 (none set).
+    "batch_forward_group_takes_the_least_max_parallelism": (
+        """
+        SET parallelism = 3;
+        SET chaining = false;
+        SET execution.mode = 'batch';
+        CREATE SOURCE s (value BIGINT) WITH (connector = 'datagen', number_of_rows = 10);
+        CREATE SINK o WITH (connector = 'console');
+        INSERT INTO o FROM s |> SELECT value WITH (max_parallelism = 64) |> FORWARD
+          |> WHERE value > 0 WITH (max_parallelism = 32) |> FORWARD |> SELECT value;
+        """,
+        """
+        from pyflink.datastream import RuntimeExecutionMode
+        env.set_runtime_mode(RuntimeExecutionMode.BATCH)
+        env.set_parallelism(3)
+        env.disable_operator_chaining()
+        m = source("s").map(lambda x: x, output_type=LONG).name("Map").set_max_parallelism(64)
+        f = m.forward().filter(lambda x: x > 0).name("Filter").set_max_parallelism(32)
+        f.forward().map(lambda x: x, output_type=LONG).name("Map").print().name("o")
+        """,
+        True,
+    ),
+    # BATCH mode, chained: the same job with chaining on is one vertex of -1 (its FORWARD
+    # edges are inside the chain), and a chaining hint breaks it into RESCALE edges.
+    "batch_chained_and_a_chaining_hint": (
+        """
+        SET parallelism = 2;
+        SET execution.mode = 'batch';
+        CREATE SOURCE s (value BIGINT) WITH (connector = 'datagen', number_of_rows = 10);
+        CREATE SINK o WITH (connector = 'console');
+        CREATE SINK p WITH (connector = 'console');
+        INSERT INTO o FROM s |> SELECT value |> WHERE value > 0;
+        INSERT INTO p FROM s |> WHERE value > 1 WITH (chaining = 'new_chain');
+        """,
+        """
+        from pyflink.datastream import RuntimeExecutionMode
+        env.set_runtime_mode(RuntimeExecutionMode.BATCH)
+        env.set_parallelism(2)
+        s = source("s")
+        s.map(lambda x: x, output_type=LONG).name("Map").filter(lambda x: x > 0).name(
+            "Filter").print().name("o")
+        s.filter(lambda x: x > 1).name("Filter").start_new_chain().print().name("p")
+        """,
+        True,
+    ),
 }
 
 
@@ -249,13 +410,21 @@ PYFLINK_EXCHANGE = {
 }
 
 
-def random_case(seed: int) -> tuple[str, str]:
+def random_case(seed: int, batch: bool = False) -> tuple[str, str]:
     """One job as a .flow program and as PyFlink code: a view with a few steps, read by one or
-    two INSERTs with steps of their own; random exchanges, parallelism and hints."""
+    two INSERTs with steps of their own; random exchanges, parallelism and hints. ``batch``:
+    in BATCH mode (bounded sources), where Flink's adaptive batch scheduler makes the JobGraph
+    (docs/plans.md, "Batch mode")."""
     rng = random.Random(seed)
     default_p = rng.randint(1, 4)
     flow = [f"SET parallelism = {default_p};"]
     py = [f"env.set_parallelism({default_p})"]
+    bounded = ""
+    if batch:
+        flow.append("SET execution.mode = 'batch';")
+        py.append("from pyflink.datastream import RuntimeExecutionMode")
+        py.append("env.set_runtime_mode(RuntimeExecutionMode.BATCH)")
+        bounded = ", number_of_rows = 10"
     counter = iter(range(1000))
 
     def hints(parallel: int | None) -> tuple[list[str], str]:
@@ -302,9 +471,9 @@ def random_case(seed: int) -> tuple[str, str]:
 
     source_p = rng.choice([None, rng.randint(1, 4)])
     option = f", parallelism = {source_p}" if source_p is not None else ""
-    flow.append(f"CREATE SOURCE a (value BIGINT) WITH (connector = 'datagen'{option});")
+    flow.append(f"CREATE SOURCE a (value BIGINT) WITH (connector = 'datagen'{option}{bounded});")
     py.append('a = source("a")' + (f".set_parallelism({source_p})" if source_p else ""))
-    flow.append("CREATE SOURCE b (value BIGINT) WITH (connector = 'datagen');")
+    flow.append(f"CREATE SOURCE b (value BIGINT) WITH (connector = 'datagen'{bounded});")
     py.append('b = source("b")')
     py.append("v = a")
     view_steps, view_p = steps("v", source_p or default_p, rng.randint(1, 3))
@@ -332,6 +501,21 @@ def random_case(seed: int) -> tuple[str, str]:
 def test_random_topologies_equal_flinks() -> None:
     cases = [random_case(seed) for seed in range(40)]
     expected = flink_job_graphs([job for _, job in cases])
+    for seed, ((program, job), flink) in enumerate(zip(cases, expected, strict=True)):
+        assert flowc_job_graph(program) == flink, f"seed {seed}\n{program}\n{job}"
+
+
+def test_random_batch_topologies_equal_flinks() -> None:
+    """BATCH mode: -1 for every vertex no operator's parallelism is set on, unless a FORWARD
+    step joins it to one that is; RESCALE for an unchained edge with no partition step
+    (chaining hints, slot sharing groups); explicit exchanges as written."""
+    cases = [random_case(seed, batch=True) for seed in range(40)]
+    expected = flink_job_graphs([job for _, job in cases])
+    parallelisms = {v["parallelism"] for graph in expected for v in graph}
+    strategies = {e[1] for graph in expected for v in graph for e in v["inputs"]}
+    # The cases reach the rule's corners: unset and set parallelism, both edge conversions.
+    assert -1 in parallelisms and parallelisms - {-1}, parallelisms
+    assert {"RESCALE", "FORWARD"} <= strategies, strategies
     for seed, ((program, job), flink) in enumerate(zip(cases, expected, strict=True)):
         assert flowc_job_graph(program) == flink, f"seed {seed}\n{program}\n{job}"
 

@@ -242,3 +242,43 @@ def test_flowc_run_batch_flag(spark: Any, tmp_path: Path, capfd: Any) -> None:
     )
     report = json.loads((tmp_path / "r.json").read_text())
     assert report["queries"][0]["rows_written"] == len(expected_windows())
+
+
+ADAPTIVE = """
+SET execution.mode = 'batch';
+SET parallelism = 2;
+SET chaining = false;
+CREATE SOURCE s (value BIGINT) WITH (connector = 'datagen', number_of_rows = 10);
+CREATE SINK o WITH (connector = 'console', parallelism = 3);
+INSERT INTO o FROM s |> WHERE value > 0 |> SELECT value WITH (parallelism = 2) |> FORWARD
+  |> WHERE value > 1;
+"""
+
+
+def test_batch_job_graph_says_minus_one_where_flink_decides_and_plans_the_bound() -> None:
+    """Flink's adaptive batch JobGraph (docs/plans.md, "Batch mode"): the source and the
+    first Filter set no parallelism (-1, planned at SET parallelism 2); the Map sets 2 and
+    the Filter after an explicit FORWARD joins its forward group (2, not -1); the sink sets
+    3. An unchained edge with no partition step between equal parallelisms ships RESCALE,
+    the FORWARD stays FORWARD. The physical plan gives a -1 vertex the planned subtasks."""
+    job = flowc.compile(ADAPTIVE, "a.flow")
+    vertices = job.job_graph.topological()
+    assert [v.name for v in vertices] == ["Source: s", "Filter", "Map", "Filter", "Sink: o"]
+    assert [v.flink_parallelism for v in vertices] == [-1, -1, 2, 2, 3]
+    assert [v.parallelism for v in vertices] == [2, 2, 2, 2, 3]
+    edges = [(e.ship_strategy, e.distribution) for v in vertices for e in v.inputs]
+    assert edges == [
+        ("RESCALE", "POINTWISE"),
+        ("RESCALE", "POINTWISE"),
+        ("FORWARD", "POINTWISE"),
+        ("REBALANCE", "ALL_TO_ALL"),
+    ]
+    nodes = json.loads(job.job_graph.to_json())["nodes"]
+    source = next(n for n in nodes if n["name"].startswith("Source"))
+    assert (source["parallelism"], source["planned_parallelism"]) == (-1, 2)
+    assert "parallelism -1 (decided at run time; planned 2)" in job.job_graph.to_text()
+    physical = [v.parallelism for v in job.physical_plan.vertices]
+    assert sorted(physical) == [2, 2, 2, 2, 3]
+    streaming = flowc.compile(ADAPTIVE.replace("'batch'", "'streaming'"), "a.flow")
+    assert all(not v.adaptive for v in streaming.job_graph.vertices.values())
+    assert {e.ship_strategy for e in streaming.job_graph.edges()} == {"FORWARD", "REBALANCE"}

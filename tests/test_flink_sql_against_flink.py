@@ -37,8 +37,9 @@ How the DataStream jobs are written:
   sink has no ``set_max_parallelism``: the case sets it on the Java transformation.
 
 Where flowc's graph differs from Flink's, the case is an xfail (strict) with the reason in
-DIFFERENCES: BATCH mode (Flink 2.3's adaptive batch scheduler) and a name hint on a source
-or sink.
+DIFFERENCES: a name hint on a source or sink. BATCH-mode cases compare Flink 2.3's
+adaptive batch JobGraph (docs/plans.md, "Batch mode"): -1 for unconfigured vertices, RESCALE
+for unchained edges with no partition step.
 
 Not built here, and why:
 - Hints on the SQL query's own operators: a SQL query takes no ``WITH (...)`` hints; the
@@ -1028,21 +1029,6 @@ STAND_INS: dict[str, str] = {
 
 # Cases where flowc's graph is not Flink's, each with the reason (reported, not bent).
 DIFFERENCES = {
-    "tvf_tumble_in_batch_mode": (
-        "In BATCH mode Flink 2.3 runs the AdaptiveBatchScheduler with auto-parallelism on "
-        "(its defaults): every vertex whose parallelism no operator sets explicitly has "
-        "parallelism -1 in the JobGraph (decided at run time from the data volume); flowc "
-        "gives those vertices the SET parallelism. With "
-        "execution.batch.adaptive.auto-parallelism.enabled=false, or jobmanager.scheduler="
-        "default, Flink's JobGraph has flowc's parallelism."
-    ),
-    "group_window_in_batch_mode_unchained": (
-        "In BATCH mode (adaptive batch scheduler) Flink 2.3 gives an edge with no partition "
-        "step between operators of equal parallelism a ForwardForUnspecifiedPartitioner, "
-        "and where that edge is not chained the JobGraph ships it RESCALE (POINTWISE); flowc "
-        "ships it FORWARD. Also the Window and Map vertices' parallelism -1 (see "
-        "tvf_tumble_in_batch_mode). The RESCALE holds with every parallelism set too."
-    ),
     "name_hints_in_table_options": (
         "Flink names a source's node 'Source: ' + its name and a legacy sink's 'Sink: ' + "
         "its name, so .name('printer') is 'Sink: printer' (vertex name and description); "

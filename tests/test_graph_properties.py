@@ -146,7 +146,17 @@ def check_vertices_take_their_heads_properties(program: Program, job: CompiledJo
         assert vertex.id == graph.operator_id(head.id)
         assert vertex.name == chained_name(head.id)
         assert vertex.parallelism == head.parallelism
-        assert vertex.max_parallelism == head.max_parallelism
+        if program.batch:
+            # A forward group takes its members' least max parallelism (docs/plans.md).
+            if head.max_parallelism is not None:
+                assert vertex.max_parallelism is not None
+                assert vertex.max_parallelism <= head.max_parallelism
+            for edge in vertex.inputs:
+                if edge.ship_strategy == Partitioner.FORWARD:
+                    producer = job.job_graph.vertices[edge.producer]
+                    assert producer.max_parallelism == vertex.max_parallelism
+        else:
+            assert vertex.max_parallelism == head.max_parallelism
         assert vertex.slot_sharing_group == head.slot_sharing_group
         for op in vertex.operators:
             member = graph.nodes[op.node_id]
@@ -158,8 +168,14 @@ def check_vertices_take_their_heads_properties(program: Program, job: CompiledJo
 def check_job_edges_match_unchained_stream_edges(program: Program, job: CompiledJob) -> None:
     graph = job.stream_graph
     owner = owners(job)
+    # BATCH mode: Flink's ForwardForUnspecifiedPartitioner (no partition step written between
+    # equal parallelisms) ships RESCALE where it is not chained (docs/plans.md, "Batch mode").
     crossing = sorted(
-        (owner[e.source_id], owner[e.target_id], e.partitioner)
+        (
+            owner[e.source_id],
+            owner[e.target_id],
+            Partitioner.RESCALE if program.batch and e.forward_for_unspecified else e.partitioner,
+        )
         for e in graph.edges()
         if owner[e.source_id] != owner[e.target_id]
     )

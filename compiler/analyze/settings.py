@@ -81,6 +81,7 @@ def read_settings(
         max_parallelism=_int(values, "max_parallelism"),
         chaining=bool(values.get("chaining", True)),
         execution_mode=str(values.get("execution.mode", "streaming")),
+        auto_parallelism=bool(values.get("batch.auto_parallelism", True)),
         checkpoint_interval_ms=_int(values, "checkpoint.interval"),
         checkpoint_mode=str(values.get("checkpoint.mode", "exactly_once")),
         checkpoint_dir=_str(values, "checkpoint.dir"),

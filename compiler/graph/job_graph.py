@@ -25,7 +25,7 @@ from flowc.outputs import count_of, document, reference_name
 from flowc.program import Settings
 from flowc.render import Diagram, Edge, Node, Shape
 from flowc.spans import Span
-from flowc.vocabulary import Partitioner
+from flowc.vocabulary import POINTWISE_PARTITIONERS, Partitioner
 
 #: CheckpointCoordinatorConfiguration's DISABLED_CHECKPOINT_INTERVAL (Long.MAX_VALUE).
 DISABLED_CHECKPOINT_INTERVAL = 2**63 - 1
@@ -97,12 +97,25 @@ class JobVertex:
     span: Span
     inputs: list[JobEdge] = field(default_factory=list)
     produced: list[IntermediateDataSet] = field(default_factory=list)
+    #: BATCH mode, parallelism configured nowhere: Flink's adaptive batch scheduler decides
+    #: it at run time (-1 in Flink's JobGraph); ``parallelism`` is then the bound flowc
+    #: plans for (docs/plans.md, "Batch mode").
+    adaptive: bool = False
+
+    @property
+    def flink_parallelism(self) -> int:
+        """The parallelism in Flink's JobGraph: -1 where the scheduler decides it."""
+        return -1 if self.adaptive else self.parallelism
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
             "id": self.id,
             "name": self.name,
-            "parallelism": self.parallelism,
+            "parallelism": self.flink_parallelism,
+        }
+        if self.adaptive:
+            data["planned_parallelism"] = self.parallelism
+        data |= {
             "max_parallelism": self.max_parallelism,
             "slot_sharing_group": self.slot_sharing_group,
             "operator": "",
@@ -189,8 +202,13 @@ class JobGraph:
             )
             lines.append("")
             lines.append(f"{vertex.name} [{vertex.id[:8]}]")
+            parallelism = (
+                f"-1 (decided at run time; planned {vertex.parallelism})"
+                if vertex.adaptive
+                else str(vertex.parallelism)
+            )
             lines.append(
-                f"  vertex {vertex.id}  parallelism {vertex.parallelism}, max parallelism "
+                f"  vertex {vertex.id}  parallelism {parallelism}, max parallelism "
                 f"{max_p}, slot sharing group '{vertex.slot_sharing_group}'"
             )
             for op in vertex.operators:
@@ -369,10 +387,61 @@ class _JobGraphGenerator:
     def generate(self) -> JobGraph:
         for source in sorted(self.graph.sources):
             self.create_chain(source)
+        if not self.graph.streaming:
+            self.set_adaptive_parallelisms()
         for vertex_id, vertex in list(self.job.vertices.items()):
             for edge in self.transitive_out[vertex.head]:
                 self.connect(vertex_id, edge)
         return self.job
+
+    def ship_strategy(self, edge: StreamEdge) -> Partitioner:
+        """The JobEdge's partitioner. In BATCH mode Flink's graph is dynamic (adaptive batch
+        scheduler): an edge with no partition step between equal parallelisms carries a
+        ForwardForUnspecifiedPartitioner (StreamGraph.addEdgeInternal), which
+        tryConvertPartitionerForDynamicGraph makes a RescalePartitioner where it is not
+        chained (a JobEdge is never chained); an explicit FORWARD stays FORWARD."""
+        if not self.graph.streaming and edge.forward_for_unspecified:
+            return Partitioner.RESCALE
+        return edge.partitioner
+
+    def set_adaptive_parallelisms(self) -> None:
+        """Flink's setVertexParallelismsForDynamicGraphIfNecessary (BATCH mode, whose
+        adaptive batch scheduler has execution.batch.adaptive.auto-parallelism.enabled on by
+        default; ``batch.auto_parallelism = false`` turns it off): a vertex none of whose
+        operators has its parallelism configured gets -1 (``adaptive``); then the vertices
+        joined by FORWARD JobEdges form forward groups (ForwardGroupComputeUtil), and a group
+        with a decided parallelism gives it to all, as a group with a max parallelism set on
+        some member gives all the least of them (JobVertexForwardGroup). flowc keeps
+        ``parallelism`` as the bound it plans for (docs/plans.md)."""
+        vertices = self.job.vertices
+        auto = self.graph.settings.auto_parallelism
+        for vertex in vertices.values():
+            vertex.adaptive = auto and not vertex.parallelism_configured
+        group: dict[str, str] = {vid: vid for vid in vertices}
+
+        def find(vid: str) -> str:
+            while group[vid] != vid:
+                group[vid] = group[group[vid]]
+                vid = group[vid]
+            return vid
+
+        for vid, vertex in vertices.items():
+            for edge in self.transitive_out[vertex.head]:
+                if self.ship_strategy(edge) == Partitioner.FORWARD:
+                    group[find(self.vertex_of_node[edge.target_id])] = find(vid)
+        decided = {find(vid) for vid, v in vertices.items() if not v.adaptive}
+        max_parallelism: dict[str, int] = {}
+        for vid, vertex in vertices.items():
+            if vertex.max_parallelism is not None:
+                root = find(vid)
+                known = max_parallelism.get(root, vertex.max_parallelism)
+                max_parallelism[root] = min(known, vertex.max_parallelism)
+        for vid, vertex in vertices.items():
+            if vertex.adaptive and find(vid) in decided:
+                vertex.adaptive = False
+                vertex.parallelism_configured = True
+            if find(vid) in max_parallelism:
+                vertex.max_parallelism = max_parallelism[find(vid)]
 
     def create_chain(self, source: int) -> None:
         """Flink's createChain from ``source``: chainable outputs first, then a new chain per
@@ -477,6 +546,7 @@ class _JobGraphGenerator:
         producer = self.job.vertices[producer_id]
         consumer = self.job.vertices[self.vertex_of_node[edge.target_id]]
         partition_type = self.result_partition_type(edge)
+        ship_strategy = self.ship_strategy(edge)
         dataset = None
         # Flink reuses the first BLOCKING dataset of the producer with the same source node
         # and partitioner whose first consumer has this consumer's parallelism, max
@@ -485,8 +555,8 @@ class _JobGraphGenerator:
         reuse = (
             producer_id,
             edge.source_id,
-            edge.partitioner,
-            consumer.parallelism,
+            ship_strategy,
+            consumer.flink_parallelism,
             consumer.max_parallelism,
             edge.output_tag,
             edge.keys,
@@ -498,7 +568,7 @@ class _JobGraphGenerator:
                 id=_dataset_id(producer_id, len(producer.produced)),
                 producer=producer_id,
                 result_partition_type=partition_type,
-                partitioner=edge.partitioner,
+                partitioner=ship_strategy,
             )
             producer.produced.append(dataset)
             if partition_type == "BLOCKING":
@@ -506,8 +576,8 @@ class _JobGraphGenerator:
         job_edge = JobEdge(
             source=dataset,
             target=consumer.id,
-            ship_strategy=edge.partitioner,
-            distribution="POINTWISE" if edge.pointwise else "ALL_TO_ALL",
+            ship_strategy=ship_strategy,
+            distribution="POINTWISE" if ship_strategy in POINTWISE_PARTITIONERS else "ALL_TO_ALL",
             stream_edge=edge,
         )
         dataset.consumers.append(job_edge)

@@ -55,6 +55,10 @@ class StreamEdge:
     #: Flink's own REBALANCE between operators of different parallelism, where the program
     #: wrote no partition step (not in the JSON: Flink's graph does not say it either).
     implicit: bool = False
+    #: Flink's FORWARD where the program wrote no partition step between equal
+    #: parallelisms: a ForwardForUnspecifiedPartitioner in BATCH mode (see
+    #: flowc.graph.job_graph's ship_strategy); not in the JSON, which says FORWARD as Flink's.
+    forward_for_unspecified: bool = False
 
     @property
     def pointwise(self) -> bool:
@@ -554,6 +558,7 @@ class _Generator:
             keys=keys,
             span=span,
             implicit=partitioner is None and name == Partitioner.REBALANCE,
+            forward_for_unspecified=partitioner is None and name == Partitioner.FORWARD,
         )
         upstream.out_edges.append(edge)
         downstream.in_edges.append(edge)

@@ -129,7 +129,7 @@ def flowc_job_graph(program: str) -> list[dict[str, Any]]:
         out.append(
             {
                 "name": vertex.name,
-                "parallelism": vertex.parallelism,
+                "parallelism": vertex.flink_parallelism,
                 "max_parallelism": vertex.max_parallelism or -1,
                 "id": vertex.id,
                 "group": vertex.slot_sharing_group,
