@@ -439,8 +439,7 @@ class _Lowering:
                 raise _Unsupported(what, self.span_of(node, keyword), help=help)
         self.flink_windows(tree)
         self.window_time_places(tree)
-        for window in tree.find_all(exp.Window):
-            raise _Unsupported("OVER (...) window functions", self.span_of(window))
+        self.over_windows(tree)
         for node in tree.walk():
             if isinstance(node, exp.Subquery | exp.Select) and node is not tree:
                 raise _Unsupported(
@@ -1019,6 +1018,79 @@ class _Lowering:
             )
         return ast.PipeQuery(source=source, steps=tuple(steps), span=self.span)
 
+    def over_windows(self, tree: exp.Select) -> None:
+        """Every OVER call of the SELECT, refused at its place: first what Flink 2.3 itself
+        refuses on a stream (asked of it: docs/language.md, "OVER windows"), then E0753
+        for a form Flink runs that flowc does not run on Spark yet."""
+        windows = list(tree.find_all(exp.Window))
+        if not windows:
+            return
+        named = {
+            w.alias.lower(): w for w in tree.args.get("windows") or [] if isinstance(w, exp.Window)
+        }
+        first: tuple[str, exp.Window] | None = None
+        for window in windows:
+            spec = named.get(window.alias.lower(), window) if window.alias else window
+            if isinstance(window.this, exp.Lead):
+                raise _Unsupported(
+                    "LEAD needs rows after the current one, which Flink does not wait for on a "
+                    "stream ('LEAD Function is not supported in stream mode')",
+                    self.span_of(window),
+                    help="LAG over the next rows' order gives the earlier row instead",
+                    code=Code.E0752,
+                )
+            order = spec.args.get("order")
+            keys = order.expressions if isinstance(order, exp.Order) else []
+            if len(keys) != 1 or not isinstance(keys[0].this, exp.Column):
+                raise _Unsupported(
+                    "an OVER window is ordered by exactly one time column on a stream "
+                    "(Flink: 'The window can only be ordered by a single time column')",
+                    self.span_of(order if isinstance(order, exp.Order) else window),
+                    help="ORDER BY the stream's event-time column (the one with the WATERMARK)",
+                    code=Code.E0751,
+                )
+            if keys[0].args.get("desc"):
+                raise _Unsupported(
+                    "an OVER window is ordered ascending on a stream (Flink: 'The window can "
+                    "only be ordered in ASCENDING mode')",
+                    self.span_of(keys[0]),
+                    help=f"ORDER BY {keys[0].this.sql()} (ascending): rows come in time order",
+                    code=Code.E0750,
+                )
+            frame = spec.args.get("spec")
+            if isinstance(frame, exp.WindowSpec) and "FOLLOWING" in (
+                str(frame.args.get("start_side") or "").upper(),
+                str(frame.args.get("end_side") or "").upper(),
+            ):
+                raise _Unsupported(
+                    "an OVER frame ends at the current row on a stream (Flink: 'OVER "
+                    "... FOLLOWING windows are not supported yet')",
+                    self.span_of(frame),
+                    help="end the frame AND CURRENT ROW",
+                    code=Code.E0752,
+                )
+            shape = _window_shape(spec)
+            if first is None:
+                first = (shape, window)
+            elif shape != first[0]:
+                raise _Unsupported(
+                    "every OVER call of one SELECT is over the same window on a stream "
+                    f"(Flink plans one), and this one's differs from '{first[0]}'",
+                    self.span_of(window),
+                    help="compute each window in a view of its own and join them, or use "
+                    "one window for every call",
+                    code=Code.E0754,
+                )
+        assert first is not None
+        raise _Unsupported(
+            f"OVER ({first[0]}) is Flink's OverAggregate, which flowc does not run on Spark yet",
+            self.span_of(first[1]),
+            help="Flink runs it ordered by a time attribute only; aggregate per key over a "
+            "time WINDOW instead (docs/language.md, "
+            '"OVER windows")',
+            code=Code.E0753,
+        )
+
     def item(self, node: exp.Expr, name: str | None = None) -> ast.SelectItem:
         """``node`` as a SELECT item; ``name``, where given, names it (Flink's name for an
         item Calcite renames)."""
@@ -1411,6 +1483,20 @@ class _Lowering:
                     "then it is the window's bound"
                 )
         return "add it to GROUP BY or wrap it in an aggregate"
+
+
+def _window_shape(window: exp.Window) -> str:
+    """An OVER window's PARTITION BY, ORDER BY and frame as SQL text: two calls share a
+    window when these are equal (LAG's frame is Flink's RANGE UNBOUNDED PRECEDING, the
+    default; ROW_NUMBER's ROWS UNBOUNDED PRECEDING: Flink 2.3's plans)."""
+    bare = exp.Window(
+        this=exp.Null(),
+        partition_by=[p.copy() for p in window.args.get("partition_by") or []],
+        order=(window.args["order"].copy() if window.args.get("order") else None),
+        spec=(window.args["spec"].copy() if window.args.get("spec") else None),
+    )
+    text = bare.sql()
+    return text[text.index("(", len("NULL OVER")) + 1 : -1].strip()
 
 
 def _same_arguments(call: exp.Anonymous) -> list[exp.Expr]:
