@@ -73,7 +73,12 @@ def held_state(
         ]
     return [
         HeldState(
-            n.name, n.span.line, n.operator, rows, watermark, _note(n.operator, rows, watermark)
+            n.name,
+            n.span.line,
+            n.operator,
+            rows,
+            watermark,
+            _note(n.operator, rows, watermark, n.id in plan.within_deduplicators),
         )
         for n, rows in zip(nodes, counts, strict=True)
     ]
@@ -85,7 +90,7 @@ def _readable(watermark: str) -> str:
     return text.removesuffix(".000")
 
 
-def _note(kind: str, rows: int, watermark: str | None) -> str:
+def _note(kind: str, rows: int, watermark: str | None, within: bool = False) -> str:
     if rows == 0:
         return "nothing held: every result is written"
     until = f"after {watermark}" if watermark is not None else "at any time (no watermark yet)"
@@ -105,6 +110,12 @@ def _note(kind: str, rows: int, watermark: str | None) -> str:
             f"input moves the watermark past their time bound (complete up to {watermark})"
             if watermark is not None
             else "rows wait for matches; unmatched rows of an outer join wait for a watermark"
+        )
+    if kind == "deduplicate" and within:
+        return (
+            "keys remembered with their kept row's time, so that repeats within the interval "
+            "are dropped; each is forgotten once the watermark passes that time plus the "
+            "interval"
         )
     if kind == "deduplicate":
         return "keys remembered, so that later repeats are dropped"

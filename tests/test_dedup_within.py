@@ -240,6 +240,9 @@ def test_within_keeps_the_rules_rows_across_micro_batches_and_restarts(
         job = flowc.compile(ISSUE, str(flow), for_spark=True)
         report = run_job(job, available_now=True, master="local[2]", out=io.StringIO())
         assert all(q.error is None for q in report.queries), report
+    (kept_state,) = [h for q in report.queries if q.name == "o" for h in q.state]
+    assert kept_state.kind == "deduplicate" and kept_state.line == 6
+    assert "forgotten once the watermark passes that time plus the interval" in kept_state.note
     wanted = within_rule(BATCHES, interval=10, delay=1)
     assert values(wanted) == list("acdhilmnqrt")
     kept = read_json_dir(tmp_path / "out" / "kept")
@@ -278,6 +281,59 @@ def test_within_in_batch_mode_keeps_the_rules_rows(spark: Any, tmp_path: Path) -
     wanted = within_rule([everything], interval=10, delay=1)
     assert values(wanted) == list("acdgilmnqrt")  # g is no longer late, and h 0.5 after it
     assert values(read_json_dir(tmp_path / "out" / "kept")) == values(wanted)
+
+
+KEY_TYPES = """\
+SET max_parallelism = 4;
+CREATE SOURCE ev (id BIGINT, c TIMESTAMP, d DECIMAL(10, 2), x DOUBLE, day DATE, ts TIMESTAMP,
+    WATERMARK FOR ts AS ts - INTERVAL 1 MINUTE)
+  WITH (connector = 'files', path = 'in', format = 'json');
+""" + "".join(
+    f"CREATE SINK o_{k} WITH (connector = 'files', path = 'out/{k}', format = 'json');\n"
+    f"INSERT INTO o_{k} FROM ev |> DEDUPLICATE ON {k} WITHIN INTERVAL 10 MINUTES;\n"
+    for k in ("c", "d", "x", "day")
+)
+
+
+def test_within_keys_of_every_type_meet_across_micro_batches(spark: Any, tmp_path: Path) -> None:
+    """A key kept in one micro-batch is the same key in the next, whatever its type: the
+    state keeps keys as text of their identity (a TIMESTAMP comes back from Spark's state
+    without the zone the input's has; NaN equals NaN, as in Spark's grouping)."""
+    first = {"c": "2024-01-01T09:00:00", "d": 1.5, "day": "2024-01-01"}
+    batches = [
+        [
+            {"id": 1, **first, "x": 0.1, "ts": at(0)},
+            {
+                "id": 2,
+                "c": "2024-01-01T09:00:00.001",
+                "d": 2.5,
+                "x": float("nan"),
+                "day": "2024-01-02",
+                "ts": at(0.5),
+            },
+        ],
+        [
+            {"id": 3, **first, "x": 0.1, "ts": at(5)},  # 1's key again, 5 minutes later
+            {
+                "id": 4,
+                "c": "2024-01-01T09:00:00.001",
+                "d": 2.5,
+                "x": float("nan"),
+                "day": "2024-01-02",
+                "ts": at(5),
+            },  # 2's
+        ],
+    ]
+    flow = tmp_path / "types.flow"
+    flow.write_text(KEY_TYPES, encoding="utf-8")
+    for index, batch in enumerate(batches):
+        write_batch(tmp_path / "in", index, batch)
+        job = flowc.compile(KEY_TYPES, str(flow), for_spark=True)
+        report = run_job(job, available_now=True, master="local[2]", out=io.StringIO())
+        assert all(q.error is None for q in report.queries), report
+    for column in ("c", "d", "x", "day"):
+        kept = sorted(r["id"] for r in read_json_dir(tmp_path / "out" / column))
+        assert kept == [1, 2], column
 
 
 # ---------------------------------------------------------------- the refusals left

@@ -106,7 +106,7 @@ class PysparkGenerator(SourceWriter, StepWriter, SinkWriter):
             if self.spark_plan.watermark_readers:
                 types.add("TimestampType")
             if self.spark_plan.within_deduplicators:
-                types.add("LongType")
+                types.update(("LongType", "StringType"))
             w(f"from pyspark.sql.types import {', '.join(sorted(types))}")
         w("")
         w(f"JOB_NAME = {settings.job_name!r}")

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
         StatefulProcessorHandle,
         TimerValues,
     )
-    from pyspark.sql.types import LongType, StructField, StructType, TimestampType
+    from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
 else:
     #: The program imports pyspark's; flowc never does (the class is copied as text).
     StatefulProcessor = object
@@ -729,7 +729,7 @@ class DeduplicateWithin(StatefulProcessor):
     row, and one ``within`` or more from the kept row, is kept and becomes the kept row; a
     micro-batch's rows in event-time order, a row without a time dropped. Rows come grouped
     by key group (column ``group``: a hash of the ON columns ``keys``), Flink's unit of keyed
-    state: a group's state is one list of (key..., kept time), read and written once a
+    state: a group's state is one list of (the key as text, kept time), read and written once a
     micro-batch (a state call per key made 100,000 keys 20 times slower), its entries
     dropped once the watermark passes their time plus ``within`` (every later row of the
     key is then kept anyway) on input and by an event-time timer at the earliest such time.
@@ -750,34 +750,39 @@ class DeduplicateWithin(StatefulProcessor):
             self.kept = handle.getListState('kept', self.state)
 
     @staticmethod
-    def identity(values: tuple[object, ...]) -> tuple[object, ...]:
-        """A dict key equal where Spark's grouping is: NaN equals NaN, arrays compare."""
-        return tuple(
-            ('NaN',) if isinstance(v, float) and v != v
-            else DeduplicateWithin.identity(tuple(v)) if isinstance(v, list | tuple)
-            else v
-            for v in values
-        )
+    def identity(value: object) -> object:
+        """A value equal where Spark's grouping is: NaN equals NaN and -0.0 0.0, a
+        timestamp its instant (Spark hands the input's with the session's zone, state's
+        without), arrays and structs by their items."""
+        from datetime import UTC, datetime
 
-    def load(self, mark: int) -> dict[tuple[object, ...], tuple[tuple[object, ...], int]]:
-        """The group's kept keys not yet forgotten at watermark ``mark``."""
-        kept: dict[tuple[object, ...], tuple[tuple[object, ...], int]] = {}
+        if isinstance(value, float):
+            return 'NaN' if value != value else value + 0.0
+        if isinstance(value, datetime):
+            aware = value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+            return ('instant', aware.timestamp())
+        if isinstance(value, list | tuple):
+            return tuple(DeduplicateWithin.identity(v) for v in value)
+        return value
+
+    def load(self, mark: int) -> dict[str, int]:
+        """The group's kept keys (their identities' text) not yet forgotten at ``mark``."""
+        kept: dict[str, int] = {}
         if self.state is not None:
-            for entry in self.kept.get():
-                values, at = tuple(entry[:-1]), int(entry[-1])
+            for text, at in self.kept.get():
                 if at + self.within > mark:
-                    kept[self.identity(values)] = (values, at)
+                    kept[text] = at
         return kept
 
-    def store(self, kept: dict[tuple[object, ...], tuple[tuple[object, ...], int]]) -> None:
+    def store(self, kept: dict[str, int]) -> None:
         """The group's list, and its one timer at the earliest time a key is forgotten."""
         for timer in list(self.handle.listTimers()):
             self.handle.deleteTimer(timer)
         if not kept:
             self.kept.clear()
             return
-        self.kept.put([(*values, at) for values, at in kept.values()])
-        self.handle.registerTimer(min(at for _, at in kept.values()) + self.within)
+        self.kept.put(list(kept.items()))
+        self.handle.registerTimer(min(kept.values()) + self.within)
 
     def handleInputRows(
         self, key: tuple[object, ...], rows: Iterator[Row], timerValues: TimerValues
@@ -790,13 +795,12 @@ class DeduplicateWithin(StatefulProcessor):
             if output is None:
                 names = [n for n in row.__fields__ if n not in (self.millis, self.group)]
                 output = Row(*names)
-            values = tuple(row[k] for k in self.keys)
-            identity = self.identity(values)
+            identity = repr(self.identity(tuple(row[k] for k in self.keys)))
             at = row[self.millis]
             before = kept.get(identity)
-            if before is not None and abs(at - before[1]) < self.within:
+            if before is not None and abs(at - before) < self.within:
                 continue
-            kept[identity] = (values, at)
+            kept[identity] = at
             yield output(*(row[n] for n in names))
         if self.state is not None:
             self.store(kept)
@@ -831,8 +835,7 @@ def deduplicate_within(
         group: F.pmod(F.hash(*hashed, F.lit(0)), F.lit(groups)),
     })
     state = StructType(
-        [StructField(f'k{i}', fields[k].dataType, True) for i, k in enumerate(keys)]
-        + [StructField('at', LongType(), False)]
+        [StructField('key', StringType(), False), StructField('at', LongType(), False)]
     ) if streaming else None
     return timed.groupBy(F.col(group)).transformWithState(
         DeduplicateWithin(keys, millis, group, within, state),
