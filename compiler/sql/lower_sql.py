@@ -439,7 +439,7 @@ class _Lowering:
                 raise _Unsupported(what, self.span_of(node, keyword), help=help)
         self.flink_windows(tree)
         self.window_time_places(tree)
-        self.over_windows(tree)
+        over = self.over_windows(tree)
         for node in tree.walk():
             if isinstance(node, exp.Subquery | exp.Select) and node is not tree:
                 raise _Unsupported(
@@ -494,6 +494,8 @@ class _Lowering:
         if where is not None:
             steps.append(ast.Where(condition=self.expr(where.this), **fields))
         group = tree.args.get("group")
+        if over is not None:
+            items = self.over_step(tree, items, over, steps)
         has_aggregates = any(has_aggregate(item) for item in items)
         if tvf_window is not None:
             steps.extend(self.aggregate(tree, items, group, tvf_window, partition))
@@ -1018,13 +1020,13 @@ class _Lowering:
             )
         return ast.PipeQuery(source=source, steps=tuple(steps), span=self.span)
 
-    def over_windows(self, tree: exp.Select) -> None:
-        """Every OVER call of the SELECT, refused at its place: first what Flink 2.3 itself
-        refuses on a stream (asked of it: docs/language.md, "OVER windows"), then E0753
-        for a form Flink runs that flowc does not run on Spark yet."""
+    def over_windows(self, tree: exp.Select) -> exp.Window | None:
+        """The SELECT's one OVER window, when flowc runs it (an OVER step: docs/language.md,
+        "OVER windows"); any other OVER call refused at its place: first what Flink 2.3
+        itself refuses on a stream, then E0753 for a form flowc does not run yet."""
         windows = list(tree.find_all(exp.Window))
         if not windows:
-            return
+            return None
         named = {
             w.alias.lower(): w for w in tree.args.get("windows") or [] if isinstance(w, exp.Window)
         }
@@ -1082,6 +1084,15 @@ class _Lowering:
                     code=Code.E0754,
                 )
         assert first is not None
+        frame = _over_frame(first[1])
+        if (
+            tree.args.get("group") is None
+            and not tree.args.get("distinct")
+            and all(_over_call(w) for w in windows)
+            and frame is not None
+            and (frame[0] or interval_millis(self.expr(frame[1])) is not None)
+        ):
+            return first[1]
         raise _Unsupported(
             f"OVER ({first[0]}) is Flink's OverAggregate, which flowc does not run on Spark yet",
             self.span_of(first[1]),
@@ -1090,6 +1101,71 @@ class _Lowering:
             '"OVER windows")',
             code=Code.E0753,
         )
+
+    def over_step(
+        self, tree: exp.Select, items: list[exp.Expr], window: exp.Window, steps: list[ast.Step]
+    ) -> list[exp.Expr]:
+        """The OVER step computing every OVER call of the SELECT (one window: its calls are
+        named as the items they are, else ``w0$o0``, ``w0$o1``, ... as Flink names them),
+        appended to ``steps``; the items return with each call read from its column."""
+        frame = _over_frame(window)
+        assert frame is not None
+        rows, preceding = frame
+        order = window.args["order"].expressions[0].this
+        taken = {(i.alias_or_name or "").lower() for i in items}
+        names: dict[int, str] = {}
+        hidden = 0
+        for item in items:
+            body = item.this if isinstance(item, exp.Alias) else item
+            if isinstance(item, exp.Alias) and isinstance(body, exp.Window):
+                names[id(body)] = item.alias
+                continue
+            for call in body.find_all(exp.Window):
+                name = f"w0$o{hidden}"
+                hidden += 1
+                while name.lower() in taken:
+                    name += "_"
+                names[id(call)] = name
+        calls: list[ast.SelectItem] = []
+        for item in items:
+            for call in item.find_all(exp.Window):
+                calls.append(
+                    ast.SelectItem(
+                        expr=self.expr(call.this),
+                        alias=self.name(names[id(call)], self.span_of(call)),
+                        span=self.span_of(call),
+                    )
+                )
+        span = self.span_of(window)
+        steps.append(
+            ast.Over(
+                partition=tuple(
+                    self.name(p.name, self.span_of(p))
+                    for p in window.args.get("partition_by") or []
+                ),
+                order=self.name(order.name, self.span_of(order)),
+                rows=rows,
+                preceding=self.expr(preceding),
+                items=tuple(calls),
+                keyword_span=span,
+                hints=(),
+                hints_span=None,
+                span=span,
+            )
+        )
+
+        def read(node: exp.Expr) -> exp.Expr:
+            if isinstance(node, exp.Window):
+                return exp.column(exp.to_identifier(names[id(node)]))
+            return node
+
+        lowered: list[exp.Expr] = []
+        for item in items:
+            if isinstance(item, exp.Alias) and isinstance(item.this, exp.Window):
+                lowered.append(exp.column(exp.to_identifier(item.alias)))
+                continue
+            lowered.append(item.copy().transform(read) if item.find(exp.Window) else item)
+        return lowered
 
     def item(self, node: exp.Expr, name: str | None = None) -> ast.SelectItem:
         """``node`` as a SELECT item; ``name``, where given, names it (Flink's name for an
@@ -1483,6 +1559,43 @@ class _Lowering:
                     "then it is the window's bound"
                 )
         return "add it to GROUP BY or wrap it in an aggregate"
+
+
+#: The aggregates an OVER step computes (docs/language.md, "OVER windows").
+OVER_AGGREGATES = (exp.Count, exp.Sum, exp.Min, exp.Max, exp.Avg)
+
+
+def _over_call(window: exp.Window) -> bool:
+    """Whether an OVER call is one the OVER step computes: COUNT(*), or COUNT, SUM, MIN,
+    MAX, AVG of a column, not DISTINCT, not FILTERed."""
+    call = window.this
+    if not isinstance(call, OVER_AGGREGATES):
+        return False
+    arg = call.this
+    return isinstance(arg, exp.Column) or (
+        isinstance(call, exp.Count) and isinstance(arg, exp.Star)
+    )
+
+
+def _over_frame(window: exp.Window) -> tuple[bool, exp.Expr] | None:
+    """``(rows, preceding)`` of ``ROWS BETWEEN n PRECEDING AND CURRENT ROW`` or ``RANGE
+    BETWEEN INTERVAL ... PRECEDING AND CURRENT ROW`` (a named window, other frames: None)."""
+    if window.alias:
+        return None
+    spec = window.args.get("spec")
+    if not isinstance(spec, exp.WindowSpec):
+        return None
+    start, end = spec.args.get("start"), spec.args.get("end")
+    if str(spec.args.get("start_side") or "").upper() != "PRECEDING":
+        return None
+    if str(end or "CURRENT ROW").upper() != "CURRENT ROW" or spec.args.get("end_side"):
+        return None
+    kind = str(spec.args.get("kind") or "").upper()
+    if kind == "ROWS" and isinstance(start, exp.Literal) and not start.is_string:
+        return (True, start) if start.this.isdigit() else None
+    if kind == "RANGE" and isinstance(start, exp.Interval):
+        return (False, start)
+    return None
 
 
 def _window_shape(window: exp.Window) -> str:
