@@ -365,6 +365,20 @@ class Deduplicate(StepBase):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Over(StepBase):
+    """Flink's OverAggregate (a SQL SELECT's ``AGG(x) OVER (PARTITION BY k ORDER BY ts
+    ROWS|RANGE BETWEEN ... PRECEDING AND CURRENT ROW)`` calls, one window): each input row
+    with ``items`` (``AGG(x) AS name``) computed over its frame, rows in ``order``.
+    ``preceding`` is the frame's start: a row count (ROWS) or an interval (RANGE)."""
+
+    partition: tuple[Name, ...]
+    order: Name
+    rows: bool
+    preceding: SqlExpr
+    items: tuple[SelectItem, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class OrderItem:
     """``expr [ASC|DESC]`` of a TOP step's BY list."""
 
@@ -423,6 +437,7 @@ Step: TypeAlias = (
     | Window
     | Aggregate
     | Deduplicate
+    | Over
     | Top
     | Join
     | UnionAll

@@ -712,6 +712,38 @@ class Code(StrEnum):
         "a CUMULATE window whose size is not a whole multiple of its step",
         "pipe-steps",
     )
+    E0750 = (
+        "E0750",
+        "over-descending",
+        "an OVER window ordered descending (Flink orders one ascending)",
+        "over-windows",
+    )
+    E0751 = (
+        "E0751",
+        "over-order",
+        "an OVER window not ordered by exactly one time column",
+        "over-windows",
+    )
+    E0752 = (
+        "E0752",
+        "over-following",
+        "an OVER window whose frame reaches FOLLOWING rows, or LEAD (Flink refuses both "
+        "on a stream)",
+        "over-windows",
+    )
+    E0753 = (
+        "E0753",
+        "over-on-spark",
+        "an OVER window Flink runs on a stream that flowc does not run on Spark yet",
+        "over-windows",
+    )
+    E0754 = (
+        "E0754",
+        "over-windows-differ",
+        "OVER calls of one SELECT over different windows (Flink plans one window per "
+        "SELECT on a stream)",
+        "over-windows",
+    )
     E0801 = (
         "E0801",
         "malformed-record",

@@ -508,6 +508,27 @@ class DeduplicateStep(Step):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class OverStep(Step):
+    """A SQL SELECT's OVER aggregates: every input column passes through, then one column
+    per call; ``keys`` are the PARTITION BY columns. Its output has no watermark on Spark
+    (its processor emits rows as the watermark passes them)."""
+
+    KIND = StepKind.OVER
+    node: ast.Over
+    OPERATOR = Operator.OVER_AGGREGATE
+
+    @property
+    def state_kind(self) -> StateKind:
+        return StateKind.OVER_AGGREGATE
+
+    def keys_after(self, keys: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        return self.keys
+
+    def passes_on(self, columns: frozenset[str]) -> frozenset[str]:
+        return frozenset()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class TopStep(Step):
     KIND = StepKind.TOP
     node: ast.Top
@@ -636,6 +657,7 @@ STEP_CLASSES: tuple[type[Step], ...] = (
     UnionStep,
     RouteStep,
     SetStep,
+    OverStep,
 )
 
 

@@ -28,6 +28,8 @@ class StepKind(StrEnum):
     WINDOW_AGGREGATE = "window_aggregate"
     AGGREGATE = "aggregate"
     DEDUPLICATE = "deduplicate"
+    #: A SQL SELECT's OVER aggregates (Flink's OverAggregate).
+    OVER = "over"
     #: TOP n BY ... (Flink's Rank), and after a WINDOW (Flink's WindowRank).
     TOP = "top"
     WINDOW_TOP = "window_top"
@@ -46,6 +48,7 @@ STATEFUL_STEPS = frozenset(
         StepKind.AGGREGATE,
         StepKind.WINDOW_AGGREGATE,
         StepKind.DEDUPLICATE,
+        StepKind.OVER,
         StepKind.JOIN,
         StepKind.TOP,
         StepKind.WINDOW_TOP,
@@ -99,6 +102,7 @@ class Operator(StrEnum):
     JOIN = "join"
     RANK = "rank"
     WINDOW_RANK = "window_rank"
+    OVER_AGGREGATE = "over_aggregate"
     PROCESS = "process"
 
 
@@ -112,6 +116,7 @@ STATEFUL_OPERATORS = frozenset(
         Operator.JOIN,
         Operator.RANK,
         Operator.WINDOW_RANK,
+        Operator.OVER_AGGREGATE,
     }
 )
 
@@ -128,6 +133,7 @@ class StateKind(StrEnum):
     JOIN = "join"
     RANK = "rank"
     WINDOW_RANK = "window_rank"
+    OVER_AGGREGATE = "over_aggregate"
 
 
 class Partitioner(StrEnum):

@@ -543,6 +543,60 @@ CASES: dict[str, tuple[str, str, bool]] = {
         """,
         False,
     ),
+    # Nexmark q6's form: OVER aggregates on one window (ROWS, and RANGE of an interval, in
+    # ms in the name) are Flink's OverAggregate behind a HASH exchange on PARTITION BY.
+    "over_rows_nexmark_q6": (
+        flink_sql(
+            "SET parallelism = 4;\nSET max_parallelism = 256;",
+            BIDS,
+            """
+            CREATE TABLE o (supplier_id STRING, price BIGINT, bidtime TIMESTAMP(3),
+              a BIGINT, n BIGINT) WITH ('connector' = 'console', 'uid' = 'snk');
+            INSERT INTO o
+            SELECT supplier_id, price, bidtime,
+              SUM(price) OVER (PARTITION BY supplier_id ORDER BY bidtime
+                ROWS BETWEEN 10 PRECEDING AND CURRENT ROW) AS a,
+              COUNT(*) OVER (PARTITION BY supplier_id ORDER BY bidtime
+                ROWS BETWEEN 10 PRECEDING AND CURRENT ROW) AS n
+            FROM bids;
+            """,
+        ),
+        """
+        env.set_parallelism(4)
+        env.set_max_parallelism(256)
+        name = (
+            "OverAggregate(partitionBy=[supplier_id], orderBy=[bidtime ASC], "
+            "window=[ ROWS BETWEEN 10 PRECEDING AND CURRENT ROW])"
+        )
+        r = source("bids").uid("src").key_by(same).process(Process(), output_type=LONG)
+        r.name(name).map(same, output_type=LONG).name("Map").print().name("o").uid("snk")
+        """,
+        False,
+    ),
+    "over_range_interval": (
+        flink_sql(
+            "SET parallelism = 2;",
+            BIDS,
+            """
+            CREATE TABLE o (item STRING, bidtime TIMESTAMP(3), lo BIGINT)
+              WITH ('connector' = 'console', 'parallelism' = '1');
+            INSERT INTO o
+            SELECT item, bidtime, MIN(price) OVER (PARTITION BY item, supplier_id
+              ORDER BY bidtime RANGE BETWEEN INTERVAL '2' SECOND PRECEDING AND CURRENT ROW)
+            FROM bids;
+            """,
+        ),
+        """
+        env.set_parallelism(2)
+        name = (
+            "OverAggregate(partitionBy=[item, supplier_id], orderBy=[bidtime ASC], "
+            "window=[ RANGE BETWEEN 2000 PRECEDING AND CURRENT ROW])"
+        )
+        r = source("bids").uid("src").key_by(same).process(Process(), output_type=LONG)
+        r.name(name).map(same, output_type=LONG).name("Map").print().name("o").set_parallelism(1)
+        """,
+        False,
+    ),
     # ROW_NUMBER() ... ORDER BY proctime = 1: Flink's Deduplicate.
     "row_number_deduplication": (
         flink_sql(

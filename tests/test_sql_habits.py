@@ -220,11 +220,6 @@ def test_create_table_says_what_to_write(statement: str, wanted: str) -> None:
 LOCATED = [
     ("SELECT k FROM s\n  ORDER BY k DESC NULLS LAST;", "ORDER BY", (6, 3, 29)),
     ("SELECT k FROM s\n  WHERE k > 0\n  LIMIT 10;", "LIMIT", (7, 3, 11)),
-    (
-        "SELECT k,\n  row_number() OVER (PARTITION BY k ORDER BY ts) AS r FROM s;",
-        "OVER (...) window functions",
-        (6, 3, 49),
-    ),
     ("SELECT k FROM s WHERE k IN (SELECT k FROM s);", "a subquery", (5, 42, 59)),
     (
         "SELECT count(*) AS n,\n  k % 10 FROM s GROUP BY k % 10;",
@@ -246,6 +241,34 @@ def test_unsupported_sql_points_at_its_construct(
     (error,) = errors(HEAD + "INSERT INTO o " + query + "\n")
     assert error.code == "E0601"
     assert error.message == f"not supported in a streaming query: {what}"
+    assert (error.span.line, error.span.column, error.span.end_column) == where
+
+
+OVER_LOCATED = [
+    (
+        "SELECT k,\n  row_number() OVER (PARTITION BY k ORDER BY ts) AS r FROM s;",
+        "E0753",
+        (6, 3, 49),
+    ),
+    (
+        "SELECT k,\n  max(k) OVER (PARTITION BY k ORDER BY ts DESC) AS m FROM s;",
+        "E0750",
+        (6, 40, 42),
+    ),
+    ("SELECT k,\n  lead(k) OVER (ORDER BY ts) AS m FROM s;", "E0752", (6, 3, 29)),
+]
+
+
+@pytest.mark.parametrize(
+    ("query", "code", "where"), OVER_LOCATED, ids=[c for _, c, _ in OVER_LOCATED]
+)
+def test_over_windows_are_refused_at_the_call(
+    query: str, code: str, where: tuple[int, int, int]
+) -> None:
+    """An OVER window (docs/language.md, "OVER windows") is refused at the call, or at the
+    part of it Flink refuses (the descending key), not at the whole SELECT."""
+    (error,) = errors(HEAD + "INSERT INTO o " + query + "\n")
+    assert error.code == code
     assert (error.span.line, error.span.column, error.span.end_column) == where
 
 

@@ -13,6 +13,7 @@ from flowc import ast
 from flowc.analyze.context import Context
 from flowc.analyze.grouping_steps import check_aggregate, check_deduplicate, check_window
 from flowc.analyze.input_steps import check_join, check_union, flink_union_types
+from flowc.analyze.over_steps import check_over
 from flowc.analyze.rank_steps import check_top
 from flowc.analyze.references import (
     is_table,
@@ -64,6 +65,7 @@ STEP_CHECKERS: dict[type[ast.StepBase], StepChecker] = dict(
         _entry(ast.Window, check_window),
         _entry(ast.Aggregate, check_aggregate),
         _entry(ast.Deduplicate, check_deduplicate),
+        _entry(ast.Over, check_over),
         _entry(ast.Top, check_top),
         _entry(ast.Join, check_join),
         _entry(ast.UnionAll, check_union),
@@ -127,6 +129,8 @@ def check_query(
         i += 2 if isinstance(node, ast.Window) else 1  # a WINDOW's AGGREGATE is checked with it
         if result is None:
             ok = False
+            if isinstance(node, ast.Over):  # the SELECT after it reads the columns it adds
+                break
             continue
         steps.append(result)
         schema = result.schema

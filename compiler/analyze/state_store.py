@@ -81,7 +81,7 @@ class StateStore:
 
 #: Why a job with a stateful processor runs on RocksDB whatever the default.
 PROCESSORS = (
-    "a step reading CURRENT_WATERMARK, or a DEDUPLICATE ... WITHIN, runs as a "
+    "a step reading CURRENT_WATERMARK, a DEDUPLICATE ... WITHIN or an OVER window runs as a "
     "transformWithState processor, which Spark runs only on RocksDB "
     "(STORE_BACKEND_NOT_SUPPORTED_FOR_TWS on the other store), and a job's store is one for "
     "all its queries"

@@ -18,6 +18,7 @@ from flowc.program import (
     ExtendStep,
     JoinStep,
     KeyByStep,
+    OverStep,
     PartitionByStep,
     PartitionStep,
     RenameStep,
@@ -33,6 +34,7 @@ from flowc.program import (
     WindowAggregateStep,
     WindowTopStep,
 )
+from flowc.sql.spark_sql import interval_millis
 from flowc.vocabulary import JoinKind
 
 
@@ -55,6 +57,18 @@ def _join(step: JoinStep | DimensionJoinStep) -> str:
         joined = "InnerJoin" if kind == JoinKind.INNER else "LeftOuterJoin"
         return f"TemporalJoin(joinType=[{joined}])"
     return "Join" if kind == JoinKind.INNER else f"{kind.capitalize()} Outer Join"
+
+
+def _over(step: OverStep) -> str:
+    """Flink SQL's name for its OverAggregate, without its ``select=[...]`` (Flink's own
+    decomposition of the calls): ``OverAggregate(partitionBy=[seller], orderBy=[ts ASC],
+    window=[ ROWS BETWEEN 10 PRECEDING AND CURRENT ROW])``, a RANGE interval in ms."""
+    node = step.node
+    start = node.preceding.text if node.rows else str(interval_millis(node.preceding))
+    frame = f"{'ROWS' if node.rows else 'RANGE'} BETWEEN {start} PRECEDING AND CURRENT ROW"
+    parts = [f"partitionBy=[{', '.join(step.keys)}]"] if step.keys else []
+    parts += [f"orderBy=[{node.order.value} ASC]", f"window=[ {frame}]"]
+    return f"OverAggregate({', '.join(parts)})"
 
 
 def _named(name: str) -> Callable[[Step], str]:
@@ -81,6 +95,7 @@ DEFAULT_NAMES: dict[type[Step], Callable[..., str]] = {
     AggregateStep: _aggregate,
     WindowAggregateStep: _window_aggregate,
     DeduplicateStep: _named("Deduplicate"),
+    OverStep: _over,
     TopStep: _top,
     WindowTopStep: _top,
     JoinStep: _join,

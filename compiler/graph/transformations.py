@@ -34,6 +34,7 @@ from flowc.program import (
     Hints,
     JoinStep,
     KeyByStep,
+    OverStep,
     PartitionByStep,
     PartitionStep,
     Program,
@@ -501,6 +502,7 @@ TRANSLATORS: dict[type[Step], Callable[..., int]] = {
     DeduplicateStep: _Builder.deduplicate_step,
     TopStep: _Builder.top_step,
     WindowTopStep: _Builder.top_step,
+    OverStep: _Builder.top_step,
 }
 
 #: The one-input steps whose operator is keyed (by the keys in force).

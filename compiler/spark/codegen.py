@@ -33,6 +33,7 @@ from flowc.spark.generated_runtime import (
     FAILURE_HELPERS,
     FUNCTION_HELPERS,
     FUNCTION_NOT_LOADED,
+    OVER_HELPERS,
     SESSION_HELPERS,
     TABLE_VERSIONS_REFUSED,
     TEMPORAL_JOIN_HELPERS,
@@ -95,7 +96,7 @@ class PysparkGenerator(SourceWriter, StepWriter, SinkWriter):
             w("from pyspark.sql import Observation")
         if self.temporal_joins:
             w("from pyspark.sql import Window")
-        if self.spark_plan.processors:
+        if self.spark_plan.processors or self.spark_plan.over_aggregators:
             w("from collections.abc import Iterator")
             w("from pyspark.sql import Row")
             w(
@@ -107,6 +108,8 @@ class PysparkGenerator(SourceWriter, StepWriter, SinkWriter):
                 types.add("TimestampType")
             if self.spark_plan.within_deduplicators:
                 types.update(("LongType", "StringType"))
+            if self.spark_plan.over_aggregators:
+                types.update(("DoubleType", "LongType"))
             w(f"from pyspark.sql.types import {', '.join(sorted(types))}")
         w("")
         w(f"JOB_NAME = {settings.job_name!r}")
@@ -149,6 +152,11 @@ class PysparkGenerator(SourceWriter, StepWriter, SinkWriter):
             if not (self.parsed_sources or upserts):  # the ones that copy ``quoted``
                 within = (quoted, *within)
             self.copy_functions(source_text(within))
+        if self.spark_plan.over_aggregators:
+            over: tuple[Callable[..., object], ...] = OVER_HELPERS
+            if not (self.parsed_sources or upserts or self.spark_plan.within_deduplicators):
+                over = (quoted, *over)
+            self.copy_functions(source_text(over))
         for source in self.program.sources:
             self.source(source)
         self.main()

@@ -24,6 +24,7 @@ from flowc.program import (
     JoinStep,
     KeyByStep,
     Origin,
+    OverStep,
     PartitionByStep,
     PartitionStep,
     RenameStep,
@@ -291,6 +292,23 @@ class StepWriter(ProgramText):
             1,
         )
 
+    def over(self, step: OverStep, df: str, view_name: str | None) -> None:
+        """OVER: the plan's :class:`~flowc.spark.spark_plan.OverAggregator`, a processor
+        streaming, Spark's window functions in batch."""
+        found = self.spark_plan.over_aggregators[self.spark_plan.step_nodes[id(step)]]
+        calls = []
+        for item in step.node.items:
+            call = item.expr.tree
+            assert isinstance(call, exp.Func) and item.alias is not None
+            arg = call.this
+            column = arg.name if isinstance(arg, exp.Column) else None
+            calls.append((call.sql_name().lower(), column, item.alias.value))
+        self.w(
+            f"{df} = over_aggregate({df}, {list(found.keys)!r}, {found.column!r}, {calls!r}, "
+            f"{found.rows}, {found.preceding}, {found.frame!r}, {found.streaming})",
+            1,
+        )
+
     def no_operator(self, step: Step, df: str, view_name: str | None) -> None:
         """KEY BY, PARTITION and UNION ALL write no lines of their own: :meth:`stream`
         turns them into the exchange or the union of the next operator's input."""
@@ -492,6 +510,7 @@ STEP_WRITERS: dict[type[Step], Callable[..., None]] = {
     AggregateStep: StepWriter.aggregate,
     WindowAggregateStep: StepWriter.aggregate,
     DeduplicateStep: StepWriter.deduplicate,
+    OverStep: StepWriter.over,
     TopStep: StepWriter.top,
     WindowTopStep: StepWriter.top,
     JoinStep: StepWriter.join,

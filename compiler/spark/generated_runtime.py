@@ -17,7 +17,7 @@ import inspect
 import os
 import re
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
 from flowc.program import BUCKET_COLUMN, WATERMARK_COLUMN
@@ -34,7 +34,15 @@ if TYPE_CHECKING:
         StatefulProcessorHandle,
         TimerValues,
     )
-    from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
+    from pyspark.sql.types import (
+        DataType,
+        DoubleType,
+        LongType,
+        StringType,
+        StructField,
+        StructType,
+        TimestampType,
+    )
 else:
     #: The program imports pyspark's; flowc never does (the class is copied as text).
     StatefulProcessor = object
@@ -872,6 +880,192 @@ def deduplicate_within(
         'EventTime' if streaming else 'None',
         eventTimeColumnName=column if streaming else '',
     )
+
+
+class OverAggregate(StatefulProcessor):
+    """An OVER step's calls per PARTITION BY key (Flink's OverAggregate, event time): each
+    row waits in state (list ``waiting``) until the watermark reaches its time (epoch ms in
+    column ``millis``); the waiting rows the watermark reached are then emitted in time
+    order (ties in arrival order), each with ``calls`` (function, argument column or None
+    for ``*``) over its frame: the row and the ``preceding`` rows emitted before it
+    (ROWS), or every row within ``preceding`` ms before its time and every row of its time
+    (RANGE: ties get one result). List ``history`` keeps what later frames need; value
+    ``last`` the last time emitted: a row at or behind it is late and dropped, as Flink's
+    ``lastTriggeringTs`` drops it. An event-time timer at the earliest waiting time emits
+    a key's rows when no new row of it comes."""
+
+    def __init__(
+        self, calls: list[tuple[str, str | None, str]], millis: str, group: str, rows: bool,
+        preceding: int, state: StructType,
+    ) -> None:
+        self.calls = calls
+        self.millis = millis
+        self.group = group
+        self.rows = rows
+        self.preceding = preceding
+        self.state = state
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        self.handle = handle
+        self.waiting = handle.getListState('waiting', self.state)
+        self.history = handle.getListState('history', self.state)
+        self.last = handle.getValueState('last', StructType([StructField('at', LongType())]))
+
+    def compute(self, frame: list[tuple[object, ...]]) -> list[object]:
+        """Each call over the frame's rows (tuples in the state's column order), in order:
+        NULLs skipped, as Spark's aggregates skip them; an average summed as doubles."""
+        names = self.state.fieldNames()
+        out: list[object] = []
+        for function, column, _ in self.calls:
+            if column is None:
+                out.append(len(frame))
+                continue
+            at = names.index(column)
+            # the column's values, of its Spark type: numbers, strings, dates or times
+            values: list[Any] = [r[at] for r in frame if r[at] is not None]
+            if function == 'count':
+                out.append(len(values))
+            elif not values:
+                out.append(None)
+            elif function == 'sum':
+                total = values[0]
+                for v in values[1:]:
+                    total = total + v
+                out.append(total)
+            elif function == 'avg':
+                total = 0.0
+                for v in values:
+                    total += float(v)
+                out.append(total / len(values))
+            elif function == 'min':
+                out.append(min(values))
+            else:
+                out.append(max(values))
+        return out
+
+    def emit(self, mark: int, new: list[tuple[object, ...]]) -> Iterator[Row]:
+        """Takes ``new`` rows in (late ones dropped) and emits every waiting row at or
+        before watermark ``mark``; stores the state and the timer."""
+        names = self.state.fieldNames()
+        at = names.index(self.millis)
+        stored = self.last.get()
+        last = None if stored is None else stored[0]
+        waiting = [tuple(r) for r in self.waiting.get()]
+        waiting += [r for r in new if r[at] is not None and (last is None or r[at] > last)]
+        ready = sorted((r for r in waiting if r[at] <= mark), key=lambda r: r[at])
+        later = [r for r in waiting if r[at] > mark]
+        history = [tuple(r) for r in self.history.get()]
+        output = Row(*[n for n in names if n != self.millis], *[c[2] for c in self.calls])
+        index = 0
+        while index < len(ready):
+            time = ready[index][at]
+            end = index
+            while end < len(ready) and ready[end][at] == time:
+                end += 1
+            tied = ready[index:end]
+            if self.rows:
+                for row in tied:
+                    frame = [*history[len(history) - self.preceding:], row]
+                    if not self.preceding:
+                        frame = [row]
+                    history.append(row)
+                    kept = [v for n, v in zip(names, row, strict=True) if n != self.millis]
+                    yield output(*kept, *self.compute(frame))
+                history = history[len(history) - self.preceding:] if self.preceding else []
+            else:
+                history = [r for r in history if r[at] >= time - self.preceding] + tied
+                values = self.compute(history)
+                for row in tied:
+                    kept = [v for n, v in zip(names, row, strict=True) if n != self.millis]
+                    yield output(*kept, *values)
+            last = time
+            index = end
+        self.history.clear()
+        if history:
+            self.history.put(history)
+        self.waiting.clear()
+        for timer in list(self.handle.listTimers()):
+            self.handle.deleteTimer(timer)
+        if later:
+            self.waiting.put(later)
+            self.handle.registerTimer(min(r[at] for r in later))
+        if last is not None:
+            self.last.update((last,))
+
+    def handleInputRows(
+        self, key: tuple[object, ...], rows: Iterator[Row], timerValues: TimerValues
+    ) -> Iterator[Row]:
+        names = self.state.fieldNames()
+        new = [tuple(row[n] for n in names) for row in rows]
+        yield from self.emit(timerValues.getCurrentWatermarkInMs(), new)
+
+    def handleExpiredTimer(
+        self, key: tuple[object, ...], timerValues: TimerValues, expiredTimerInfo: object
+    ) -> Iterator[Row]:
+        yield from self.emit(timerValues.getCurrentWatermarkInMs(), [])
+
+    def close(self) -> None:
+        pass
+
+
+def over_aggregate(
+    df: DataFrame, keys: list[str], column: str, calls: list[tuple[str, str | None, str]],
+    rows: bool, preceding: int, frame: str, streaming: bool,
+) -> DataFrame:
+    """``df`` with each OVER call (function, argument column or None, output name) as a
+    column. Streaming: an OverAggregate processor per PARTITION BY key (one group without),
+    reading the time as epoch milliseconds; the input's watermark is taken off its
+    columns, so Spark leaves the late rows to the processor (Flink's rule, not Spark's).
+    Batch: Spark's window functions over the same frame."""
+    if not streaming:
+        over = ' '.join([
+            'PARTITION BY ' + ', '.join(quoted(k) for k in keys) if keys else '',
+            'ORDER BY ' + quoted(column), frame,
+        ])
+        return df.withColumns({
+            name: F.expr(f"{function}({quoted(arg) if arg else '*'}) OVER ({over})")
+            for function, arg, name in calls
+        })
+    taken = set(df.columns)
+    millis, group = '__flowc_event_ms', '__flowc_key_group'
+    while millis in taken or group in taken:
+        millis, group = millis + '_', group + '_'
+    fields = {f.name: f for f in df.schema.fields}
+    plain = df.select(*[F.col(quoted(f.name)).alias(f.name, metadata={}) for f in df.schema.fields])
+    timed = plain.withColumns({
+        millis: F.unix_millis(F.col(quoted(column))),
+        group: F.lit(0),
+    })
+    state = StructType(
+        [StructField(f.name, f.dataType, True) for f in df.schema.fields]
+        + [StructField(millis, LongType(), True)]
+    )
+    integral = ('tinyint', 'smallint', 'int', 'bigint')
+    results = []
+    for function, arg, name in calls:
+        kind: DataType
+        if function == 'count':
+            kind = LongType()
+        elif function == 'avg':
+            kind = DoubleType()
+        elif function == 'sum':
+            integer = fields[arg].dataType.simpleString() in integral if arg else True
+            kind = LongType() if integer else DoubleType()
+        else:
+            kind = fields[arg].dataType if arg else LongType()
+        results.append(StructField(name, kind, True))
+    grouping = [F.col(quoted(k)) for k in keys] or [F.col(group)]
+    return timed.groupBy(*grouping).transformWithState(
+        OverAggregate(
+            calls, millis, group, rows, preceding,
+            StructType([s for s in state.fields if s.name != group]),
+        ),
+        StructType(
+            [StructField(f.name, f.dataType, f.nullable) for f in df.schema.fields] + results
+        ),
+        'Append',
+        'EventTime',
+    )
 # fmt: on
 
 
@@ -881,6 +1075,9 @@ WATERMARK_HELPERS = (WatermarkReader, read_watermark)
 
 #: What a program with a DEDUPLICATE ... WITHIN carries (and ``quoted``).
 DEDUPLICATE_WITHIN_HELPERS = (DeduplicateWithin, deduplicate_within)
+
+#: What a program with an OVER step carries (and ``quoted``).
+OVER_HELPERS = (OverAggregate, over_aggregate)
 
 
 #: What a program with an upsert sink carries (and ``quoted``, a malformed-records helper),

@@ -54,6 +54,7 @@ from flowc.program import (
     DropStep,
     ExtendStep,
     InsertDef,
+    OverStep,
     Program,
     RenameStep,
     SelectStep,
@@ -260,6 +261,53 @@ class WithinDeduplicator:
 
 
 @dataclass(frozen=True, slots=True)
+class OverAggregator:
+    """An OVER step (Flink's OverAggregate). Streaming, a stateful processor
+    (``transformWithState``, event time, rows grouped by the PARTITION BY ``keys``, all rows
+    in one group without): rows wait in state until the watermark reaches their time, are
+    then taken in time order (ties in arrival order) with each call computed over the
+    frame, a RANGE frame's ties alike; the state keeps the waiting rows and what the frame
+    still needs (the last ``preceding`` rows, or the rows within ``preceding`` ms); a row
+    at or behind the last time emitted is dropped as late, as Flink drops it. Batch:
+    Spark's window functions over the same frame (docs/language.md, "OVER windows")."""
+
+    node_id: int
+    span: Span
+    keys: tuple[str, ...]
+    column: str
+    rows: bool
+    preceding: int
+    frame: str
+    streaming: bool
+
+    @property
+    def line(self) -> int:
+        return self.span.line
+
+    def to_text(self) -> str:
+        keys = f"PARTITION BY {', '.join(self.keys)}" if self.keys else "no PARTITION BY"
+        if not self.streaming:
+            return (
+                f"line {self.line}: OVER ({keys} ORDER BY {self.column} {self.frame}) runs as "
+                "Spark's window functions over the same frame"
+            )
+        kept = (
+            f"the last {self.preceding} rows emitted"
+            if self.rows
+            else f"the rows emitted within {self.preceding} ms"
+        )
+        return (
+            f"line {self.line}: OVER ({keys} ORDER BY {self.column} {self.frame}) runs as a "
+            f"transformWithState processor (event time, grouped by "
+            f"{', '.join(self.keys) or 'one group'}): rows wait in state until the watermark "
+            f"reaches their '{self.column}', then are emitted in time order with each call "
+            f"over its frame; the state keeps the waiting rows and {kept}; a row at or behind "
+            "the last time emitted is dropped as late, as Flink drops it; the output has no "
+            "watermark"
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class SparkPlan:
     """The Spark realization of a job: what code generation and ``flowc run`` execute."""
 
@@ -299,12 +347,18 @@ class SparkPlan:
     watermark_readers: dict[int, WatermarkReader] = field(default_factory=dict)
     #: The DEDUPLICATE ... WITHIN steps a query runs, by node id: each runs as a processor.
     within_deduplicators: dict[int, WithinDeduplicator] = field(default_factory=dict)
+    #: The OVER steps a query runs, by node id: streaming, each runs as a processor.
+    over_aggregators: dict[int, OverAggregator] = field(default_factory=dict)
 
     @property
     def processors(self) -> bool:
         """Whether a query runs a stateful processor (``transformWithState``), which needs
         the RocksDB store and pandas, pyarrow and protobuf in the Python workers."""
-        return bool(self.watermark_readers or self.within_deduplicators)
+        return bool(
+            self.watermark_readers
+            or self.within_deduplicators
+            or (not self.batch and self.over_aggregators)
+        )
 
     @property
     def engine(self) -> str:
@@ -340,6 +394,10 @@ class SparkPlan:
             data["within_deduplicators"] = [
                 d.to_text() for _, d in sorted(self.within_deduplicators.items())
             ]
+        if self.over_aggregators:
+            data["over_aggregators"] = [
+                o.to_text() for _, o in sorted(self.over_aggregators.items())
+            ]
         return data
 
     def to_text(self) -> list[str]:
@@ -362,6 +420,7 @@ class SparkPlan:
             f"  deduplicate within: {d.to_text()}"
             for _, d in sorted(self.within_deduplicators.items())
         ]
+        lines += [f"  over: {o.to_text()}" for _, o in sorted(self.over_aggregators.items())]
         for query in self.queries:
             lines.append(
                 f"  query '{query.name}': writes {query.connector} sink '{query.sink}', output "
@@ -427,6 +486,7 @@ def build_spark_plan(program: Program, tree: TransformationTree, graph: StreamGr
         for node, (step, read) in reads.items()
     }
     deduplicators = _within_deduplicators(program, tree, graph, batch)
+    overs = _over_aggregators(program, tree, graph, batch)
     queries = []
     exchanges: dict[tuple[int, int], SparkExchange] = {}
     job_segment = checkpoint_segment(settings.job_name)
@@ -500,7 +560,7 @@ def build_spark_plan(program: Program, tree: TransformationTree, graph: StreamGr
         state_store=choose_state_store(
             settings,
             bool(stateful_nodes) or bool(readers),
-            processors=bool(readers) or bool(deduplicators),
+            processors=bool(readers) or bool(deduplicators) or (bool(overs) and not batch),
         ),
         queries=tuple(queries),
         exchanges=exchanges,
@@ -516,6 +576,7 @@ def build_spark_plan(program: Program, tree: TransformationTree, graph: StreamGr
         temporal_joins=temporal_joins,
         watermark_readers=readers,
         within_deduplicators=deduplicators,
+        over_aggregators=overs,
         functions=_function_lines(program),
         processing_time=tuple(
             f"source '{s.name}': {s.proctime} is current_timestamp(), the start time of "
@@ -743,6 +804,42 @@ def _within_deduplicators(
                 within_ms=millis,
                 key_groups=graph.nodes[node].max_parallelism
                 or compute_default_max_parallelism(graph.nodes[node].parallelism),
+                streaming=not batch,
+            )
+    return found
+
+
+def _over_aggregators(
+    program: Program, tree: TransformationTree, graph: StreamGraph, batch: bool
+) -> dict[int, OverAggregator]:
+    """The OVER steps a query runs, by node id."""
+    found: dict[int, OverAggregator] = {}
+    for stream in [*(v.stream for v in program.views), *(i.stream for i in program.inserts)]:
+        for step in steps_within(stream):
+            if not isinstance(step, OverStep):
+                continue
+            node = tree.step_nodes.get(id(step))
+            if node is None or node in found or node not in graph.nodes:
+                continue
+            over = step.node
+            if over.rows:
+                preceding = int(over.preceding.text)
+            else:
+                millis = interval_millis(over.preceding)
+                assert millis is not None  # the lowering takes only whole intervals
+                preceding = millis
+            frame = (
+                f"{'ROWS' if over.rows else 'RANGE'} BETWEEN "
+                f"{' '.join(over.preceding.text.split())} PRECEDING AND CURRENT ROW"
+            )
+            found[node] = OverAggregator(
+                node_id=node,
+                span=step.span,
+                keys=step.keys,
+                column=over.order.value,
+                rows=over.rows,
+                preceding=preceding,
+                frame=frame,
                 streaming=not batch,
             )
     return found

@@ -49,6 +49,7 @@ from flowc.program import (
     WindowTopStep,
 )
 from flowc.spans import Span
+from flowc.spark.over_rules import check_over_time
 from flowc.sql.habits import FLINK_PROCTIME_META
 from flowc.sql.spark_sql import interval_millis
 from flowc.vocabulary import (
@@ -764,6 +765,7 @@ RULES: tuple[Rule, ...] = (
     check_window_proctime,
     check_top_into_upsert,
     check_watermark_reads,
+    check_over_time,
 )
 
 #: The rules that still hold in batch mode: WITHIN's processor (its own batch cases),

@@ -439,8 +439,7 @@ class _Lowering:
                 raise _Unsupported(what, self.span_of(node, keyword), help=help)
         self.flink_windows(tree)
         self.window_time_places(tree)
-        for window in tree.find_all(exp.Window):
-            raise _Unsupported("OVER (...) window functions", self.span_of(window))
+        over = self.over_windows(tree)
         for node in tree.walk():
             if isinstance(node, exp.Subquery | exp.Select) and node is not tree:
                 raise _Unsupported(
@@ -495,6 +494,8 @@ class _Lowering:
         if where is not None:
             steps.append(ast.Where(condition=self.expr(where.this), **fields))
         group = tree.args.get("group")
+        if over is not None:
+            items = self.over_step(tree, items, over, steps)
         has_aggregates = any(has_aggregate(item) for item in items)
         if tvf_window is not None:
             steps.extend(self.aggregate(tree, items, group, tvf_window, partition))
@@ -1019,6 +1020,153 @@ class _Lowering:
             )
         return ast.PipeQuery(source=source, steps=tuple(steps), span=self.span)
 
+    def over_windows(self, tree: exp.Select) -> exp.Window | None:
+        """The SELECT's one OVER window, when flowc runs it (an OVER step: docs/language.md,
+        "OVER windows"); any other OVER call refused at its place: first what Flink 2.3
+        itself refuses on a stream, then E0753 for a form flowc does not run yet."""
+        windows = list(tree.find_all(exp.Window))
+        if not windows:
+            return None
+        named = {
+            w.alias.lower(): w for w in tree.args.get("windows") or [] if isinstance(w, exp.Window)
+        }
+        first: tuple[str, exp.Window] | None = None
+        for window in windows:
+            spec = named.get(window.alias.lower(), window) if window.alias else window
+            if isinstance(window.this, exp.Lead):
+                raise _Unsupported(
+                    "LEAD needs rows after the current one, which Flink does not wait for on a "
+                    "stream ('LEAD Function is not supported in stream mode')",
+                    self.span_of(window),
+                    help="LAG over the next rows' order gives the earlier row instead",
+                    code=Code.E0752,
+                )
+            order = spec.args.get("order")
+            keys = order.expressions if isinstance(order, exp.Order) else []
+            if len(keys) != 1 or not isinstance(keys[0].this, exp.Column):
+                raise _Unsupported(
+                    "an OVER window is ordered by exactly one time column on a stream "
+                    "(Flink: 'The window can only be ordered by a single time column')",
+                    self.span_of(order if isinstance(order, exp.Order) else window),
+                    help="ORDER BY the stream's event-time column (the one with the WATERMARK)",
+                    code=Code.E0751,
+                )
+            if keys[0].args.get("desc"):
+                raise _Unsupported(
+                    "an OVER window is ordered ascending on a stream (Flink: 'The window can "
+                    "only be ordered in ASCENDING mode')",
+                    self.span_of(keys[0]),
+                    help=f"ORDER BY {keys[0].this.sql()} (ascending): rows come in time order",
+                    code=Code.E0750,
+                )
+            frame = spec.args.get("spec")
+            if isinstance(frame, exp.WindowSpec) and "FOLLOWING" in (
+                str(frame.args.get("start_side") or "").upper(),
+                str(frame.args.get("end_side") or "").upper(),
+            ):
+                raise _Unsupported(
+                    "an OVER frame ends at the current row on a stream (Flink: 'OVER "
+                    "... FOLLOWING windows are not supported yet')",
+                    self.span_of(frame),
+                    help="end the frame AND CURRENT ROW",
+                    code=Code.E0752,
+                )
+            shape = _window_shape(spec)
+            if first is None:
+                first = (shape, window)
+            elif shape != first[0]:
+                raise _Unsupported(
+                    "every OVER call of one SELECT is over the same window on a stream "
+                    f"(Flink plans one), and this one's differs from '{first[0]}'",
+                    self.span_of(window),
+                    help="compute each window in a view of its own and join them, or use "
+                    "one window for every call",
+                    code=Code.E0754,
+                )
+        assert first is not None
+        frame = _over_frame(first[1])
+        if (
+            tree.args.get("group") is None
+            and not tree.args.get("distinct")
+            and all(_over_call(w) for w in windows)
+            and frame is not None
+            and (frame[0] or interval_millis(self.expr(frame[1])) is not None)
+        ):
+            return first[1]
+        raise _Unsupported(
+            f"OVER ({first[0]}) is Flink's OverAggregate, which flowc does not run on Spark yet",
+            self.span_of(first[1]),
+            help="Flink runs it ordered by a time attribute only; aggregate per key over a "
+            "time WINDOW instead (docs/language.md, "
+            '"OVER windows")',
+            code=Code.E0753,
+        )
+
+    def over_step(
+        self, tree: exp.Select, items: list[exp.Expr], window: exp.Window, steps: list[ast.Step]
+    ) -> list[exp.Expr]:
+        """The OVER step computing every OVER call of the SELECT (one window: its calls are
+        named as the items they are, else ``w0$o0``, ``w0$o1``, ... as Flink names them),
+        appended to ``steps``; the items return with each call read from its column."""
+        frame = _over_frame(window)
+        assert frame is not None
+        rows, preceding = frame
+        order = window.args["order"].expressions[0].this
+        taken = {(i.alias_or_name or "").lower() for i in items}
+        names: dict[int, str] = {}
+        hidden = 0
+        for item in items:
+            body = item.this if isinstance(item, exp.Alias) else item
+            if isinstance(item, exp.Alias) and isinstance(body, exp.Window):
+                names[id(body)] = item.alias
+                continue
+            for call in body.find_all(exp.Window):
+                name = f"w0$o{hidden}"
+                hidden += 1
+                while name.lower() in taken:
+                    name += "_"
+                names[id(call)] = name
+        calls: list[ast.SelectItem] = []
+        for item in items:
+            for call in item.find_all(exp.Window):
+                calls.append(
+                    ast.SelectItem(
+                        expr=self.expr(call.this),
+                        alias=self.name(names[id(call)], self.span_of(call)),
+                        span=self.span_of(call),
+                    )
+                )
+        span = self.span_of(window)
+        steps.append(
+            ast.Over(
+                partition=tuple(
+                    self.name(p.name, self.span_of(p))
+                    for p in window.args.get("partition_by") or []
+                ),
+                order=self.name(order.name, self.span_of(order)),
+                rows=rows,
+                preceding=self.expr(preceding),
+                items=tuple(calls),
+                keyword_span=span,
+                hints=(),
+                hints_span=None,
+                span=span,
+            )
+        )
+
+        def read(node: exp.Expr) -> exp.Expr:
+            if isinstance(node, exp.Window):
+                return exp.column(exp.to_identifier(names[id(node)]))
+            return node
+
+        lowered: list[exp.Expr] = []
+        for item in items:
+            if isinstance(item, exp.Alias) and isinstance(item.this, exp.Window):
+                lowered.append(exp.column(exp.to_identifier(item.alias)))
+                continue
+            lowered.append(item.copy().transform(read) if item.find(exp.Window) else item)
+        return lowered
+
     def item(self, node: exp.Expr, name: str | None = None) -> ast.SelectItem:
         """``node`` as a SELECT item; ``name``, where given, names it (Flink's name for an
         item Calcite renames)."""
@@ -1411,6 +1559,57 @@ class _Lowering:
                     "then it is the window's bound"
                 )
         return "add it to GROUP BY or wrap it in an aggregate"
+
+
+#: The aggregates an OVER step computes (docs/language.md, "OVER windows").
+OVER_AGGREGATES = (exp.Count, exp.Sum, exp.Min, exp.Max, exp.Avg)
+
+
+def _over_call(window: exp.Window) -> bool:
+    """Whether an OVER call is one the OVER step computes: COUNT(*), or COUNT, SUM, MIN,
+    MAX, AVG of a column, not DISTINCT, not FILTERed."""
+    call = window.this
+    if not isinstance(call, OVER_AGGREGATES):
+        return False
+    arg = call.this
+    return isinstance(arg, exp.Column) or (
+        isinstance(call, exp.Count) and isinstance(arg, exp.Star)
+    )
+
+
+def _over_frame(window: exp.Window) -> tuple[bool, exp.Expr] | None:
+    """``(rows, preceding)`` of ``ROWS BETWEEN n PRECEDING AND CURRENT ROW`` or ``RANGE
+    BETWEEN INTERVAL ... PRECEDING AND CURRENT ROW`` (a named window, other frames: None)."""
+    if window.alias:
+        return None
+    spec = window.args.get("spec")
+    if not isinstance(spec, exp.WindowSpec):
+        return None
+    start, end = spec.args.get("start"), spec.args.get("end")
+    if str(spec.args.get("start_side") or "").upper() != "PRECEDING":
+        return None
+    if str(end or "CURRENT ROW").upper() != "CURRENT ROW" or spec.args.get("end_side"):
+        return None
+    kind = str(spec.args.get("kind") or "").upper()
+    if kind == "ROWS" and isinstance(start, exp.Literal) and not start.is_string:
+        return (True, start) if start.this.isdigit() else None
+    if kind == "RANGE" and isinstance(start, exp.Interval):
+        return (False, start)
+    return None
+
+
+def _window_shape(window: exp.Window) -> str:
+    """An OVER window's PARTITION BY, ORDER BY and frame as SQL text: two calls share a
+    window when these are equal (LAG's frame is Flink's RANGE UNBOUNDED PRECEDING, the
+    default; ROW_NUMBER's ROWS UNBOUNDED PRECEDING: Flink 2.3's plans)."""
+    bare = exp.Window(
+        this=exp.Null(),
+        partition_by=[p.copy() for p in window.args.get("partition_by") or []],
+        order=(window.args["order"].copy() if window.args.get("order") else None),
+        spec=(window.args["spec"].copy() if window.args.get("spec") else None),
+    )
+    text = bare.sql()
+    return text[text.index("(", len("NULL OVER")) + 1 : -1].strip()
 
 
 def _same_arguments(call: exp.Anonymous) -> list[exp.Expr]:

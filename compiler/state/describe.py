@@ -29,6 +29,7 @@ from flowc.program import (
     FromView,
     JoinStep,
     KeyByStep,
+    OverStep,
     PartitionByStep,
     PartitionStep,
     Program,
@@ -292,6 +293,25 @@ class _Describer:
             order = ", ".join(expression_lineage(o.expr, env) for o in node.order)
             out.append((None, node.rank.value, f"row_number() BY ({order})"))
         return out
+
+    def _over(self, step: OverStep, env: Env) -> Env:
+        """An OVER call's lineage: its aggregate over the frame of the rows in order."""
+        node = step.node
+        frame = f"{'ROWS' if node.rows else 'RANGE'} {one_line(node.preceding.text)} PRECEDING"
+        where = f"PARTITION BY {', '.join(step.keys)} " if step.keys else ""
+        return [
+            *env,
+            *(
+                (
+                    None,
+                    item.alias.value,
+                    f"{expression_lineage(item.expr, env)} OVER ({where}ORDER BY "
+                    f"{node.order.value} {frame})",
+                )
+                for item in node.items
+                if item.alias is not None
+            ),
+        ]
 
     def _same_columns(self, step: Step, env: Env) -> Env:
         return env
@@ -695,6 +715,7 @@ LINEAGE: dict[type[Step], Callable[..., Env]] = {
     UnionStep: _Describer._union,
     TopStep: _Describer._top,
     WindowTopStep: _Describer._top,
+    OverStep: _Describer._over,
     WhereStep: _Describer._same_columns,
     KeyByStep: _Describer._same_columns,
     PartitionStep: _Describer._same_columns,

@@ -1,0 +1,272 @@
+"""OVER windows of a SQL SELECT on Spark (issue 28, item 2: Nexmark q6's form).
+
+Flink's OverAggregate (docs/language.md, "OVER windows"): rows wait until the watermark
+reaches their time, then each key's rows are taken in time order (ties in arrival order),
+each with its calls over its frame; a RANGE frame's ties get one result; a row at or behind
+the last time emitted for its key is late and dropped. flowc runs it streaming as a
+transformWithState processor of its own, in batch as Spark's window functions. These tests
+run real Spark over several micro-batches on one checkpoint (each ``availableNow`` run one
+micro-batch of the file written before it; each run a restart) and compare the rows with
+the frames computed in plain Python from their definition.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import time
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import flowc
+from flowc.runtime.run import run_job
+from flowc.spark.codegen import generate_pyspark
+from tests.helpers.files import read_json_dir
+
+Row = dict[str, Any]
+START = datetime(2024, 1, 1, 10, 0, 0)
+
+
+def at(minutes: float) -> str:
+    return (START + timedelta(minutes=minutes)).isoformat()
+
+
+def minutes(value: Any) -> float:
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value)
+    return (value.replace(tzinfo=None) - START).total_seconds() / 60
+
+
+def write_batch(folder: Path, index: int, rows: list[Row]) -> None:
+    """One input file per micro-batch, each modified after the one before."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"batch-{index:03d}.json"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    stamp = time.time() - 3600 + 60 * index
+    os.utime(path, (stamp, stamp))
+
+
+# ---------------------------------------------------------------- Flink's rule, in Python
+
+
+def emitted(batches: list[list[Row]], delay: float) -> dict[int, list[Row]]:
+    """Per seller, the rows Flink's OverAggregate emits, in the order it emits them.
+
+    Per micro-batch: a row at or behind the last time emitted for its seller is dropped
+    (late); the others wait; then the watermark moves on (the largest time so far minus
+    ``delay``: each run ends with a micro-batch without data that moves it, as Flink's
+    watermark follows its input) and every waiting row at or before it is emitted, by time,
+    ties in arrival order.
+    """
+    last: dict[int, float] = {}
+    waiting: dict[int, list[Row]] = {}
+    out: dict[int, list[Row]] = {}
+    watermark = float("-inf")
+    for batch in batches:
+        for row in batch:
+            key, t = row["seller"], minutes(row["ts"])
+            if key in last and t <= last[key]:
+                continue
+            waiting.setdefault(key, []).append(row)
+        watermark = max(watermark, max(minutes(r["ts"]) for r in batch) - delay)
+        for key, rows in waiting.items():
+            ready = sorted(
+                (r for r in rows if minutes(r["ts"]) <= watermark), key=lambda r: minutes(r["ts"])
+            )
+            waiting[key] = [r for r in rows if minutes(r["ts"]) > watermark]
+            if ready:
+                out.setdefault(key, []).extend(ready)
+                last[key] = minutes(ready[-1]["ts"])
+    return out
+
+
+def over_rows(
+    per_key: dict[int, list[Row]],
+    calls: dict[str, Callable[[list[Row]], Any]],
+    rows: int | None,
+    range_minutes: float | None,
+) -> list[Row]:
+    """Each emitted row with each call over its frame, from the frame's definition: the row
+    and the ``rows`` rows emitted before it (ROWS), or every emitted row of its seller at
+    most ``range_minutes`` before it, its ties included (RANGE)."""
+    out = []
+    for emitted_rows in per_key.values():
+        for index, row in enumerate(emitted_rows):
+            if rows is not None:
+                frame = emitted_rows[max(0, index - rows) : index + 1]
+            else:
+                assert range_minutes is not None
+                t = minutes(row["ts"])
+                frame = [r for r in emitted_rows if t - range_minutes <= minutes(r["ts"]) <= t]
+            out.append({**row, **{name: f(frame) for name, f in calls.items()}})
+    return out
+
+
+def avg(frame: list[Row]) -> float | None:
+    values = [r["price"] for r in frame if r["price"] is not None]
+    total = 0.0
+    for v in values:
+        total += float(v)
+    return total / len(values) if values else None
+
+
+ROWS_CALLS: dict[str, Callable[[list[Row]], Any]] = {
+    "a": avg,
+    "n": len,
+    "m": lambda f: max((r["price"] for r in f if r["price"] is not None), default=None),
+}
+RANGE_CALLS: dict[str, Callable[[list[Row]], Any]] = {
+    "s": lambda f: (
+        sum(r["price"] for r in f if r["price"] is not None)
+        if any(r["price"] is not None for r in f)
+        else None
+    ),
+    "lo": lambda f: min((r["price"] for r in f if r["price"] is not None), default=None),
+    "c": lambda f: sum(1 for r in f if r["price"] is not None),
+}
+
+JOB = """\
+SET max_parallelism = 16;
+{mode}CREATE SOURCE bids (seller INT, price INT, ts TIMESTAMP,
+  WATERMARK FOR ts AS ts - INTERVAL 1 MINUTE)
+  WITH (connector = 'files', path = 'in', format = 'json');
+CREATE SINK rows_out WITH (connector = 'files', path = 'out/rows', format = 'json');
+CREATE SINK range_out WITH (connector = 'files', path = 'out/range', format = 'json');
+INSERT INTO rows_out SELECT seller, price, ts,
+  AVG(price) OVER (PARTITION BY seller ORDER BY ts ROWS BETWEEN 2 PRECEDING AND CURRENT ROW) AS a,
+  COUNT(*) OVER (PARTITION BY seller ORDER BY ts ROWS BETWEEN 2 PRECEDING AND CURRENT ROW) AS n,
+  MAX(price) OVER (PARTITION BY seller ORDER BY ts ROWS BETWEEN 2 PRECEDING AND CURRENT ROW) AS m
+  FROM bids WHERE seller < 100;
+INSERT INTO range_out SELECT seller, price, ts,
+  SUM(price) OVER w1 AS s, MIN(price) OVER w1 AS lo, COUNT(price) OVER w1 AS c
+  FROM bids;
+"""
+RANGE_WINDOW = (
+    "(PARTITION BY seller ORDER BY ts RANGE BETWEEN INTERVAL 3 MINUTES PRECEDING AND CURRENT ROW)"
+)
+
+
+def job_text(batch: bool = False) -> str:
+    return JOB.format(mode="SET execution.mode = batch;\n" if batch else "").replace(
+        "OVER w1", "OVER " + RANGE_WINDOW
+    )
+
+
+# No two rows of a seller share a time where the ROWS query reads them (seller < 100); the
+# RANGE query's seller 100 has ties.
+BATCHES: list[list[Row]] = [
+    [
+        {"seller": 1, "price": 10, "ts": at(0)},
+        {"seller": 1, "price": 30, "ts": at(2)},
+        {"seller": 1, "price": 20, "ts": at(1)},  # out of order, not late
+        {"seller": 2, "price": 5, "ts": at(1.5)},
+        {"seller": 100, "price": 1, "ts": at(3)},
+        {"seller": 100, "price": 2, "ts": at(3)},
+    ],
+    # watermark 10:02
+    [
+        {"seller": 1, "price": None, "ts": at(4)},
+        {"seller": 1, "price": 99, "ts": at(1.5)},  # behind seller 1's last emitted (10:02): late
+        {
+            "seller": 2,
+            "price": 7,
+            "ts": at(1.8),
+        },  # behind the watermark (10:02), after 2's last (10:01.5): kept
+        {"seller": 100, "price": 4, "ts": at(5)},
+        {"seller": 100, "price": 8, "ts": at(3)},  # a tie with two rows waiting: kept
+    ],
+    # watermark 10:04
+    [
+        {"seller": 1, "price": 40, "ts": at(6)},
+        {"seller": 2, "price": 9, "ts": at(3.5)},  # behind the watermark, after 2's last: kept
+        {"seller": 3, "price": 3, "ts": at(2)},  # a new seller behind the watermark: kept
+        {"seller": 100, "price": 16, "ts": at(6)},
+        {"seller": 100, "price": 32, "ts": at(6)},
+    ],
+    # watermark 10:05
+    [{"seller": 1, "price": 50, "ts": at(9)}, {"seller": 100, "price": 64, "ts": at(8)}],
+    # watermark 10:08
+    [{"seller": 9, "price": 0, "ts": at(30)}],
+    # watermark 10:29
+]
+
+
+def normal(rows: list[Row]) -> list[tuple[Any, ...]]:
+    """The rows as sorted tuples, NULL fields left out (the JSON sink writes none)."""
+    return sorted(
+        tuple((k, minutes(v) if k == "ts" else v) for k, v in sorted(r.items()) if v is not None)
+        for r in rows
+    )
+
+
+def test_over_runs_as_a_processor_the_plan_names() -> None:
+    job = flowc.compile(job_text(), "over.flow", for_spark=True)
+    assert not [d for d in job.diagnostics if d.severity is flowc.Severity.ERROR]
+    overs = sorted(job.spark_plan.over_aggregators.values(), key=lambda o: o.line)
+    assert [(o.keys, o.column, o.rows, o.preceding, o.streaming) for o in overs] == [
+        (("seller",), "ts", True, 2, True),
+        (("seller",), "ts", False, 180_000, True),
+    ]
+    assert job.spark_plan.state_store.backend == "rocksdb"
+    text = "\n".join(job.spark_plan.to_text())
+    assert "over: line 8: OVER (PARTITION BY seller ORDER BY ts ROWS BETWEEN 2 PRECEDING" in text
+    assert "transformWithState processor" in text
+    program = generate_pyspark(job)
+    assert "class OverAggregate(" in program and "= over_aggregate(" in program
+
+
+def test_over_rows_equal_flinks_rule_across_micro_batches_and_restarts(
+    spark: Any, tmp_path: Path
+) -> None:
+    """Five micro-batches, each its own run on the same checkpoints: ROWS and RANGE frames,
+    late rows dropped (and rows behind the watermark kept where Flink keeps them), RANGE
+    ties given one result, NULL skipped."""
+    flow = tmp_path / "over.flow"
+    flow.write_text(job_text(), encoding="utf-8")
+    for index, batch in enumerate(BATCHES):
+        write_batch(tmp_path / "in", index, batch)
+        job = flowc.compile(job_text(), str(flow), for_spark=True)
+        report = run_job(job, available_now=True, master="local[2]", out=io.StringIO())
+        assert [q.error for q in report.queries] == [None, None], index
+    per_key = emitted(BATCHES, delay=1)
+    small = {k: v for k, v in per_key.items() if k < 100}
+    wanted_rows = over_rows(small, ROWS_CALLS, 2, None)
+    wanted_range = over_rows(per_key, RANGE_CALLS, None, 3)
+    prices = [r["price"] for r in wanted_range]
+    assert 99 not in prices and 7 in prices and 9 in prices
+    ties = {r["s"] for r in wanted_range if r["seller"] == 100 and minutes(r["ts"]) == 3}
+    assert ties == {11}  # 1, 2 and 8 at 10:03, across two micro-batches: one result
+    assert normal(read_json_dir(tmp_path / "out" / "rows")) == normal(wanted_rows)
+    assert normal(read_json_dir(tmp_path / "out" / "range")) == normal(wanted_range)
+
+
+def test_over_in_batch_mode_equals_the_frames(spark: Any, tmp_path: Path) -> None:
+    """Batch mode runs Spark's window functions over the same frames: every row (none is
+    late in one pass), RANGE ties one result; the rows streaming drops as late are left
+    out of the input, so the result is the final rows of the stream run on them."""
+    flow = tmp_path / "batch.flow"
+    flow.write_text(job_text(batch=True), encoding="utf-8")
+    accepted = {id(r) for rows in emitted(BATCHES, delay=1).values() for r in rows}
+    late = [r for b in BATCHES for r in b if r["price"] in (99,)]
+    assert late and not any(id(r) in accepted for r in late)
+    kept = [[r for r in batch if r not in late] for batch in BATCHES]
+    for index, batch in enumerate(kept):
+        write_batch(tmp_path / "in", index, batch)
+    job = flowc.compile(job_text(batch=True), str(flow), for_spark=True)
+    assert all(not o.streaming for o in job.spark_plan.over_aggregators.values())
+    assert "class OverAggregate(" in generate_pyspark(job)
+    report = run_job(job, master="local[2]", out=io.StringIO())
+    assert [q.error for q in report.queries] == [None, None]
+    everything = [[r for batch in kept for r in batch]]
+    per_key = emitted([*everything, [{"seller": 0, "price": 0, "ts": at(10_000)}]], delay=0)
+    per_key = {k: v for k, v in per_key.items() if k != 0}
+    small = {k: v for k, v in per_key.items() if k < 100}
+    assert normal(read_json_dir(tmp_path / "out" / "rows")) == normal(
+        over_rows(small, ROWS_CALLS, 2, None)
+    )
+    assert normal(read_json_dir(tmp_path / "out" / "range")) == normal(
+        over_rows(per_key, RANGE_CALLS, None, 3)
+    )
