@@ -42,6 +42,17 @@ def check_over(ctx: Context, node: ast.Over, step: StepInput) -> Step | None:
             help="ORDER BY the stream's event-time column (the one with the WATERMARK)",
         )
         return None
+    if not node.partition:
+        # Flink runs it as one subtask behind a GLOBAL exchange, with the steps after it
+        # chained at parallelism 1; flowc's graph for it is not that yet.
+        ctx.reporter.error(
+            Code.E0753,
+            "an OVER window without PARTITION BY is not run by flowc yet",
+            node.order.span,
+            help="add PARTITION BY the columns whose rows each window reads (Flink runs "
+            "an unpartitioned OVER window in one subtask)",
+        )
+        return None
     scope = Scope(schema)
     out = list(schema)
     for item in node.items:
