@@ -22,11 +22,7 @@ and at most one more without data that moves the watermark on; each run a restar
 from __future__ import annotations
 
 import io
-import json
-import os
-import time
 from collections.abc import Callable, Hashable, Iterable
-from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -37,31 +33,7 @@ from flowc.cli.main import main
 from flowc.runtime.run import run_job
 from flowc.spark.codegen import generate_pyspark
 from tests.helpers.files import read_json_dir
-
-Row = dict[str, Any]
-START = datetime(2024, 1, 1, 10, 0, 0)
-
-
-def at(minutes: float) -> str:
-    """An event time, ``minutes`` after 10:00, as the JSON files carry it."""
-    return (START + timedelta(minutes=minutes)).isoformat()
-
-
-def minutes(value: Any) -> float:
-    """An event time read back (a datetime from Spark, an ISO string from a JSON sink)."""
-    if isinstance(value, str):
-        value = datetime.fromisoformat(value)
-    return (value.replace(tzinfo=None) - START).total_seconds() / 60
-
-
-def write_batch(folder: Path, index: int, rows: list[Row]) -> None:
-    """One input file per micro-batch, each modified after the one before."""
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"batch-{index:03d}.json"
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    stamp = time.time() - 3600 + 60 * index
-    os.utime(path, (stamp, stamp))
-
+from tests.helpers.minute_events import Row, at, minutes, write_batch
 
 # ---------------------------------------------------------------- the rules, in Python
 

@@ -13,11 +13,7 @@ the frames computed in plain Python from their definition.
 from __future__ import annotations
 
 import io
-import json
-import os
-import time
 from collections.abc import Callable
-from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -25,29 +21,7 @@ import flowc
 from flowc.runtime.run import run_job
 from flowc.spark.codegen import generate_pyspark
 from tests.helpers.files import read_json_dir
-
-Row = dict[str, Any]
-START = datetime(2024, 1, 1, 10, 0, 0)
-
-
-def at(minutes: float) -> str:
-    return (START + timedelta(minutes=minutes)).isoformat()
-
-
-def minutes(value: Any) -> float:
-    if isinstance(value, str):
-        value = datetime.fromisoformat(value)
-    return (value.replace(tzinfo=None) - START).total_seconds() / 60
-
-
-def write_batch(folder: Path, index: int, rows: list[Row]) -> None:
-    """One input file per micro-batch, each modified after the one before."""
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"batch-{index:03d}.json"
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    stamp = time.time() - 3600 + 60 * index
-    os.utime(path, (stamp, stamp))
-
+from tests.helpers.minute_events import Row, at, minutes, write_batch
 
 # ---------------------------------------------------------------- Flink's rule, in Python
 
