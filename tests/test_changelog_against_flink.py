@@ -23,7 +23,7 @@ import flowc
 from flowc.graph.stream_graph import StreamGraph
 from flowc.vocabulary import NodeKind
 from tests.helpers.flink import ask_flink, checked_flink_python, requires_flink
-from tests.test_flink_sql_against_flink import CASES, flink_sql
+from tests.helpers.flink_sql_cases import CASES, flink_sql
 
 pytestmark = requires_flink
 

@@ -9,7 +9,7 @@ import pytest
 
 import flowc
 from flowc.graph.changelog import ALL_CHANGES, INSERT_ONLY, ModifyKinds, mode_text
-from tests.test_flink_sql_against_flink import flink_sql
+from tests.helpers.flink_sql_cases import flink_sql
 
 SOURCE = """
 CREATE TABLE b (k STRING, p BIGINT, ts TIMESTAMP(3), WATERMARK FOR ts AS ts)
