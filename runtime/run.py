@@ -538,8 +538,8 @@ PROCESSOR_PACKAGES = {"pandas": "pandas", "pyarrow": "pyarrow", "google.protobuf
 
 def check_processor_packages(job: CompiledJob) -> None:
     """E0816, before Spark starts: a job with a stateful processor (a step reading
-    CURRENT_WATERMARK, a DEDUPLICATE ... WITHIN) where this interpreter lacks what the
-    processor needs."""
+    CURRENT_WATERMARK, a DEDUPLICATE ... WITHIN, a streaming OVER window) where this
+    interpreter lacks what the processor needs."""
     plan = job.spark_plan
     if not plan.processors:
         return
@@ -552,6 +552,10 @@ def check_processor_packages(job: CompiledJob) -> None:
             *(
                 (d.line, d.span, "DEDUPLICATE ... WITHIN")
                 for d in plan.within_deduplicators.values()
+            ),
+            *(
+                (o.line, o.span, "An OVER window")
+                for o in ([] if plan.batch else plan.over_aggregators.values())
             ),
         ],
         key=lambda found: found[0],

@@ -500,3 +500,20 @@ def test_the_suggested_deduplications_are_exact_across_micro_batches(
     # keys: the first row of each id, whatever its time (an id's rows in one micro-batch:
     # one of them)
     assert sorted(r["id"] for r in read_json_dir(tmp_path / "out" / "keys")) == [1, 2, 3, 4]
+
+
+def test_a_missing_processor_package_is_refused_at_the_step(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """E0816 at the DEDUPLICATE ... WITHIN, before Spark starts, where the interpreter
+    Spark's Python workers run lacks what the processor needs."""
+    from flowc.runtime import run
+
+    job = flowc.compile(ISSUE, "issue.flow", for_spark=True)
+    run.check_processor_packages(job)  # this interpreter has them all
+    monkeypatch.setitem(run.PROCESSOR_PACKAGES, "flowc_no_such.module", "nosuch")
+    with pytest.raises(flowc.CompileError) as refused:
+        run.check_processor_packages(job)
+    (diagnostic,) = refused.value.diagnostics
+    assert diagnostic.code == "E0816" and diagnostic.span.line == 6
+    assert diagnostic.message.startswith("DEDUPLICATE ... WITHIN runs as a Spark stateful")

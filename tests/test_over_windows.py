@@ -17,6 +17,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 import flowc
 from flowc.runtime.run import run_job
 from flowc.spark.codegen import generate_pyspark
@@ -244,3 +246,26 @@ def test_over_in_batch_mode_equals_the_frames(spark: Any, tmp_path: Path) -> Non
     assert normal(read_json_dir(tmp_path / "out" / "range")) == normal(
         over_rows(per_key, RANGE_CALLS, None, 3)
     )
+
+
+@pytest.mark.parametrize("batch", [False, True], ids=["streaming", "batch"])
+def test_a_missing_processor_package_is_refused_at_the_over_step(
+    batch: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """E0816 at the first OVER step where the interpreter Spark's Python workers run lacks
+    what the processor needs (it was a crash with only OVER processors); batch mode runs
+    Spark's window functions and needs nothing."""
+    from flowc.diagnostics import CompileError
+    from flowc.runtime import run
+
+    job = flowc.compile(job_text(batch=batch), "over.flow", for_spark=True)
+    monkeypatch.setitem(run.PROCESSOR_PACKAGES, "flowc_no_such.module", "nosuch")
+    if batch:
+        run.check_processor_packages(job)
+        return
+    with pytest.raises(CompileError) as refused:
+        run.check_processor_packages(job)
+    (diagnostic,) = refused.value.diagnostics
+    first = min(o.line for o in job.spark_plan.over_aggregators.values())
+    assert diagnostic.code == "E0816" and diagnostic.span.line == first
+    assert diagnostic.message.startswith("An OVER window runs as a Spark stateful processor")
