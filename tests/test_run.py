@@ -547,10 +547,20 @@ def test_every_example_generates_a_program_that_compiles(path: Path) -> None:
     # A job calling Python functions loads them (flowc.spark.generated_runtime.load_functions).
     loading = {"datetime", "decimal", "hashlib", "importlib", "sysconfig", "traceback"}
     # An upsert sink reads and writes its table's files (shutil, json; psycopg for postgres).
-    upserting = {"json", "shutil"} if any(s.mode == "update" for s in job.program.sinks) else set()
+    # (a batch job's writer is a fresh uuid each run: query_identity)
+    upserting = (
+        {"json", "shutil", "uuid"} if any(s.mode == "update" for s in job.program.sinks) else set()
+    )
     if any(s.connector == "postgres" for s in job.program.sinks):
         upserting.add("psycopg")
-    allowed = standard | (loading if job.program.functions else set()) | upserting
+    # A batch files sink writes beside its output and swaps it in (replace_output).
+    batch = job.program.settings.execution_mode == "batch"
+    replacing = (
+        {"shutil", "uuid"}
+        if batch and any(s.connector == "files" for s in job.program.sinks)
+        else set()
+    )
+    allowed = standard | (loading if job.program.functions else set()) | upserting | replacing
     assert imported <= allowed
     assert "def main(" in code
 
