@@ -36,7 +36,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import flowc
 from flowc.diagnostics import CompileError, Diagnostic
@@ -357,9 +357,43 @@ def generated_schemas(spark: Any, job: flowc.CompiledJob, folder: Path) -> list[
     module = load_program(job)
     module.__dict__["BASE_DIR"] = str(folder)
     module.__dict__["EMBEDDED_FUNCTIONS"] = {f.name.lower(): f.call for f in job.functions}
+    if job.spark_plan.batch:
+        return batch_schemas(spark, module)
     with captured_sinks() as written:
         module.start_queries(spark, str(folder / "checkpoints"), True)
     return [frame.schema for frame in written]
+
+
+def batch_schemas(spark: Any, module: Any) -> list[Any]:
+    """A batch program's written schemas: each INSERT's DataFrame as it reaches the
+    program's ``executed_plan`` (called once an INSERT, before its write), the writes
+    themselves left out (no observation, no files replaced, no upsert)."""
+    from pyspark.sql.classic.dataframe import DataFrame
+
+    class Unobserved:
+        get: ClassVar[dict[str, int]] = {"rows": 0}
+
+        def __init__(self, name: str) -> None:
+            pass
+
+    written: list[Any] = []
+
+    def executed_plan(df: Any) -> None:
+        written.append(df.schema)
+
+    def no_write(*args: Any, **kwargs: Any) -> None:
+        pass
+
+    module.__dict__.update(
+        executed_plan=executed_plan, Observation=Unobserved, replace_output=no_write
+    )
+    original = DataFrame.observe
+    DataFrame.observe = lambda self, *args, **kwargs: self  # type: ignore[method-assign]
+    try:
+        module.run_batch(spark)
+    finally:
+        DataFrame.observe = original  # type: ignore[method-assign]
+    return written
 
 
 def type_batch(spark: Any, cases: Sequence[Case], aggregate: bool, outcome: Outcome) -> None:
