@@ -261,6 +261,11 @@ SETTING_RULES: dict[str, Rule] = {
     "execution.mode": Rule(
         Effect.ALLOWED, "a batch run keeps no checkpoint and leaves the streaming one as it is"
     ),
+    "batch.auto_parallelism": Rule(
+        Effect.ALLOWED,
+        "whether Flink's batch JobGraph says -1 where it decides a vertex's parallelism; "
+        "flowc plans the same bound either way",
+    ),
     "checkpoint.interval": Rule(Effect.ALLOWED, "how often micro-batches run, not what they do"),
     "checkpoint.mode": Rule(
         Effect.ALLOWED, "Flink's barrier alignment: Spark commits each micro-batch either way"
