@@ -141,6 +141,15 @@ PROGRAMS = {
         """,
     ),
     "lateral_cookbook_over_an_aggregate": flink_sql(COOKBOOK),
+    # The query around the form: Flink's Calc (a filter) or GroupAggregate after the Rank.
+    "lateral_filtered_after": flink_sql(
+        SRC, LATERAL_SINK, LATERAL.replace(") t;", ") t WHERE t.v > 3;")
+    ),
+    "lateral_grouped_after": flink_sql(
+        SRC,
+        LATERAL_SINK,
+        LATERAL.replace("t.v FROM", "COUNT(*) AS v FROM").replace(") t;", ") t GROUP BY d.c, t.k;"),
+    ),
 }
 
 #: Where flowc's modes are not Flink's (reported, not bent).
@@ -161,6 +170,13 @@ REFUSED = {
     "groups_filtered": LATERAL.replace("FROM src) d", "FROM src WHERE v > 10) d"),
     "other_condition": LATERAL.replace("src.c = d.c", "src.c = d.c AND v > 10"),
     "offset": LATERAL.replace("LIMIT 3", "LIMIT 3 OFFSET 1"),
+    "join_on_a_condition": LATERAL.replace("d,\n  LATERAL", "d\n  JOIN LATERAL").replace(
+        ") t;", ") t ON t.v > 3;"
+    ),
+    "grouped_inside": LATERAL.replace(
+        "SELECT k, v FROM src WHERE src.c = d.c",
+        "SELECT k, MAX(v) AS v FROM src WHERE src.c = d.c GROUP BY k",
+    ),
     "groups_of_another_relation": LATERAL.replace("FROM src) d", "FROM other) d"),
     "not_keyed_by_every_group_column": LATERAL.replace("DISTINCT c FROM", "DISTINCT c, k FROM"),
 }
@@ -220,7 +236,9 @@ def test_lateral_forms_flink_refuses_are_e0758(
     assert isinstance(plan, str), plan
     with pytest.raises(flowc.CompileError) as refused:
         flowc.compile(flink_sql(SRC, OTHER, LATERAL_SINK, REFUSED[case]), "d.flow")
-    assert [d.code for d in refused.value.diagnostics if d.severity.name == "ERROR"] == ["E0758"]
+    errors = [d for d in refused.value.diagnostics if d.severity.name == "ERROR"]
+    assert [d.code for d in errors] == ["E0758"]
+    assert "Flink 2.3 refuses it on a stream" in errors[0].message
 
 
 # The LATERAL form's JobGraph: Flink's Calc (a Map chained to the source), its Rank behind a

@@ -359,18 +359,20 @@ class _Expansion:
         lateral = join.this
         body = lateral.this.this if isinstance(lateral.this, exp.Subquery) else None
         if not isinstance(body, exp.Select):
-            raise self._lateral_refused("a LATERAL that is not a subquery", lateral)
+            raise self._lateral_refused("a LATERAL that is not a subquery", lateral, False)
         if len(joins) != 1:
-            raise self._lateral_refused("a LATERAL subquery beside other joins", joins[0])
+            raise self._lateral_refused(
+                "a LATERAL subquery beside other joins", joins[0], flink_refuses=False
+            )
         on = join.args.get("on")
         if join.side or (on is not None and not (isinstance(on, exp.Boolean) and on.this)):
             what = f"{join.side} JOIN LATERAL" if join.side else "JOIN LATERAL ON a condition"
             raise self._lateral_refused(what, on if on is not None else lateral)
-        for key in ("where", "group", "having", "order", "limit", "distinct", "qualify"):
+        for key in ("order", "limit", "offset", "distinct", "qualify"):
             clause = select.args.get(key)
             if clause:
                 raise self._lateral_refused(
-                    "a LATERAL Top-N with a clause of its own around it", clause
+                    f"a LATERAL Top-N under {key.upper()}", clause, flink_refuses=False
                 )
         from_ = select.args.get("from_")
         keys, relation, outer = self._lateral_groups(from_.this if from_ is not None else None)
@@ -397,7 +399,9 @@ class _Expansion:
                 unnamed = [i for i in body.expressions[:-1] if _output_name(i) is None]
                 if unnamed:
                     raise self._lateral_refused(
-                        "SELECT * over a LATERAL subquery item with no name", unnamed[0]
+                        "SELECT * over a LATERAL subquery item with no name",
+                        unnamed[0],
+                        flink_refuses=False,
                     )
                 items += [exp.column(name, quoted=True) for name in keys]
                 items += [
@@ -405,8 +409,12 @@ class _Expansion:
                     for i in body.expressions[: len(body.expressions) - 1]
                     if _output_name(i) not in keys
                 ]
-            elif any(isinstance(s, exp.Star) for s in item.walk()):
-                raise self._lateral_refused("a LATERAL Top-N selecting x.*", item)
+            elif any(
+                isinstance(c, exp.Column) and isinstance(c.this, exp.Star) for c in item.walk()
+            ):
+                raise self._lateral_refused(
+                    "a LATERAL Top-N selecting x.*", item, flink_refuses=False
+                )
             else:
                 items.append(item)
         select.set("expressions", items)
@@ -425,16 +433,25 @@ class _Expansion:
         bound = exp.Literal.number(n)
         if limit is not None:
             bound.meta.update(_meta_of(limit))
-        select.set(
-            "where",
-            exp.Where(this=exp.LTE(this=exp.column(rank, quoted=True), expression=bound)),
-        )
+        bounded: exp.Expr = exp.LTE(this=exp.column(rank, quoted=True), expression=bound)
+        where = select.args.get("where")
+        if where is not None:  # Flink's Calc after the Rank: TOP, then the filter
+            bounded = exp.and_(bounded, where.this)
+        select.set("where", exp.Where(this=bounded))
 
-    def _lateral_refused(self, what: str, node: exp.Expr | None) -> _Refused:
+    def _lateral_refused(
+        self, what: str, node: exp.Expr | None, flink_refuses: bool = True
+    ) -> _Refused:
+        """E0758 at ``node``: ``flink_refuses`` where Flink 2.3 was asked and refused the
+        form on a stream; else a form flowc does not lower (Flink may plan it)."""
+        why = (
+            "Flink 2.3 refuses it on a stream (unexpected correlate variable)"
+            if flink_refuses
+            else "flowc lowers only that form"
+        )
         return self.error(
             Code.E0758,
-            f"{what} is not Flink's LATERAL Top-N: Flink 2.3 refuses it on a stream "
-            "(unexpected correlate variable)",
+            f"{what} is not Flink's LATERAL Top-N per group: {why}",
             node,
             help=_LATERAL_HELP,
         )
@@ -445,7 +462,10 @@ class _Expansion:
         inner = node.this if isinstance(node, exp.Subquery) else None
         if not isinstance(inner, exp.Select) or not node or not node.alias:
             raise self._lateral_refused(
-                "a LATERAL subquery after anything but (SELECT DISTINCT k FROM r) d", node
+                "a LATERAL subquery after anything but a subquery (SELECT DISTINCT k FROM r) "
+                "d in FROM, with its alias",
+                node,
+                flink_refuses=False,
             )
         from_ = inner.args.get("from_")
         relation = from_.this if from_ is not None else None
@@ -467,6 +487,7 @@ class _Expansion:
                 "a LATERAL subquery whose groups are not SELECT DISTINCT k, ... FROM r (no "
                 "WHERE, no join)",
                 inner,
+                flink_refuses=bool(inner.args.get("where")),
             )
         return [i.name for i in items], relation.name, node.alias
 
@@ -492,9 +513,12 @@ class _Expansion:
                 raise self._lateral_refused(
                     f"a LATERAL subquery with {key.upper().replace('GROUP', 'GROUP BY')}",
                     clause[0] if isinstance(clause, list) else clause,
+                    flink_refuses=key in ("group", "having", "offset"),
                 )
         if any(isinstance(n, exp.Window) for n in body.walk()) or has_aggregate(body):
-            raise self._lateral_refused("a LATERAL subquery with aggregates", body)
+            raise self._lateral_refused(
+                "a LATERAL subquery with aggregates or OVER", body, flink_refuses=False
+            )
         limit = body.args.get("limit")
         count = (
             limit.args.get("count")
@@ -510,7 +534,9 @@ class _Expansion:
             and body.args.get("order")
         ):
             raise self._lateral_refused(
-                "a LATERAL subquery without ORDER BY ... LIMIT n", limit or body
+                "a LATERAL subquery without ORDER BY ... LIMIT n (Flink joins it)",
+                limit or body,
+                flink_refuses=False,
             )
         inner_alias = table.alias or relation
         where = body.args.get("where")
@@ -544,7 +570,9 @@ class _Expansion:
         for column in body.find_all(exp.Column):
             if column.table == outer:
                 raise self._lateral_refused(
-                    f"a LATERAL subquery reading {outer}'s columns outside its WHERE", column
+                    f"a LATERAL subquery reading {outer}'s columns outside its WHERE",
+                    column,
+                    flink_refuses=False,
                 )
             if column.table == inner_alias:
                 column.set("table", None)
