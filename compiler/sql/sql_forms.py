@@ -347,8 +347,9 @@ class _Expansion:
         LATERAL``, ``JOIN LATERAL ... ON TRUE``, ``FETCH FIRST n ROWS ONLY``, GROUP BY k
         for DISTINCT), rewritten in place as the ROW_NUMBER() Top-N over ``r``: Flink 2.3
         decorrelates exactly this form into a Rank over ``r`` (the DISTINCT side drops
-        out). Every other LATERAL subquery Flink 2.3 refuses ("unexpected correlate
-        variable"): E0758, at the part that differs."""
+        out), and the outer query's WHERE, GROUP BY and HAVING after it. Every other
+        LATERAL subquery is E0758 at the part that differs, saying whether Flink 2.3
+        refuses it too ("unexpected correlate variable") or flowc does not lower it."""
         joins = select.args.get("joins") or []
         laterals = [
             j for j in joins if isinstance(j.this, exp.Lateral) and not j.this.args.get("view")
@@ -377,6 +378,15 @@ class _Expansion:
         from_ = select.args.get("from_")
         keys, relation, outer = self._lateral_groups(from_.this if from_ is not None else None)
         n = self._lateral_rows(body, relation, outer, keys)
+        for item in body.expressions:
+            named = _output_name(item)
+            if named in keys and not (isinstance(item, exp.Column) and item.name == named):
+                # d.k reads the group column; an item of that name would shadow it.
+                raise self._lateral_refused(
+                    f"a LATERAL subquery item named as the group column '{named}'",
+                    item,
+                    flink_refuses=False,
+                )
         for name in keys:
             if not any(_output_name(i) == name for i in body.expressions):
                 body.append("expressions", exp.column(name))
