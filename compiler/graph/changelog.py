@@ -220,8 +220,6 @@ def is_update_fast(
         if isinstance(found, AggregateStep):
             break
         chain.append(found)
-    if not found.keys:
-        return False
     columns = _aggregate_columns(found, kinds_of_input(current, kinds).insert_only)
     keys = set(found.keys)
     for row_step in reversed(chain):
