@@ -744,6 +744,19 @@ class Code(StrEnum):
         "SELECT on a stream)",
         "over-windows",
     )
+    E0758 = (
+        "E0758",
+        "lateral-top-n",
+        "a LATERAL subquery that is not Flink's LATERAL Top-N per group (Flink 2.3 "
+        "refuses it on a stream)",
+        "ctes-and-subqueries",
+    )
+    E0759 = (
+        "E0759",
+        "match-recognize",
+        "MATCH_RECOGNIZE (Flink's pattern recognition), not supported yet",
+        "flink-sql-and-flink-ddl",
+    )
     E0801 = (
         "E0801",
         "malformed-record",

@@ -9,6 +9,14 @@ Two passes, as Flink's two phases: forward, which kinds of change each operator 
 consumers need UPDATE_BEFORE (its UpdateKind): an upsert sink takes updates without it,
 an aggregate, a Top-N or a join consuming updates needs it, a row-wise step passes its
 consumers' need on. Both walk the graph once in topological order: linear, deterministic.
+
+A TOP over an aggregate's updates is Flink's UpdateFastStrategy Rank, which needs no
+UPDATE_BEFORE, where Flink's RankProcessStrategy picks it: the aggregate's keys (its upsert
+key) hold the TOP's PER columns and every BY column only grows in its direction (COUNT or
+MAX descending, MIN ascending, over an insert-only input; a key column is constant).
+Flink 2.3 also finds a SUM that only grows from a WHERE bounding its argument (its
+column intervals): flowc does not, and plans that one as the RetractStrategy Rank.
+Otherwise it is the RetractStrategy Rank, which needs it.
 """
 
 from __future__ import annotations
@@ -26,11 +34,16 @@ from flowc.program import (
     AggregateStep,
     DeduplicateStep,
     DimensionJoinStep,
+    DropStep,
+    ExtendStep,
     JoinStep,
     Program,
+    RenameStep,
+    SelectStep,
     Step,
     Stream,
     TopStep,
+    WhereStep,
     WindowAggregateStep,
     WindowTopStep,
 )
@@ -112,12 +125,123 @@ def produced(
     return inputs
 
 
-def needs_before(step: Step | None) -> bool | None:
+def needs_before(step: Step | None, update_fast: bool = False) -> bool | None:
     """Whether ``step`` needs UPDATE_BEFORE from an updating input (True), or passes on its
-    own consumers' need (None): row-wise steps do, stateful ones consuming updates retract."""
+    own consumers' need (None): row-wise steps do, stateful ones consuming updates retract,
+    but for a TOP planned as Flink's UpdateFastStrategy Rank (``update_fast``)."""
+    if isinstance(step, TopStep) and update_fast:
+        return False
     if isinstance(step, (AggregateStep, TopStep, DeduplicateStep, JoinStep, DimensionJoinStep)):
         return True
     return None
+
+
+#: A column's monotonicity under updates (Flink's SqlMonotonicity, the kinds it tells apart).
+CONSTANT, INCREASING, DECREASING = "constant", "increasing", "decreasing"
+
+#: Aggregate functions whose value over an insert-only input only moves one way (Flink's
+#: FlinkRelMdModifiedMonotonicity; COUNT DISTINCT too; SUM only where Flink knows the
+#: argument's sign, which flowc does not follow).
+_MONOTONIC_CALLS = {"count": INCREASING, "max": INCREASING, "min": DECREASING}
+
+
+def _aggregate_columns(step: AggregateStep, insert_only_input: bool) -> dict[str, str]:
+    """Each output column of ``step`` that only moves one way, and how."""
+    columns = {key: CONSTANT for key in step.keys}
+    if not insert_only_input:
+        return columns
+    for item, column in zip(step.node.items, step.schema[len(step.keys) :], strict=False):
+        tree = item.expr.tree
+        if isinstance(tree, exp.Count):
+            columns[column.name] = INCREASING
+        elif isinstance(tree, exp.Max | exp.Min) and len(tree.expressions) == 0:
+            columns[column.name] = _MONOTONIC_CALLS[tree.key]
+    return columns
+
+
+def _row_wise(step: Step | None, columns: dict[str, str], keys: set[str]) -> bool:
+    """Carry ``columns`` (monotonicity) and ``keys`` (the upsert key) through a row-wise
+    ``step``, by name (in place); False for a step this does not follow."""
+    if step is None or isinstance(step, WhereStep):
+        return True
+    if isinstance(step, SelectStep | ExtendStep):
+        kept: dict[str, str] = dict(columns) if isinstance(step, ExtendStep) else {}
+        kept_keys = set(keys) if isinstance(step, ExtendStep) else set()
+        for item in step.node.items:
+            tree = item.expr.tree
+            if not isinstance(tree, exp.Column):
+                if item.alias is not None:
+                    kept.pop(item.alias.value, None)
+                continue
+            name = item.alias.value if item.alias is not None else tree.name
+            if tree.name in columns:
+                kept[name] = columns[tree.name]
+            if tree.name in keys:
+                kept_keys.add(name)
+        columns.clear()
+        columns.update(kept)
+        keys.clear()
+        keys.update(kept_keys)
+        return True
+    if isinstance(step, DropStep):
+        for dropped in step.node.columns:
+            columns.pop(dropped.value, None)
+            keys.discard(dropped.value)
+        return True
+    if isinstance(step, RenameStep):
+        renamed = {i.old.value: i.new.value for i in step.node.items}
+        moved = {renamed.get(c, c): m for c, m in columns.items()}
+        columns.clear()
+        columns.update(moved)
+        moved_keys = {renamed.get(k, k) for k in keys}
+        keys.clear()
+        keys.update(moved_keys)
+        return True
+    return False
+
+
+def is_update_fast(
+    graph: StreamGraph, node: StreamNode, by_node: dict[int, Step], kinds: dict[int, ModifyKinds]
+) -> bool:
+    """Whether the TOP at ``node`` is Flink's UpdateFastStrategy Rank: its input is an
+    aggregate's updates, read through row-wise steps only, whose keys hold the PER columns
+    and whose BY columns only grow in the order's direction (module docstring)."""
+    step = by_node.get(node.id)
+    if not isinstance(step, TopStep) or kinds_of_input(node, kinds).insert_only:
+        return False
+    chain: list[Step | None] = []
+    current = node
+    while True:
+        sources = {e.source_id for e in current.in_edges}
+        if len(sources) != 1:
+            return False
+        current = graph.nodes[sources.pop()]
+        found = by_node.get(current.id)
+        if isinstance(found, AggregateStep):
+            break
+        chain.append(found)
+    columns = _aggregate_columns(found, kinds_of_input(current, kinds).insert_only)
+    keys = set(found.keys)
+    for row_step in reversed(chain):
+        if not _row_wise(row_step, columns, keys):
+            return False
+    per = {p.tree.name for p in step.node.per if isinstance(p.tree, exp.Column)}
+    if len(per) != len(step.node.per) or not per <= keys or not step.node.order:
+        return False
+    for item in step.node.order:
+        tree = item.expr.tree
+        moves = columns.get(tree.name) if isinstance(tree, exp.Column) else None
+        if moves is None or (moves != CONSTANT and (moves == INCREASING) != item.descending):
+            return False
+    return True
+
+
+def kinds_of_input(node: StreamNode, kinds: dict[int, ModifyKinds]) -> ModifyKinds:
+    """The union of the kinds of change ``node``'s inputs emit."""
+    inputs = INSERT_ONLY
+    for edge in node.in_edges:
+        inputs = inputs | kinds[edge.source_id]
+    return inputs
 
 
 def _steps(stream: Stream) -> Iterator[Step]:
@@ -147,14 +271,12 @@ def infer_changelog_modes(
     order = _topological(graph)
     kinds: dict[int, ModifyKinds] = {}
     for node in order:
-        inputs = INSERT_ONLY
-        for edge in node.in_edges:
-            inputs = inputs | kinds[edge.source_id]
         kinds[node.id] = (
             INSERT_ONLY
             if node.kind is NodeKind.SOURCE
-            else produced(by_node.get(node.id), inputs, times)
+            else produced(by_node.get(node.id), kinds_of_input(node, kinds), times)
         )
+    update_fast = {n.id for n in order if is_update_fast(graph, n, by_node, kinds)}
     before: dict[int, bool] = {}
     for node in reversed(order):
         need = False
@@ -163,7 +285,7 @@ def infer_changelog_modes(
             if consumer.kind is NodeKind.SINK:
                 need = need or not upsert_sinks.get(consumer.span, False)
                 continue
-            asked = needs_before(by_node.get(consumer.id))
+            asked = needs_before(by_node.get(consumer.id), consumer.id in update_fast)
             need = need or (before[consumer.id] if asked is None else asked)
         before[node.id] = need
     for node in order:

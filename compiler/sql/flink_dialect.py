@@ -222,17 +222,19 @@ def flink_column_type(text: str) -> str:
     return _FLINK_TYPE_WORDS.sub(spark, text)
 
 
-#: Flink SQL clauses with no form on Spark, refused by name before sqlglot reads them
-#: (it would report a bracket it cannot close): their hints.
+#: Flink SQL clauses flowc does not run, refused by name before sqlglot reads them (it
+#: would report a bracket it cannot close): their message and hint. The name counts only
+#: before an opening bracket, so a Spark-dialect column of that name is still a column.
 UNSUPPORTED_CLAUSES = {
     "MATCH_RECOGNIZE": (
-        "MATCH_RECOGNIZE (Flink's pattern recognition over ordered rows) has no form on "
-        "Spark's streaming",
-        "a pattern over each key's rows needs state kept per key across micro-batches: "
-        "compute it outside flowc, or express the steps as windows and joins",
+        "MATCH_RECOGNIZE (Flink's pattern recognition over each key's ordered rows) is not "
+        "supported yet",
+        "no form of it is: it needs a state machine per key kept across micro-batches "
+        "(Flink's CEP operator), a processor flowc does not have yet; compute the pattern "
+        "outside flowc, or express its steps as windows and joins",
     ),
 }
-_CLAUSE_WORDS = re.compile(r"\b(" + "|".join(UNSUPPORTED_CLAUSES) + r")\b", re.IGNORECASE)
+_CLAUSE_WORDS = re.compile(r"\b(" + "|".join(UNSUPPORTED_CLAUSES) + r")\b(?=\s*\()", re.IGNORECASE)
 
 
 def unsupported_clauses(text: str) -> list[tuple[str, int, int]]:

@@ -53,6 +53,13 @@ _TOP_HELP = (
 )
 
 
+_LATERAL_HELP = (
+    "write Flink's Top-N per group as SELECT * FROM (SELECT *, ROW_NUMBER() OVER "
+    "(PARTITION BY k ORDER BY x DESC) AS rn FROM r) WHERE rn <= n, or as the LATERAL form "
+    "Flink decorrelates: FROM (SELECT DISTINCT k FROM r) d, LATERAL (SELECT ... FROM r "
+    "WHERE r.k = d.k ORDER BY x DESC LIMIT n)"
+)
+
 _AS_OF_HELP = (
     "join the table's current rows with FOR SYSTEM_TIME AS OF s.pt, where the stream "
     "declares pt AS PROCTIME() (Flink's lookup join), or with a plain JOIN"
@@ -200,6 +207,7 @@ class _Expansion:
         if isinstance(tree, exp.Union):
             self.union_branches(tree)
         for select in _selects(tree):
+            self.lateral_top_n(select)
             self.from_subqueries(select)
             _comma_joins(select)
             self.aliases(select)
@@ -332,6 +340,254 @@ class _Expansion:
             self.define(hidden, ast.PipeQuery(source=source, steps=(extend,), span=span), None)
             relations[owner].set("this", exp.to_identifier(hidden, quoted=True))
             _requalify(select, owner, hidden)
+
+    def lateral_top_n(self, select: exp.Select) -> None:
+        """Flink's LATERAL Top-N per group, ``FROM (SELECT DISTINCT k FROM r) d, LATERAL
+        (SELECT ... FROM r WHERE r.k = d.k ORDER BY x DESC LIMIT n) t`` (also ``CROSS JOIN
+        LATERAL``, ``JOIN LATERAL ... ON TRUE``, ``FETCH FIRST n ROWS ONLY``, GROUP BY k
+        for DISTINCT), rewritten in place as the ROW_NUMBER() Top-N over ``r``: Flink 2.3
+        decorrelates exactly this form into a Rank over ``r`` (the DISTINCT side drops
+        out), and the outer query's WHERE, GROUP BY and HAVING after it. Every other
+        LATERAL subquery is E0758 at the part that differs, saying whether Flink 2.3
+        refuses it too ("unexpected correlate variable") or flowc does not lower it."""
+        joins = select.args.get("joins") or []
+        laterals = [
+            j for j in joins if isinstance(j.this, exp.Lateral) and not j.this.args.get("view")
+        ]
+        if not laterals:
+            return
+        join = laterals[0]
+        lateral = join.this
+        body = lateral.this.this if isinstance(lateral.this, exp.Subquery) else None
+        if not isinstance(body, exp.Select):
+            raise self._lateral_refused("a LATERAL that is not a subquery", lateral, False)
+        if len(joins) != 1:
+            raise self._lateral_refused(
+                "a LATERAL subquery beside other joins", joins[0], flink_refuses=False
+            )
+        on = join.args.get("on")
+        if join.side or (on is not None and not (isinstance(on, exp.Boolean) and on.this)):
+            what = f"{join.side} JOIN LATERAL" if join.side else "JOIN LATERAL ON a condition"
+            raise self._lateral_refused(what, on if on is not None else lateral)
+        for key in ("order", "limit", "offset", "distinct", "qualify"):
+            clause = select.args.get(key)
+            if clause:
+                raise self._lateral_refused(
+                    f"a LATERAL Top-N under {key.upper()}", clause, flink_refuses=False
+                )
+        from_ = select.args.get("from_")
+        keys, relation, outer = self._lateral_groups(from_.this if from_ is not None else None)
+        n = self._lateral_rows(body, relation, outer, keys)
+        for item in body.expressions:
+            named = _output_name(item)
+            if named in keys and not (isinstance(item, exp.Column) and item.name == named):
+                # d.k reads the group column; an item of that name would shadow it.
+                raise self._lateral_refused(
+                    f"a LATERAL subquery item named as the group column '{named}'",
+                    item,
+                    flink_refuses=False,
+                )
+        for name in keys:
+            if not any(_output_name(i) == name for i in body.expressions):
+                body.append("expressions", exp.column(name))
+        rank = "$lateral_rn"
+        window = exp.Window(
+            this=exp.RowNumber(),
+            partition_by=[exp.column(name) for name in keys],
+            order=body.args["order"],
+        )
+        body.set("order", None)
+        limit = body.args.get("limit")
+        body.set("limit", None)
+        body.append(
+            "expressions", exp.Alias(this=window, alias=exp.to_identifier(rank, quoted=True))
+        )
+        alias = lateral.alias or "$lateral"
+        items: list[exp.Expr] = []
+        for item in select.expressions:
+            if isinstance(item, exp.Star):
+                unnamed = [i for i in body.expressions[:-1] if _output_name(i) is None]
+                if unnamed:
+                    raise self._lateral_refused(
+                        "SELECT * over a LATERAL subquery item with no name",
+                        unnamed[0],
+                        flink_refuses=False,
+                    )
+                items += [exp.column(name, quoted=True) for name in keys]
+                items += [
+                    exp.column(_output_name(i) or "", quoted=True)
+                    for i in body.expressions[: len(body.expressions) - 1]
+                    if _output_name(i) not in keys
+                ]
+            elif any(
+                isinstance(c, exp.Column) and isinstance(c.this, exp.Star) for c in item.walk()
+            ):
+                raise self._lateral_refused(
+                    "a LATERAL Top-N selecting x.*", item, flink_refuses=False
+                )
+            else:
+                items.append(item)
+        select.set("expressions", items)
+        select.set("joins", None)
+        select.set(
+            "from_",
+            exp.From(
+                this=exp.Subquery(this=body, alias=exp.TableAlias(this=exp.to_identifier(alias)))
+            ),
+        )
+        for column in select.find_all(exp.Column):
+            # The query now reads one relation: its columns unqualified, as Spark's rules
+            # follow a TOP's group columns by their plain names to an upsert sink.
+            if column.table in (outer, alias) and column.find_ancestor(exp.Select) is select:
+                column.set("table", None)
+        bound = exp.Literal.number(n)
+        if limit is not None:
+            bound.meta.update(_meta_of(limit))
+        bounded: exp.Expr = exp.LTE(this=exp.column(rank, quoted=True), expression=bound)
+        where = select.args.get("where")
+        if where is not None:  # Flink's Calc after the Rank: TOP, then the filter
+            bounded = exp.and_(bounded, where.this)
+        select.set("where", exp.Where(this=bounded))
+
+    def _lateral_refused(
+        self, what: str, node: exp.Expr | None, flink_refuses: bool = True
+    ) -> _Refused:
+        """E0758 at ``node``: ``flink_refuses`` where Flink 2.3 was asked and refused the
+        form on a stream; else a form flowc does not lower (Flink may plan it)."""
+        why = (
+            "Flink 2.3 refuses it on a stream (unexpected correlate variable)"
+            if flink_refuses
+            else "flowc lowers only that form"
+        )
+        return self.error(
+            Code.E0758,
+            f"{what} is not Flink's LATERAL Top-N per group: {why}",
+            node,
+            help=_LATERAL_HELP,
+        )
+
+    def _lateral_groups(self, node: exp.Expr | None) -> tuple[list[str], str, str]:
+        """The LATERAL form's groups ``(SELECT DISTINCT k, ... FROM r) d``: the key names,
+        ``r``'s name and the alias ``d``."""
+        inner = node.this if isinstance(node, exp.Subquery) else None
+        if not isinstance(inner, exp.Select) or not node or not node.alias:
+            raise self._lateral_refused(
+                "a LATERAL subquery after anything but a subquery (SELECT DISTINCT k FROM r) "
+                "d in FROM, with its alias",
+                node,
+                flink_refuses=False,
+            )
+        from_ = inner.args.get("from_")
+        relation = from_.this if from_ is not None else None
+        group = inner.args.get("group")
+        items = inner.expressions
+        plain = all(isinstance(i, exp.Column) for i in items)
+        grouped = (
+            group is not None
+            and not group.args.get("rollup")
+            and [g.sql("spark") for g in group.expressions] == [i.sql("spark") for i in items]
+        )
+        if (
+            not isinstance(relation, exp.Table)
+            or not plain
+            or not (bool(inner.args.get("distinct")) ^ grouped)
+            or any(inner.args.get(k) for k in ("where", "joins", "having", "order", "limit"))
+        ):
+            raise self._lateral_refused(
+                "a LATERAL subquery whose groups are not SELECT DISTINCT k, ... FROM r (no "
+                "WHERE, no join)",
+                inner,
+                flink_refuses=bool(inner.args.get("where")),
+            )
+        return [i.name for i in items], relation.name, node.alias
+
+    def _lateral_rows(
+        self,
+        body: exp.Select,
+        relation: str,
+        outer: str,
+        keys: list[str],
+    ) -> int:
+        """Check the LATERAL subquery ``body`` reads ``relation``, keyed only by ``r.k =
+        d.k`` for each group key, ordered and limited; its columns made unqualified (it
+        reads one relation). Returns the LIMIT's n."""
+        from_ = body.args.get("from_")
+        table = from_.this if from_ is not None else None
+        if not isinstance(table, exp.Table) or table.name != relation:
+            raise self._lateral_refused(
+                f"a LATERAL subquery reading another relation than '{relation}'", table or body
+            )
+        for key in ("joins", "group", "having", "distinct", "offset", "qualify"):
+            clause = body.args.get(key)
+            if clause:
+                raise self._lateral_refused(
+                    f"a LATERAL subquery with {key.upper().replace('GROUP', 'GROUP BY')}",
+                    clause[0] if isinstance(clause, list) else clause,
+                    flink_refuses=key in ("group", "having", "offset"),
+                )
+        if any(isinstance(n, exp.Window) for n in body.walk()) or has_aggregate(body):
+            raise self._lateral_refused(
+                "a LATERAL subquery with aggregates or OVER", body, flink_refuses=False
+            )
+        limit = body.args.get("limit")
+        count = (
+            limit.args.get("count")
+            if isinstance(limit, exp.Fetch)
+            else limit.expression
+            if isinstance(limit, exp.Limit)
+            else None
+        )
+        if not (
+            isinstance(count, exp.Literal)
+            and not count.is_string
+            and count.this.isdigit()
+            and body.args.get("order")
+        ):
+            raise self._lateral_refused(
+                "a LATERAL subquery without ORDER BY ... LIMIT n (Flink joins it)",
+                limit or body,
+                flink_refuses=False,
+            )
+        inner_alias = table.alias or relation
+        where = body.args.get("where")
+        terms = list(where.this.flatten()) if where is not None else []
+        if where is not None and not isinstance(where.this, exp.And):
+            terms = [where.this]
+        matched: set[str] = set()
+        for term in terms:
+            sides = [term.this, term.expression] if isinstance(term, exp.EQ) else []
+            ours = [s for s in sides if isinstance(s, exp.Column) and s.table != outer]
+            theirs = [s for s in sides if isinstance(s, exp.Column) and s.table == outer]
+            if (
+                len(ours) != 1
+                or len(theirs) != 1
+                or ours[0].table not in ("", inner_alias)
+                or ours[0].name != theirs[0].name
+                or ours[0].name not in keys
+            ):
+                raise self._lateral_refused(
+                    f"a LATERAL subquery's condition other than r.k = {outer}.k on its group keys",
+                    term,
+                )
+            matched.add(ours[0].name)
+        if matched != set(keys):
+            raise self._lateral_refused(
+                f"a LATERAL subquery not keyed by every column of {outer} "
+                f"({', '.join(sorted(set(keys) - matched))} unmatched)",
+                where.this if where is not None else body,
+            )
+        body.set("where", None)
+        for column in body.find_all(exp.Column):
+            if column.table == outer:
+                raise self._lateral_refused(
+                    f"a LATERAL subquery reading {outer}'s columns outside its WHERE",
+                    column,
+                    flink_refuses=False,
+                )
+            if column.table == inner_alias:
+                column.set("table", None)
+        table.set("alias", None)
+        return int(count.this)
 
     def from_subqueries(self, select: exp.Select) -> None:
         """Each subquery of FROM and JOIN made a hidden view (the Top-N pattern a view
@@ -634,6 +890,14 @@ def _rank_inputs(rows: exp.Select, inputs: list[exp.Expr]) -> tuple[list[exp.Exp
             read.append(exp.column(hidden, quoted=True))
     rows.set("expressions", items)
     return read, added
+
+
+def _meta_of(node: exp.Expr) -> dict[str, object]:
+    """The source position of ``node``'s first part that has one (for a node made here)."""
+    for part in node.walk():
+        if "start" in part.meta:
+            return dict(part.meta)
+    return {}
 
 
 def _owner(side: exp.Expr) -> str | None:

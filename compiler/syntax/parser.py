@@ -77,7 +77,7 @@ def parse(text: str, file: str, reporter: Reporter) -> ast.Program:
         source = text[chunk.start : chunk.end]
         reported = len(reporter.diagnostics)
         steps = builder.steps
-        if builder.dialect == FLINK and _refuse_clauses(source, chunk.start, index, reporter):
+        if _refuse_clauses(source, chunk.start, index, reporter):
             continue
         try:
             statement = driver.parse(source, builder)
@@ -120,14 +120,14 @@ def parse(text: str, file: str, reporter: Reporter) -> ast.Program:
 
 
 def _refuse_clauses(source: str, base: int, index: LineIndex, reporter: Reporter) -> bool:
-    """E0601 at each Flink clause Spark has no form of (MATCH_RECOGNIZE) in a
-    Flink-dialect statement, which is then dropped; whether there was one."""
+    """E0759 at each Flink clause flowc does not run (MATCH_RECOGNIZE) in a statement of
+    either dialect, which is then dropped; whether there was one."""
     found = unsupported_clauses(source)
     for name, start, end in found:
         message, help = UNSUPPORTED_CLAUSES[name]
         reporter.error(
-            Code.E0601,
-            f"not supported in a streaming query: {message}",
+            Code.E0759,
+            message,
             index.span(base + start, base + end),
             help=help,
         )
