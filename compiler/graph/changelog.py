@@ -144,19 +144,27 @@ def infer_changelog_modes(
         for sink in (program.sink(i.sink),)
     }
     times = frozenset(s.watermark.column for s in program.sources if s.watermark is not None)
+    changes = changelog_sources(program, tree)
     order = _topological(graph)
     kinds: dict[int, ModifyKinds] = {}
     for node in order:
         inputs = INSERT_ONLY
         for edge in node.in_edges:
-            inputs = inputs | kinds[edge.source_id]
+            # A source's side output (its malformed records) is inserts whatever it reads.
+            side = edge.output_tag is not None and edge.source_id in changes
+            inputs = inputs | (INSERT_ONLY if side else kinds[edge.source_id])
         kinds[node.id] = (
-            INSERT_ONLY
+            changes.get(node.id, INSERT_ONLY)
             if node.kind is NodeKind.SOURCE
             else produced(by_node.get(node.id), inputs, times)
         )
     before: dict[int, bool] = {}
     for node in reversed(order):
+        if node.id in changes:
+            # Flink's CDC scan says I,UB,UA,D whatever its consumers need (a DropUpdateBefore
+            # after it drops UPDATE_BEFORE for an upsert sink).
+            before[node.id] = True
+            continue
         need = False
         for edge in node.out_edges:
             consumer = graph.nodes[edge.target_id]
@@ -171,6 +179,16 @@ def infer_changelog_modes(
             SINK_MODE if node.kind is NodeKind.SINK else mode_text(kinds[node.id], before[node.id])
         )
     return graph
+
+
+def changelog_sources(program: Program, tree: TransformationTree) -> dict[int, ModifyKinds]:
+    """The source nodes whose records are changes (a debezium-json source): every kind,
+    as Flink's scan of a CDC format (``changelogMode=[I,UB,UA,D]``, asked of Flink 2.3)."""
+    return {
+        tree.source_nodes[s.name]: ALL_CHANGES
+        for s in program.sources
+        if s.changelog and s.name in tree.source_nodes
+    }
 
 
 def _topological(graph: StreamGraph) -> list[StreamNode]:
