@@ -762,6 +762,9 @@ class Program:
 #: (a WHERE keeps or drops it, the others change its columns), as Flink's Calc passes on
 #: each row's RowKind.
 ROW_WISE_STEPS = (WhereStep, SelectStep, ExtendStep, SetStep, DropStep, RenameStep, ExplodeStep)
+#: KEY BY changes only which partition reads a row: a hash exchange by key, which keeps one
+#: key's changes of one file in order (another partition step would not).
+CHANGE_KEEPING_STEPS = (*ROW_WISE_STEPS, KeyByStep)
 
 
 @dataclass(frozen=True, slots=True)
@@ -800,7 +803,7 @@ def change_flow(program: Program) -> ChangeFlow:
             carried = source or (others[0] if others else None)
             if carried is None:
                 continue
-            if others or not isinstance(step, ROW_WISE_STEPS):
+            if others or not isinstance(step, CHANGE_KEEPING_STEPS):
                 refused_steps.append((step, carried))
                 return None
             reading[id(step)] = carried
