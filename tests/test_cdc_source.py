@@ -241,3 +241,18 @@ def test_fail_names_the_file_and_line_of_the_first_malformed_envelope(tmp_path: 
     )
     assert query.diagnostic is not None
     assert f"--> {tmp_path / 'in' / 'part-000.json'}:3\n" in query.diagnostic
+
+
+def test_batch_mode_reads_every_change_once(spark: Any, tmp_path: Path) -> None:
+    """SET execution.mode = batch: every file's changes, each with its kind (one batch
+    reads the files in parallel: compared as a multiset, as no order between files is
+    defined, in Flink's bounded filesystem scan either)."""
+    files = FIRST + AFTER_RESTART
+    write_files(tmp_path / "in", files, 0)
+    program = "SET execution.mode = batch;\n" + PROGRAM.format(sink="cdc_batch")
+    flow = tmp_path / "job.flow"
+    flow.write_text(program, encoding="utf-8")
+    job = flowc.compile(program, str(flow), for_spark=True)
+    report = run_job(job, available_now=True, master="local[1]", out=io.StringIO())
+    assert [q.error for q in report.queries] == [None]
+    assert sorted(memory_rows(spark, "cdc_batch")) == sorted(expected(files))
