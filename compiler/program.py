@@ -767,6 +767,12 @@ ROW_WISE_STEPS = (WhereStep, SelectStep, ExtendStep, SetStep, DropStep, RenameSt
 CHANGE_KEEPING_STEPS = (*ROW_WISE_STEPS, KeyByStep)
 
 
+def _regroups(step: Step) -> bool:
+    """A step reading CURRENT_WATERMARK: Spark runs it through a processor grouping rows by
+    a hash of the whole row, which would part an update's -U from its +U."""
+    return isinstance(step, WhereStep | SelectStep | ExtendStep) and step.watermark is not None
+
+
 @dataclass(frozen=True, slots=True)
 class ChangeFlow:
     """Where the changes of the program's CDC sources go: the steps that read them (by
@@ -803,7 +809,7 @@ def change_flow(program: Program) -> ChangeFlow:
             carried = source or (others[0] if others else None)
             if carried is None:
                 continue
-            if others or not isinstance(step, CHANGE_KEEPING_STEPS):
+            if others or not isinstance(step, CHANGE_KEEPING_STEPS) or _regroups(step):
                 refused_steps.append((step, carried))
                 return None
             reading[id(step)] = carried

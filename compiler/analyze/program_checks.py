@@ -66,8 +66,9 @@ def check_changes_consumed(ctx: Context, program: Program) -> None:
             f"{keyword(step.node)} cannot take the changes of source '{source}' (debezium-json: "
             "inserts, updates and deletes)",
             step.span,
-            help="only row-wise steps (WHERE, SELECT, EXTEND, SET, DROP, RENAME, EXPLODE) "
-            "and KEY BY take changes so far; read the source into a memory or console sink",
+            help="only row-wise steps (WHERE, SELECT and EXTEND without CURRENT_WATERMARK, "
+            "SET, DROP, RENAME, EXPLODE) and KEY BY take changes so far; read the source "
+            "into a memory or console sink",
         )
     for insert, source in flow.refused_inserts:
         sink = program.sink(insert.sink)
