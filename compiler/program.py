@@ -17,6 +17,7 @@ from flowc.catalog import (
     CHANGE_SHOWING_SINKS,
     CHANGELOG_FORMATS,
     ERRORS_COLUMNS,
+    OP_COLUMN,
     PARSED_FILE_FORMATS,
 )
 from flowc.fast_dataclass import dataclass
@@ -769,7 +770,10 @@ CHANGE_KEEPING_STEPS = (*ROW_WISE_STEPS, KeyByStep)
 
 def _regroups(step: Step) -> bool:
     """A step reading CURRENT_WATERMARK: Spark runs it through a processor grouping rows by
-    a hash of the whole row, which would part an update's -U from its +U."""
+    a hash of the whole row, which would part an update's -U from its +U; or one naming a
+    column as the hidden op column."""
+    if any(c.name == OP_COLUMN for c in step.schema):
+        return True  # a column named as the hidden one would be taken for it
     return isinstance(step, WhereStep | SelectStep | ExtendStep) and step.watermark is not None
 
 
