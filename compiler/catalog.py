@@ -253,18 +253,40 @@ SINK_MODES = ("append", "update", "complete")
 #: nor files: Flink's filesystem sink takes inserts only, as flowc's does.
 MODE_BY_QUERY_CONNECTORS = frozenset({"console", "noop"})
 
-FILE_FORMATS = ("json", "csv", "parquet", "orc", "text")
+FILE_FORMATS = ("json", "csv", "parquet", "orc", "text", "debezium-json")
+
+#: Formats whose records are changes (Flink's CDC formats): a source of one emits inserts,
+#: updates (before and after) and deletes, its changelog mode ``I,UB,UA,D``.
+CHANGELOG_FORMATS = ("debezium-json",)
+#: The hidden column of a changelog DataFrame: each row's kind of change as Flink's RowKind
+#: prints it (``+I``, ``-U``, ``+U``, ``-D``).
+OP_COLUMN = "__flowc_op"
+#: Sinks that take a CDC source's changes (in append mode), showing each with its kind in
+#: :data:`OP_COLUMN`, as Flink's print sink shows ``+I``/``-U``/``+U``/``-D``.
+CHANGE_SHOWING_SINKS = ("memory", "console")
+#: Options of Flink's debezium-json format flowc takes (the envelope in a ``payload`` field)
+#: and the one it refuses with a hint (dropping bad records silently).
+DEBEZIUM_SCHEMA_INCLUDE = "debezium-json.schema-include"
+DEBEZIUM_IGNORE_PARSE_ERRORS = "debezium-json.ignore-parse-errors"
 
 #: What a json or csv file source does with a malformed record: fail the query (naming the
 #: file and line) or route it to the source's side output ``errors``.
 ON_ERROR_POLICIES = ("fail", "route")
 #: Formats whose records can be malformed line by line (parquet and orc carry their schema).
-PARSED_FILE_FORMATS = ("json", "csv")
+PARSED_FILE_FORMATS = ("json", "csv", "debezium-json")
 #: The side output of a source with ``on_error = 'route'``, and its columns.
 ERRORS_OUTPUT = "errors"
 ERRORS_COLUMNS = (("raw", "STRING"), ("file", "STRING"), ("error", "STRING"))
 #: Options of a connector that only its source role takes.
-SOURCE_ONLY_OPTIONS = frozenset({"on_error", "max_files_per_trigger", "latest_first"})
+SOURCE_ONLY_OPTIONS = frozenset(
+    {
+        "on_error",
+        "max_files_per_trigger",
+        "latest_first",
+        DEBEZIUM_SCHEMA_INCLUDE,
+        DEBEZIUM_IGNORE_PARSE_ERRORS,
+    }
+)
 #: Options of a connector that only its sink role takes.
 SINK_ONLY_OPTIONS = frozenset({"partition_by", "key"})
 #: Formats a files sink in update mode (an upsert table, rewritten per micro-batch) writes
@@ -321,6 +343,8 @@ CONNECTORS: dict[str, Connector] = {
                 "on_error": _choice(*ON_ERROR_POLICIES),
                 "partition_by": _column_list(),
                 "key": _column_list(),
+                DEBEZIUM_SCHEMA_INCLUDE: _boolean(),
+                DEBEZIUM_IGNORE_PARSE_ERRORS: _boolean(),
                 **_FILE_FORMAT_OPTIONS,
             },
             required={"source": ("path", "format"), "sink": ("path", "format")},

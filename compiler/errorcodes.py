@@ -360,6 +360,20 @@ class Code(StrEnum):
         "its sink column's type",
         "flink-tables",
     )
+    E0298 = (
+        "E0298",
+        "changes-into-sink",
+        "a debezium-json source's changes reach a sink that cannot take them (only memory "
+        "and console, in append mode, show each change with its kind)",
+        "change-data-capture-input-debezium-json",
+    )
+    E0299 = (
+        "E0299",
+        "changes-unsupported",
+        "a debezium-json source flowc cannot read as Flink does (an option it does not "
+        "take, a table or sink of it), or its changes reaching a step that cannot take them",
+        "change-data-capture-input-debezium-json",
+    )
     E0301 = ("E0301", "unknown-setting", "an unknown setting", "settings")
     E0302 = ("E0302", "setting-value", "an invalid value for a setting", "settings")
     E0303 = ("E0303", "duplicate-hint", "a hint given twice", "operator-hints")

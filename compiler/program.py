@@ -13,7 +13,13 @@ from typing import ClassVar, TypeAlias
 from sqlglot import exp
 
 from flowc import ast
-from flowc.catalog import ERRORS_COLUMNS, PARSED_FILE_FORMATS
+from flowc.catalog import (
+    CHANGE_SHOWING_SINKS,
+    CHANGELOG_FORMATS,
+    ERRORS_COLUMNS,
+    OP_COLUMN,
+    PARSED_FILE_FORMATS,
+)
 from flowc.fast_dataclass import dataclass
 from flowc.spans import Span
 from flowc.vocabulary import STATEFUL_STEPS, Operator, StateKind, StepKind, WindowKind
@@ -144,6 +150,12 @@ class SourceDef:
         if not self.computed:
             return self.schema
         return (*self.schema, *(Column(c.name, c.type) for c in self.computed))
+
+    @property
+    def changelog(self) -> bool:
+        """Whether its records are changes (a CDC format such as debezium-json): its rows
+        carry their kind in :data:`~flowc.catalog.OP_COLUMN`."""
+        return self.connector == "files" and dict(self.options).get("format") in CHANGELOG_FORMATS
 
     @property
     def on_error(self) -> str | None:
@@ -745,3 +757,77 @@ class Program:
         step at ``step_index``, so the view's stream up to ``step_index + 1``)."""
         view = self.view(origin.view)
         return view, next(o for o in view.side_outputs if o.name == origin.output)
+
+
+#: Steps that act on each row alone: a change through them stays the same kind of change
+#: (a WHERE keeps or drops it, the others change its columns), as Flink's Calc passes on
+#: each row's RowKind.
+ROW_WISE_STEPS = (WhereStep, SelectStep, ExtendStep, SetStep, DropStep, RenameStep, ExplodeStep)
+#: KEY BY changes only which partition reads a row: a hash exchange by key, which keeps one
+#: key's changes of one file in order (another partition step would not).
+CHANGE_KEEPING_STEPS = (*ROW_WISE_STEPS, KeyByStep)
+
+
+def _regroups(step: Step) -> bool:
+    """A step reading CURRENT_WATERMARK: Spark runs it through a processor grouping rows by
+    a hash of the whole row, which would part an update's -U from its +U; or one naming a
+    column as the hidden op column."""
+    if any(c.name == OP_COLUMN for c in step.schema):
+        return True  # a column named as the hidden one would be taken for it
+    return isinstance(step, WhereStep | SelectStep | ExtendStep) and step.watermark is not None
+
+
+@dataclass(frozen=True, slots=True)
+class ChangeFlow:
+    """Where the changes of the program's CDC sources go: the steps that read them (by
+    ``id``), each with its source, and the first step or INSERT that cannot take them."""
+
+    reading: dict[int, str]
+    refused_steps: tuple[tuple[Step, str], ...]
+    refused_inserts: tuple[tuple[InsertDef, str], ...]
+
+
+def change_flow(program: Program) -> ChangeFlow:
+    """Follow each CDC source's changes through views and row-wise steps (linear: each
+    view's end is computed once)."""
+    changing = {s.name for s in program.sources if s.changelog}
+    reading: dict[int, str] = {}
+    refused_steps: list[tuple[Step, str]] = []
+    ends: dict[str, str | None] = {}
+
+    def origin_changes(origin: Origin) -> str | None:
+        if isinstance(origin, FromSource):
+            return origin.name if origin.name in changing else None
+        view = view_of(origin)
+        if view is None:
+            return None  # a source's errors: inserts
+        if view not in ends:
+            ends[view] = None  # a view reads only earlier ones; guard against a cycle
+            ends[view] = stream_changes(program.view(view).stream)
+        return ends[view]
+
+    def stream_changes(stream: Stream) -> str | None:
+        source = origin_changes(stream.origin)
+        for step in stream.steps:
+            others = [c for c in (stream_changes(i) for i in step.inputs) if c is not None]
+            carried = source or (others[0] if others else None)
+            if carried is None:
+                continue
+            if others or not isinstance(step, CHANGE_KEEPING_STEPS) or _regroups(step):
+                refused_steps.append((step, carried))
+                return None
+            reading[id(step)] = carried
+        return source
+
+    refused_inserts: list[tuple[InsertDef, str]] = []
+    if changing:
+        for view in program.views:
+            origin_changes(FromView(name=view.name, span=view.span))
+        for insert in program.inserts:
+            carried = stream_changes(insert.stream)
+            sink = program.sink(insert.sink)
+            if carried is not None and (
+                sink.connector not in CHANGE_SHOWING_SINKS or sink.mode != "append"
+            ):
+                refused_inserts.append((insert, carried))
+    return ChangeFlow(reading, tuple(refused_steps), tuple(refused_inserts))

@@ -435,6 +435,15 @@ def check_sink(ctx: Context, node: ast.CreateSink) -> None:
         return
     if not _check_upsert_sink(ctx, node, connector.name, mode, mode_option, options):
         return
+    written_format = options.get("format", (None, None))
+    if written_format[0] in catalog.CHANGELOG_FORMATS and written_format[1] is not None:
+        ctx.reporter.error(
+            Code.E0299,
+            f"sink '{name}' cannot write format '{written_format[0]}'",
+            written_format[1].value.span,
+            help="flowc reads debezium-json; write json (or a sink of updates: 'Upsert sinks')",
+        )
+        return
     ctx.sinks[name] = SinkDef(
         name=name,
         schema=schema,
@@ -782,6 +791,8 @@ def _check_source_columns(
                 help="on_error applies to json and csv sources, whose records can be "
                 "malformed; remove it",
             )
+    if connector == "files":
+        _check_debezium(ctx, node, options)
     if connector == "files" and options.get("format", (None, None))[0] == "text":
         if len(schema) != 1 or schema[0].type != "STRING":
             ctx.reporter.error(
@@ -804,6 +815,75 @@ def _check_source_columns(
             )
     elif connector == "datagen":
         _check_datagen(ctx, node, schema, options)
+
+
+#: Format options a debezium-json source refuses: its envelopes are JSON lines, read as
+#: text and parsed one by one (CSV's options, a whole-file JSON, an encoding but UTF-8,
+#: or a compression setting would be silently ignored).
+_NOT_DEBEZIUM_OPTIONS = (
+    "header",
+    "delimiter",
+    "quote",
+    "escape",
+    "encoding",
+    "multiline",
+    "compression",
+    "null_value",
+    "comment",
+)
+
+
+def _check_debezium(
+    ctx: Context, node: ast.CreateSource, options: dict[str, tuple[object, ast.Option]]
+) -> None:
+    """E0299: what a debezium-json source cannot be read as Flink reads it."""
+    fmt = options.get("format", (None, None))[0]
+    debezium = fmt in catalog.CHANGELOG_FORMATS
+    for key, (value, option) in options.items():
+        if key.startswith("debezium-json.") and not debezium:
+            ctx.reporter.error(
+                Code.E0299,
+                f"option '{key}' applies to format 'debezium-json', not '{fmt}'",
+                option.key_span,
+                help=f"remove {key} = ..., or read the files with format = 'debezium-json'",
+            )
+        elif debezium and key == catalog.DEBEZIUM_IGNORE_PARSE_ERRORS and value is True:
+            ctx.reporter.error(
+                Code.E0299,
+                "flowc does not drop malformed records silently, as Flink's "
+                "'debezium-json.ignore-parse-errors' = 'true' does",
+                option.value.span,
+                help="remove it to fail on the first malformed envelope, or write "
+                "on_error = 'route' to send them to FROM "
+                f"{node.name.value}.{catalog.ERRORS_OUTPUT}",
+            )
+        elif debezium and key in _NOT_DEBEZIUM_OPTIONS:
+            ctx.reporter.error(
+                Code.E0299,
+                f"option '{key}' does not apply to format 'debezium-json'",
+                option.key_span,
+                help="a debezium-json file holds one JSON envelope per line (UTF-8); "
+                f"remove {key} = ...",
+            )
+    if not debezium:
+        return
+    format_option = options["format"][1]
+    if node.bounded:
+        ctx.reporter.error(
+            Code.E0299,
+            f"table '{node.name.value}' cannot read changes (format 'debezium-json')",
+            format_option.value.span,
+            help="read the changes as a stream: CREATE SOURCE (or, in the Flink dialect, "
+            "a table the job neither writes nor joins FOR SYSTEM_TIME AS OF)",
+        )
+    for column in node.columns:
+        if column.name.value == catalog.OP_COLUMN:
+            ctx.reporter.error(
+                Code.E0299,
+                f"column '{catalog.OP_COLUMN}' is the hidden column of each change's kind",
+                column.name.span,
+                help="rename the column",
+            )
 
 
 def _check_datagen(

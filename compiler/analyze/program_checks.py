@@ -11,7 +11,16 @@ from flowc.analyze.context import Context
 from flowc.analyze.step_common import keyword
 from flowc.errorcodes import Code
 from flowc.flink.keygroups import compute_default_max_parallelism
-from flowc.program import Hints, KeyByStep, PartitionByStep, PartitionStep, Program, Step, Stream
+from flowc.program import (
+    Hints,
+    KeyByStep,
+    PartitionByStep,
+    PartitionStep,
+    Program,
+    Step,
+    Stream,
+    change_flow,
+)
 from flowc.spans import Span
 
 ProgramCheck = Callable[[Context, Program], None]
@@ -44,6 +53,33 @@ def check_error_outputs_read(ctx: Context, program: Program) -> None:
                 f"{catalog.ERRORS_OUTPUT}), or remove on_error to fail on the first "
                 "malformed record; flowc never drops records silently",
             )
+
+
+def check_changes_consumed(ctx: Context, program: Program) -> None:
+    """A CDC source's changes go only where they are taken as changes: through row-wise
+    steps into a sink that shows each change's kind. Anything else would read a -U or a
+    -D as a new row: refused, at the first step or INSERT that would."""
+    flow = change_flow(program)
+    for step, source in flow.refused_steps:
+        ctx.reporter.error(
+            Code.E0299,
+            f"{keyword(step.node)} cannot take the changes of source '{source}' (debezium-json: "
+            "inserts, updates and deletes)",
+            step.span,
+            help="only row-wise steps (WHERE, SELECT and EXTEND without CURRENT_WATERMARK, "
+            "SET, DROP, RENAME, EXPLODE) and KEY BY take changes so far; read the source "
+            "into a memory or console sink",
+        )
+    for insert, source in flow.refused_inserts:
+        sink = program.sink(insert.sink)
+        ctx.reporter.error(
+            Code.E0298,
+            f"sink '{sink.name}' ({sink.connector}, {sink.mode}) cannot take the changes of "
+            f"source '{source}' (debezium-json: inserts, updates and deletes)",
+            insert.span,
+            help="only a memory or console sink in append mode takes changes so far, "
+            f"showing each change's kind in the column {catalog.OP_COLUMN}",
+        )
 
 
 def check_hints(ctx: Context, program: Program) -> None:
@@ -139,6 +175,7 @@ def check_overrides_applied(ctx: Context, program: Program) -> None:
 CHECKS: tuple[ProgramCheck, ...] = (
     check_has_insert,
     check_error_outputs_read,
+    check_changes_consumed,
     check_hints,
     check_stateful_max_parallelism,
     check_unused,

@@ -22,7 +22,7 @@ Otherwise it is the RetractStrategy Rank, which needs it.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Container, Iterator
 
 from sqlglot import exp
 
@@ -236,11 +236,15 @@ def is_update_fast(
     return True
 
 
-def kinds_of_input(node: StreamNode, kinds: dict[int, ModifyKinds]) -> ModifyKinds:
-    """The union of the kinds of change ``node``'s inputs emit."""
+def kinds_of_input(
+    node: StreamNode, kinds: dict[int, ModifyKinds], changes: Container[int] = ()
+) -> ModifyKinds:
+    """The union of the kinds of change ``node``'s inputs emit. ``changes``: the CDC
+    sources, whose side output (their malformed records) is inserts whatever they read."""
     inputs = INSERT_ONLY
     for edge in node.in_edges:
-        inputs = inputs | kinds[edge.source_id]
+        side = edge.output_tag is not None and edge.source_id in changes
+        inputs = inputs | (INSERT_ONLY if side else kinds[edge.source_id])
     return inputs
 
 
@@ -268,17 +272,23 @@ def infer_changelog_modes(
         for sink in (program.sink(i.sink),)
     }
     times = frozenset(s.watermark.column for s in program.sources if s.watermark is not None)
+    changes = changelog_sources(program, tree)
     order = _topological(graph)
     kinds: dict[int, ModifyKinds] = {}
     for node in order:
         kinds[node.id] = (
-            INSERT_ONLY
+            changes.get(node.id, INSERT_ONLY)
             if node.kind is NodeKind.SOURCE
-            else produced(by_node.get(node.id), kinds_of_input(node, kinds), times)
+            else produced(by_node.get(node.id), kinds_of_input(node, kinds, changes), times)
         )
     update_fast = {n.id for n in order if is_update_fast(graph, n, by_node, kinds)}
     before: dict[int, bool] = {}
     for node in reversed(order):
+        if node.id in changes:
+            # Flink's CDC scan says I,UB,UA,D whatever its consumers need (a DropUpdateBefore
+            # after it drops UPDATE_BEFORE for an upsert sink).
+            before[node.id] = True
+            continue
         need = False
         for edge in node.out_edges:
             consumer = graph.nodes[edge.target_id]
@@ -293,6 +303,16 @@ def infer_changelog_modes(
             SINK_MODE if node.kind is NodeKind.SINK else mode_text(kinds[node.id], before[node.id])
         )
     return graph
+
+
+def changelog_sources(program: Program, tree: TransformationTree) -> dict[int, ModifyKinds]:
+    """The source nodes whose records are changes (a debezium-json source): every kind,
+    as Flink's scan of a CDC format (``changelogMode=[I,UB,UA,D]``, asked of Flink 2.3)."""
+    return {
+        tree.source_nodes[s.name]: ALL_CHANGES
+        for s in program.sources
+        if s.changelog and s.name in tree.source_nodes
+    }
 
 
 def _topological(graph: StreamGraph) -> list[StreamNode]:

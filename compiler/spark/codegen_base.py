@@ -14,7 +14,7 @@ from dataclasses import field
 from typing import TYPE_CHECKING
 
 from flowc.fast_dataclass import dataclass
-from flowc.program import Step
+from flowc.program import Step, change_flow
 
 if TYPE_CHECKING:
     from flowc.job import CompiledJob
@@ -64,6 +64,8 @@ class ProgramText:
         self.parsed_sources = [s for s in self.program.sources if s.on_error is not None]
         #: Whether a step joins a versioned table as of event time (a temporal join).
         self.temporal_joins = bool(self.spark_plan.temporal_joins)
+        #: The steps reading a CDC source's changes (by ``id``): a SELECT keeps their kind.
+        self.change_reading = change_flow(self.program).reading
 
     def var(self, hint: str) -> str:
         """A fresh, valid Python identifier derived from a user name."""
@@ -99,7 +101,7 @@ def format_options(options: dict[str, object]) -> dict[str, str]:
     return {
         spark_option_name(k): option_text(v)
         for k, v in options.items()
-        if k not in ("path", "format", "partition_by", "key")
+        if k not in ("path", "format", "partition_by", "key") and not k.startswith("debezium-json.")
     }
 
 

@@ -5,10 +5,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from flowc.catalog import ERRORS_COLUMNS
+from flowc.catalog import CHANGELOG_FORMATS, DEBEZIUM_SCHEMA_INCLUDE, ERRORS_COLUMNS, OP_COLUMN
 from flowc.program import Column, SourceDef
 from flowc.spark.codegen_base import ProgramText, format_options, in_docstring, kafka_options
-from flowc.spark.generated_runtime import MALFORMED_CONSTANTS, MALFORMED_HELPERS, source_text
+from flowc.spark.generated_runtime import (
+    DEBEZIUM_HELPERS,
+    MALFORMED_CONSTANTS,
+    MALFORMED_HELPERS,
+    source_text,
+)
 from flowc.sql.spark_sql import UnsupportedOnSpark, quote_name, sql_of, watermark_delay
 
 
@@ -38,7 +43,9 @@ class SourceWriter(ProgramText):
             path = str(options["path"])
             reader_options = format_options(options)
             w(f"path = os.path.join(BASE_DIR, {path!r})", 1)
-            if fmt == "text":
+            if fmt in CHANGELOG_FORMATS:
+                self.debezium_source(source, options, reader_options)
+            elif fmt == "text":
                 w(f"reader = {self.reader}.options(**{reader_options!r})", 1)
                 w("df = reader.format('text').load(path)", 1)
                 w(f"df = df.withColumnRenamed('value', {source.schema[0].name!r})", 1)
@@ -104,6 +111,32 @@ class SourceWriter(ProgramText):
                 1,
             )
 
+    def debezium_source(
+        self, source: SourceDef, options: dict[str, object], reader_options: dict[str, str]
+    ) -> None:
+        """Each line of the files is one Debezium envelope, read as text (so a malformed
+        one keeps its text and file) and unpacked into the changes it holds, with their
+        kind in the hidden op column (``debezium_changes``)."""
+        w = self.w
+        names = debezium_names(source)
+        payload = bool(options.get(DEBEZIUM_SCHEMA_INCLUDE, False))
+        json_options = {k: v for k, v in reader_options.items() if k in _JSON_VALUE_OPTIONS}
+        text_options = {k: v for k, v in reader_options.items() if k in _TEXT_READER_OPTIONS}
+        w(f"df = {self.reader}.options(**{text_options!r}).format('text').load(path)", 1)
+        w(
+            f"df = df.select(F.col('value').alias({names[0]!r}), "
+            f"F.col('_metadata.file_path').alias({names[1]!r}))",
+            1,
+        )
+        w(
+            f"df = debezium_changes(df, {_columns_arg(source)}, {payload!r}, "
+            f"{json_options!r}, {names!r})",
+            1,
+        )
+        if source.on_error == "fail":
+            index = self.parsed_sources.index(source)
+            w(f"df = fail_on_bad_change(df, {index}, {names!r})", 1)
+
     def malformed_helpers(self) -> None:
         """Functions of the generated program for sources whose records can be malformed."""
         assert [name for name, _ in ERRORS_COLUMNS] == ["raw", "file", "error"]
@@ -112,6 +145,8 @@ class SourceWriter(ProgramText):
         self.w("")
         self.w("")
         self.copy_functions(source_text(MALFORMED_HELPERS))
+        if any(s.changelog for s in self.parsed_sources):
+            self.copy_functions(source_text(DEBEZIUM_HELPERS))
         names = [s.name for s in self.parsed_sources]
         self.w(f"PARSED_SOURCES = {names!r}")
         self.w("")
@@ -124,6 +159,11 @@ class SourceWriter(ProgramText):
         record, file = _internal_names(source)
         errors = self.var(f"{source.name}_errors")
         self.names[f"errors:{source.name}"] = errors
+        if source.changelog:
+            names = debezium_names(source)
+            self.w(f"{errors} = bad_changes({variable}, {names!r})", 1)
+            self.w(f"{variable} = good_changes({variable}, {names!r})", 1)
+            return
         csv = _csv_options(options) if fmt == "csv" else {}
         self.w(
             f"{errors} = malformed_records({variable}, {fmt!r}, {_columns_arg(source)}, "
@@ -205,6 +245,23 @@ def _internal_names(source: SourceDef) -> tuple[str, str]:
     while file in taken:
         file += "_"
     return record, file
+
+
+def debezium_names(source: SourceDef) -> tuple[str, str, str, str]:
+    """A debezium-json source's internal columns: the record's text, its file, why it is
+    malformed (NULL if not), and each change's kind (:data:`OP_COLUMN`, the contract with
+    the steps and sinks that consume changes)."""
+    record, file = _internal_names(source)
+    reason = "_malformed_reason"
+    while reason in {c.name for c in source.schema}:
+        reason += "_"
+    return record, file, reason, OP_COLUMN
+
+
+#: The options of a debezium-json source Spark's text reader takes, and the ones its JSON
+#: parsing (``from_json``) takes, under Spark's names.
+_TEXT_READER_OPTIONS = ("maxFilesPerTrigger", "latestFirst", "lineSep")
+_JSON_VALUE_OPTIONS = ("timestampFormat", "dateFormat")
 
 
 def _columns_arg(source: SourceDef) -> str:

@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from sqlglot import exp
 
 from flowc import ast
+from flowc.catalog import OP_COLUMN
 from flowc.program import (
     WATERMARK_COLUMN,
     AggregateStep,
@@ -239,6 +240,8 @@ class StepWriter(ProgramText):
             else f"F.expr({aggregate_sql(item.expr)!r}).alias({name!r})"
             for item, name in select_columns(step.node.items, names)
         ]
+        if id(step) in self.change_reading:
+            items.append(f"F.col({OP_COLUMN!r})")  # each change keeps its kind
         self.read_watermark(step, df)  # its column is not selected: SELECT * lists the input's
         self.w(f"{df} = {df}.select({', '.join(items)})", 1)
 

@@ -251,6 +251,123 @@ def well_formed_records(
     return df.where(F.col(record).isNull() & every_column_read(columns)).drop(record, file)
 
 
+# ---------------------------------------------------------------- debezium-json
+
+
+def debezium_changes(
+    df: DataFrame,
+    columns: list[tuple[str, str]],
+    payload: bool,
+    json_options: dict[str, str],
+    names: tuple[str, str, str, str],
+) -> DataFrame:
+    """A debezium-json source's changes, as Flink's format gives them: each envelope's
+    ``op`` c or r is +I of ``after``, u is -U of ``before`` then +U of ``after``, d is -D
+    of ``before`` (``names``: the record, file, reason and op columns). A malformed
+    envelope gives one row of NULLs with its reason; blank lines (tombstones) none. Each
+    envelope's rows stay in its place: ``inline`` keeps a partition's order."""
+    record, file, reason, op = names
+    fields = ', '.join(f'{quoted(name)}: {type_}' for name, type_ in columns)
+    envelope = f'before: STRUCT<{fields}>, after: STRUCT<{fields}>, op: STRING'
+    corrupt = '__flowc_corrupt'
+    body = f'payload: STRUCT<{envelope}>' if payload else envelope
+    options = {**json_options, 'mode': 'PERMISSIVE', 'columnNameOfCorruptRecord': corrupt}
+    parsed = F.from_json(F.col(record), f'STRUCT<{body}, {corrupt}: STRING>', options)
+    df = df.where(~F.col(record).rlike('^\\s*$')).withColumn('__flowc_envelope', parsed)
+    top = F.col('__flowc_envelope')
+    env = top['payload'] if payload else top
+    kind = env['op']
+    raw_body = 'before: MAP<STRING, STRING>, after: MAP<STRING, STRING>'
+    raw_schema = f'STRUCT<payload: STRUCT<{raw_body}>>' if payload else f'STRUCT<{raw_body}>'
+    raw = F.from_json(F.col(record), raw_schema)
+    raw = raw['payload'] if payload else raw
+    problems = [
+        F.when(
+            raw[side][name].isNotNull() & env[side][name].isNull(),
+            F.concat(
+                F.lit(f'{side}.{name} ({type_}): cannot read \''),
+                F.regexp_replace(raw[side][name], '[\\x00-\\x1f]', '?'),
+                F.lit('\''),
+            ),
+        )
+        for side in ('before', 'after')
+        for name, type_ in columns
+        if type_ != 'STRING'
+    ]
+    found = F.concat_ws('; ', *problems) if problems else F.lit('')
+    declared = ', '.join(f'{name} {type_}' for name, type_ in columns)
+    why = (
+        F.when(
+            top.isNull() | F.from_json(F.col(record), 'MAP<STRING, STRING>').isNull(),
+            F.lit('not a JSON object'),
+        )
+        .when(top[corrupt].isNotNull() & (found != ''), found)
+        .when(
+            top[corrupt].isNotNull(),
+            F.lit(f'the envelope does not match the declared columns ({declared})'),
+        )
+        .when(env.isNull(), F.lit("no 'payload' (debezium-json.schema-include is true)"))
+        .when(kind.isNull(), F.lit("no 'op'"))
+        .when(~kind.isin('c', 'r', 'u', 'd'), F.concat(F.lit("unknown op '"), kind, F.lit("'")))
+        .when(
+            kind.isin('c', 'r', 'u') & env['after'].isNull(),
+            F.concat(F.lit("no 'after' for op '"), kind, F.lit("'")),
+        )
+        .when(
+            kind.isin('u', 'd') & env['before'].isNull(),
+            F.concat(
+                F.lit("no 'before' for op '"), kind,
+                F.lit("' (Debezium writes it when the table's REPLICA IDENTITY is FULL)"),
+            ),
+        )
+    )
+    df = df.withColumn(reason, why)
+
+    def change(side: str | None, sign: str | None) -> Column:
+        values = [
+            (env[side][name] if side else F.lit(None).cast(type_)).alias(name)
+            for name, type_ in columns
+        ]
+        return F.struct(*values, F.lit(sign).cast('string').alias(op))
+
+    changes = (
+        F.when(F.col(reason).isNotNull(), F.array(change(None, None)))
+        .when(kind.isin('c', 'r'), F.array(change('after', '+I')))
+        .when(kind == 'u', F.array(change('before', '-U'), change('after', '+U')))
+        .otherwise(F.array(change('before', '-D')))
+    )
+    return df.select(F.inline(changes), F.col(record), F.col(file), F.col(reason))
+
+
+def fail_on_bad_change(
+    df: DataFrame, source: int, names: tuple[str, str, str, str]
+) -> DataFrame:
+    """on_error = 'fail' for a debezium-json source: the first malformed envelope stops the
+    query, naming its file (as :func:`fail_on_malformed`)."""
+    record, file, reason, _ = names
+    message = F.concat_ws(
+        FIELD_SEPARATOR, F.lit(MALFORMED), F.lit(str(source)), F.col(file), F.col(reason),
+        F.col(record), F.lit(END),
+    )
+    check = F.when(F.col(reason).isNotNull(), F.raise_error(message)).otherwise(F.lit(True))
+    return df.where(check).drop(record, file, reason)
+
+
+def bad_changes(df: DataFrame, names: tuple[str, str, str, str]) -> DataFrame:
+    """on_error = 'route': a debezium-json source's malformed envelopes (raw, file, error)."""
+    record, file, reason, _ = names
+    bad = df.where(F.col(reason).isNotNull())
+    return bad.select(
+        F.col(record).alias('raw'), F.col(file).alias('file'), F.col(reason).alias('error')
+    )
+
+
+def good_changes(df: DataFrame, names: tuple[str, str, str, str]) -> DataFrame:
+    """on_error = 'route': a debezium-json source's changes, every well-formed envelope's."""
+    record, file, reason, _ = names
+    return df.where(F.col(reason).isNull()).drop(record, file, reason)
+
+
 def malformed_record(error: BaseException) -> str | None:
     """The message for a query a malformed record stopped (None for any other failure):
     the source, the file and the line, the record and why, as flowc's diagnostics read."""
@@ -1133,6 +1250,9 @@ MALFORMED_HELPERS = (
     flow_name,
     first_line_of,
 )
+
+#: What a program with a debezium-json source carries besides :data:`MALFORMED_HELPERS`.
+DEBEZIUM_HELPERS = (debezium_changes, fail_on_bad_change, bad_changes, good_changes)
 
 #: The constants :data:`MALFORMED_HELPERS` read, as the program defines them.
 MALFORMED_CONSTANTS = {"MALFORMED": MALFORMED, "FIELD_SEPARATOR": FIELD_SEPARATOR, "END": END}

@@ -89,6 +89,12 @@ SOURCE_RULES: dict[tuple[str, str], Rule] = {
     ("files", "compression"): Rule(
         Effect.ALLOWED, "Spark reads compressed files by their extension, whatever the option"
     ),
+    ("files", "debezium-json.schema-include"): _PARSE,
+    ("files", "debezium-json.ignore-parse-errors"): Rule(
+        Effect.ALLOWED,
+        "only false is taken (a malformed envelope fails the query or goes to FROM "
+        "source.errors, as on_error says): the rows read are the same",
+    ),
     ("datagen", "rows_per_second"): _RATE,
     ("datagen", "number_of_rows"): _DATA,
     ("datagen", "seed"): _DATA,

@@ -1,0 +1,67 @@
+"""A debezium-json source's changelog mode against real Flink 2.3's ``EXPLAIN
+CHANGELOG_MODE`` (opt-in: needs PyFlink, tests/helpers/flink.py): the same Flink-dialect
+programs, flowc's files tables as Flink's filesystem tables of the same format, compared
+as tests/test_changelog_against_flink.py compares them (the source's mode and the mode
+of what each sink reads)."""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import flowc
+from tests.helpers.flink import ask_flink, checked_flink_python, requires_flink
+from tests.test_changelog_against_flink import PROBE, flink_modes, flowc_modes
+
+pytestmark = requires_flink
+
+PROGRAMS = {
+    "scan_into_print": """
+        CREATE TABLE s (id BIGINT, name STRING, n INT)
+          WITH ('connector' = 'files', 'path' = 'in', 'format' = 'debezium-json');
+        CREATE TABLE o (id BIGINT, name STRING) WITH ('connector' = 'print');
+        INSERT INTO o SELECT id, name FROM s WHERE n > 1;
+    """,
+    "keyed_scan_into_print": """
+        CREATE TABLE s (id BIGINT, name STRING, n INT, PRIMARY KEY (id) NOT ENFORCED)
+          WITH ('connector' = 'files', 'path' = 'in', 'format' = 'debezium-json',
+                'debezium-json.schema-include' = 'true');
+        CREATE TABLE o (id BIGINT, twice INT) WITH ('connector' = 'print');
+        INSERT INTO o SELECT id, n * 2 AS twice FROM s;
+    """,
+}
+
+
+def as_flink_sql(program: str, folder: Path) -> list[str]:
+    """The program's statements as Flink runs them: files tables are filesystem tables."""
+    body = re.sub(r"'connector' = 'files'", "'connector' = 'filesystem'", program)
+    body = body.replace("'path' = 'in'", f"'path' = '{folder}'")
+    return [s.strip() for s in body.split(";") if s.strip()]
+
+
+@pytest.fixture(scope="module")
+def flink_plans(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[list[object]] | str]:
+    checked_flink_python()
+    folder = tmp_path_factory.mktemp("in")
+    asked = {
+        name: as_flink_sql(textwrap.dedent(program), folder) for name, program in PROGRAMS.items()
+    }
+    plans: dict[str, list[list[object]] | str] = ask_flink(PROBE, asked)
+    return plans
+
+
+@pytest.mark.parametrize("case", sorted(PROGRAMS))
+def test_cdc_changelog_modes_equal_flinks(
+    case: str, flink_plans: dict[str, list[list[object]] | str]
+) -> None:
+    plan = flink_plans[case]
+    assert not isinstance(plan, str), plan
+    program = "SET sql.dialect = 'flink';\n" + textwrap.dedent(PROGRAMS[case])
+    job = flowc.compile(program, "d.flow")
+    assert not [d for d in job.diagnostics if d.severity.name == "ERROR"], job.diagnostics
+    modes = flowc_modes(job.stream_graph)
+    assert ("source", "I,UB,UA,D") in modes
+    assert modes == flink_modes(plan)
