@@ -48,6 +48,7 @@ from flowc.program import (
     view_of,
 )
 from flowc.spans import Span
+from flowc.spark.spark_plan import OverAggregator, WithinDeduplicator
 from flowc.sql.spark_sql import UnsupportedOnSpark, select_columns, watermark_delay
 from flowc.state.functions import function_identity
 from flowc.state.lineage import (
@@ -70,6 +71,9 @@ from flowc.state.manifest import (
     JoinState,
     Location,
     OptionValue,
+    ParameterRule,
+    ProcessorParameter,
+    ProcessorState,
     QueryState,
     SinkWrite,
     SourceRead,
@@ -585,7 +589,21 @@ class _Describer:
             max_parallelism=max_parallelism,
             max_parallelism_set=max_set,
             location=self._location(step.span),
+            processor=self._processor(node_id, info),
         )
+
+    def _processor(self, node_id: int, info: _StepInfo) -> ProcessorState | None:
+        """The processor flowc generates for the step, streaming (a batch run keeps no
+        state), described by one function per processor class."""
+        if self.plan.batch:
+            return None
+        over = self.plan.over_aggregators.get(node_id)
+        if over is not None and isinstance(info.step, OverStep):
+            return over_processor(over, info.step, info.env, info.schema)
+        within = self.plan.within_deduplicators.get(node_id)
+        if within is not None:
+            return within_processor(within)
+        return None
 
     def _keys_location(self, node: StreamNode) -> Location | None:
         """The KEY BY that gives an AGGREGATE its keys (its HASH edge's span)."""
@@ -687,6 +705,85 @@ class _Describer:
                 parts.append(lines[span.end_line - 1][: span.end_column - 1])
             text = "\n".join(parts)
         return one_line(without_comments(text))
+
+
+def over_processor(
+    over: OverAggregator, step: OverStep, env: Env, schema: Schema
+) -> ProcessorState:
+    """OverAggregate's state per PARTITION BY key: the waiting rows, the rows the frame
+    still needs (the last ``preceding`` rows, or those within ``preceding`` ms of the last
+    time emitted) and that last time, all by the ORDER BY column. It keeps whole input
+    rows and computes the calls when it emits, so the calls are free to change; the rows'
+    columns, the order column and the frame's unit are not, and the frame may narrow but
+    not widen. (The OverStep's fields are read here only: a new frame or call is one
+    parameter more.)"""
+    node = step.node
+    calls = ", ".join(
+        f"{expression_lineage(item.expr, env)} AS {item.alias.value}"
+        for item in node.items
+        if item.alias is not None
+    )
+    unit = "rows" if over.rows else "ms"
+    return ProcessorState(
+        name="OverAggregate",
+        keyed_by=f"PARTITION BY {', '.join(over.keys)}" if over.keys else "one group",
+        parameters=(
+            ProcessorParameter(
+                "order",
+                lookup(env, None, over.column),
+                ParameterRule.SAME.value,
+                "its waiting rows, its frame's rows and its last emitted time are by the old "
+                "ORDER BY column's time",
+            ),
+            ProcessorParameter(
+                "frame",
+                "ROWS" if over.rows else "RANGE",
+                ParameterRule.SAME.value,
+                "it kept the rows the old frame's unit needs (a count of rows, or a time span)",
+            ),
+            ProcessorParameter(
+                "preceding",
+                f"{over.preceding} {unit}",
+                ParameterRule.AT_MOST.value,
+                "it kept only the rows of the old, narrower frame: the first rows emitted "
+                "would be computed over too few rows",
+                over.preceding,
+            ),
+            ProcessorParameter(
+                "calls",
+                calls,
+                ParameterRule.FREE.value,
+                "it keeps whole rows and computes the calls when it emits",
+            ),
+        ),
+        row=tuple(
+            StateColumn(c.name, c.type, lineage)
+            for c, (_, _, lineage) in zip(schema, env, strict=False)
+        ),
+    )
+
+
+def within_processor(within: WithinDeduplicator) -> ProcessorState:
+    """DeduplicateWithin's state per key group (a hash of the ON columns modulo the key
+    groups): each key's kept time. Another count of key groups looks a key up in another
+    group's list (its kept time lost, a repeat within the interval kept)."""
+    keys = ", ".join(within.keys)
+    return ProcessorState(
+        name="DeduplicateWithin",
+        keyed_by=f"key group: hash({keys}) mod {within.key_groups}",
+        parameters=(
+            ProcessorParameter(
+                "key_groups",
+                str(within.key_groups),
+                ParameterRule.SAME.value,
+                "each key's kept time is in its key group's list (a hash of the ON columns "
+                "modulo max_parallelism): under another count a key is looked up in another "
+                "group, its kept time is lost and a repeat within the interval is kept",
+                within.key_groups,
+            ),
+        ),
+        row=(),
+    )
 
 
 def _optional(value: object) -> str | None:
