@@ -294,3 +294,77 @@ def test_over_frame_widened_is_refused_and_narrowed_runs_on(spark: Any, tmp_path
         wanted += frames[done:]
     assert len(wanted) > len(over_rows(before_edit, {"a": avg}, 5, None)) > 0
     assert normal(read_json_dir(tmp_path / "out")) == normal(wanted)
+
+
+class _ListState:
+    def __init__(self) -> None:
+        self.rows: list[tuple[object, ...]] = []
+
+    def get(self) -> list[tuple[object, ...]]:
+        return list(self.rows)
+
+    def clear(self) -> None:
+        self.rows = []
+
+    def put(self, rows: list[tuple[object, ...]]) -> None:
+        self.rows = list(rows)
+
+
+class _ValueState:
+    def __init__(self) -> None:
+        self.value: tuple[object, ...] | None = None
+
+    def get(self) -> tuple[object, ...] | None:
+        return self.value
+
+    def update(self, value: tuple[object, ...]) -> None:
+        self.value = value
+
+
+class _Handle:
+    """transformWithState's handle, as far as OverAggregate uses it."""
+
+    def getListState(self, name: str, schema: object) -> _ListState:
+        return _ListState()
+
+    def getValueState(self, name: str, schema: object) -> _ValueState:
+        return _ValueState()
+
+    def listTimers(self) -> list[int]:
+        return []
+
+    def deleteTimer(self, timer: int) -> None:
+        pass
+
+    def registerTimer(self, timer: int) -> None:
+        pass
+
+
+class _Schema:
+    def fieldNames(self) -> list[str]:
+        return ["price", "ms"]
+
+
+def test_over_rows_frame_holds_every_row_until_it_has_preceding(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """OverAggregate's ROWS frame while fewer than PRECEDING rows were emitted is every row
+    so far (it once cut the list from a negative index and lost its oldest rows), within
+    one emission and across two, as the state carries them."""
+    from pyspark.sql import Row as SparkRow
+    from pyspark.sql import types
+
+    from flowc.spark import generated_runtime
+
+    monkeypatch.setattr(generated_runtime, "Row", SparkRow, raising=False)
+    for name in ("StructType", "StructField", "LongType"):
+        monkeypatch.setattr(generated_runtime, name, getattr(types, name), raising=False)
+    wanted = [sum(range(max(1, i - 5), i + 1)) for i in range(1, 9)]
+    for split in (8, 3):
+        processor = generated_runtime.OverAggregate(
+            [("sum", "price", "s")], "ms", "g", True, 5, _Schema()
+        )
+        processor.init(_Handle())
+        rows = [(i, i) for i in range(1, 9)]
+        out = list(processor.emit(split, rows[:split])) + list(processor.emit(100, rows[split:]))
+        assert [r["s"] for r in out] == wanted, split
