@@ -368,3 +368,95 @@ def test_over_rows_frame_holds_every_row_until_it_has_preceding(
         rows = [(i, i) for i in range(1, 9)]
         out = list(processor.emit(split, rows[:split])) + list(processor.emit(100, rows[split:]))
         assert [r["s"] for r in out] == wanted, split
+
+
+READER = """\
+SET max_parallelism = 16;
+CREATE SOURCE s (k STRING, v BIGINT, ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL 1 SECOND)
+  WITH (connector = 'files', path = 'in', format = 'json');
+CREATE SINK o WITH (connector = 'files', path = 'out', format = 'json');
+INSERT INTO o FROM s
+  |> WHERE ts > CURRENT_WATERMARK(ts)
+  |> KEY BY k
+  |> WINDOW TUMBLE(ts, INTERVAL 10 SECONDS)
+  |> AGGREGATE count(*) AS n;
+"""
+
+
+def test_a_watermark_reader_takes_its_place_among_sparks_operators() -> None:
+    """CURRENT_WATERMARK runs as a processor that keeps nothing but is a stateful operator
+    of Spark's plan: it is listed where Spark numbers it (after the aggregate, nearer the
+    source), so adding or removing one in a stateful query is refused as any operator
+    added or removed; editing its condition is not."""
+    (query,) = _manifest(READER).queries
+    assert [(o.index, o.kind) for o in query.operators] == [
+        (0, "window_aggregate"),
+        (1, "processor"),
+    ]
+    reader = query.operators[1].processor
+    assert reader is not None and reader.name == "WatermarkReader" and reader.row == ()
+    plain = READER.replace("  |> WHERE ts > CURRENT_WATERMARK(ts)\n", "")
+    got, messages = _verdict(plain, READER)
+    assert got is Verdict.INCOMPATIBLE and any("was added" in m for m in messages), messages
+    got, messages = _verdict(READER, plain)
+    assert got is Verdict.INCOMPATIBLE and any("was removed" in m for m in messages), messages
+    edited = READER.replace("WHERE ts > CURRENT", "WHERE v > 0 AND ts > CURRENT")
+    got, messages = _verdict(READER, edited)
+    assert got is Verdict.COMPATIBLE, messages
+    got, messages = _verdict(READER, READER.replace("= 16", "= 32"))
+    assert sum("max parallelism" in m for m in messages) == 1, messages  # the aggregate's
+
+
+def test_a_version_1_manifest_is_compared_without_the_readers() -> None:
+    """A manifest of an older flowc never listed the readers: the new one is compared as
+    it would have been written then, not as an operator added."""
+    new = _manifest(READER)
+    data = new.to_json()
+    data["version"] = 1
+    (query,) = data["queries"]
+    query["operators"] = [o for o in query["operators"] if o["kind"] != "processor"]
+    old = StateManifest.from_json(data)
+    assert compare(old, new).verdict is Verdict.UNCHANGED
+    reader_only = READER.split("  |> KEY BY k")[0] + "  |> SELECT k;\n"
+    new = _manifest(reader_only)
+    data = new.to_json()
+    data["version"] = 1
+    data["queries"][0]["operators"] = []
+    assert compare(StateManifest.from_json(data), new).verdict is Verdict.UNCHANGED
+    assert compare(new, new).verdict is Verdict.UNCHANGED
+
+
+def test_a_watermark_reader_is_one_of_sparks_stateful_operators(spark: Any, tmp_path: Path) -> None:
+    """On Spark the reader's processor takes a position among the checkpoint's stateful
+    operators, where the manifest lists it; removing it is refused before Spark starts."""
+    write_batch(
+        tmp_path / "in",
+        0,
+        [{"k": "a", "v": i, "ts": f"2026-01-01T10:00:{i:02d}"} for i in range(5)],
+    )
+    flow = tmp_path / "job.flow"
+    flow.write_text(READER, encoding="utf-8")
+    job = flowc.compile(READER, str(flow), for_spark=True)
+    report = run_job(job, available_now=True, master="local[2]", out=io.StringIO())
+    assert [q.error for q in report.queries] == [None]
+    state = tmp_path / ".flowc-checkpoints" / "job" / "o" / "state"
+    (query,) = describe_state(job).queries
+    # Spark's operator 0 the aggregate's (stateStoreSave), 1 the reader's transformWithState
+    # (its metadata under _metadata/v2), as the manifest numbers them
+    assert sorted(p.name for p in state.iterdir() if p.name.isdigit()) == ["0", "1"]
+    assert (state / "0" / "_metadata" / "metadata").is_file()
+    assert (state / "1" / "_metadata" / "v2").is_dir()
+    assert [o.kind for o in query.operators] == ["window_aggregate", "processor"]
+    plain = READER.replace("  |> WHERE ts > CURRENT_WATERMARK(ts)\n", "")
+    flow.write_text(plain, encoding="utf-8")
+    before = _files(tmp_path)
+    with pytest.raises(CompileError) as caught:
+        run_job(
+            flowc.compile(plain, str(flow), for_spark=True),
+            available_now=True,
+            master="local[2]",
+            out=io.StringIO(),
+        )
+    errors = [d for d in caught.value.diagnostics if d.severity is Severity.ERROR]
+    assert [d.code for d in errors] == ["E0820"] and "was removed" in errors[0].message
+    assert _files(tmp_path) == before

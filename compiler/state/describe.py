@@ -48,7 +48,7 @@ from flowc.program import (
     view_of,
 )
 from flowc.spans import Span
-from flowc.spark.spark_plan import OverAggregator, WithinDeduplicator
+from flowc.spark.spark_plan import OverAggregator, WatermarkReader, WithinDeduplicator
 from flowc.sql.spark_sql import UnsupportedOnSpark, select_columns, watermark_delay
 from flowc.state.functions import function_identity
 from flowc.state.lineage import (
@@ -66,6 +66,7 @@ from flowc.state.lineage import (
 )
 from flowc.state.manifest import (
     MANIFEST_VERSION,
+    PROCESSOR_KIND,
     AggregateState,
     FunctionState,
     JoinState,
@@ -130,6 +131,8 @@ class _Describer:
         self.view_envs: dict[str, list[Env]] = {}
         #: Every stateful step by StreamGraph node id.
         self.stateful: dict[int, _StepInfo] = {}
+        #: Every step reading CURRENT_WATERMARK by node id: a processor in Spark's plan.
+        self.readers: dict[int, _StepInfo] = {}
         self.vertex_of: dict[int, str] = {}
         for vertex in job.job_graph.vertices.values():
             for operator in vertex.operators:
@@ -190,6 +193,8 @@ class _Describer:
         _, schema = self._origin_env(stream)
         for step in stream.steps:
             node = self.plan.step_nodes.get(id(step))
+            if node is not None and node in self.plan.watermark_readers:
+                self.readers.setdefault(node, _StepInfo(step, env, schema))
             if node is not None and node in self.plan.stateful:
                 info = _StepInfo(step, env, schema)
                 if isinstance(step, JoinStep):
@@ -521,7 +526,7 @@ class _Describer:
         nodes = self.graph.nodes
         while stack:
             ident = stack.pop()
-            if ident in self.plan.stateful:
+            if ident in self.plan.stateful or ident in self.plan.watermark_readers:
                 order.append(ident)
             edges = sorted(nodes[ident].in_edges, key=lambda e: e.type_number)
             stack.extend(e.source_id for e in reversed(edges))
@@ -529,6 +534,9 @@ class _Describer:
 
     def _operator(self, index: int, node_id: int) -> StatefulOperator:
         node = self.graph.nodes[node_id]
+        reader = self.plan.watermark_readers.get(node_id)
+        if reader is not None and node_id not in self.plan.stateful:
+            return self._reader(index, node, reader)
         info = self.stateful.get(node_id)
         assert info is not None, f"stateful node {node_id} has no step"
         step = info.step
@@ -590,6 +598,35 @@ class _Describer:
             max_parallelism_set=max_set,
             location=self._location(step.span),
             processor=self._processor(node_id, info),
+        )
+
+    def _reader(self, index: int, node: StreamNode, reader: WatermarkReader) -> StatefulOperator:
+        """A step reading CURRENT_WATERMARK: a processor that keeps no state, but a
+        stateful operator of Spark's plan all the same (it takes a position)."""
+        info = self.readers.get(node.id)
+        env = info.env if info is not None else []
+        return StatefulOperator(
+            index=index,
+            name=f"{reader.step} reading CURRENT_WATERMARK({reader.column})",
+            kind=PROCESSOR_KIND,
+            uid=node.uid,
+            operator_id=self.graph.operator_id(node.id),
+            vertex_id=self.vertex_of.get(node.id),
+            node_id=node.id,
+            keys=(),
+            keys_location=None,
+            aggregates=(),
+            window=None,
+            within=None,
+            join=None,
+            watermarks=self._watermarks(node.id),
+            parallelism=node.parallelism,
+            max_parallelism=node.max_parallelism
+            if node.max_parallelism is not None
+            else compute_default_max_parallelism(node.parallelism),
+            max_parallelism_set=node.max_parallelism is not None,
+            location=self._location(reader.span),
+            processor=None if self.plan.batch else reader_processor(reader, env),
         )
 
     def _processor(self, node_id: int, info: _StepInfo) -> ProcessorState | None:
@@ -760,6 +797,30 @@ def over_processor(
             StateColumn(c.name, c.type, lineage)
             for c, (_, _, lineage) in zip(schema, env, strict=False)
         ),
+    )
+
+
+def reader_processor(reader: WatermarkReader, env: Env) -> ProcessorState:
+    """WatermarkReader keeps nothing (rows grouped into buckets only to run it): every
+    parameter is free."""
+    return ProcessorState(
+        name="WatermarkReader",
+        keyed_by=f"bucket: hash(row) mod {reader.buckets}",
+        parameters=(
+            ProcessorParameter(
+                "column",
+                lookup(env, None, reader.column),
+                ParameterRule.FREE.value,
+                "it keeps no state: it hands each row the micro-batch's watermark",
+            ),
+            ProcessorParameter(
+                "drops",
+                reader.on_time or "none",
+                ParameterRule.FREE.value,
+                "it keeps no state: the rows it drops are decided row by row",
+            ),
+        ),
+        row=(),
     )
 
 

@@ -16,7 +16,12 @@ from flowc.json_records import JsonRecord, record_json
 from flowc.spans import Span
 
 #: The manifest's format version: a reader refuses a manifest of a later version.
-MANIFEST_VERSION = 1
+#: 2: steps reading CURRENT_WATERMARK are listed among the operators (kind ``processor``),
+#: as Spark numbers them; a version 1 manifest never lists them.
+MANIFEST_VERSION = 2
+#: The kind of an operator that is a processor keeping no state of Spark's kinds (a
+#: WatermarkReader): listed because it takes a position among Spark's stateful operators.
+PROCESSOR_KIND = "processor"
 MANIFEST_FORMAT = "flowc-state-manifest"
 
 
@@ -323,7 +328,9 @@ class StateManifest:
             raise ValueError("not a flowc state manifest")
         version = data.get("version")
         if not isinstance(version, int) or not 1 <= version <= MANIFEST_VERSION:
-            raise ValueError(f"state manifest version {version!r}: this flowc reads 1")
+            raise ValueError(
+                f"state manifest version {version!r}: this flowc reads 1 to {MANIFEST_VERSION}"
+            )
         try:
             return cls(
                 version=version,

@@ -12,6 +12,7 @@ from typing import Protocol
 from flowc.flink.keygroups import compute_operator_index_for_key_group
 from flowc.state.findings import Finding, OperatorComparison, Verdict, ways_out
 from flowc.state.manifest import (
+    PROCESSOR_KIND,
     AggregateState,
     JoinState,
     ParameterRule,
@@ -61,7 +62,8 @@ def compare_operator(
         _compare_keys(old, new, lineage, incompatible, note)
         _compare_values(old, new, lineage, incompatible, note)
     _compare_identity(old, new, incompatible, note)
-    _compare_scale(old_query, new_query, old, new, note)
+    if new.kind != PROCESSOR_KIND:  # a stateless processor: nothing to rescale
+        _compare_scale(old_query, new_query, old, new, note)
     if old.watermarks != new.watermarks:
         shown_old = ", ".join(f"{w.column} - {w.delay}" for w in old.watermarks) or "none"
         shown_new = ", ".join(f"{w.column} - {w.delay}" for w in new.watermarks) or "none"
