@@ -22,6 +22,7 @@ import flowc
 from flowc.cli import main as cli
 from flowc.diagnostics import CompileError, Severity
 from flowc.runtime.run import run_job
+from flowc.runtime.state_guard import STATE_MANIFEST, guard_state
 from flowc.state import StateManifest, Verdict, compare, describe_state
 from flowc.state.manifest import ParameterRule
 from tests.helpers.files import read_json_dir
@@ -460,3 +461,14 @@ def test_a_watermark_reader_is_one_of_sparks_stateful_operators(spark: Any, tmp_
     errors = [d for d in caught.value.diagnostics if d.severity is Severity.ERROR]
     assert [d.code for d in errors] == ["E0820"] and "was removed" in errors[0].message
     assert _files(tmp_path) == before
+    # Without its manifest, the checkpoint is checked from Spark's files: the reader's
+    # transformWithState metadata (under _metadata/v2) counts as an operator there too.
+    (state.parent / STATE_MANIFEST).unlink()
+    root, base = str(tmp_path / ".flowc-checkpoints"), str(tmp_path)
+    guard = guard_state(flowc.compile(READER, str(flow), for_spark=True), root, base)
+    assert [d.code for d in guard.warnings] == ["E0822"]
+    assert "2 stateful operators" in guard.warnings[0].help
+    with pytest.raises(CompileError) as caught:
+        guard_state(flowc.compile(plain, str(flow), for_spark=True), root, base)
+    (error,) = [d for d in caught.value.diagnostics if d.severity is Severity.ERROR]
+    assert error.code == "E0820" and "transformWithStateInPySparkExec" in error.message
