@@ -70,6 +70,9 @@ SPARK_OPERATORS: dict[str, frozenset[str]] = {
     "sessionWindowStateStoreSaveExec": frozenset({"session_window"}),
     "dedupe": frozenset({"deduplicate"}),
     "symmetricHashJoin": frozenset({"join"}),
+    # flowc's processors (OVER, DEDUPLICATE ... WITHIN, CURRENT_WATERMARK); their metadata
+    # is under _metadata/v2/<batch> (measured on PySpark 4.3)
+    "transformWithStateInPySparkExec": frozenset({"over_aggregate", "deduplicate", "processor"}),
 }
 #: flowc's type names → Spark's JSON type names (in a state schema file).
 _SPARK_TYPES = {
@@ -365,7 +368,7 @@ def spark_operators(folder: str) -> list[SparkOperator] | None:
     for index in indexes:
         try:
             with open(
-                os.path.join(state, str(index), "_metadata", "metadata"), encoding="utf-8"
+                _operator_metadata(os.path.join(state, str(index))), encoding="utf-8"
             ) as handle:
                 handle.readline()
                 data = json.loads(handle.readline())
@@ -383,6 +386,17 @@ def spark_operators(folder: str) -> list[SparkOperator] | None:
             )
         )
     return found
+
+
+def _operator_metadata(folder: str) -> str:
+    """An operator's metadata file: ``_metadata/metadata`` (Spark's own operators, v1), or
+    the latest ``_metadata/v2/<batch>`` (a transformWithState's)."""
+    v1 = os.path.join(folder, "_metadata", "metadata")
+    v2 = os.path.join(folder, "_metadata", "v2")
+    if os.path.exists(v1) or not os.path.isdir(v2):
+        return v1
+    batches = [int(n) for n in os.listdir(v2) if n.isdigit()]
+    return os.path.join(v2, str(max(batches))) if batches else v1
 
 
 def _key_schema(path: str) -> tuple[tuple[str, str], ...] | None:

@@ -1082,13 +1082,13 @@ class OverAggregate(StatefulProcessor):
             tied = ready[index:end]
             if self.rows:
                 for row in tied:
-                    frame = [*history[len(history) - self.preceding:], row]
+                    frame = [*history[max(0, len(history) - self.preceding):], row]
                     if not self.preceding:
                         frame = [row]
                     history.append(row)
                     kept = [v for n, v in zip(names, row, strict=True) if n != self.millis]
                     yield output(*kept, *self.compute(frame))
-                history = history[len(history) - self.preceding:] if self.preceding else []
+                history = history[max(0, len(history) - self.preceding):] if self.preceding else []
             else:
                 history = [r for r in history if r[at] >= time - self.preceding] + tied
                 values = self.compute(history)

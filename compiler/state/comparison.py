@@ -7,6 +7,7 @@ from __future__ import annotations
 import difflib
 from collections import Counter
 from collections.abc import Iterator
+from dataclasses import replace
 
 from flowc.state.findings import (
     Finding,
@@ -17,13 +18,21 @@ from flowc.state.findings import (
     plural,
     ways_out,
 )
-from flowc.state.manifest import QueryState, SinkWrite, StatefulOperator, StateManifest
+from flowc.state.manifest import (
+    PROCESSOR_KIND,
+    QueryState,
+    SinkWrite,
+    StatefulOperator,
+    StateManifest,
+)
 from flowc.state.operator_compare import compare_operator
 from flowc.state.options import option_findings
 
 
 def compare(old: StateManifest, new: StateManifest) -> StateComparison:
     """Classify every stateful operator of every query (see the module's docstring)."""
+    if old.version < 2:
+        new = _as_version_1(new)
     queries = []
     new_names = {q.name for q in new.queries}
     for query in new.queries:
@@ -32,6 +41,18 @@ def compare(old: StateManifest, new: StateManifest) -> StateComparison:
         if query.name not in new_names:
             queries.append(_compare_query(query, None))
     return StateComparison(tuple(queries))
+
+
+def _as_version_1(manifest: StateManifest) -> StateManifest:
+    """``manifest`` as a version 1 manifest lists operators: without the stateless
+    processors (CURRENT_WATERMARK's), the others numbered again, so a manifest of an older
+    flowc is compared as it was written rather than as missing them."""
+    queries = []
+    for query in manifest.queries:
+        kept = [o for o in query.operators if o.kind != PROCESSOR_KIND]
+        operators = tuple(replace(o, index=i) for i, o in enumerate(kept))
+        queries.append(replace(query, operators=operators))
+    return replace(manifest, queries=tuple(queries))
 
 
 def _compare_query(old: QueryState | None, new: QueryState | None) -> QueryComparison:

@@ -48,6 +48,7 @@ from flowc.program import (
     view_of,
 )
 from flowc.spans import Span
+from flowc.spark.spark_plan import OverAggregator, WatermarkReader, WithinDeduplicator
 from flowc.sql.spark_sql import UnsupportedOnSpark, select_columns, watermark_delay
 from flowc.state.functions import function_identity
 from flowc.state.lineage import (
@@ -65,11 +66,15 @@ from flowc.state.lineage import (
 )
 from flowc.state.manifest import (
     MANIFEST_VERSION,
+    PROCESSOR_KIND,
     AggregateState,
     FunctionState,
     JoinState,
     Location,
     OptionValue,
+    ParameterRule,
+    ProcessorParameter,
+    ProcessorState,
     QueryState,
     SinkWrite,
     SourceRead,
@@ -126,6 +131,8 @@ class _Describer:
         self.view_envs: dict[str, list[Env]] = {}
         #: Every stateful step by StreamGraph node id.
         self.stateful: dict[int, _StepInfo] = {}
+        #: Every step reading CURRENT_WATERMARK by node id: a processor in Spark's plan.
+        self.readers: dict[int, _StepInfo] = {}
         self.vertex_of: dict[int, str] = {}
         for vertex in job.job_graph.vertices.values():
             for operator in vertex.operators:
@@ -186,6 +193,8 @@ class _Describer:
         _, schema = self._origin_env(stream)
         for step in stream.steps:
             node = self.plan.step_nodes.get(id(step))
+            if node is not None and node in self.plan.watermark_readers:
+                self.readers.setdefault(node, _StepInfo(step, env, schema))
             if node is not None and node in self.plan.stateful:
                 info = _StepInfo(step, env, schema)
                 if isinstance(step, JoinStep):
@@ -517,7 +526,7 @@ class _Describer:
         nodes = self.graph.nodes
         while stack:
             ident = stack.pop()
-            if ident in self.plan.stateful:
+            if ident in self.plan.stateful or ident in self.plan.watermark_readers:
                 order.append(ident)
             edges = sorted(nodes[ident].in_edges, key=lambda e: e.type_number)
             stack.extend(e.source_id for e in reversed(edges))
@@ -525,6 +534,9 @@ class _Describer:
 
     def _operator(self, index: int, node_id: int) -> StatefulOperator:
         node = self.graph.nodes[node_id]
+        reader = self.plan.watermark_readers.get(node_id)
+        if reader is not None and node_id not in self.plan.stateful:
+            return self._reader(index, node, reader)
         info = self.stateful.get(node_id)
         assert info is not None, f"stateful node {node_id} has no step"
         step = info.step
@@ -585,7 +597,50 @@ class _Describer:
             max_parallelism=max_parallelism,
             max_parallelism_set=max_set,
             location=self._location(step.span),
+            processor=self._processor(node_id, info),
         )
+
+    def _reader(self, index: int, node: StreamNode, reader: WatermarkReader) -> StatefulOperator:
+        """A step reading CURRENT_WATERMARK: a processor that keeps no state, but a
+        stateful operator of Spark's plan all the same (it takes a position)."""
+        info = self.readers.get(node.id)
+        env = info.env if info is not None else []
+        return StatefulOperator(
+            index=index,
+            name=f"{reader.step} reading CURRENT_WATERMARK({reader.column})",
+            kind=PROCESSOR_KIND,
+            uid=node.uid,
+            operator_id=self.graph.operator_id(node.id),
+            vertex_id=self.vertex_of.get(node.id),
+            node_id=node.id,
+            keys=(),
+            keys_location=None,
+            aggregates=(),
+            window=None,
+            within=None,
+            join=None,
+            watermarks=self._watermarks(node.id),
+            parallelism=node.parallelism,
+            max_parallelism=node.max_parallelism
+            if node.max_parallelism is not None
+            else compute_default_max_parallelism(node.parallelism),
+            max_parallelism_set=node.max_parallelism is not None,
+            location=self._location(reader.span),
+            processor=None if self.plan.batch else reader_processor(reader, env),
+        )
+
+    def _processor(self, node_id: int, info: _StepInfo) -> ProcessorState | None:
+        """The processor flowc generates for the step, streaming (a batch run keeps no
+        state), described by one function per processor class."""
+        if self.plan.batch:
+            return None
+        over = self.plan.over_aggregators.get(node_id)
+        if over is not None and isinstance(info.step, OverStep):
+            return over_processor(over, info.step, info.env, info.schema)
+        within = self.plan.within_deduplicators.get(node_id)
+        if within is not None:
+            return within_processor(within)
+        return None
 
     def _keys_location(self, node: StreamNode) -> Location | None:
         """The KEY BY that gives an AGGREGATE its keys (its HASH edge's span)."""
@@ -687,6 +742,109 @@ class _Describer:
                 parts.append(lines[span.end_line - 1][: span.end_column - 1])
             text = "\n".join(parts)
         return one_line(without_comments(text))
+
+
+def over_processor(
+    over: OverAggregator, step: OverStep, env: Env, schema: Schema
+) -> ProcessorState:
+    """OverAggregate's state per PARTITION BY key: the waiting rows, the rows the frame
+    still needs (the last ``preceding`` rows, or those within ``preceding`` ms of the last
+    time emitted) and that last time, all by the ORDER BY column. It keeps whole input
+    rows and computes the calls when it emits, so the calls are free to change; the rows'
+    columns, the order column and the frame's unit are not, and the frame may narrow but
+    not widen. (The OverStep's fields are read here only: a new frame or call is one
+    parameter more.)"""
+    node = step.node
+    calls = ", ".join(
+        f"{expression_lineage(item.expr, env)} AS {item.alias.value}"
+        for item in node.items
+        if item.alias is not None
+    )
+    unit = "rows" if over.rows else "ms"
+    return ProcessorState(
+        name="OverAggregate",
+        keyed_by=f"PARTITION BY {', '.join(over.keys)}" if over.keys else "one group",
+        parameters=(
+            ProcessorParameter(
+                "order",
+                lookup(env, None, over.column),
+                ParameterRule.SAME.value,
+                "its waiting rows, its frame's rows and its last emitted time are by the old "
+                "ORDER BY column's time",
+            ),
+            ProcessorParameter(
+                "frame",
+                "ROWS" if over.rows else "RANGE",
+                ParameterRule.SAME.value,
+                "it kept the rows the old frame's unit needs (a count of rows, or a time span)",
+            ),
+            ProcessorParameter(
+                "preceding",
+                f"{over.preceding} {unit}",
+                ParameterRule.AT_MOST.value,
+                "it kept only the rows of the old, narrower frame: the first rows emitted "
+                "would be computed over too few rows",
+                over.preceding,
+            ),
+            ProcessorParameter(
+                "calls",
+                calls,
+                ParameterRule.FREE.value,
+                "it keeps whole rows and computes the calls when it emits",
+            ),
+        ),
+        row=tuple(
+            StateColumn(c.name, c.type, lineage)
+            for c, (_, _, lineage) in zip(schema, env, strict=False)
+        ),
+    )
+
+
+def reader_processor(reader: WatermarkReader, env: Env) -> ProcessorState:
+    """WatermarkReader keeps nothing (rows grouped into buckets only to run it): every
+    parameter is free."""
+    return ProcessorState(
+        name="WatermarkReader",
+        keyed_by=f"bucket: hash(row) mod {reader.buckets}",
+        parameters=(
+            ProcessorParameter(
+                "column",
+                lookup(env, None, reader.column),
+                ParameterRule.FREE.value,
+                "it keeps no state: it hands each row the micro-batch's watermark",
+            ),
+            ProcessorParameter(
+                "drops",
+                reader.on_time or "none",
+                ParameterRule.FREE.value,
+                "it keeps no state: the rows it drops are decided row by row",
+            ),
+        ),
+        row=(),
+    )
+
+
+def within_processor(within: WithinDeduplicator) -> ProcessorState:
+    """DeduplicateWithin's state per key group (a hash of the ON columns modulo the key
+    groups): each key's kept time. Another count of key groups looks a key up in another
+    group's list (its kept time lost, a repeat within the interval kept)."""
+    keys = ", ".join(within.keys)
+    return ProcessorState(
+        name="DeduplicateWithin",
+        keyed_by=f"key group: hash({keys}) mod {within.key_groups}",
+        parameters=(
+            ProcessorParameter(
+                "key_groups",
+                str(within.key_groups),
+                ParameterRule.SAME.value,
+                "each key's kept time is in its key group's list (a hash of the ON columns "
+                "modulo max_parallelism): under another count a key is looked up in another "
+                "group, its kept time is lost and a repeat within the interval is kept",
+                within.key_groups,
+            ),
+        ),
+        row=(),
+    )
 
 
 def _optional(value: object) -> str | None:

@@ -55,7 +55,7 @@ class Finding:
     """One thing an edit changed about an operator or a query.
 
     ``aspect`` names what changed: ``keys``, ``aggregates``, ``window``, ``within``,
-    ``join``, ``kind``, ``uid``, ``operator_id``, ``removed``, ``added``, ``order``,
+    ``join``, ``processor``, ``kind``, ``uid``, ``operator_id``, ``removed``, ``added``, ``order``,
     ``parallelism``, ``max_parallelism``, ``shuffle_partitions``, ``watermark``,
     ``steps``, ``names``, ``sources``, ``sink``, ``query``, ``source_options``,
     ``source_columns``, ``sink_options``, ``settings``, ``state_store``, ``functions``.

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
+from enum import StrEnum
 from typing import Any
 
 from flowc.fast_dataclass import dataclass
@@ -15,7 +16,12 @@ from flowc.json_records import JsonRecord, record_json
 from flowc.spans import Span
 
 #: The manifest's format version: a reader refuses a manifest of a later version.
-MANIFEST_VERSION = 1
+#: 2: steps reading CURRENT_WATERMARK are listed among the operators (kind ``processor``),
+#: as Spark numbers them; a version 1 manifest never lists them.
+MANIFEST_VERSION = 2
+#: The kind of an operator that is a processor keeping no state of Spark's kinds (a
+#: WatermarkReader): listed because it takes a position among Spark's stateful operators.
+PROCESSOR_KIND = "processor"
 MANIFEST_FORMAT = "flowc-state-manifest"
 
 
@@ -106,16 +112,61 @@ class WatermarkState(JsonRecord):
     delay: str
 
 
+class ParameterRule(StrEnum):
+    """How a change of a processor's parameter bears on the state it kept."""
+
+    #: Any change gives the stored state another meaning: refused.
+    SAME = "same"
+    #: The state covers every value up to the old ``amount``: a value no greater reads it
+    #: as it is (a narrower frame); a greater one would find too little: refused.
+    AT_MOST = "at_most"
+    #: Only what is computed from the stored state changes (the state holds raw rows):
+    #: allowed, from the next row emitted on.
+    FREE = "free"
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessorParameter(JsonRecord):
+    """One setting of a stateful processor, with what changing it does to its state."""
+
+    read_first = ("amount",)
+
+    name: str
+    #: As shown (lineage for a column, so a renamed source still compares equal).
+    value: str
+    rule: str
+    #: Why a refused change would misread the state (said in the finding).
+    why: str
+    #: The number ``at_most`` compares (rows, milliseconds).
+    amount: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessorState(JsonRecord):
+    """A ``transformWithState`` processor flowc generates (OverAggregate,
+    DeduplicateWithin...): its class, what Spark groups its state by, the parameters that
+    bear on its state, and the rows it stores (empty when it stores none)."""
+
+    name: str
+    keyed_by: str
+    parameters: tuple[ProcessorParameter, ...]
+    row: tuple[StateColumn, ...]
+
+    def parameter(self, name: str) -> ProcessorParameter | None:
+        return next((p for p in self.parameters if p.name == name), None)
+
+
 @dataclass(frozen=True, slots=True)
 class StatefulOperator(JsonRecord):
     """One stateful operator of a query, as its state is kept.
 
     ``kind`` is ``keyed_aggregate``, ``global_aggregate``, ``window_aggregate``,
-    ``session_window``, ``deduplicate`` or ``join``. ``keys`` are the grouping keys (the
+    ``session_window``, ``deduplicate``, ``join``, ``rank``, ``window_rank`` or
+    ``over_aggregate``. ``keys`` are the grouping keys (the
     deduplicated columns for ``deduplicate``, the left side's keys for ``join``).
     """
 
-    read_first = ("uid", "vertex_id", "within")
+    read_first = ("uid", "vertex_id", "within", "processor")
 
     index: int
     name: str
@@ -136,6 +187,9 @@ class StatefulOperator(JsonRecord):
     max_parallelism: int
     max_parallelism_set: bool
     location: Location
+    #: The processor that keeps this state, when flowc generates one (None in a manifest
+    #: of an older flowc, and for Spark's own operators).
+    processor: ProcessorState | None = None
 
     @property
     def key_groups(self) -> int:
@@ -144,7 +198,13 @@ class StatefulOperator(JsonRecord):
     def to_json(self) -> dict[str, Any]:
         data = record_json(self)
         location = data.pop("location")
-        return {**data, "key_groups": self.key_groups, "location": location}
+        processor = data.pop("processor")
+        out: dict[str, Any] = {}
+        for key, value in data.items():
+            out[key] = value
+            if key == "join":  # beside the other descriptions of what the state holds
+                out["processor"] = processor
+        return {**out, "key_groups": self.key_groups, "location": location}
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,7 +328,9 @@ class StateManifest:
             raise ValueError("not a flowc state manifest")
         version = data.get("version")
         if not isinstance(version, int) or not 1 <= version <= MANIFEST_VERSION:
-            raise ValueError(f"state manifest version {version!r}: this flowc reads 1")
+            raise ValueError(
+                f"state manifest version {version!r}: this flowc reads 1 to {MANIFEST_VERSION}"
+            )
         try:
             return cls(
                 version=version,

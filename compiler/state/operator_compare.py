@@ -12,8 +12,11 @@ from typing import Protocol
 from flowc.flink.keygroups import compute_operator_index_for_key_group
 from flowc.state.findings import Finding, OperatorComparison, Verdict, ways_out
 from flowc.state.manifest import (
+    PROCESSOR_KIND,
     AggregateState,
     JoinState,
+    ParameterRule,
+    ProcessorState,
     QueryState,
     StateColumn,
     StatefulOperator,
@@ -59,7 +62,8 @@ def compare_operator(
         _compare_keys(old, new, lineage, incompatible, note)
         _compare_values(old, new, lineage, incompatible, note)
     _compare_identity(old, new, incompatible, note)
-    _compare_scale(old_query, new_query, old, new, note)
+    if new.kind != PROCESSOR_KIND:  # a stateless processor: nothing to rescale
+        _compare_scale(old_query, new_query, old, new, note)
     if old.watermarks != new.watermarks:
         shown_old = ", ".join(f"{w.column} - {w.delay}" for w in old.watermarks) or "none"
         shown_new = ", ".join(f"{w.column} - {w.delay}" for w in new.watermarks) or "none"
@@ -220,6 +224,81 @@ def _compare_values(
         )
     if old.join is not None and new.join is not None:
         _compare_join(old.join, new.join, new.name, lineage, incompatible)
+    if old.processor is not None and new.processor is not None:
+        _compare_processor(old.processor, new.processor, new.name, lineage, incompatible, note)
+
+
+def _compare_processor(
+    a: ProcessorState,
+    b: ProcessorState,
+    name: str,
+    lineage: _Lineage,
+    incompatible: _Incompatible,
+    note: _Note,
+) -> None:
+    """A generated processor's state, by its parameters' rules (:class:`ParameterRule`):
+    generic, so a new processor class only describes itself."""
+    if a.name != b.name:
+        incompatible(
+            "processor",
+            f"{name} now runs as {b.name}, its state was kept by {a.name}: another "
+            "processor would read it with another meaning",
+        )
+        return
+    for before in a.parameters:
+        after = b.parameter(before.name)
+        old_value = lineage(before.value)
+        if after is None:
+            if before.rule != ParameterRule.FREE:
+                incompatible(
+                    "processor",
+                    f"{name}: {a.name}'s {before.name} ({before.value}) is gone: {before.why}",
+                )
+                return
+            continue
+        if old_value == after.value:
+            continue
+        change = f"{a.name}'s {before.name} is now {after.value or 'none'}, was {before.value}"
+        if before.rule == ParameterRule.FREE:
+            note(
+                Verdict.COMPATIBLE,
+                "processor",
+                f"{name}: {change}; the state is kept ({before.why}), and rows emitted from "
+                "now on get the new value",
+            )
+        elif (
+            before.rule == ParameterRule.AT_MOST
+            and before.amount is not None
+            and after.amount is not None
+            and after.amount <= before.amount
+        ):
+            note(
+                Verdict.COMPATIBLE,
+                "processor",
+                f"{name}: {change}; the state kept what the old, wider one needs, which "
+                "covers the new one",
+            )
+        else:
+            incompatible("processor", f"{name}: {change}: {before.why}")
+            return
+    added = [
+        p for p in b.parameters if a.parameter(p.name) is None and p.rule != ParameterRule.FREE
+    ]
+    if added:
+        first = added[0]
+        incompatible(
+            "processor",
+            f"{name}: {b.name} now has {first.name} {first.value}, which its state was not "
+            f"kept for: {first.why}",
+        )
+        return
+    if [(c.type, lineage(c.lineage)) for c in a.row] != [(c.type, c.lineage) for c in b.row]:
+        incompatible(
+            "processor",
+            f"{name}: the rows {b.name} stores are now ({_shown_columns(b.row)}), were "
+            f"({_shown_columns(a.row)}): it would read its stored rows by the old columns' "
+            "places",
+        )
 
 
 def _compare_join(
