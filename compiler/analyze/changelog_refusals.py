@@ -182,8 +182,8 @@ class _Walk:
             if not changes.kinds.insert_only:
                 final = final and changes.final_in_append
                 producer = producer or changes.producer
-        if producer is not None and not kinds.insert_only:
-            self._refuse(step, kinds, producer)
+        if producer is not None and not kinds.insert_only and self._refuse(step, kinds, producer):
+            self.covered.append(_keyword(producer))
         if isinstance(step, DimensionJoinStep):
             return Changes(kinds, producer, final_in_append=final)
         if isinstance(step, WindowAggregateStep):
@@ -199,7 +199,8 @@ class _Walk:
             return Changes(out, producer, final_in_append=final)
         return Changes(out, step)
 
-    def _refuse(self, step: Step, kinds: ModifyKinds, producer: Step) -> None:
+    def _refuse(self, step: Step, kinds: ModifyKinds, producer: Step) -> bool:
+        """Report ``step`` if Flink refuses it over ``kinds``; whether it did."""
         consumes = f"cannot consume the {_kinds(kinds)} {_named(producer)} produces"
         if isinstance(step, WindowTopStep):
             self.once(
@@ -227,6 +228,9 @@ class _Walk:
                 _keyword(step),
                 "compute the OVER aggregate before the step that updates its rows",
             )
+        else:
+            return False
+        return True
 
 
 def _makes_updates(step: Step) -> bool:
