@@ -7,9 +7,12 @@ modes"). flowc refuses the same programs before anything runs, at the consuming 
 the INSERT), naming the step that produces the updates, in streaming mode only (a batch
 run has no changelog). Each stream is walked once, each view's result memoized: linear.
 
-A join with a bounded TABLE is insert-only here although its plan shows Flink's retracting
-Join's mode: flowc runs it as Spark's stream-static join over the table read whole before
-the first micro-batch, so no row it writes is ever retracted.
+Two shapes are inserts here although Flink's plan marks them updating. An AGGREGATE or
+TOP keyed by a column carrying the watermark, written in append mode, writes each group
+once, final (Spark's append mode; E0704 lets it through). A join with a bounded TABLE is
+run as Spark's stream-static join over the table read whole before the first
+micro-batch, so no row it writes is ever retracted (Flink's regular Join may retract a
+padded row when the table's row arrives late).
 """
 
 from __future__ import annotations
