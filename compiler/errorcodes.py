@@ -726,6 +726,30 @@ class Code(StrEnum):
         "a CUMULATE window whose size is not a whole multiple of its step",
         "pipe-steps",
     )
+    E0745 = (
+        "E0745",
+        "changelog-window-top",
+        "a WINDOW ... TOP over updates (Flink's WindowRank takes inserts only)",
+        "changelog-modes",
+    )
+    E0746 = (
+        "E0746",
+        "changelog-interval-join",
+        "a JOIN bounding an event time (Flink's IntervalJoin) over updates",
+        "changelog-modes",
+    )
+    E0747 = (
+        "E0747",
+        "changelog-over",
+        "an OVER aggregate over updates (Flink's OverAggregate takes inserts only)",
+        "changelog-modes",
+    )
+    E0748 = (
+        "E0748",
+        "changelog-append-sink",
+        "an append-only sink (files in append mode, kafka) given updates",
+        "changelog-modes",
+    )
     E0750 = (
         "E0750",
         "over-descending",

@@ -17,9 +17,10 @@ from typing import Generic, Protocol, TypeVar
 
 from flowc import ast
 from flowc.analyze import analyze
+from flowc.analyze.changelog_refusals import check_changelog_refusals, within
 from flowc.analyze.test_form import test_program
 from flowc.analyze.udfs import check_function_sources
-from flowc.diagnostics import Diagnostic, Reporter
+from flowc.diagnostics import Diagnostic, Reporter, Severity
 from flowc.fast_dataclass import dataclass
 from flowc.graph.changelog import infer_changelog_modes
 from flowc.graph.job_graph import JobGraph, build_job_graph
@@ -82,10 +83,18 @@ def _analyze(job: CompiledJob, reporter: Reporter) -> Program:
 
 
 def _streaming_rules(job: CompiledJob, reporter: Reporter) -> tuple[Diagnostic, ...]:
-    """Spark Structured Streaming's rules (E07xx), whatever the target."""
+    """Spark Structured Streaming's rules (E07xx), whatever the target; and the steps and
+    sinks Flink refuses over updates (E0745-E0748), errors whatever the target, which take
+    the place of Spark's rules where both refuse (one error, not two: a Spark diagnostic
+    inside what a refusal covers is dropped). A program refused so stops here, with the
+    rest of Spark's errors where Spark is the target."""
     rules = Reporter()
     check_streaming(job.program, rules)
-    return tuple(rules.sorted())
+    covered = check_changelog_refusals(job.program, reporter)
+    kept = tuple(d for d in rules.sorted() if not any(within(d.span, c) for c in covered))
+    if covered and job.for_spark:
+        reporter.diagnostics.extend(d for d in kept if d.severity is Severity.ERROR)
+    return kept
 
 
 def _transformations(job: CompiledJob, reporter: Reporter) -> TransformationTree:

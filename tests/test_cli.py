@@ -232,6 +232,30 @@ INSERT INTO o FROM s |> KEY BY k |> AGGREGATE count(*) AS n;
 """
 
 
+FLINK_REFUSES_OVER_UPDATES = """
+SET max_parallelism = 16;
+CREATE SOURCE bids (auction BIGINT, price BIGINT, ts TIMESTAMP, WATERMARK FOR ts AS ts)
+  WITH (connector = 'datagen');
+CREATE SINK f WITH (connector = 'files', path = 'out', format = 'json');
+INSERT INTO f FROM bids |> KEY BY auction |> AGGREGATE count(*) AS n;
+"""
+
+
+def test_changelog_refusals_stop_check_run_and_the_plans(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Flink refuses updates into an append-only sink: so do flowc check, flowc run (before
+    Spark starts, nothing written) and Flink's plans, with E0748 alone (not Spark's E0704
+    at the AGGREGATE as well)."""
+    path = _write(tmp_path, FLINK_REFUSES_OVER_UPDATES)
+    for command in (["check", path], ["run", path], ["compile", path, "--emit", "jobgraph"]):
+        assert cli.main(command) == 1
+        err = capsys.readouterr().err
+        assert "error[E0748]" in err and "the AGGREGATE at line 6 produces" in err
+        assert "E0704" not in err
+    assert not (tmp_path / "out").exists()
+
+
 def test_spark_limits_do_not_stop_the_plans(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -449,19 +449,22 @@ def test_blackhole_and_print_are_noop_and_console() -> None:
 
 
 def test_updating_query_into_flink_files_table_hints_primary_key() -> None:
-    """Flink's filesystem sink refuses updates, and so does a files table: E0704, whose hint
-    in the Flink dialect names the PRIMARY KEY that makes it an upsert table."""
-    job = flowc.compile(
-        "SET sql.dialect = 'flink';\nSET max_parallelism = 16;\n"
-        "CREATE TABLE bid (auction BIGINT, price BIGINT) WITH ('connector' = 'datagen');\n"
-        "CREATE TABLE f (auction BIGINT, n BIGINT)\n"
-        "  WITH ('connector' = 'files', 'path' = 'out', 'format' = 'json');\n"
-        "INSERT INTO f SELECT auction, count(*) FROM bid GROUP BY auction;\n",
-        "job.flow",
-    )
-    (error,) = [d for d in job.spark_diagnostics if d.severity.name == "ERROR"]
-    assert error.code == "E0704"
-    assert error.help is not None and "PRIMARY KEY" in error.help
+    """Flink's filesystem sink refuses updates, and so does a files table: E0748 whatever
+    the target (Flink refuses it too), whose hint in the Flink dialect names the PRIMARY
+    KEY that makes it an upsert table; Spark's E0704 at the aggregate is not shown too."""
+    with pytest.raises(flowc.CompileError) as raised:
+        flowc.compile(
+            "SET sql.dialect = 'flink';\nSET max_parallelism = 16;\n"
+            "CREATE TABLE bid (auction BIGINT, price BIGINT) WITH ('connector' = 'datagen');\n"
+            "CREATE TABLE f (auction BIGINT, n BIGINT)\n"
+            "  WITH ('connector' = 'files', 'path' = 'out', 'format' = 'json');\n"
+            "INSERT INTO f SELECT auction, count(*) FROM bid GROUP BY auction;\n",
+            "job.flow",
+            for_spark=True,
+        )
+    (error,) = raised.value.diagnostics
+    assert error.code == "E0748"
+    assert error.help is not None and "PRIMARY KEY (auction) NOT ENFORCED" in error.help
 
 
 def test_a_processing_time_column_keeps_its_declared_place(spark: Any, tmp_path: Path) -> None:
