@@ -514,6 +514,28 @@ class Code(StrEnum):
         "watermarked time attribute",
         "current_watermark-on-spark",
     )
+    E0741 = (
+        "E0741",
+        "updating-aggregate-call",
+        "an AGGREGATE over an updating input (a TOP's or an AGGREGATE's rows) with a call its "
+        "retracting processor does not compute: only count, sum, avg (not of a DECIMAL), min "
+        "and max of a column, without DISTINCT",
+        "updating-pipelines-on-spark",
+    )
+    E0742 = (
+        "E0742",
+        "updating-sink-key",
+        "an updating pipeline written to an upsert sink whose key is not the last "
+        "AGGREGATE's group keys: its deletes and updates would not find their rows",
+        "updating-pipelines-on-spark",
+    )
+    E0743 = (
+        "E0743",
+        "updating-sink-kind",
+        "an updating pipeline (a step consuming a TOP's or an AGGREGATE's updates) written to "
+        "a sink that is not an upsert sink (files in update mode, postgres)",
+        "updating-pipelines-on-spark",
+    )
     E0611 = (
         "E0611",
         "flink-similar-to",
