@@ -616,10 +616,8 @@ def build_spark_plan(program: Program, tree: TransformationTree, graph: StreamGr
         state_store=choose_state_store(
             settings,
             bool(stateful_nodes) or bool(readers),
-            processors=bool(readers)
-            or bool(deduplicators)
-            or (bool(overs) and not batch)
-            or bool(changelogs),
+            processors=bool(readers) or bool(deduplicators) or (bool(overs) and not batch),
+            updating=bool(changelogs),
         ),
         queries=tuple(queries),
         exchanges=exchanges,
