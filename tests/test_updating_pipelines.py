@@ -28,6 +28,7 @@ import flowc
 from flowc.runtime.run import run_job
 from flowc.spark import generated_runtime
 from flowc.spark.codegen import generate_pyspark
+from tests.helpers.flink import ask_flink, requires_flink
 from tests.helpers.minute_events import Row, at, minutes, write_batch
 
 Change = tuple[str, tuple[Any, ...]]
@@ -456,3 +457,55 @@ def test_the_streaming_cdc_example_on_its_shipped_data(spark: Any, tmp_path: Pat
         for r in upsert_table(tmp_path / "batch_out" / "customers_per_country")
     }
     assert table == latest_per_country(files)
+
+
+# ---------------------------------------------------------------- Flink itself
+
+FLINK_FINAL = """
+import json, sys
+from pyflink.table import EnvironmentSettings, TableEnvironment
+rows = json.loads(sys.argv[1])
+t = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
+t.get_config().set("table.exec.mini-batch.enabled", "true")
+t.get_config().set("table.exec.mini-batch.allow-latency", "1 s")
+t.get_config().set("table.exec.mini-batch.size", "1000")
+t.get_config().set("parallelism.default", "1")
+values = ",".join(
+    f"({r[0]}, '{r[1]}', TIMESTAMP '{r[2].replace('T', ' ')}', CAST({r[3]} AS BIGINT))"
+    for r in rows
+)
+t.execute_sql(
+    f"CREATE TEMPORARY VIEW ch AS SELECT * FROM (VALUES {values}) AS v(customer_id, country, "
+    "updated_at, score)"
+)
+result = t.execute_sql(
+    "SELECT country, count(*), sum(customer_id), max(customer_id), min(updated_at), "
+    "avg(CAST(score AS DOUBLE)) FROM (SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION "
+    "BY customer_id ORDER BY updated_at DESC) AS rn FROM ch) WHERE rn = 1) GROUP BY country"
+)
+table = {}
+with result.collect() as changes:
+    for row in changes:
+        kind = str(row.get_row_kind())
+        if kind in ("+I", "+U"):
+            table[row[0]] = [row[0], row[1], row[2], row[3], row[4].isoformat(), row[5]]
+        elif kind == "-D":
+            del table[row[0]]
+print(json.dumps(sorted(table.values())))
+"""
+
+
+@requires_flink
+def test_flink_ends_the_cdc_shape_with_the_pythons_table() -> None:
+    """Flink 2.3 (mini-batch on) running the CDC shape over the same changes, in one go,
+    applying its changelog as an upsert sink does, ends with the table the Python
+    semantics give (the tests above hold flowc's to that one)."""
+    rows = [
+        [r["customer_id"], r["country"], r["updated_at"], r["score"]]
+        for batch in CDC_BATCHES
+        for r in batch
+    ]
+    flink = ask_flink(FLINK_FINAL, rows)
+    wanted = table_after(cdc_aggregate(cdc_top(CDC_BATCHES)), lambda r: r[0])[-1]
+    got = {r[0]: (r[0], r[1], r[2], r[3], minutes(r[4]), r[5]) for r in flink}
+    assert got == wanted
