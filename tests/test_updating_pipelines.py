@@ -30,6 +30,7 @@ from flowc.spark import generated_runtime
 from flowc.spark.codegen import generate_pyspark
 from tests.helpers.flink import ask_flink, requires_flink
 from tests.helpers.minute_events import Row, at, minutes, write_batch
+from tests.test_upsert_sinks import postgres  # noqa: F401 (the PostgreSQL fixture)
 
 Change = tuple[str, tuple[Any, ...]]
 
@@ -509,3 +510,29 @@ def test_flink_ends_the_cdc_shape_with_the_pythons_table() -> None:
     wanted = table_after(cdc_aggregate(cdc_top(CDC_BATCHES)), lambda r: r[0])[-1]
     got = {r[0]: (r[0], r[1], r[2], r[3], minutes(r[4]), r[5]) for r in flink}
     assert got == wanted
+
+
+def test_an_aggregate_of_an_aggregate_into_postgres(
+    spark: Any,
+    tmp_path: Path,
+    postgres: dict[str, Any],  # noqa: F811 (test_upsert_sinks' fixture)
+) -> None:
+    """The same into PostgreSQL: after each micro-batch (each a restart) the table equals
+    Flink's semantics', a count emptied deleted in the micro-batch's transaction."""
+    sink = (
+        f"CREATE SINK by_count WITH (connector = 'postgres', host = '{postgres['host']}', "
+        f"port = {postgres['port']}, database = '{postgres['dbname']}', user = 'postgres', "
+        "table = 'by_count', key = 'n', mode = 'update');\n"
+    )
+    start, end = NESTED.index("CREATE SINK"), NESTED.index("INSERT INTO")
+    program = NESTED[:start] + sink + NESTED[end:]
+    wanted = table_after(nested_log(NESTED_BATCHES), lambda r: r[0])
+
+    def check(index: int) -> None:
+        import psycopg
+
+        with psycopg.connect(**postgres) as conn:
+            rows = conn.execute("SELECT n, keys, total, low, high FROM by_count").fetchall()
+        assert {r[0]: tuple(r) for r in rows} == wanted[index], index
+
+    run_batches(tmp_path, program, NESTED_BATCHES, check)
