@@ -536,6 +536,13 @@ class Code(StrEnum):
         "a sink that is not an upsert sink (files in update mode, postgres)",
         "updating-pipelines-on-spark",
     )
+    E0744 = (
+        "E0744",
+        "updating-state-store",
+        "an updating pipeline, whose steps run as stateful processors, in a job that sets a "
+        "state store other than RocksDB (the only one Spark runs a processor on)",
+        "updating-pipelines-on-spark",
+    )
     E0611 = (
         "E0611",
         "flink-similar-to",

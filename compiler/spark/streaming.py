@@ -642,14 +642,29 @@ def check_top_into_upsert(query: Query, lineage: Lineage, reporter: _OncePerPlac
 
 
 def check_updating_chains(query: Query, lineage: Lineage, reporter: _OncePerPlace) -> None:
-    """E0741-E0743: an AGGREGATE consuming a TOP's or an AGGREGATE's updates runs as a
+    """E0741-E0744: an AGGREGATE consuming a TOP's or an AGGREGATE's updates runs as a
     retracting processor (:mod:`flowc.spark.changelog_chains`) that computes count, sum,
-    avg, min and max of a column; its changelog goes to an upsert sink keyed by its keys."""
+    avg, min and max of a column; its changelog goes to an upsert sink keyed by its keys;
+    both run on RocksDB, the only store Spark runs a processor on."""
     program = lineage.program
     chain = updating_chain(program, query.insert)
     if chain is None:
         return
     consumer, producer = chain.consumer, chain.producer
+    settings = program.settings
+    backend = settings.state_backend
+    provider = dict(settings.spark_conf).get(PROVIDER_CLASS_CONF)
+    if backend not in (None, "rocksdb") or provider not in (None, ROCKSDB_PROVIDER):
+        chosen = f"SET {PROVIDER_CLASS_CONF}" if provider else "state.backend.type"
+        reporter.error(
+            Code.E0744,
+            f"{query.where}: the {keyword(producer.node)} on line {producer.span.line} and the "
+            "AGGREGATE consuming its updates run as stateful processors, which need the "
+            f"RocksDB state store, and the job sets {chosen} = '{provider or backend}'",
+            _keyword(consumer),
+            help="SET state.backend.type = 'rocksdb' (or leave it out): Spark runs "
+            "transformWithState processors only on RocksDB",
+        )
     types = {c.name: c.type for c in producer.schema}
     for item in consumer.node.items:
         call = changelog_call(item.expr.tree)
