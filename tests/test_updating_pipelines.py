@@ -224,7 +224,7 @@ def test_the_processors_emit_flinks_changelog(monkeypatch: pytest.MonkeyPatch) -
     columns = ["customer_id", "country", "updated_at", "score"]
     source = sql.Row(*columns, "__flowc_order")
     top = generated_runtime.ChangelogOperator(
-        "top", ["customer_id"], columns, [], 1, True, False, "__flowc_order", "g"
+        "top", ["customer_id"], columns, [], 1, True, False, "__flowc_order", "g", False
     )
     rows = [
         [

@@ -1098,7 +1098,8 @@ class ChangelogOperator(StatefulProcessor):
     new (nothing when the result is unchanged, as Flink's GroupAggFunction), or '-D' (the
     key's input rows all retracted). A TOP's result is its first ``count`` rows in the
     order of column ``order`` (a struct, compared as Spark compares it), one change per
-    rank. Rows come grouped by key group (column ``group``, a hash of ``keys``): a group's
+    rank (over insert-only input only those rows are kept: no retraction can bring
+    another back). Rows come grouped by key group (column ``group``, a hash of ``keys``): a group's
     state is one value, its keys (as text) with what each keeps, pickled (so every value
     comes back as it went in: Spark hands a TIMESTAMP read from state back without its
     zone), read and written once a micro-batch."""
@@ -1106,8 +1107,10 @@ class ChangelogOperator(StatefulProcessor):
     def __init__(
         self, kind: str, keys: list[str], columns: list[str], calls: list[tuple[str, str | None]],
         count: int, descending: bool, rank: bool, order: str, group: str,
+        retracting: bool = True,
     ) -> None:
         self.kind = kind
+        self.retracting = retracting
         self.keys = keys
         self.columns = columns
         self.calls = calls
@@ -1168,6 +1171,17 @@ class ChangelogOperator(StatefulProcessor):
                 held = rows.get(text)
                 rows[text] = [row, (held[1] if held else 0) + sign]
             entry['rows'] = {k: v for k, v in rows.items() if v[1] > 0}
+            if not self.retracting:  # insert-only input: a row past the first n never returns
+                kept: dict[str, list[Any]] = {}
+                room = self.count
+                for text, held in sorted(entry['rows'].items(),
+                                         key=lambda item: self.ordered(item[1][0][-1]),
+                                         reverse=self.descending):
+                    if room <= 0:
+                        break
+                    kept[text] = [held[0], min(held[1], room)]
+                    room -= kept[text][1]
+                entry['rows'] = kept
             return entry
         positions = {name: i for i, name in enumerate(self.columns)}
         accumulators = entry['accumulators']
@@ -1297,7 +1311,7 @@ def changelog_operator(
     keyed = df.withColumns(extra)
     operator = ChangelogOperator(
         kind, keys, columns, [(f, c) for f, c, _ in calls], count, descending,
-        rank is not None, ordering, group)
+        rank is not None, ordering, group, '__flowc_op' in df.columns)
     if result is None:  # a TOP's: its input columns, then its rank
         result = StructType(
             [StructField(c, fields[c].dataType, True) for c in columns]
