@@ -528,6 +528,35 @@ class Code(StrEnum):
         "watermarked time attribute",
         "current_watermark-on-spark",
     )
+    E0741 = (
+        "E0741",
+        "updating-aggregate-call",
+        "an AGGREGATE over an updating input (a TOP's or an AGGREGATE's rows) with a call its "
+        "retracting processor does not compute: only count, sum, avg (not of a DECIMAL), min "
+        "and max of a column, without DISTINCT",
+        "updating-pipelines-on-spark",
+    )
+    E0742 = (
+        "E0742",
+        "updating-sink-key",
+        "an updating pipeline written to an upsert sink whose key is not the last "
+        "AGGREGATE's group keys: its deletes and updates would not find their rows",
+        "updating-pipelines-on-spark",
+    )
+    E0743 = (
+        "E0743",
+        "updating-sink-kind",
+        "an updating pipeline (a step consuming a TOP's or an AGGREGATE's updates) written to "
+        "a sink that is not an upsert sink (files in update mode, postgres)",
+        "updating-pipelines-on-spark",
+    )
+    E0744 = (
+        "E0744",
+        "updating-state-store",
+        "an updating pipeline, whose steps run as stateful processors, in a job that sets a "
+        "state store other than RocksDB (the only one Spark runs a processor on)",
+        "updating-pipelines-on-spark",
+    )
     E0611 = (
         "E0611",
         "flink-similar-to",

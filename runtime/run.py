@@ -557,6 +557,7 @@ def check_processor_packages(job: CompiledJob) -> None:
                 (o.line, o.span, "An OVER window")
                 for o in ([] if plan.batch else plan.over_aggregators.values())
             ),
+            *((c.line, c.span, f"The {c.kind}") for c in plan.changelog_processors.values()),
         ],
         key=lambda found: found[0],
     )

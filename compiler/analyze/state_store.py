@@ -88,7 +88,17 @@ PROCESSORS = (
 )
 
 
-def choose_state_store(settings: Settings, stateful: bool, processors: bool = False) -> StateStore:
+#: Why a job whose only processors are an updating pipeline's runs on RocksDB.
+UPDATING_PROCESSORS = (
+    "a TOP or AGGREGATE whose updates another AGGREGATE consumes runs as a transformWithState "
+    "processor, which Spark runs only on RocksDB (STORE_BACKEND_NOT_SUPPORTED_FOR_TWS on the "
+    "other store), and a job's store is one for all its queries"
+)
+
+
+def choose_state_store(
+    settings: Settings, stateful: bool, processors: bool = False, updating: bool = False
+) -> StateStore:
     """The state store a job runs with: the program's settings, else the measured default
     (RocksDB where a stateful processor runs, the only store Spark runs one on). Conflicting
     settings were refused when they were read (E0308), a store other than RocksDB beside a
@@ -108,6 +118,8 @@ def choose_state_store(settings: Settings, stateful: bool, processors: bool = Fa
         why = "set with SET state.backend.type"
     elif processors:
         backend, provider, why = "rocksdb", ROCKSDB_PROVIDER, PROCESSORS
+    elif updating:
+        backend, provider, why = "rocksdb", ROCKSDB_PROVIDER, UPDATING_PROCESSORS
     else:
         backend, provider, why = DEFAULT_BACKEND, PROVIDERS[DEFAULT_BACKEND], MEASURED
     changelog: bool | None = None

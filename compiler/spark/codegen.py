@@ -29,6 +29,7 @@ from flowc.spark.codegen_sources import SourceWriter
 from flowc.spark.codegen_steps import StepWriter
 from flowc.spark.generated_runtime import (
     BATCH_HELPERS,
+    CHANGELOG_HELPERS,
     DEDUPLICATE_WITHIN_HELPERS,
     FAILURE_HELPERS,
     FUNCTION_HELPERS,
@@ -110,6 +111,8 @@ class PysparkGenerator(SourceWriter, StepWriter, SinkWriter):
                 types.update(("LongType", "StringType"))
             if self.spark_plan.over_aggregators:
                 types.update(("DoubleType", "LongType"))
+            if self.spark_plan.changelog_processors:
+                types.update(("BinaryType", "LongType", "StringType"))
             w(f"from pyspark.sql.types import {', '.join(sorted(types))}")
         w("")
         w(f"JOB_NAME = {settings.job_name!r}")
@@ -157,6 +160,16 @@ class PysparkGenerator(SourceWriter, StepWriter, SinkWriter):
             if not (self.parsed_sources or upserts or self.spark_plan.within_deduplicators):
                 over = (quoted, *over)
             self.copy_functions(source_text(over))
+        if self.spark_plan.changelog_processors:
+            changelog: tuple[Callable[..., object], ...] = CHANGELOG_HELPERS
+            if not (
+                self.parsed_sources
+                or upserts
+                or self.spark_plan.within_deduplicators
+                or self.spark_plan.over_aggregators
+            ):
+                changelog = (quoted, *changelog)
+            self.copy_functions(source_text(changelog))
         for source in self.program.sources:
             self.source(source)
         self.main()

@@ -4,6 +4,7 @@ of the whole result."""
 from __future__ import annotations
 
 from flowc.analyze.upsert_sinks import postgres_type
+from flowc.spark.changelog_chains import updating_chain
 from flowc.spark.codegen_base import ProgramText, format_options, in_docstring, kafka_options
 from flowc.sql.spark_sql import UnsupportedOnSpark
 
@@ -35,7 +36,14 @@ class SinkWriter(ProgramText):
             w(f"writer = writer.trigger(processingTime='{interval} milliseconds')", 2)
         connector = sink.connector
         if query.upsert_key is not None:
-            self.upsert(index, options, query.upsert_key, query.checkpoint, query.upsert_groups)
+            chain = updating_chain(self.program, insert)
+            processors = self.spark_plan.changelog_processors
+            changelog = chain is not None and (
+                self.spark_plan.step_nodes[id(chain.consumer)] in processors
+            )
+            self.upsert(
+                index, options, query.upsert_key, query.checkpoint, query.upsert_groups, changelog
+            )
         elif connector == "console":
             w("writer = writer.format('console')", 1)
             # Every row of a micro-batch unless the sink says how many (Spark shows 20).
@@ -73,6 +81,7 @@ class SinkWriter(ProgramText):
         key: tuple[str, ...],
         checkpoint_segments: tuple[str, ...],
         groups: tuple[str, ...] | None,
+        changelog: bool = False,
     ) -> None:
         """An upsert sink's foreachBatch function (:mod:`flowc.analyze.upsert_sinks`), one row per
         ``key``, its checkpoint where the plan puts it; ``groups``: a TOP's groups, whose old
@@ -104,7 +113,8 @@ class SinkWriter(ProgramText):
             w(
                 f"{self._upsert_target()}(postgres_upsert({name!r}, "
                 f"{str(options['table'])!r}, {columns!r}, {keys!r}, connection, {checkpoint}"
-                + (f", groups={list(groups)!r}))" if groups is not None else "))"),
+                + (f", groups={list(groups)!r}" if groups is not None else "")
+                + (", changelog=True))" if changelog else "))"),
                 1,
             )
             return
@@ -114,7 +124,8 @@ class SinkWriter(ProgramText):
         w(
             f"{self._upsert_target()}(file_upsert({name!r}, {path}, {fmt!r}, {keys!r}, "
             f"{writer_options!r}, {checkpoint}"
-            + (f", groups={list(groups)!r}))" if groups is not None else "))"),
+            + (f", groups={list(groups)!r}" if groups is not None else "")
+            + (", changelog=True))" if changelog else "))"),
             1,
         )
 

@@ -40,6 +40,7 @@ from flowc.program import (
     WindowAggregateStep,
     WindowTopStep,
 )
+from flowc.spark.changelog_chains import changelog_call
 from flowc.spark.codegen_base import ProgramText
 from flowc.spark.spark_plan import ExchangeKind
 from flowc.sql.spark_sql import (
@@ -372,6 +373,17 @@ class StepWriter(ProgramText):
             else:  # against the first one's direction: NULL-ness, then the value negated
                 order += reversed_order(written, type_text(item.expr.tree))
         order += [quote_name(c.name) for c in tie_breaks(node, step.keys, columns)]
+        changelog = self.spark_plan.changelog_processors.get(self.spark_plan.step_nodes[id(step)])
+        if changelog is not None:
+            struct = f"struct({', '.join(order)})"
+            rank = repr(node.rank.value) if node.rank is not None else "None"
+            keys = list(step.keys)
+            w(
+                f"{df} = changelog_operator({df}, 'top', {keys!r}, [], {node.count}, "
+                f"{primary}, {rank}, F.expr({struct!r}), {changelog.key_groups}, None)",
+                1,
+            )
+            return
         function = "max_by" if primary else "min_by"
         # Always a struct, one field or more: max_by skips a row whose order is NULL, and
         # a struct is never NULL, so such a row still counts, lowest (docs/language.md).
@@ -424,6 +436,20 @@ class StepWriter(ProgramText):
             f"F.expr({aggregate_sql(item.expr)!r}).alias({name!r})"
             for item, name in zip(node.items, names, strict=True)
         )
+        changelog = self.spark_plan.changelog_processors.get(self.spark_plan.step_nodes[id(step)])
+        if changelog is not None:
+            calls = []
+            for item, name in zip(node.items, names, strict=True):
+                call = changelog_call(item.expr.tree)
+                assert call is not None  # the streaming rules refuse the others (E0741)
+                calls.append((*call, name))
+            w(
+                f"{df} = changelog_operator({df}, 'aggregate', {list(step.keys)!r}, {calls!r}, "
+                f"0, False, None, None, {changelog.key_groups}, "
+                f"{df}.groupBy({', '.join(groups)}).agg({aggregates}).schema)",
+                1,
+            )
+            return
         w(f"{df} = {df}.groupBy({', '.join(groups)}).agg({aggregates})", 1)
         if step.window is not None:
             keys = "".join(f"{k!r}, " for k in step.keys)

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
         TimerValues,
     )
     from pyspark.sql.types import (
+        BinaryType,
         DataType,
         DoubleType,
         LongType,
@@ -685,19 +686,27 @@ def table_versions(df: DataFrame, table: str, key: list[str], since: str) -> Dat
 
 def postgres_upsert(sink: str, table: str, columns: list[tuple[str, str]], keys: list[str],
                     connection: dict[str, object], checkpoint: str | None,
-                    groups: list[str] | None = None) -> Callable[[DataFrame, int], None]:
+                    groups: list[str] | None = None,
+                    changelog: bool = False) -> Callable[[DataFrame, int], None]:
     """The foreachBatch function of a postgres sink: each micro-batch's rows upserted by
     key (INSERT ... ON CONFLICT DO UPDATE) in one transaction with the batch id, which a
     batch replayed after a crash finds there, so it writes nothing twice. ``groups``: a
     TOP's group columns; the rows of each group the batch holds are deleted first (all
-    rows for a global TOP, ``[]``), so a row that left the top goes."""
+    rows for a global TOP, ``[]``), so a row that left the top goes. ``changelog``: the
+    batch is Flink's changelog (column __flowc_op): '+I' and '+U' rows are upserted, a '-D'
+    row's key deleted, '-U' rows ignored."""
     def write(batch: DataFrame, batch_id: int) -> None:
         import psycopg
         from psycopg import sql
 
         names = [name for name, _ in columns]
-        rows = [tuple(row) for row in batch.select(*[quoted(n) for n in names]).collect()]
+        ops = ['__flowc_op'] if changelog else []
+        rows = [tuple(row) for row in batch.select(*[quoted(n) for n in names], *ops).collect()
+                if not changelog or row['__flowc_op'] != '-U']
         distinct_keys(rows, [names.index(k) for k in keys], sink, batch_id)
+        deleted = [tuple(r[names.index(k)] for k in keys) for r in rows
+                   if changelog and r[-1] == '-D']
+        rows = [r[:len(names)] for r in rows if not changelog or r[-1] != '-D']
         target = sql.Identifier(*table.split('.'))
         column_list = sql.SQL(', ').join(sql.Identifier(n) for n in names)
         key_list = sql.SQL(', ').join(sql.Identifier(k) for k in keys)
@@ -740,6 +749,13 @@ def postgres_upsert(sink: str, table: str, columns: list[tuple[str, str]], keys:
                                                key=repr))
                         else:
                             cursor.execute(sql.SQL('DELETE FROM {}').format(target))
+                    if deleted:
+                        cursor.executemany(
+                            sql.SQL('DELETE FROM {} WHERE {}').format(
+                                target, sql.SQL(' AND ').join(
+                                    sql.SQL('{} = {}').format(sql.Identifier(k),
+                                                              sql.Placeholder())
+                                    for k in keys)), deleted)
                     if rows:
                         cursor.executemany(upsert, rows)
                     cursor.execute(
@@ -755,14 +771,16 @@ def postgres_upsert(sink: str, table: str, columns: list[tuple[str, str]], keys:
 
 
 def file_upsert(sink: str, path: str, fmt: str, keys: list[str], options: dict[str, str],
-                checkpoint: str | None, groups: list[str] | None = None
-                ) -> Callable[[DataFrame, int], None]:
+                checkpoint: str | None, groups: list[str] | None = None,
+                changelog: bool = False) -> Callable[[DataFrame, int], None]:
     """The foreachBatch function of a files sink in update mode: the table, one row per
     key, rewritten per micro-batch into a new version folder; the file _current then names
     it (replaced atomically), with the batch id and query that wrote it, so a batch replayed
     after a crash writes nothing twice. Older versions are deleted after the switch.
     ``groups``: a TOP's group columns; the old rows of each group the batch holds are
-    replaced, not only those of its keys (all of them for a global TOP, ``[]``)."""
+    replaced, not only those of its keys (all of them for a global TOP, ``[]``).
+    ``changelog``: the batch is Flink's changelog (column __flowc_op): '+I' and '+U' rows
+    are upserted, a '-D' row's key deleted, '-U' rows ignored."""
     def write(batch: DataFrame, batch_id: int) -> None:
         import json
         import shutil
@@ -771,7 +789,11 @@ def file_upsert(sink: str, path: str, fmt: str, keys: list[str], options: dict[s
         identity = query_identity(checkpoint)
         # Read first, replayed or not: Spark checks that every stateful operator of the
         # micro-batch ran. Persisted: read twice, its keys and then the rows written.
-        batch = batch.persist()
+        persisted = batch = batch.persist()
+        written = batch
+        if changelog:
+            batch = batch.where(F.col('__flowc_op') != '-U')
+            written = batch.where(F.col('__flowc_op') != '-D').drop('__flowc_op')
         rows = [tuple(row) for row in batch.select(*[quoted(k) for k in keys]).collect()]
         pointer = os.path.join(path, '_current')
         current = None
@@ -779,12 +801,12 @@ def file_upsert(sink: str, path: str, fmt: str, keys: list[str], options: dict[s
             with open(pointer, encoding='utf-8') as handle:
                 current = json.load(handle)
             if current['query'] == identity and current['batch_id'] >= batch_id:
-                batch.unpersist()
+                persisted.unpersist()
                 return  # a replay of a batch the table holds already
         distinct_keys(rows, list(range(len(keys))), sink, batch_id)
-        merged = batch
+        merged = written
         if current is not None:
-            old = spark.read.format(fmt).options(**options).schema(batch.schema).load(
+            old = spark.read.format(fmt).options(**options).schema(written.schema).load(
                 os.path.join(path, current['version']))
             by = keys if groups is None else groups
             if by:
@@ -792,9 +814,9 @@ def file_upsert(sink: str, path: str, fmt: str, keys: list[str], options: dict[s
                                          for i, k in enumerate(by)]).distinct()
                 same = [old[quoted(k)].eqNullSafe(changed[f'__flowc_key_{i}'])
                         for i, k in enumerate(by)]
-                merged = old.join(changed, same, 'left_anti').unionByName(batch)
+                merged = old.join(changed, same, 'left_anti').unionByName(written)
             elif rows:  # a global TOP's batch is its whole result
-                merged = batch
+                merged = written
             else:
                 merged = old
         version = f'v-{identity[:8]}-{batch_id:020d}'
@@ -804,7 +826,7 @@ def file_upsert(sink: str, path: str, fmt: str, keys: list[str], options: dict[s
         with open(temporary, 'w', encoding='utf-8') as handle:
             json.dump({'version': version, 'query': identity, 'batch_id': batch_id}, handle)
         os.replace(temporary, pointer)
-        batch.unpersist()
+        persisted.unpersist()
         for entry in os.listdir(path):
             if entry.startswith('v-') and entry != version:
                 shutil.rmtree(os.path.join(path, entry), ignore_errors=True)
@@ -1183,6 +1205,251 @@ def over_aggregate(
         'Append',
         'EventTime',
     )
+class ChangelogOperator(StatefulProcessor):
+    """A TOP (``kind`` 'top') or an AGGREGATE ('aggregate') whose output a later stateful
+    step consumes as Flink's changelog: rows with their kind in column ``__flowc_op``
+    ('+I', '-U', '+U', '-D'). Flink's mini-batch semantics, a micro-batch being the bundle:
+    the batch's input rows of each key are folded as a signed multiset (+I/+U add a row,
+    -U/-D retract one; an input without ``__flowc_op`` only adds), which no row order can
+    change, then each key whose result changed emits '+I' (a new key), '-U' old and '+U'
+    new (nothing when the result is unchanged, as Flink's GroupAggFunction), or '-D' (the
+    key's input rows all retracted). A TOP's result is its first ``count`` rows in the
+    order of column ``order`` (a struct, compared as Spark compares it), one change per
+    rank (over insert-only input only those rows are kept: no retraction can bring
+    another back). Rows come grouped by key group (column ``group``, a hash of ``keys``): a group's
+    state is one value, its keys (as text) with what each keeps, pickled (so every value
+    comes back as it went in: Spark hands a TIMESTAMP read from state back without its
+    zone), read and written once a micro-batch."""
+
+    def __init__(
+        self, kind: str, keys: list[str], columns: list[str], calls: list[tuple[str, str | None]],
+        count: int, descending: bool, rank: bool, order: str, group: str,
+        retracting: bool = True,
+    ) -> None:
+        self.kind = kind
+        self.retracting = retracting
+        self.keys = keys
+        self.columns = columns
+        self.calls = calls
+        self.count = count
+        self.descending = descending
+        self.rank = rank
+        self.order = order
+        self.group = group
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        self.state = handle.getValueState(
+            'keys', StructType([StructField('keys', BinaryType(), False)]))
+
+    @staticmethod
+    def identity(value: object) -> object:
+        """A value equal where Spark's grouping is: NaN equals NaN and -0.0 0.0, a
+        timestamp its instant, arrays and structs by their items."""
+        from datetime import UTC, datetime
+
+        if isinstance(value, float):
+            return 'NaN' if value != value else value + 0.0
+        if isinstance(value, datetime):
+            aware = value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+            return ('instant', aware.timestamp())
+        if isinstance(value, dict):  # a struct (or a MAP) as the processor's rows hand it
+            return tuple((k, ChangelogOperator.identity(v)) for k, v in value.items())
+        if isinstance(value, list | tuple):
+            return tuple(ChangelogOperator.identity(v) for v in value)
+        return value
+
+    @staticmethod
+    def ordered(value: object) -> object:
+        """A sort key ordering values as Spark orders them: NULL lowest, NaN highest,
+        structs and arrays field by field."""
+        if value is None:
+            return (0,)
+        if isinstance(value, float) and value != value:
+            return (2,)
+        if isinstance(value, dict):  # a struct, as the processor's rows hand it
+            return (1, tuple(ChangelogOperator.ordered(v) for v in value.values()))
+        if isinstance(value, list | tuple):
+            return (1, tuple(ChangelogOperator.ordered(v) for v in value))
+        return (1, value)
+
+    def fold(self, entry: dict[str, Any] | None, changes: list[tuple[int, tuple[Any, ...]]]
+             ) -> dict[str, Any]:
+        """The key's state after ``changes`` (sign, row): the rows (a TOP's, with their
+        count) or the accumulators (an AGGREGATE's: its input row count, then per call a
+        count, a [sum, count] or a value -> [value, count] map for MIN and MAX)."""
+        if entry is None:
+            entry = {'rows': {}, 'count': 0, 'accumulators': [
+                {} if function in ('min', 'max') else [0, 0] if function in ('sum', 'avg')
+                else 0 for function, _ in self.calls], 'out': []}
+        if self.kind == 'top':
+            rows = entry['rows']
+            for sign, row in changes:
+                text = repr(self.identity(row))
+                held = rows.get(text)
+                rows[text] = [row, (held[1] if held else 0) + sign]
+            entry['rows'] = {k: v for k, v in rows.items() if v[1] > 0}
+            if not self.retracting:  # insert-only input: a row past the first n never returns
+                kept: dict[str, list[Any]] = {}
+                room = self.count
+                for text, held in sorted(entry['rows'].items(),
+                                         key=lambda item: self.ordered(item[1][0][-1]),
+                                         reverse=self.descending):
+                    if room <= 0:
+                        break
+                    kept[text] = [held[0], min(held[1], room)]
+                    room -= kept[text][1]
+                entry['rows'] = kept
+            return entry
+        positions = {name: i for i, name in enumerate(self.columns)}
+        accumulators = entry['accumulators']
+        for sign, row in changes:
+            entry['count'] += sign
+            for i, (function, column) in enumerate(self.calls):
+                value = None if column is None else row[positions[column]]
+                if column is not None and value is None:
+                    continue
+                if function == 'count':
+                    accumulators[i] += sign
+                elif function in ('sum', 'avg'):
+                    accumulators[i] = [accumulators[i][0] + sign * value, accumulators[i][1] + sign]
+                else:
+                    text = repr(self.identity(value))
+                    held = accumulators[i].get(text)
+                    total = (held[1] if held else 0) + sign
+                    if total > 0:
+                        accumulators[i][text] = [value, total]
+                    else:
+                        accumulators[i].pop(text, None)
+        return entry
+
+    def result(self, key: tuple[Any, ...], entry: dict[str, Any]) -> list[tuple[Any, ...]]:
+        """The key's output rows now: a TOP's first rows (with their rank when asked), an
+        AGGREGATE's one row (the keys, then each call); none once its input is empty."""
+        if self.kind == 'top':
+            held = sorted(entry['rows'].values(), key=lambda r: self.ordered(r[0][-1]),
+                          reverse=self.descending)
+            rows = [row[:-1] for row, times in held for _ in range(times)][:self.count]
+            if self.rank:
+                return [(*row, i + 1) for i, row in enumerate(rows)]
+            return rows
+        if entry['count'] <= 0:
+            return []
+        values: list[Any] = []
+        for (function, _), accumulator in zip(self.calls, entry['accumulators'], strict=True):
+            if function == 'count':
+                values.append(accumulator)
+            elif function in ('sum', 'avg'):
+                total, seen = accumulator
+                values.append(None if seen <= 0 else total if function == 'sum'
+                              else total / seen)
+            else:
+                held = [v for v, _ in accumulator.values()]
+                values.append(None if not held else min(held) if function == 'min'
+                              else max(held))
+        return [(*key, *values)]
+
+    @staticmethod
+    def changes(old: list[tuple[Any, ...]], new: list[tuple[Any, ...]]
+                ) -> list[tuple[str, tuple[Any, ...]]]:
+        """What a key emits when its rows go from ``old`` to ``new``, rank by rank:
+        '+I' a new one, '-U' and '+U' a changed one, '-D' one gone; nothing unchanged."""
+        out: list[tuple[str, tuple[Any, ...]]] = []
+        for i in range(max(len(old), len(new))):
+            if i >= len(old):
+                out.append(('+I', new[i]))
+            elif i >= len(new):
+                out.append(('-D', old[i]))
+            elif ChangelogOperator.identity(old[i]) != ChangelogOperator.identity(new[i]):
+                out += [('-U', old[i]), ('+U', new[i])]
+        return out
+
+    def handleInputRows(
+        self, key: tuple[object, ...], rows: Iterator[Row], timerValues: TimerValues
+    ) -> Iterator[Row]:
+        import pickle
+
+        stored = self.state.get()
+        held: dict[str, Any] = {} if stored is None else pickle.loads(stored[0])
+        batch: dict[str, tuple[tuple[Any, ...], list[tuple[int, tuple[Any, ...]]]]] = {}
+        names = [*self.columns, *([self.order] if self.kind == 'top' else [])]
+        for row in rows:
+            op = row['__flowc_op'] if '__flowc_op' in row.__fields__ else '+I'
+            keys = tuple(row[k] for k in self.keys)
+            text = repr(self.identity(keys))
+            batch.setdefault(text, (keys, []))[1].append(
+                (-1 if op in ('-U', '-D') else 1, tuple(row[n] for n in names)))
+        if self.kind == 'top':
+            output = Row(*self.columns, *(['__flowc_rank'] if self.rank else []), '__flowc_op')
+        else:
+            output = Row(*self.keys, *[f'__flowc_call_{i}' for i in range(len(self.calls))],
+                         '__flowc_op')
+        for text in sorted(batch):
+            keys, changes = batch[text]
+            before = held.get(text)
+            old = [tuple(r) for r in before['out']] if before is not None else []
+            entry = self.fold(before, changes)
+            new = self.result(keys, entry)
+            for op, row in self.changes(old, new):
+                yield output(*row, op)
+            entry['out'] = new
+            if (self.kind == 'top' and not entry['rows']) or (self.kind != 'top' and not new):
+                held.pop(text, None)
+            else:
+                held[text] = entry
+        if held:
+            self.state.update((pickle.dumps(held),))
+        else:
+            self.state.clear()
+
+    def close(self) -> None:
+        pass
+
+
+def changelog_operator(
+    df: DataFrame, kind: str, keys: list[str], calls: list[tuple[str, str | None, str]],
+    count: int, descending: bool, rank: str | None, order: Column | None, groups: int,
+    result: StructType | None,
+) -> DataFrame:
+    """``df`` (a changelog, or insert-only rows) through a ChangelogOperator per key group
+    (a hash of ``keys``, MAP ones left out as Spark hashes none, into ``groups`` groups):
+    a TOP's rows ordered by ``order``, or an AGGREGATE's ``calls`` (function, argument
+    column or None for ``*``, output name) per key. ``result``: the rows' schema as
+    Spark's own operator would give it (without ``__flowc_op``)."""
+    taken = set(df.columns)
+    group, ordering = '__flowc_key_group', '__flowc_order'
+    while group in taken or ordering in taken:
+        group, ordering = group + '_', ordering + '_'
+    columns = [c for c in df.columns if c != '__flowc_op']
+    fields = {f.name: f for f in df.schema.fields}
+    hashed = [F.col(quoted(k)) for k in keys if 'map<' not in fields[k].dataType.simpleString()]
+    extra = {group: F.pmod(F.hash(*hashed, F.lit(0)), F.lit(groups))}
+    if order is not None:
+        extra[ordering] = order
+    keyed = df.withColumns(extra)
+    operator = ChangelogOperator(
+        kind, keys, columns, [(f, c) for f, c, _ in calls], count, descending,
+        rank is not None, ordering, group, '__flowc_op' in df.columns)
+    if result is None:  # a TOP's: its input columns, then its rank
+        result = StructType(
+            [StructField(c, fields[c].dataType, True) for c in columns]
+            + ([StructField(rank, LongType(), True)] if rank is not None else []))
+    if kind == 'top':
+        named = [StructField(f.name, f.dataType, True) for f in result.fields]
+        internal = StructType(
+            [StructField('__flowc_rank' if rank is not None and f.name == rank else f.name,
+                         f.dataType, True) for f in result.fields]
+            + [StructField('__flowc_op', StringType(), False)])
+    else:
+        named = [StructField(f.name, f.dataType, True) for f in result.fields]
+        internal = StructType(
+            [StructField(f.name if i < len(keys) else f'__flowc_call_{i - len(keys)}',
+                         f.dataType, True) for i, f in enumerate(result.fields)]
+            + [StructField('__flowc_op', StringType(), False)])
+    out = keyed.groupBy(F.col(group)).transformWithState(operator, internal, 'Append', 'None')
+    return out.select(*[F.col(quoted(i.name)).alias(n.name)
+                        for i, n in zip(internal.fields, named, strict=False)], '__flowc_op')
+
+
 # fmt: on
 
 
@@ -1192,6 +1459,9 @@ WATERMARK_HELPERS = (WatermarkReader, read_watermark)
 
 #: What a program with a DEDUPLICATE ... WITHIN carries (and ``quoted``).
 DEDUPLICATE_WITHIN_HELPERS = (DeduplicateWithin, deduplicate_within)
+
+#: What a program with an updating step consumed by another carries (and ``quoted``).
+CHANGELOG_HELPERS = (ChangelogOperator, changelog_operator)
 
 #: What a program with an OVER step carries (and ``quoted``).
 OVER_HELPERS = (OverAggregate, over_aggregate)

@@ -68,6 +68,7 @@ from flowc.program import (
     WindowTopStep,
 )
 from flowc.spans import Span
+from flowc.spark.changelog_chains import updating_chain
 from flowc.spark.streaming import Lineage, reads_watermark, steps_within, top_groups
 from flowc.sql.spark_distinct import UnsupportedDistinct, rewrite_distinct
 from flowc.sql.spark_sql import interval_millis, registered_name
@@ -308,6 +309,49 @@ class OverAggregator:
 
 
 @dataclass(frozen=True, slots=True)
+class ChangelogProcessor:
+    """A TOP or AGGREGATE of an updating pipeline (:mod:`flowc.spark.changelog_chains`),
+    streaming: a stateful processor (``transformWithState``, rows grouped by a hash of
+    ``keys`` into ``key_groups`` groups) that folds each micro-batch's rows per key as a
+    signed multiset (Flink's mini-batch semantics) and emits Flink's changelog of its
+    results; the consumer retracts a row's contribution and adds the new one."""
+
+    node_id: int
+    span: Span
+    kind: str
+    keys: tuple[str, ...]
+    consumer: bool
+    key_groups: int
+    #: The other step of the chain: the consumer's line for a producer, and the reverse.
+    other_line: int
+
+    @property
+    def line(self) -> int:
+        return self.span.line
+
+    def to_text(self) -> str:
+        keys = ", ".join(self.keys) or "no key"
+        groups = f"{self.key_groups} key groups by a hash of {keys}"
+        if not self.consumer:
+            kept = "its rows" if self.kind == "TOP" else "its accumulators"
+            return (
+                f"line {self.line}: {self.kind} runs as a transformWithState processor "
+                f"({groups}), not Spark's own, because the AGGREGATE on line "
+                f"{self.other_line} consumes its updates: per micro-batch it folds each key's "
+                f"rows and emits Flink's changelog of its changed results (+I, -U/+U, -D); "
+                f"the state keeps, per key, {kept} and its last results"
+            )
+        return (
+            f"line {self.line}: AGGREGATE runs as a transformWithState processor ({groups}) "
+            f"consuming the changelog of the step on line {self.other_line}: per "
+            "micro-batch it adds +I/+U rows and retracts -U/-D rows (Flink's mini-batch "
+            "GroupAggregate), min and max keeping a count per value, and emits +I, -U/+U "
+            "(nothing for an unchanged result) or -D (its input count back to 0) per key; "
+            "the state keeps, per key, its input count, accumulators and last result"
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class SparkPlan:
     """The Spark realization of a job: what code generation and ``flowc run`` execute."""
 
@@ -349,6 +393,9 @@ class SparkPlan:
     within_deduplicators: dict[int, WithinDeduplicator] = field(default_factory=dict)
     #: The OVER steps a query runs, by node id: streaming, each runs as a processor.
     over_aggregators: dict[int, OverAggregator] = field(default_factory=dict)
+    #: The TOP and AGGREGATE steps of updating pipelines, by node id: streaming, each runs
+    #: as a processor emitting a changelog.
+    changelog_processors: dict[int, ChangelogProcessor] = field(default_factory=dict)
 
     @property
     def processors(self) -> bool:
@@ -358,6 +405,7 @@ class SparkPlan:
             self.watermark_readers
             or self.within_deduplicators
             or (not self.batch and self.over_aggregators)
+            or self.changelog_processors
         )
 
     @property
@@ -394,6 +442,10 @@ class SparkPlan:
             data["within_deduplicators"] = [
                 d.to_text() for _, d in sorted(self.within_deduplicators.items())
             ]
+        if self.changelog_processors:
+            data["changelog_processors"] = [
+                c.to_text() for _, c in sorted(self.changelog_processors.items())
+            ]
         if self.over_aggregators:
             data["over_aggregators"] = [
                 o.to_text() for _, o in sorted(self.over_aggregators.items())
@@ -421,6 +473,9 @@ class SparkPlan:
             for _, d in sorted(self.within_deduplicators.items())
         ]
         lines += [f"  over: {o.to_text()}" for _, o in sorted(self.over_aggregators.items())]
+        lines += [
+            f"  updating: {c.to_text()}" for _, c in sorted(self.changelog_processors.items())
+        ]
         for query in self.queries:
             lines.append(
                 f"  query '{query.name}': writes {query.connector} sink '{query.sink}', output "
@@ -487,6 +542,7 @@ def build_spark_plan(program: Program, tree: TransformationTree, graph: StreamGr
     }
     deduplicators = _within_deduplicators(program, tree, graph, batch)
     overs = _over_aggregators(program, tree, graph, batch)
+    changelogs = {} if batch else _changelog_processors(program, tree, graph)
     queries = []
     exchanges: dict[tuple[int, int], SparkExchange] = {}
     job_segment = checkpoint_segment(settings.job_name)
@@ -561,6 +617,7 @@ def build_spark_plan(program: Program, tree: TransformationTree, graph: StreamGr
             settings,
             bool(stateful_nodes) or bool(readers),
             processors=bool(readers) or bool(deduplicators) or (bool(overs) and not batch),
+            updating=bool(changelogs),
         ),
         queries=tuple(queries),
         exchanges=exchanges,
@@ -577,6 +634,7 @@ def build_spark_plan(program: Program, tree: TransformationTree, graph: StreamGr
         watermark_readers=readers,
         within_deduplicators=deduplicators,
         over_aggregators=overs,
+        changelog_processors=changelogs,
         functions=_function_lines(program),
         processing_time=tuple(
             f"source '{s.name}': {s.proctime} is current_timestamp(), the start time of "
@@ -805,6 +863,35 @@ def _within_deduplicators(
                 key_groups=graph.nodes[node].max_parallelism
                 or compute_default_max_parallelism(graph.nodes[node].parallelism),
                 streaming=not batch,
+            )
+    return found
+
+
+def _changelog_processors(
+    program: Program, tree: TransformationTree, graph: StreamGraph
+) -> dict[int, ChangelogProcessor]:
+    """The steps of the INSERTs' updating chains, by node id (streaming only)."""
+    found: dict[int, ChangelogProcessor] = {}
+    for insert in program.inserts:
+        chain = updating_chain(program, insert)
+        if chain is None:
+            continue
+        for step, consumer, other in (
+            (chain.producer, False, chain.consumer),
+            (chain.consumer, True, chain.producer),
+        ):
+            node = tree.step_nodes[id(step)]
+            if node not in graph.nodes:
+                continue
+            found[node] = ChangelogProcessor(
+                node_id=node,
+                span=step.span,
+                kind="TOP" if isinstance(step, TopStep) else "AGGREGATE",
+                keys=step.keys,
+                consumer=consumer,
+                key_groups=graph.nodes[node].max_parallelism
+                or compute_default_max_parallelism(graph.nodes[node].parallelism),
+                other_line=other.span.line,
             )
     return found
 

@@ -20,6 +20,7 @@ from sqlglot import exp
 from flowc import ast
 from flowc.analyze.state_store import PROVIDER_CLASS_CONF, ROCKSDB_PROVIDER
 from flowc.analyze.step_common import keyword
+from flowc.analyze.upsert_sinks import upsert_key
 from flowc.catalog import is_upsert
 from flowc.diagnostics import Reporter
 from flowc.errorcodes import Code
@@ -49,6 +50,7 @@ from flowc.program import (
     WindowTopStep,
 )
 from flowc.spans import Span
+from flowc.spark.changelog_chains import changelog_call, updating_chain
 from flowc.spark.over_rules import check_over_time
 from flowc.sql.habits import FLINK_PROCTIME_META
 from flowc.sql.spark_sql import interval_millis
@@ -153,7 +155,10 @@ def check_stateful_operators(query: Query, lineage: Lineage, reporter: _OncePerP
     Spark's watermark is not tracked here (docs/language.md)."""
     if query.mode == "append":
         return
+    chain = updating_chain(lineage.program, query.insert)
     for step in query.stateful:
+        if chain is not None and step is chain.consumer:
+            continue  # its processor consumes the updates (check_updating_chains)
         if lineage.aggregates_before(query.insert, step):
             reporter.error(
                 Code.E0702,
@@ -636,6 +641,75 @@ def check_top_into_upsert(query: Query, lineage: Lineage, reporter: _OncePerPlac
     )
 
 
+def check_updating_chains(query: Query, lineage: Lineage, reporter: _OncePerPlace) -> None:
+    """E0741-E0744: an AGGREGATE consuming a TOP's or an AGGREGATE's updates runs as a
+    retracting processor (:mod:`flowc.spark.changelog_chains`) that computes count, sum,
+    avg, min and max of a column; its changelog goes to an upsert sink keyed by its keys;
+    both run on RocksDB, the only store Spark runs a processor on."""
+    program = lineage.program
+    chain = updating_chain(program, query.insert)
+    if chain is None:
+        return
+    consumer, producer = chain.consumer, chain.producer
+    settings = program.settings
+    backend = settings.state_backend
+    provider = dict(settings.spark_conf).get(PROVIDER_CLASS_CONF)
+    if backend not in (None, "rocksdb") or provider not in (None, ROCKSDB_PROVIDER):
+        chosen = f"SET {PROVIDER_CLASS_CONF}" if provider else "state.backend.type"
+        reporter.error(
+            Code.E0744,
+            f"{query.where}: the {keyword(producer.node)} on line {producer.span.line} and the "
+            "AGGREGATE consuming its updates run as stateful processors, which need the "
+            f"RocksDB state store, and the job sets {chosen} = '{provider or backend}'",
+            _keyword(consumer),
+            help="SET state.backend.type = 'rocksdb' (or leave it out): Spark runs "
+            "transformWithState processors only on RocksDB",
+        )
+    types = {c.name: c.type for c in producer.schema}
+    for item in consumer.node.items:
+        call = changelog_call(item.expr.tree)
+        decimal = (
+            call is not None
+            and call[0] == "avg"
+            and call[1] is not None
+            and types.get(call[1], "").lower().startswith("decimal")
+        )
+        if call is None or decimal:
+            reporter.error(
+                Code.E0741,
+                f"{query.where}: the AGGREGATE reads the updates of the "
+                f"{keyword(producer.node)} on line {producer.span.line}, and retracts a "
+                f"row's contribution only for count, sum, avg, min and max of a column: not "
+                f"'{item.expr.text}'",
+                item.expr.span,
+                help="write the call as count(*), count(col), sum(col), avg(col) (not of a "
+                "DECIMAL: CAST it to DOUBLE first), min(col) or max(col), computing any "
+                "expression in an EXTEND before the first step",
+            )
+    sink = program.sink(query.insert.sink)
+    if not is_upsert(sink.connector, sink.mode):
+        reporter.error(
+            Code.E0743,
+            f"{query.where}: the AGGREGATE's results change as the {keyword(producer.node)} on "
+            f"line {producer.span.line} updates its rows, and sink '{sink.name}' cannot apply "
+            "updates and deletes",
+            query.insert.span,
+            help="write to an upsert sink keyed by the AGGREGATE's keys (connector = 'files' "
+            "with mode = 'update', or 'postgres'), or run the job in batch mode",
+        )
+        return
+    key = upsert_key(sink)
+    if {k.lower() for k in key} != {k.lower() for k in consumer.keys}:
+        reporter.error(
+            Code.E0742,
+            f"{query.where}: the sink's key ({', '.join(key) or 'none'}) is not the "
+            f"AGGREGATE's keys ({', '.join(consumer.keys)}), which its updates and deletes "
+            "name",
+            query.insert.span,
+            help=f"give sink '{sink.name}' key = '{', '.join(consumer.keys)}'",
+        )
+
+
 def check_watermark_reads(query: Query, lineage: Lineage, reporter: _OncePerPlace) -> None:
     """E0740: the stateful processor that reads CURRENT_WATERMARK on Spark runs in an
     append-mode query, on the RocksDB store (the only one Spark runs a processor on,
@@ -764,6 +838,7 @@ RULES: tuple[Rule, ...] = (
     check_window_time_uses,
     check_window_proctime,
     check_top_into_upsert,
+    check_updating_chains,
     check_watermark_reads,
     check_over_time,
 )

@@ -1,0 +1,78 @@
+"""Updating pipelines on Spark: a TOP or an AGGREGATE whose updates another AGGREGATE
+consumes (issue 28; docs/language.md, "Updating pipelines on Spark").
+
+Spark's own aggregation cannot retract a row it has counted, so where an updating step's
+output feeds another stateful step Spark refuses the query (E0702). flowc runs the shapes
+found here as Flink does: the updating step (the producer) as a processor emitting Flink's
+changelog ('+I', '-U', '+U', '-D' in column ``__flowc_op``), the AGGREGATE after it (the
+consumer) as a processor that retracts a row's contribution and adds the new one, and the
+upsert sink applying the consumer's changelog by key. Every other consumer of updates
+stays refused (E0702). One pass over the INSERT's steps: linear.
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from flowc.fast_dataclass import dataclass
+from flowc.program import (
+    AggregateStep,
+    FromSource,
+    InsertDef,
+    KeyByStep,
+    Program,
+    TopStep,
+)
+
+#: The calls the retracting aggregate computes (Flink's count, sum, avg, min and max with
+#: retraction: min and max keep a count per value).
+CHANGELOG_CALLS = ("count", "sum", "avg", "min", "max")
+
+
+@dataclass(frozen=True, slots=True)
+class UpdatingChain:
+    """An INSERT whose updating ``producer`` (a TOP or AGGREGATE without WINDOW, over
+    insert-only rows) feeds ``consumer``, an AGGREGATE without WINDOW with group keys,
+    through KEY BY steps only; the consumer's rows go straight to the sink."""
+
+    producer: TopStep | AggregateStep
+    consumer: AggregateStep
+
+
+def updating_chain(program: Program, insert: InsertDef) -> UpdatingChain | None:
+    """The INSERT's updating chain, None where its steps are not one (views, JOINs and
+    UNION ALLs, a third stateful step, a step between the two other than KEY BY, a step
+    after the consumer)."""
+    stream = insert.stream
+    if not isinstance(stream.origin, FromSource):
+        return None
+    steps = stream.steps
+    if any(step.inputs for step in steps):
+        return None
+    stateful = [i for i, step in enumerate(steps) if step.stateful]
+    if len(stateful) != 2:
+        return None
+    first, second = stateful
+    producer, consumer = steps[first], steps[second]
+    if not isinstance(producer, TopStep | AggregateStep) or producer.window is not None:
+        return None
+    if not isinstance(consumer, AggregateStep) or consumer.window is not None:
+        return None
+    if not consumer.keys or steps[second + 1 :]:
+        return None
+    if not all(isinstance(step, KeyByStep) for step in steps[first + 1 : second]):
+        return None
+    return UpdatingChain(producer, consumer)
+
+
+def changelog_call(expr: exp.Expr) -> tuple[str, str | None] | None:
+    """An AGGREGATE item as (function, column or None for ``*``) when the retracting
+    aggregate computes it; None otherwise."""
+    if not isinstance(expr, exp.Count | exp.Sum | exp.Avg | exp.Min | exp.Max):
+        return None
+    argument = expr.this
+    if isinstance(argument, exp.Star) and isinstance(expr, exp.Count):
+        return ("count", None)
+    if isinstance(argument, exp.Column) and not argument.table:
+        return (expr.sql_name().lower(), argument.name)
+    return None
