@@ -307,3 +307,103 @@ def test_a_missing_processor_package_is_refused_at_the_over_step(
     first = min(o.line for o in job.spark_plan.over_aggregators.values())
     assert diagnostic.code == "E0816" and diagnostic.span.line == first
     assert diagnostic.message.startswith("An OVER window runs as a Spark stateful processor")
+
+
+class _ListState:
+    def __init__(self) -> None:
+        self.rows: list[Any] = []
+
+    def get(self) -> Any:
+        return iter(self.rows)
+
+    def put(self, rows: list[Any]) -> None:
+        self.rows = list(rows)
+
+    def clear(self) -> None:
+        self.rows = []
+
+
+class _ValueState:
+    def __init__(self) -> None:
+        self.value: Any = None
+
+    def get(self) -> Any:
+        return self.value
+
+    def update(self, value: Any) -> None:
+        self.value = value
+
+
+class _Handle:
+    def getListState(self, name: str, schema: Any) -> _ListState:
+        return _ListState()
+
+    def getValueState(self, name: str, schema: Any) -> _ValueState:
+        return _ValueState()
+
+    def listTimers(self) -> list[int]:
+        return []
+
+    def deleteTimer(self, timer: int) -> None:
+        pass
+
+    def registerTimer(self, timer: int) -> None:
+        pass
+
+
+def _processor(
+    monkeypatch: pytest.MonkeyPatch, calls: list[Any], rows: bool, preceding: int
+) -> Any:
+    """The generated OverAggregate with in-memory state (the names the generated program
+    imports from pyspark put where it reads them)."""
+    from pyspark.sql import Row as SparkRow
+    from pyspark.sql import types
+
+    from flowc.spark import generated_runtime as runtime
+
+    for name in ("StructType", "StructField", "LongType"):
+        monkeypatch.setattr(runtime, name, getattr(types, name), raising=False)
+    monkeypatch.setattr(runtime, "Row", SparkRow, raising=False)
+    schema = types.StructType(
+        [
+            types.StructField("seller", types.IntegerType()),
+            types.StructField("price", types.IntegerType()),
+            types.StructField("ms", types.LongType()),
+        ]
+    )
+    processor = runtime.OverAggregate(calls, "ms", "g", rows, preceding, schema)
+    processor.init(_Handle())
+    return processor
+
+
+def test_lag_in_the_processor_equals_what_flink_gave(monkeypatch: pytest.MonkeyPatch) -> None:
+    """PyFlink 2.3's rows for 10, then 20 and 30 at one time, NULL, 50, 60 and 70 at one
+    time, 80 (docs/language.md, "OVER windows"), fed over two watermarks; then one row per
+    watermark, where the state keeps only the largest offset's last rows."""
+    processor = _processor(
+        monkeypatch, [("lag", "price", "p1", 1, None), ("lag", "price", "p2", 2, -1)], False, -1
+    )
+    rows = [(1, 10, 1), (1, 20, 2), (1, 30, 2), (1, None, 3), (1, 50, 4), (1, 60, 4)]
+    rows += [(1, 70, 4), (1, 80, 9)]
+    out = [*processor.emit(3, rows[:5]), *processor.emit(100, rows[5:])]
+    assert [(r.p1, r.p2) for r in out] == [
+        (None, -1),
+        (20, 10),
+        (20, 10),
+        (30, 20),
+        (60, 50),
+        (60, 50),
+        (60, 50),
+        (70, 60),
+    ]
+    one_by_one = _processor(monkeypatch, [("lag", "price", "p3", 3, None)], False, -1)
+    seen = [r.p3 for i in range(6) for r in one_by_one.emit(10 * (i + 1), [(2, i, i + 1)])]
+    assert seen == [None, None, None, 0, 1, 2]
+
+
+def test_a_rows_frame_of_three_keeps_three_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    """ROWS BETWEEN 3 PRECEDING, one row per watermark: the frame grows to four rows (it
+    stopped at two: the history was cut with a negative start while shorter than n)."""
+    processor = _processor(monkeypatch, [("count", None, "n", 0, None)], True, 3)
+    counts = [r.n for i in range(6) for r in processor.emit(10 * (i + 1), [(2, i, i + 1)])]
+    assert counts == [1, 2, 3, 4, 4, 4]
