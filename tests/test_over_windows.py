@@ -104,6 +104,23 @@ RANGE_CALLS: dict[str, Callable[[list[Row]], Any]] = {
     "c": lambda f: sum(1 for r in f if r["price"] is not None),
 }
 
+
+def lag_rows(per_key: dict[int, list[Row]]) -> list[Row]:
+    """Each emitted row with Flink's LAG (its frame RANGE UNBOUNDED PRECEDING): every row of
+    a time reads the row ``n`` before the last row of that time among its seller's emitted
+    rows, NULL prices kept, the default (NULL unless given) before the first rows."""
+    out = []
+    for rows in per_key.values():
+        for row in rows:
+            last = max(i for i, r in enumerate(rows) if r["ts"] == row["ts"])
+
+            def lag(n: int, default: Any, last: int = last, rows: list[Row] = rows) -> Any:
+                return rows[last - n]["price"] if last >= n else default
+
+            out.append({**row, "p1": lag(1, None), "p2": lag(2, -1), "p3": lag(3, None)})
+    return out
+
+
 JOB = """\
 SET max_parallelism = 16;
 {mode}CREATE SOURCE bids (seller INT, price INT, ts TIMESTAMP,
@@ -111,13 +128,19 @@ SET max_parallelism = 16;
   WITH (connector = 'files', path = 'in', format = 'json');
 CREATE SINK rows_out WITH (connector = 'files', path = 'out/rows', format = 'json');
 CREATE SINK range_out WITH (connector = 'files', path = 'out/range', format = 'json');
+CREATE SINK lag_out WITH (connector = 'files', path = 'out/lag', format = 'json');
 INSERT INTO rows_out SELECT seller, price, ts,
-  AVG(price) OVER (PARTITION BY seller ORDER BY ts ROWS BETWEEN 2 PRECEDING AND CURRENT ROW) AS a,
-  COUNT(*) OVER (PARTITION BY seller ORDER BY ts ROWS BETWEEN 2 PRECEDING AND CURRENT ROW) AS n,
-  MAX(price) OVER (PARTITION BY seller ORDER BY ts ROWS BETWEEN 2 PRECEDING AND CURRENT ROW) AS m
+  AVG(price) OVER (PARTITION BY seller ORDER BY ts ROWS BETWEEN 3 PRECEDING AND CURRENT ROW) AS a,
+  COUNT(*) OVER (PARTITION BY seller ORDER BY ts ROWS BETWEEN 3 PRECEDING AND CURRENT ROW) AS n,
+  MAX(price) OVER (PARTITION BY seller ORDER BY ts ROWS BETWEEN 3 PRECEDING AND CURRENT ROW) AS m
   FROM bids WHERE seller < 100;
 INSERT INTO range_out SELECT seller, price, ts,
   SUM(price) OVER w1 AS s, MIN(price) OVER w1 AS lo, COUNT(price) OVER w1 AS c
+  FROM bids;
+INSERT INTO lag_out SELECT seller, price, ts,
+  LAG(price) OVER (PARTITION BY seller ORDER BY ts) AS p1,
+  LAG(price, 2, -1) OVER (PARTITION BY seller ORDER BY ts) AS p2,
+  LAG(price, 3) OVER (PARTITION BY seller ORDER BY ts RANGE UNBOUNDED PRECEDING) AS p3
   FROM bids;
 """
 RANGE_WINDOW = (
@@ -183,12 +206,13 @@ def test_over_runs_as_a_processor_the_plan_names() -> None:
     assert not [d for d in job.diagnostics if d.severity is flowc.Severity.ERROR]
     overs = sorted(job.spark_plan.over_aggregators.values(), key=lambda o: o.line)
     assert [(o.keys, o.column, o.rows, o.preceding, o.streaming) for o in overs] == [
-        (("seller",), "ts", True, 2, True),
+        (("seller",), "ts", True, 3, True),
         (("seller",), "ts", False, 180_000, True),
+        (("seller",), "ts", False, -1, True),
     ]
     assert job.spark_plan.state_store.backend == "rocksdb"
     text = "\n".join(job.spark_plan.to_text())
-    assert "over: line 8: OVER (PARTITION BY seller ORDER BY ts ROWS BETWEEN 2 PRECEDING" in text
+    assert "over: line 9: OVER (PARTITION BY seller ORDER BY ts ROWS BETWEEN 3 PRECEDING" in text
     assert "transformWithState processor" in text
     program = generate_pyspark(job)
     assert "class OverAggregate(" in program and "= over_aggregate(" in program
@@ -206,10 +230,10 @@ def test_over_rows_equal_flinks_rule_across_micro_batches_and_restarts(
         write_batch(tmp_path / "in", index, batch)
         job = flowc.compile(job_text(), str(flow), for_spark=True)
         report = run_job(job, available_now=True, master="local[2]", out=io.StringIO())
-        assert [q.error for q in report.queries] == [None, None], index
+        assert [q.error for q in report.queries] == [None, None, None], index
     per_key = emitted(BATCHES, delay=1)
     small = {k: v for k, v in per_key.items() if k < 100}
-    wanted_rows = over_rows(small, ROWS_CALLS, 2, None)
+    wanted_rows = over_rows(small, ROWS_CALLS, 3, None)
     wanted_range = over_rows(per_key, RANGE_CALLS, None, 3)
     prices = [r["price"] for r in wanted_range]
     assert 99 not in prices and 7 in prices and 9 in prices
@@ -217,6 +241,10 @@ def test_over_rows_equal_flinks_rule_across_micro_batches_and_restarts(
     assert ties == {11}  # 1, 2 and 8 at 10:03, across two micro-batches: one result
     assert normal(read_json_dir(tmp_path / "out" / "rows")) == normal(wanted_rows)
     assert normal(read_json_dir(tmp_path / "out" / "range")) == normal(wanted_range)
+    wanted_lag = lag_rows(per_key)
+    tied = [(r["p1"], r["p2"]) for r in wanted_lag if r["seller"] == 100 and minutes(r["ts"]) == 6]
+    assert tied == [(16, 4), (16, 4)]  # 1, 2, 8, 4, then 16 and 32: before the last of 10:06
+    assert normal(read_json_dir(tmp_path / "out" / "lag")) == normal(wanted_lag)
 
 
 def test_over_in_batch_mode_equals_the_frames(spark: Any, tmp_path: Path) -> None:
@@ -235,16 +263,26 @@ def test_over_in_batch_mode_equals_the_frames(spark: Any, tmp_path: Path) -> Non
     assert all(not o.streaming for o in job.spark_plan.over_aggregators.values())
     assert "class OverAggregate(" in generate_pyspark(job)
     report = run_job(job, master="local[2]", out=io.StringIO())
-    assert [q.error for q in report.queries] == [None, None]
+    assert [q.error for q in report.queries] == [None, None, None]
     everything = [[r for batch in kept for r in batch]]
     per_key = emitted([*everything, [{"seller": 0, "price": 0, "ts": at(10_000)}]], delay=0)
     per_key = {k: v for k, v in per_key.items() if k != 0}
     small = {k: v for k, v in per_key.items() if k < 100}
     assert normal(read_json_dir(tmp_path / "out" / "rows")) == normal(
-        over_rows(small, ROWS_CALLS, 2, None)
+        over_rows(small, ROWS_CALLS, 3, None)
     )
     assert normal(read_json_dir(tmp_path / "out" / "range")) == normal(
         over_rows(per_key, RANGE_CALLS, None, 3)
+    )
+    # LAG equals the stream's rows where no two rows of a seller share a time (the order
+    # of ties is Spark's in batch); a time's ties read one value
+    lags = read_json_dir(tmp_path / "out" / "lag")
+    assert normal([r for r in lags if r["seller"] < 100]) == normal(lag_rows(small))
+    ties: dict[Any, set[tuple[Any, ...]]] = {}
+    for r in lags:
+        ties.setdefault((r["seller"], r["ts"]), set()).add((r.get("p1"), r.get("p2")))
+    assert len(lags) == len([r for b in kept for r in b]) and all(
+        len(v) == 1 for v in ties.values()
     )
 
 
@@ -269,3 +307,103 @@ def test_a_missing_processor_package_is_refused_at_the_over_step(
     first = min(o.line for o in job.spark_plan.over_aggregators.values())
     assert diagnostic.code == "E0816" and diagnostic.span.line == first
     assert diagnostic.message.startswith("An OVER window runs as a Spark stateful processor")
+
+
+class _ListState:
+    def __init__(self) -> None:
+        self.rows: list[Any] = []
+
+    def get(self) -> Any:
+        return iter(self.rows)
+
+    def put(self, rows: list[Any]) -> None:
+        self.rows = list(rows)
+
+    def clear(self) -> None:
+        self.rows = []
+
+
+class _ValueState:
+    def __init__(self) -> None:
+        self.value: Any = None
+
+    def get(self) -> Any:
+        return self.value
+
+    def update(self, value: Any) -> None:
+        self.value = value
+
+
+class _Handle:
+    def getListState(self, name: str, schema: Any) -> _ListState:
+        return _ListState()
+
+    def getValueState(self, name: str, schema: Any) -> _ValueState:
+        return _ValueState()
+
+    def listTimers(self) -> list[int]:
+        return []
+
+    def deleteTimer(self, timer: int) -> None:
+        pass
+
+    def registerTimer(self, timer: int) -> None:
+        pass
+
+
+def _processor(
+    monkeypatch: pytest.MonkeyPatch, calls: list[Any], rows: bool, preceding: int
+) -> Any:
+    """The generated OverAggregate with in-memory state (the names the generated program
+    imports from pyspark put where it reads them)."""
+    from pyspark.sql import Row as SparkRow
+    from pyspark.sql import types
+
+    from flowc.spark import generated_runtime as runtime
+
+    for name in ("StructType", "StructField", "LongType"):
+        monkeypatch.setattr(runtime, name, getattr(types, name), raising=False)
+    monkeypatch.setattr(runtime, "Row", SparkRow, raising=False)
+    schema = types.StructType(
+        [
+            types.StructField("seller", types.IntegerType()),
+            types.StructField("price", types.IntegerType()),
+            types.StructField("ms", types.LongType()),
+        ]
+    )
+    processor = runtime.OverAggregate(calls, "ms", "g", rows, preceding, schema)
+    processor.init(_Handle())
+    return processor
+
+
+def test_lag_in_the_processor_equals_what_flink_gave(monkeypatch: pytest.MonkeyPatch) -> None:
+    """PyFlink 2.3's rows for 10, then 20 and 30 at one time, NULL, 50, 60 and 70 at one
+    time, 80 (docs/language.md, "OVER windows"), fed over two watermarks; then one row per
+    watermark, where the state keeps only the largest offset's last rows."""
+    processor = _processor(
+        monkeypatch, [("lag", "price", "p1", 1, None), ("lag", "price", "p2", 2, -1)], False, -1
+    )
+    rows = [(1, 10, 1), (1, 20, 2), (1, 30, 2), (1, None, 3), (1, 50, 4), (1, 60, 4)]
+    rows += [(1, 70, 4), (1, 80, 9)]
+    out = [*processor.emit(3, rows[:5]), *processor.emit(100, rows[5:])]
+    assert [(r.p1, r.p2) for r in out] == [
+        (None, -1),
+        (20, 10),
+        (20, 10),
+        (30, 20),
+        (60, 50),
+        (60, 50),
+        (60, 50),
+        (70, 60),
+    ]
+    one_by_one = _processor(monkeypatch, [("lag", "price", "p3", 3, None)], False, -1)
+    seen = [r.p3 for i in range(6) for r in one_by_one.emit(10 * (i + 1), [(2, i, i + 1)])]
+    assert seen == [None, None, None, 0, 1, 2]
+
+
+def test_a_rows_frame_of_three_keeps_three_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    """ROWS BETWEEN 3 PRECEDING, one row per watermark: the frame grows to four rows (it
+    stopped at two: the history was cut with a negative start while shorter than n)."""
+    processor = _processor(monkeypatch, [("count", None, "n", 0, None)], True, 3)
+    counts = [r.n for i in range(6) for r in processor.emit(10 * (i + 1), [(2, i, i + 1)])]
+    assert counts == [1, 2, 3, 4, 4, 4]

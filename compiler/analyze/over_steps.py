@@ -23,6 +23,49 @@ _ORDERED = frozenset({*INTEGER_TYPES, "STRING", "DATE", "TIMESTAMP", "TIMESTAMP_
 _RESULTS = {"sum": frozenset({"BIGINT", "DOUBLE"}), "avg": frozenset({"DOUBLE"})}
 
 
+#: A LAG default the processor cannot hold as a value of the argument's type.
+_NO_DEFAULT = object()
+
+
+def _lag_default(call: exp.Expr) -> object:
+    """A LAG call's default as a Python value (None without one), or ``_NO_DEFAULT`` for
+    one that is not a number, a string or NULL."""
+    default = call.args.get("default")
+    if default is None or isinstance(default, exp.Null):
+        return None
+    negative = isinstance(default, exp.Neg)
+    literal = default.this if negative else default
+    if not isinstance(literal, exp.Literal):
+        return _NO_DEFAULT
+    if literal.is_string:
+        return _NO_DEFAULT if negative else str(literal.this)
+    text = str(literal.this)
+    value: float = int(text) if text.isdigit() else float(text)
+    return -value if negative else value
+
+
+def _lag_type(call: exp.Lag, names: dict[str, Column]) -> str | None:
+    """A LAG call's type, its argument's; None when its default is not of that type."""
+    arg = call.this
+    if not isinstance(arg, exp.Column) or arg.name.lower() not in names:
+        return None
+    kind = names[arg.name.lower()].type
+    default = _lag_default(call)
+    if default is None:
+        return kind
+    if isinstance(default, str):
+        return kind if kind == "STRING" else None
+    if isinstance(default, int):
+        return kind if kind in _SUMMED else None
+    return kind if kind in ("FLOAT", "DOUBLE") and isinstance(default, float) else None
+
+
+def lag_call(call: exp.Expr) -> tuple[int, object]:
+    """A checked LAG call's offset and default (``LAG(x[, n[, default]])``)."""
+    offset = call.args.get("offset")
+    return (int(offset.this) if offset is not None else 1), _lag_default(call)
+
+
 def check_over(ctx: Context, node: ast.Over, step: StepInput) -> Step | None:
     schema = step.schema
     names = {c.name.lower(): c for c in schema}
@@ -57,6 +100,28 @@ def check_over(ctx: Context, node: ast.Over, step: StepInput) -> Step | None:
     out = list(schema)
     for item in node.items:
         call = item.expr.tree
+        if isinstance(call, exp.Lag):
+            # a window function, which the expression checks refuse outside OVER: its
+            # type is its argument's, its default a literal of that type
+            assert item.alias is not None
+            arg = call.this
+            if isinstance(arg, exp.Column) and arg.name.lower() not in names:
+                report_unknown_column(ctx, ast.Name(value=arg.name, span=item.span), schema)
+                ok = False
+                continue
+            lagged = _lag_type(call, names)
+            if lagged is None:
+                ctx.reporter.error(
+                    Code.E0753,
+                    f"'{item.expr.text}' in an OVER window is not one flowc computes on Spark yet",
+                    item.span,
+                    help="LAG of a column, its default a number for a number column or a "
+                    "string for a STRING column, runs",
+                )
+                ok = False
+            else:
+                out.append(Column(item.alias.value, lagged))
+            continue
         result = ctx.checks.type(item.expr, scope, ctx.reporter)
         if result is None:
             ok = False

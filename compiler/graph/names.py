@@ -64,7 +64,11 @@ def _over(step: OverStep) -> str:
     decomposition of the calls): ``OverAggregate(partitionBy=[seller], orderBy=[ts ASC],
     window=[ ROWS BETWEEN 10 PRECEDING AND CURRENT ROW])``, a RANGE interval in ms."""
     node = step.node
-    start = node.preceding.text if node.rows else str(interval_millis(node.preceding))
+    start = (
+        node.preceding.text
+        if node.rows or node.preceding.text == "UNBOUNDED"
+        else str(interval_millis(node.preceding))
+    )
     frame = f"{'ROWS' if node.rows else 'RANGE'} BETWEEN {start} PRECEDING AND CURRENT ROW"
     parts = [f"partitionBy=[{', '.join(step.keys)}]"] if step.keys else []
     parts += [f"orderBy=[{node.order.value} ASC]", f"window=[ {frame}]"]

@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from sqlglot import exp
 
 from flowc import ast
+from flowc.analyze.over_steps import lag_call
 from flowc.catalog import OP_COLUMN
 from flowc.program import (
     WATERMARK_COLUMN,
@@ -306,7 +307,8 @@ class StepWriter(ProgramText):
             assert isinstance(call, exp.Func) and item.alias is not None
             arg = call.this
             column = arg.name if isinstance(arg, exp.Column) else None
-            calls.append((call.sql_name().lower(), column, item.alias.value))
+            offset, default = lag_call(call) if isinstance(call, exp.Lag) else (0, None)
+            calls.append((call.sql_name().lower(), column, item.alias.value, offset, default))
         self.w(
             f"{df} = over_aggregate({df}, {list(found.keys)!r}, {found.column!r}, {calls!r}, "
             f"{found.rows}, {found.preceding}, {found.frame!r}, {found.streaming})",

@@ -1028,14 +1028,16 @@ class OverAggregate(StatefulProcessor):
     order (ties in arrival order), each with ``calls`` (function, argument column or None
     for ``*``) over its frame: the row and the ``preceding`` rows emitted before it
     (ROWS), or every row within ``preceding`` ms before its time and every row of its time
-    (RANGE: ties get one result). List ``history`` keeps what later frames need; value
+    (RANGE: ties get one result), or (``preceding`` -1, LAG's RANGE UNBOUNDED) the rows
+    before and of its time, of which only the largest LAG offset's last rows are kept.
+    List ``history`` keeps what later frames need; value
     ``last`` the last time emitted: a row at or behind it is late and dropped, as Flink's
     ``lastTriggeringTs`` drops it. An event-time timer at the earliest waiting time emits
     a key's rows when no new row of it comes."""
 
     def __init__(
-        self, calls: list[tuple[str, str | None, str]], millis: str, group: str, rows: bool,
-        preceding: int, state: StructType,
+        self, calls: list[tuple[str, str | None, str, int, object]], millis: str, group: str,
+        rows: bool, preceding: int, state: StructType,
     ) -> None:
         self.calls = calls
         self.millis = millis
@@ -1043,6 +1045,7 @@ class OverAggregate(StatefulProcessor):
         self.rows = rows
         self.preceding = preceding
         self.state = state
+        self.kept = max((c[3] for c in calls), default=0)
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.handle = handle
@@ -1055,7 +1058,13 @@ class OverAggregate(StatefulProcessor):
         NULLs skipped, as Spark's aggregates skip them; an average summed as doubles."""
         names = self.state.fieldNames()
         out: list[object] = []
-        for function, column, _ in self.calls:
+        for function, column, _, offset, default in self.calls:
+            if function == 'lag':
+                # Flink's LAG (frame RANGE UNBOUNDED): the row ``offset`` before the last
+                # row of the frame, NULLs kept; the default before the first rows
+                at = names.index(column or '')
+                out.append(frame[-1 - offset][at] if len(frame) > offset else default)
+                continue
             if column is None:
                 out.append(len(frame))
                 continue
@@ -1111,6 +1120,13 @@ class OverAggregate(StatefulProcessor):
                     kept = [v for n, v in zip(names, row, strict=True) if n != self.millis]
                     yield output(*kept, *self.compute(frame))
                 history = history[max(0, len(history) - self.preceding):] if self.preceding else []
+            elif self.preceding < 0:
+                history += tied
+                values = self.compute(history)
+                history = history[max(0, len(history) - self.kept):] if self.kept else []
+                for row in tied:
+                    kept = [v for n, v in zip(names, row, strict=True) if n != self.millis]
+                    yield output(*kept, *values)
             else:
                 history = [r for r in history if r[at] >= time - self.preceding] + tied
                 values = self.compute(history)
@@ -1148,23 +1164,50 @@ class OverAggregate(StatefulProcessor):
 
 
 def over_aggregate(
-    df: DataFrame, keys: list[str], column: str, calls: list[tuple[str, str | None, str]],
-    rows: bool, preceding: int, frame: str, streaming: bool,
+    df: DataFrame, keys: list[str], column: str,
+    calls: list[tuple[str, str | None, str, int, object]], rows: bool, preceding: int,
+    frame: str, streaming: bool,
 ) -> DataFrame:
-    """``df`` with each OVER call (function, argument column or None, output name) as a
-    column. Streaming: an OverAggregate processor per PARTITION BY key (one group without),
+    """``df`` with each OVER call (function, argument column or None, output name, LAG's
+    offset and default) as a column. Streaming: an OverAggregate processor per PARTITION BY
+    key (one group without),
     reading the time as epoch milliseconds; the input's watermark is taken off its
     columns, so Spark leaves the late rows to the processor (Flink's rule, not Spark's).
     Batch: Spark's window functions over the same frame."""
     if not streaming:
-        over = ' '.join([
-            'PARTITION BY ' + ', '.join(quoted(k) for k in keys) if keys else '',
-            'ORDER BY ' + quoted(column), frame,
-        ])
-        return df.withColumns({
+        parts = 'PARTITION BY ' + ', '.join(quoted(k) for k in keys) if keys else ''
+        over = ' '.join([parts, 'ORDER BY ' + quoted(column), frame])
+        lags = [c for c in calls if c[0] == 'lag']
+        computed = df
+        if lags:
+            # Flink's LAG: every row of a time reads the row ``offset`` before the last row
+            # of that time, rows numbered in time order (ties in Spark's order)
+            number = '__flowc_row_number'
+            while number in df.columns:
+                number += '_'
+            computed = computed.withColumn(
+                number, F.expr(f"row_number() OVER ({parts} ORDER BY {quoted(column)})")
+            )
+            at_time = ', '.join([*(quoted(k) for k in keys), quoted(column)])
+            types = {f.name: f.dataType for f in df.schema.fields}
+            for _, arg, name, offset, default in lags:
+                assert arg is not None
+                computed = computed.withColumn(name, F.expr(
+                    f"named_struct('v', lag({quoted(arg)}, {offset}) OVER ({parts} ORDER BY "
+                    f"{quoted(number)}), 'n', {quoted(number)})"
+                ))
+                computed = computed.withColumn(name, F.expr(
+                    f"max_by({quoted(name)}, {quoted(number)}) OVER (PARTITION BY {at_time})"
+                ))
+                computed = computed.withColumn(name, F.when(
+                    F.col(quoted(name)).getField('n') > offset,
+                    F.col(quoted(name)).getField('v'),
+                ).otherwise(F.lit(default).cast(types[arg])))
+            computed = computed.drop(number)
+        return computed.withColumns({
             name: F.expr(f"{function}({quoted(arg) if arg else '*'}) OVER ({over})")
-            for function, arg, name in calls
-        })
+            for function, arg, name, _, _ in calls if function != 'lag'
+        }).select(*[quoted(c) for c in df.columns], *[quoted(c[2]) for c in calls])
     taken = set(df.columns)
     millis, group = '__flowc_event_ms', '__flowc_key_group'
     while millis in taken or group in taken:
@@ -1181,9 +1224,11 @@ def over_aggregate(
     )
     integral = ('tinyint', 'smallint', 'int', 'bigint')
     results = []
-    for function, arg, name in calls:
+    for function, arg, name, _, _ in calls:
         kind: DataType
-        if function == 'count':
+        if function == 'lag':
+            kind = fields[arg].dataType if arg else LongType()
+        elif function == 'count':
             kind = LongType()
         elif function == 'avg':
             kind = DoubleType()
@@ -1194,9 +1239,15 @@ def over_aggregate(
             kind = fields[arg].dataType if arg else LongType()
         results.append(StructField(name, kind, True))
     grouping = [F.col(quoted(k)) for k in keys] or [F.col(group)]
+    # a LAG default as a value of the argument's type (an integer default of a DOUBLE)
+    typed = [
+        (f, a, n, o, float(d) if k.dataType.simpleString() in ('double', 'float')
+         and isinstance(d, int) else d)
+        for (f, a, n, o, d), k in zip(calls, results, strict=True)
+    ]
     return timed.groupBy(*grouping).transformWithState(
         OverAggregate(
-            calls, millis, group, rows, preceding,
+            typed, millis, group, rows, preceding,
             StructType([s for s in state.fields if s.name != group]),
         ),
         StructType(

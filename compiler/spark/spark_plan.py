@@ -293,7 +293,9 @@ class OverAggregator:
                 "Spark's window functions over the same frame"
             )
         kept = (
-            f"the last {self.preceding} rows emitted"
+            "the last rows emitted its LAG calls read"
+            if self.preceding < 0
+            else f"the last {self.preceding} rows emitted"
             if self.rows
             else f"the rows emitted within {self.preceding} ms"
         )
@@ -909,7 +911,9 @@ def _over_aggregators(
             if node is None or node in found or node not in graph.nodes:
                 continue
             over = step.node
-            if over.rows:
+            if over.preceding.text == "UNBOUNDED":
+                preceding = -1  # LAG's frame: the processor keeps its largest offset's rows
+            elif over.rows:
                 preceding = int(over.preceding.text)
             else:
                 millis = interval_millis(over.preceding)

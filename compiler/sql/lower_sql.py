@@ -1085,12 +1085,13 @@ class _Lowering:
                 )
         assert first is not None
         frame = _over_frame(first[1])
+        unbounded = frame is not None and isinstance(frame[1], exp.Var)
         if (
             tree.args.get("group") is None
             and not tree.args.get("distinct")
-            and all(_over_call(w) for w in windows)
+            and all(_over_call(w) and isinstance(w.this, exp.Lag) == unbounded for w in windows)
             and frame is not None
-            and (frame[0] or interval_millis(self.expr(frame[1])) is not None)
+            and (frame[0] or unbounded or interval_millis(self.expr(frame[1])) is not None)
         ):
             return first[1]
         raise _Unsupported(
@@ -1145,7 +1146,9 @@ class _Lowering:
                 ),
                 order=self.name(order.name, self.span_of(order)),
                 rows=rows,
-                preceding=self.expr(preceding),
+                preceding=self.expr(window, preceding)
+                if isinstance(preceding, exp.Var)
+                else self.expr(preceding),
                 items=tuple(calls),
                 keyword_span=span,
                 hints=(),
@@ -1567,8 +1570,24 @@ OVER_AGGREGATES = (exp.Count, exp.Sum, exp.Min, exp.Max, exp.Avg)
 
 def _over_call(window: exp.Window) -> bool:
     """Whether an OVER call is one the OVER step computes: COUNT(*), or COUNT, SUM, MIN,
-    MAX, AVG of a column, not DISTINCT, not FILTERed."""
+    MAX, AVG of a column, not DISTINCT, not FILTERed; LAG of a column, its offset a
+    positive whole number and its default a literal."""
     call = window.this
+    if isinstance(call, exp.Lag):
+        offset, default = call.args.get("offset"), call.args.get("default")
+        literal = default.this if isinstance(default, exp.Neg) else default
+        return (
+            isinstance(call.this, exp.Column)
+            and (
+                offset is None
+                or (
+                    isinstance(offset, exp.Literal)
+                    and offset.this.isdigit()
+                    and int(offset.this) > 0
+                )
+            )
+            and (default is None or isinstance(literal, (exp.Literal, exp.Null)))
+        )
     if not isinstance(call, OVER_AGGREGATES):
         return False
     arg = call.this
@@ -1579,13 +1598,24 @@ def _over_call(window: exp.Window) -> bool:
 
 def _over_frame(window: exp.Window) -> tuple[bool, exp.Expr] | None:
     """``(rows, preceding)`` of ``ROWS BETWEEN n PRECEDING AND CURRENT ROW`` or ``RANGE
-    BETWEEN INTERVAL ... PRECEDING AND CURRENT ROW`` (a named window, other frames: None)."""
+    BETWEEN INTERVAL ... PRECEDING AND CURRENT ROW``; ``(False, UNBOUNDED)`` (a Var) of no
+    frame or ``RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW``, LAG's frame in Flink (a
+    named window, other frames: None)."""
     if window.alias:
         return None
     spec = window.args.get("spec")
+    if spec is None:
+        return (False, exp.var("UNBOUNDED"))
     if not isinstance(spec, exp.WindowSpec):
         return None
     start, end = spec.args.get("start"), spec.args.get("end")
+    if (
+        str(spec.args.get("kind") or "").upper() == "RANGE"
+        and str(start or "").upper() == "UNBOUNDED"
+        and str(end or "CURRENT ROW").upper() == "CURRENT ROW"
+        and not spec.args.get("end_side")
+    ):
+        return (False, exp.var("UNBOUNDED"))
     if str(spec.args.get("start_side") or "").upper() != "PRECEDING":
         return None
     if str(end or "CURRENT ROW").upper() != "CURRENT ROW" or spec.args.get("end_side"):
@@ -1602,11 +1632,17 @@ def _window_shape(window: exp.Window) -> str:
     """An OVER window's PARTITION BY, ORDER BY and frame as SQL text: two calls share a
     window when these are equal (LAG's frame is Flink's RANGE UNBOUNDED PRECEDING, the
     default; ROW_NUMBER's ROWS UNBOUNDED PRECEDING: Flink 2.3's plans)."""
+    spec = window.args.get("spec")
+    if isinstance(spec, exp.WindowSpec) and _over_frame(exp.Window(spec=spec)) == (
+        False,
+        exp.var("UNBOUNDED"),
+    ):
+        spec = None  # written out, the frame it has without one
     bare = exp.Window(
         this=exp.Null(),
         partition_by=[p.copy() for p in window.args.get("partition_by") or []],
         order=(window.args["order"].copy() if window.args.get("order") else None),
-        spec=(window.args["spec"].copy() if window.args.get("spec") else None),
+        spec=spec.copy() if spec else None,
     )
     text = bare.sql()
     return text[text.index("(", len("NULL OVER")) + 1 : -1].strip()

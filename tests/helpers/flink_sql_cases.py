@@ -526,6 +526,33 @@ CASES: dict[str, tuple[str, str, bool]] = {
         """,
         False,
     ),
+    # LAG over no frame (Flink's RANGE UNBOUNDED PRECEDING, also written out): one
+    # OverAggregate for the calls, a Calc after it.
+    "over_lag": (
+        flink_sql(
+            "SET parallelism = 2;",
+            BIDS,
+            """
+            CREATE TABLE o (item STRING, bidtime TIMESTAMP(3), p BIGINT, q BIGINT)
+              WITH ('connector' = 'console', 'parallelism' = '1');
+            INSERT INTO o
+            SELECT item, bidtime, LAG(price) OVER (PARTITION BY item ORDER BY bidtime),
+              LAG(price, 2, -1) OVER (PARTITION BY item ORDER BY bidtime
+                RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
+            FROM bids;
+            """,
+        ),
+        """
+        env.set_parallelism(2)
+        name = (
+            "OverAggregate(partitionBy=[item], orderBy=[bidtime ASC], "
+            "window=[ RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW])"
+        )
+        r = source("bids").uid("src").key_by(same).process(Process(), output_type=LONG)
+        r.name(name).map(same, output_type=LONG).name("Map").print().name("o").set_parallelism(1)
+        """,
+        False,
+    ),
     # ROW_NUMBER() ... ORDER BY proctime = 1: Flink's Deduplicate.
     "row_number_deduplication": (
         flink_sql(
