@@ -17,7 +17,6 @@ from typing import Generic, Protocol, TypeVar
 
 from flowc import ast
 from flowc.analyze import analyze
-from flowc.analyze.changelog_refusals import check_changelog_refusals, within
 from flowc.analyze.test_form import test_program
 from flowc.analyze.udfs import check_function_sources
 from flowc.diagnostics import Diagnostic, Reporter, Severity
@@ -29,6 +28,7 @@ from flowc.graph.stream_graph import StreamGraph, build_stream_graph
 from flowc.graph.transformations import TransformationTree, build_transformations
 from flowc.job import CompiledJob, Stage, stages
 from flowc.program import Program
+from flowc.spark.changelog_refusals import check_changelog_refusals, within
 from flowc.spark.spark_checks import check_spark
 from flowc.spark.spark_plan import SparkPlan, build_spark_plan
 from flowc.spark.streaming import (

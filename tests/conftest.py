@@ -18,6 +18,8 @@ from typing import Any
 import pytest
 from hypothesis import settings
 
+from tests.helpers.postgres_server import postgres  # noqa: F401 (a session fixture)
+
 settings.register_profile("ci", derandomize=True, print_blob=True)
 if os.environ.get("CI", "").lower() not in ("", "0", "false"):
     settings.load_profile("ci")

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 import flowc
+from tests.helpers.changelog_flink import PROBE, flink_modes, flowc_modes
 from tests.helpers.flink import ask_flink, checked_flink_python, requires_flink
-from tests.test_changelog_against_flink import PROBE, flink_modes, flowc_modes
 
 pytestmark = requires_flink
 

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 import flowc
+from tests.helpers.changelog_flink import PROBE, as_flink_sql, flink_modes, flowc_modes
 from tests.helpers.flink import (
     ask_flink,
     checked_flink_python,
@@ -23,7 +24,6 @@ from tests.helpers.flink import (
     requires_flink,
 )
 from tests.helpers.flink_sql_cases import WINDOWS, flink_sql
-from tests.test_changelog_against_flink import PROBE, as_flink_sql, flink_modes, flowc_modes
 
 pytestmark = requires_flink
 

@@ -27,7 +27,7 @@ from flowc.state import StateManifest, Verdict, compare, describe_state
 from flowc.state.manifest import ParameterRule
 from tests.helpers.files import read_json_dir
 from tests.helpers.minute_events import Row, write_batch
-from tests.test_over_windows import BATCHES, avg, emitted, normal, over_rows
+from tests.helpers.over_frames import BATCHES, avg, emitted, normal, over_rows
 
 OVER = """\
 SET max_parallelism = 16;
@@ -472,3 +472,24 @@ def test_a_watermark_reader_is_one_of_sparks_stateful_operators(spark: Any, tmp_
         guard_state(flowc.compile(plain, str(flow), for_spark=True), root, base)
     (error,) = [d for d in caught.value.diagnostics if d.severity is Severity.ERROR]
     assert error.code == "E0820" and "transformWithStateInPySparkExec" in error.message
+
+
+LAG = OVER.replace(
+    "AVG(price) OVER (PARTITION BY seller ORDER BY ts ROWS BETWEEN 5 PRECEDING AND CURRENT ROW)",
+    "LAG(price, 2) OVER (PARTITION BY seller ORDER BY ts)",
+)
+
+
+def test_lag_offset_is_the_rows_kept() -> None:
+    """LAG keeps only as many past rows as its largest offset: a smaller offset runs on, a
+    larger one would read rows the state no longer has (refused)."""
+    assert "LAG(price, 2)" in LAG
+    (query,) = _manifest(LAG).queries
+    (operator,) = query.operators
+    assert operator.processor is not None
+    shown = {p.name: (p.value, p.amount) for p in operator.processor.parameters}
+    assert shown["lag rows kept"] == ("2 rows", 2)
+    got, messages = _verdict(LAG, LAG.replace("LAG(price, 2)", "LAG(price, 1)"))
+    assert got is Verdict.COMPATIBLE, messages
+    got, messages = _verdict(LAG, LAG.replace("LAG(price, 2)", "LAG(price, 3)"))
+    assert got is Verdict.INCOMPATIBLE and any("no longer has" in m for m in messages), messages

@@ -30,7 +30,6 @@ from flowc.spark import generated_runtime
 from flowc.spark.codegen import generate_pyspark
 from tests.helpers.flink import ask_flink, requires_flink
 from tests.helpers.minute_events import Row, at, minutes, write_batch
-from tests.test_upsert_sinks import postgres  # noqa: F401 (the PostgreSQL fixture)
 
 Change = tuple[str, tuple[Any, ...]]
 
@@ -515,7 +514,7 @@ def test_flink_ends_the_cdc_shape_with_the_pythons_table() -> None:
 def test_an_aggregate_of_an_aggregate_into_postgres(
     spark: Any,
     tmp_path: Path,
-    postgres: dict[str, Any],  # noqa: F811 (test_upsert_sinks' fixture)
+    postgres: dict[str, Any],
 ) -> None:
     """The same into PostgreSQL: after each micro-batch (each a restart) the table equals
     Flink's semantics', a count emptied deleted in the micro-batch's transaction."""

@@ -12,6 +12,7 @@ from sqlglot import exp
 
 from flowc import ast
 from flowc._version import __version__
+from flowc.analyze.over_steps import lag_call
 from flowc.fast_dataclass import dataclass
 from flowc.flink.keygroups import compute_default_max_parallelism
 from flowc.graph.stream_graph import StreamNode
@@ -761,6 +762,29 @@ def over_processor(
         if item.alias is not None
     )
     unit = "rows" if over.rows else "ms"
+    kept = ProcessorParameter(
+        "preceding",
+        f"{over.preceding} {unit}",
+        ParameterRule.AT_MOST.value,
+        "it kept only the rows of the old, narrower frame: the first rows emitted "
+        "would be computed over too few rows",
+        over.preceding,
+    )
+    if over.preceding < 0:
+        # LAG's frame (RANGE UNBOUNDED): the processor keeps as many past rows as the
+        # largest offset, so a larger offset would read rows it no longer has.
+        offset = max(
+            (lag_call(call)[0] for item in node.items for call in item.expr.tree.find_all(exp.Lag)),
+            default=0,
+        )
+        kept = ProcessorParameter(
+            "lag rows kept",
+            f"{offset} rows",
+            ParameterRule.AT_MOST.value,
+            "it kept only the last rows the old LAG offsets read: a larger offset would read "
+            "rows it no longer has",
+            offset,
+        )
     return ProcessorState(
         name="OverAggregate",
         keyed_by=f"PARTITION BY {', '.join(over.keys)}" if over.keys else "one group",
@@ -778,14 +802,7 @@ def over_processor(
                 ParameterRule.SAME.value,
                 "it kept the rows the old frame's unit needs (a count of rows, or a time span)",
             ),
-            ProcessorParameter(
-                "preceding",
-                f"{over.preceding} {unit}",
-                ParameterRule.AT_MOST.value,
-                "it kept only the rows of the old, narrower frame: the first rows emitted "
-                "would be computed over too few rows",
-                over.preceding,
-            ),
+            kept,
             ProcessorParameter(
                 "calls",
                 calls,
