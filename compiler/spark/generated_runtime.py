@@ -959,26 +959,54 @@ class DeduplicateWithin(StatefulProcessor):
         self.kept.put(list(kept.items()))
         self.handle.registerTimer(min(kept.values()) + self.within)
 
+    #: Key values whose identity is the value itself and whose text one equal value shares.
+    PLAIN = (int, str, bool, type(None))
+
     def handleInputRows(
         self, key: tuple[object, ...], rows: Iterator[Row], timerValues: TimerValues
     ) -> Iterator[Row]:
         mark = timerValues.getCurrentWatermarkInMs() if self.state is not None else 0
         kept = self.load(mark)
-        output = None
-        timed = [row for row in rows if row[self.millis] is not None]
-        for row in sorted(timed, key=lambda r: r[self.millis]):
-            if output is None:
-                names = [n for n in row.__fields__ if n not in (self.millis, self.group)]
-                output = Row(*names)
-            identity = repr(self.identity(tuple(row[k] for k in self.keys)))
-            at = row[self.millis]
-            before = kept.get(identity)
-            if before is not None and abs(at - before) < self.within:
-                continue
-            kept[identity] = at
-            yield output(*(row[n] for n in names))
+        first = next(rows, None)
+        if first is not None:
+            yield from self.kept_rows(kept, first, rows)
         if self.state is not None:
             self.store(kept)
+
+    def kept_rows(self, kept: dict[str, int], first: Row, rows: Iterator[Row]) -> Iterator[Row]:
+        """The rows kept of ``first`` and ``rows``, ``kept`` updated. Rows are read by
+        position and a key's text is made once per micro-batch when its values are plain
+        (Spark hands each Python worker's rows as Row objects, so what is spent per row
+        here adds to what Spark spends)."""
+        from operator import itemgetter
+
+        names = list(first.__fields__)
+        at_position = names.index(self.millis)
+        outputs = [i for i, n in enumerate(names) if n not in (self.millis, self.group)]
+        output = Row(*[names[i] for i in outputs])
+        values_of = itemgetter(*outputs)
+        key_of = itemgetter(*[names.index(k) for k in self.keys])
+        single = len(self.keys) == 1
+        plain = self.PLAIN
+        texts: dict[tuple[object, ...], str] = {}
+        timed = [row for row in (first, *rows) if row[at_position] is not None]
+        timed.sort(key=itemgetter(at_position))
+        within = self.within
+        for row in timed:
+            raw = key_of(row)
+            values = (raw,) if single else raw
+            text = texts.get(values) if all(type(v) in plain for v in values) else None
+            if text is None:
+                text = repr(self.identity(values))
+                if all(type(v) in plain for v in values):
+                    texts[values] = text
+            at = row[at_position]
+            before = kept.get(text)
+            if before is not None and abs(at - before) < within:
+                continue
+            kept[text] = at
+            kept_values = values_of(row)
+            yield output(*kept_values) if len(outputs) > 1 else output(kept_values)
 
     def handleExpiredTimer(
         self, key: tuple[object, ...], timerValues: TimerValues, expiredTimerInfo: object
