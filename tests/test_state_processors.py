@@ -493,3 +493,33 @@ def test_lag_offset_is_the_rows_kept() -> None:
     assert got is Verdict.COMPATIBLE, messages
     got, messages = _verdict(LAG, LAG.replace("LAG(price, 2)", "LAG(price, 3)"))
     assert got is Verdict.INCOMPATIBLE and any("no longer has" in m for m in messages), messages
+
+
+UPDATING = """\
+SET max_parallelism = 16;
+CREATE SOURCE c (customer_id BIGINT, country STRING, updated_at TIMESTAMP)
+  WITH (connector = 'files', path = 'in', format = 'json');
+CREATE SINK o WITH (connector = 'files', path = 'out', format = 'json', mode = 'update',
+  key = 'country');
+INSERT INTO o FROM c |> TOP 1 BY updated_at DESC PER customer_id
+  |> KEY BY country |> AGGREGATE count(*) AS customers;
+"""
+
+
+def test_updating_pipeline_processors_are_described_and_key_groups_guarded() -> None:
+    """Both ChangelogOperators of an updating pipeline (the TOP producing the changelog,
+    the AGGREGATE consuming it) keep their state per key group: another max parallelism
+    looks keys up in other groups, refused, where Spark's own operators only warn."""
+    (query,) = _manifest(UPDATING).queries
+    roles = {
+        p.value
+        for o in query.operators
+        if o.processor is not None and o.processor.name == "ChangelogOperator"
+        for p in o.processor.parameters
+        if p.name == "role"
+    }
+    assert roles == {"TOP that produces a changelog", "AGGREGATE that consumes a changelog"}
+    got, messages = _verdict(UPDATING, UPDATING.replace("= 16", "= 32"))
+    assert got is Verdict.INCOMPATIBLE and any("key group" in m for m in messages), messages
+    got, _ = _verdict(UPDATING, UPDATING.replace("count(*) AS customers", "count(*) AS n"))
+    assert got is not Verdict.INCOMPATIBLE

@@ -49,7 +49,12 @@ from flowc.program import (
     view_of,
 )
 from flowc.spans import Span
-from flowc.spark.spark_plan import OverAggregator, WatermarkReader, WithinDeduplicator
+from flowc.spark.spark_plan import (
+    ChangelogProcessor,
+    OverAggregator,
+    WatermarkReader,
+    WithinDeduplicator,
+)
 from flowc.sql.spark_sql import UnsupportedOnSpark, select_columns, watermark_delay
 from flowc.state.functions import function_identity
 from flowc.state.lineage import (
@@ -641,6 +646,9 @@ class _Describer:
         within = self.plan.within_deduplicators.get(node_id)
         if within is not None:
             return within_processor(within)
+        changelog = self.plan.changelog_processors.get(node_id)
+        if changelog is not None:
+            return changelog_processor(changelog)
         return None
 
     def _keys_location(self, node: StreamNode) -> Location | None:
@@ -858,6 +866,39 @@ def within_processor(within: WithinDeduplicator) -> ProcessorState:
                 "modulo max_parallelism): under another count a key is looked up in another "
                 "group, its kept time is lost and a repeat within the interval is kept",
                 within.key_groups,
+            ),
+        ),
+        row=(),
+    )
+
+
+def changelog_processor(processor: ChangelogProcessor) -> ProcessorState:
+    """ChangelogOperator's state per key group (a hash of the keys modulo the key groups):
+    one pickled map from each key to what it keeps (a TOP's rows, an AGGREGATE's input
+    count and accumulators, one per call in the order of its calls, which the operator's
+    ``aggregates`` compare) and the results it emitted last. Another count of key groups
+    looks a key up in another group's map; a producer and a consumer keep different things."""
+    keys = ", ".join(processor.keys) or "no key"
+    role = "consumes a changelog" if processor.consumer else "produces a changelog"
+    return ProcessorState(
+        name="ChangelogOperator",
+        keyed_by=f"key group: hash({keys}) mod {processor.key_groups}",
+        parameters=(
+            ProcessorParameter(
+                "key_groups",
+                str(processor.key_groups),
+                ParameterRule.SAME.value,
+                "each key's rows or accumulators are in its key group's map (a hash of the "
+                "keys modulo max_parallelism): under another count a key is looked up in "
+                "another group, its state lost and its results emitted as new",
+                processor.key_groups,
+            ),
+            ProcessorParameter(
+                "role",
+                f"{processor.kind} that {role}",
+                ParameterRule.SAME.value,
+                "a producer keeps its input rows and last results, a consumer its input count "
+                "and retractable accumulators: neither reads the other's",
             ),
         ),
         row=(),
