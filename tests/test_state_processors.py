@@ -363,7 +363,7 @@ def test_over_rows_frame_holds_every_row_until_it_has_preceding(
     wanted = [sum(range(max(1, i - 5), i + 1)) for i in range(1, 9)]
     for split in (8, 3):
         processor = generated_runtime.OverAggregate(
-            [("sum", "price", "s")], "ms", "g", True, 5, _Schema()
+            [("sum", "price", "s", 0, None)], "ms", "g", True, 5, _Schema()
         )
         processor.init(_Handle())
         rows = [(i, i) for i in range(1, 9)]
