@@ -787,6 +787,19 @@ class ChangeFlow:
     refused_inserts: tuple[tuple[InsertDef, str], ...]
 
 
+def _retracting_consumer(insert: InsertDef) -> Step | None:
+    """The INSERT's last step when it is an AGGREGATE without WINDOW, with keys: streaming,
+    it can take a CDC source's changes, retracting each -U/-D row's contribution
+    (flowc.spark.changelog_chains; docs/language.md, "Updating pipelines on Spark")."""
+    steps = insert.stream.steps
+    if not steps:
+        return None
+    last = steps[-1]
+    if isinstance(last, AggregateStep) and last.window is None and last.keys:
+        return last
+    return None
+
+
 def change_flow(program: Program) -> ChangeFlow:
     """Follow each CDC source's changes through views and row-wise steps (linear: each
     view's end is computed once)."""
@@ -806,13 +819,15 @@ def change_flow(program: Program) -> ChangeFlow:
             ends[view] = stream_changes(program.view(view).stream)
         return ends[view]
 
-    def stream_changes(stream: Stream) -> str | None:
+    def stream_changes(stream: Stream, consumer: Step | None = None) -> str | None:
         source = origin_changes(stream.origin)
         for step in stream.steps:
             others = [c for c in (stream_changes(i) for i in step.inputs) if c is not None]
             carried = source or (others[0] if others else None)
             if carried is None:
                 continue
+            if step is consumer and not others:
+                return None  # the retracting AGGREGATE takes them (its own rules check it)
             if others or not isinstance(step, CHANGE_KEEPING_STEPS) or _regroups(step):
                 refused_steps.append((step, carried))
                 return None
@@ -823,8 +838,11 @@ def change_flow(program: Program) -> ChangeFlow:
     if changing:
         for view in program.views:
             origin_changes(FromView(name=view.name, span=view.span))
+        streaming = program.settings.execution_mode != "batch"
         for insert in program.inserts:
-            carried = stream_changes(insert.stream)
+            carried = stream_changes(
+                insert.stream, _retracting_consumer(insert) if streaming else None
+            )
             sink = program.sink(insert.sink)
             if carried is not None and (
                 sink.connector not in CHANGE_SHOWING_SINKS or sink.mode != "append"

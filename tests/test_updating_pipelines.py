@@ -28,6 +28,7 @@ import flowc
 from flowc.runtime.run import run_job
 from flowc.spark import generated_runtime
 from flowc.spark.codegen import generate_pyspark
+from tests.helpers.files import upsert_table
 from tests.helpers.flink import ask_flink, requires_flink
 from tests.helpers.minute_events import Row, at, minutes, write_batch
 
@@ -265,15 +266,6 @@ def test_the_processors_emit_flinks_changelog(monkeypatch: pytest.MonkeyPatch) -
 
 
 # ---------------------------------------------------------------- on Spark
-
-
-def upsert_table(path: Path) -> list[dict[str, Any]]:
-    """The rows of the version an upsert files sink's _current names."""
-    pointer = json.loads((path / "_current").read_text(encoding="utf-8"))
-    rows = []
-    for part in sorted((path / pointer["version"]).glob("*.json")):
-        rows += [json.loads(line) for line in part.read_text().splitlines() if line]
-    return rows
 
 
 def run_batches(

@@ -67,8 +67,9 @@ def check_changes_consumed(ctx: Context, program: Program) -> None:
             "inserts, updates and deletes)",
             step.span,
             help="only row-wise steps (WHERE, SELECT and EXTEND without CURRENT_WATERMARK, "
-            "SET, DROP, RENAME, EXPLODE) and KEY BY take changes so far; read the source "
-            "into a memory or console sink",
+            "SET, DROP, RENAME, EXPLODE), KEY BY and, in a streaming job, a KEY BY ... "
+            "AGGREGATE ending an INSERT into an upsert sink take changes so far; read the "
+            "source into a memory or console sink",
         )
     for insert, source in flow.refused_inserts:
         sink = program.sink(insert.sink)

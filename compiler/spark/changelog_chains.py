@@ -16,11 +16,13 @@ from sqlglot import exp
 
 from flowc.fast_dataclass import dataclass
 from flowc.program import (
+    CHANGE_KEEPING_STEPS,
     AggregateStep,
     FromSource,
     InsertDef,
     KeyByStep,
     Program,
+    Schema,
     TopStep,
 )
 
@@ -33,10 +35,20 @@ CHANGELOG_CALLS = ("count", "sum", "avg", "min", "max")
 class UpdatingChain:
     """An INSERT whose updating ``producer`` (a TOP or AGGREGATE without WINDOW, over
     insert-only rows) feeds ``consumer``, an AGGREGATE without WINDOW with group keys,
-    through KEY BY steps only; the consumer's rows go straight to the sink."""
+    through KEY BY steps only; the consumer's rows go straight to the sink. Without a
+    producer, the updates are a CDC source's (``source``, debezium-json), reaching the
+    consumer through row-wise steps and KEY BY. ``input`` is the consumer's input row."""
 
-    producer: TopStep | AggregateStep
+    producer: TopStep | AggregateStep | None
     consumer: AggregateStep
+    input: Schema
+    source: str | None = None
+
+    def origin_text(self, keyword: str) -> str:
+        """What produces the updates, as a diagnostic names it."""
+        if self.producer is None:
+            return f"CDC source '{self.source}'"
+        return f"{keyword} on line {self.producer.span.line}"
 
 
 def updating_chain(program: Program, insert: InsertDef) -> UpdatingChain | None:
@@ -50,6 +62,9 @@ def updating_chain(program: Program, insert: InsertDef) -> UpdatingChain | None:
     if any(step.inputs for step in steps):
         return None
     stateful = [i for i, step in enumerate(steps) if step.stateful]
+    source = program.source(stream.origin.name)
+    if source.changelog:
+        return _cdc_chain(program, insert, source.schema)
     if len(stateful) != 2:
         return None
     first, second = stateful
@@ -62,7 +77,26 @@ def updating_chain(program: Program, insert: InsertDef) -> UpdatingChain | None:
         return None
     if not all(isinstance(step, KeyByStep) for step in steps[first + 1 : second]):
         return None
-    return UpdatingChain(producer, consumer)
+    return UpdatingChain(producer, consumer, steps[second - 1].schema)
+
+
+def _cdc_chain(program: Program, insert: InsertDef, schema: Schema) -> UpdatingChain | None:
+    """A CDC source's changes into an AGGREGATE (streaming): the source's row-wise steps
+    and KEY BY, then the AGGREGATE without WINDOW, with keys, as the INSERT's last step."""
+    if program.settings.execution_mode == "batch":
+        return None
+    steps = insert.stream.steps
+    if not steps:
+        return None
+    *before, consumer = steps
+    if not isinstance(consumer, AggregateStep) or consumer.window is not None:
+        return None
+    if not consumer.keys or not all(isinstance(s, CHANGE_KEEPING_STEPS) for s in before):
+        return None
+    assert isinstance(insert.stream.origin, FromSource)
+    return UpdatingChain(
+        None, consumer, before[-1].schema if before else schema, insert.stream.origin.name
+    )
 
 
 def changelog_call(expr: exp.Expr) -> tuple[str, str | None] | None:

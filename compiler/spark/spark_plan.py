@@ -324,8 +324,10 @@ class ChangelogProcessor:
     keys: tuple[str, ...]
     consumer: bool
     key_groups: int
-    #: The other step of the chain: the consumer's line for a producer, and the reverse.
-    other_line: int
+    #: The other end of the chain: the consumer for a producer ("the AGGREGATE on line
+    #: 9"), what produces the updates for a consumer ("the step on line 7", or a CDC
+    #: source's changes).
+    other: str
 
     @property
     def line(self) -> int:
@@ -338,14 +340,14 @@ class ChangelogProcessor:
             kept = "its rows" if self.kind == "TOP" else "its accumulators"
             return (
                 f"line {self.line}: {self.kind} runs as a transformWithState processor "
-                f"({groups}), not Spark's own, because the AGGREGATE on line "
-                f"{self.other_line} consumes its updates: per micro-batch it folds each key's "
+                f"({groups}), not Spark's own, because {self.other} consumes its "
+                "updates: per micro-batch it folds each key's "
                 f"rows and emits Flink's changelog of its changed results (+I, -U/+U, -D); "
                 f"the state keeps, per key, {kept} and its last results"
             )
         return (
             f"line {self.line}: AGGREGATE runs as a transformWithState processor ({groups}) "
-            f"consuming the changelog of the step on line {self.other_line}: per "
+            f"consuming the changelog of {self.other}: per "
             "micro-batch it adds +I/+U rows and retracts -U/-D rows (Flink's mini-batch "
             "GroupAggregate), min and max keeping a count per value, and emits +I, -U/+U "
             "(nothing for an unchanged result) or -D (its input count back to 0) per key; "
@@ -878,10 +880,16 @@ def _changelog_processors(
         chain = updating_chain(program, insert)
         if chain is None:
             continue
-        for step, consumer, other in (
-            (chain.producer, False, chain.consumer),
-            (chain.consumer, True, chain.producer),
-        ):
+        producer = chain.producer
+        origin = (
+            f"the changes of source '{chain.source}' (debezium-json)"
+            if producer is None
+            else f"the step on line {producer.span.line}"
+        )
+        steps: list[tuple[Step, bool, str]] = [(chain.consumer, True, origin)]
+        if producer is not None:
+            steps.append((producer, False, f"the AGGREGATE on line {chain.consumer.span.line}"))
+        for step, consumer, other in steps:
             node = tree.step_nodes[id(step)]
             if node not in graph.nodes:
                 continue
@@ -893,7 +901,7 @@ def _changelog_processors(
                 consumer=consumer,
                 key_groups=graph.nodes[node].max_parallelism
                 or compute_default_max_parallelism(graph.nodes[node].parallelism),
-                other_line=other.span.line,
+                other=other,
             )
     return found
 

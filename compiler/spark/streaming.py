@@ -651,6 +651,7 @@ def check_updating_chains(query: Query, lineage: Lineage, reporter: _OncePerPlac
     if chain is None:
         return
     consumer, producer = chain.consumer, chain.producer
+    origin = chain.origin_text("" if producer is None else keyword(producer.node))
     settings = program.settings
     backend = settings.state_backend
     provider = dict(settings.spark_conf).get(PROVIDER_CLASS_CONF)
@@ -658,14 +659,20 @@ def check_updating_chains(query: Query, lineage: Lineage, reporter: _OncePerPlac
         chosen = f"SET {PROVIDER_CLASS_CONF}" if provider else "state.backend.type"
         reporter.error(
             Code.E0744,
-            f"{query.where}: the {keyword(producer.node)} on line {producer.span.line} and the "
-            "AGGREGATE consuming its updates run as stateful processors, which need the "
-            f"RocksDB state store, and the job sets {chosen} = '{provider or backend}'",
+            f"{query.where}: "
+            + (
+                f"the AGGREGATE consuming the {origin} runs as a stateful processor, which "
+                "needs the "
+                if producer is None
+                else f"the {origin} and the AGGREGATE consuming its updates run as stateful "
+                "processors, which need the "
+            )
+            + f"RocksDB state store, and the job sets {chosen} = '{provider or backend}'",
             _keyword(consumer),
             help="SET state.backend.type = 'rocksdb' (or leave it out): Spark runs "
             "transformWithState processors only on RocksDB",
         )
-    types = {c.name: c.type for c in producer.schema}
+    types = {c.name: c.type for c in chain.input}
     for item in consumer.node.items:
         call = changelog_call(item.expr.tree)
         decimal = (
@@ -677,8 +684,8 @@ def check_updating_chains(query: Query, lineage: Lineage, reporter: _OncePerPlac
         if call is None or decimal:
             reporter.error(
                 Code.E0741,
-                f"{query.where}: the AGGREGATE reads the updates of the "
-                f"{keyword(producer.node)} on line {producer.span.line}, and retracts a "
+                f"{query.where}: the AGGREGATE reads the updates of the {origin}, and "
+                "retracts a "
                 f"row's contribution only for count, sum, avg, min and max of a column: not "
                 f"'{item.expr.text}'",
                 item.expr.span,
@@ -690,8 +697,8 @@ def check_updating_chains(query: Query, lineage: Lineage, reporter: _OncePerPlac
     if not is_upsert(sink.connector, sink.mode):
         reporter.error(
             Code.E0743,
-            f"{query.where}: the AGGREGATE's results change as the {keyword(producer.node)} on "
-            f"line {producer.span.line} updates its rows, and sink '{sink.name}' cannot apply "
+            f"{query.where}: the AGGREGATE's results change with the {origin}, and sink "
+            f"'{sink.name}' cannot apply "
             "updates and deletes",
             query.insert.span,
             help="write to an upsert sink keyed by the AGGREGATE's keys (connector = 'files' "

@@ -79,3 +79,12 @@ def write_later_batch(folder: Path, rows: list[Row], name: str = "part-099.json"
     path = folder / name
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     os.utime(path, (1_700_001_000, 1_700_001_000))
+
+
+def upsert_table(path: Path) -> list[dict[str, Any]]:
+    """The rows of the version an upsert files sink's _current names."""
+    pointer = json.loads((path / "_current").read_text(encoding="utf-8"))
+    rows = []
+    for part in sorted((path / pointer["version"]).glob("*.json")):
+        rows += [json.loads(line) for line in part.read_text().splitlines() if line]
+    return rows
