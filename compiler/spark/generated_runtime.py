@@ -1338,7 +1338,7 @@ class ChangelogOperator(StatefulProcessor):
         return value
 
     @staticmethod
-    def ordered(value: object) -> object:
+    def ordered(value: object) -> Any:
         """A sort key ordering values as Spark orders them: NULL lowest, NaN highest,
         structs and arrays field by field."""
         if value is None:
@@ -1389,7 +1389,7 @@ class ChangelogOperator(StatefulProcessor):
                     continue
                 if function == 'count':
                     accumulators[i] += sign
-                elif function in ('sum', 'avg'):
+                elif function in ('sum', 'avg') and value is not None:
                     accumulators[i] = [accumulators[i][0] + sign * value, accumulators[i][1] + sign]
                 else:
                     text = repr(self.identity(value))
@@ -1468,8 +1468,8 @@ class ChangelogOperator(StatefulProcessor):
             old = [tuple(r) for r in before['out']] if before is not None else []
             entry = self.fold(before, changes)
             new = self.result(keys, entry)
-            for op, row in self.changes(old, new):
-                yield output(*row, op)
+            for op, changed in self.changes(old, new):
+                yield output(*changed, op)
             entry['out'] = new
             if (self.kind == 'top' and not entry['rows']) or (self.kind != 'top' and not new):
                 held.pop(text, None)
