@@ -22,6 +22,7 @@ import pytest
 import flowc
 from flowc.runtime.run import run_job
 from flowc.spark.codegen import generate_pyspark
+from tests.helpers.fake_state import Handle
 from tests.helpers.files import read_json_dir
 from tests.helpers.minute_events import Row, at, minutes, write_batch
 from tests.helpers.over_frames import BATCHES, avg, emitted, normal, over_rows
@@ -204,48 +205,6 @@ def test_a_missing_processor_package_is_refused_at_the_over_step(
     assert diagnostic.message.startswith("An OVER window runs as a Spark stateful processor")
 
 
-class _ListState:
-    def __init__(self) -> None:
-        self.rows: list[Any] = []
-
-    def get(self) -> Any:
-        return iter(self.rows)
-
-    def put(self, rows: list[Any]) -> None:
-        self.rows = list(rows)
-
-    def clear(self) -> None:
-        self.rows = []
-
-
-class _ValueState:
-    def __init__(self) -> None:
-        self.value: Any = None
-
-    def get(self) -> Any:
-        return self.value
-
-    def update(self, value: Any) -> None:
-        self.value = value
-
-
-class _Handle:
-    def getListState(self, name: str, schema: Any) -> _ListState:
-        return _ListState()
-
-    def getValueState(self, name: str, schema: Any) -> _ValueState:
-        return _ValueState()
-
-    def listTimers(self) -> list[int]:
-        return []
-
-    def deleteTimer(self, timer: int) -> None:
-        pass
-
-    def registerTimer(self, timer: int) -> None:
-        pass
-
-
 def _processor(
     monkeypatch: pytest.MonkeyPatch, calls: list[Any], rows: bool, preceding: int
 ) -> Any:
@@ -267,7 +226,7 @@ def _processor(
         ]
     )
     processor = runtime.OverAggregate(calls, "ms", "g", rows, preceding, schema)
-    processor.init(_Handle())
+    processor.init(Handle())
     return processor
 
 

@@ -25,6 +25,7 @@ from flowc.runtime.run import run_job
 from flowc.runtime.state_guard import STATE_MANIFEST, guard_state
 from flowc.state import StateManifest, Verdict, compare, describe_state
 from flowc.state.manifest import ParameterRule
+from tests.helpers.fake_state import Handle
 from tests.helpers.files import read_json_dir
 from tests.helpers.minute_events import Row, write_batch
 from tests.helpers.over_frames import BATCHES, avg, emitted, normal, over_rows
@@ -297,50 +298,6 @@ def test_over_frame_widened_is_refused_and_narrowed_runs_on(spark: Any, tmp_path
     assert normal(read_json_dir(tmp_path / "out")) == normal(wanted)
 
 
-class _ListState:
-    def __init__(self) -> None:
-        self.rows: list[tuple[object, ...]] = []
-
-    def get(self) -> list[tuple[object, ...]]:
-        return list(self.rows)
-
-    def clear(self) -> None:
-        self.rows = []
-
-    def put(self, rows: list[tuple[object, ...]]) -> None:
-        self.rows = list(rows)
-
-
-class _ValueState:
-    def __init__(self) -> None:
-        self.value: tuple[object, ...] | None = None
-
-    def get(self) -> tuple[object, ...] | None:
-        return self.value
-
-    def update(self, value: tuple[object, ...]) -> None:
-        self.value = value
-
-
-class _Handle:
-    """transformWithState's handle, as far as OverAggregate uses it."""
-
-    def getListState(self, name: str, schema: object) -> _ListState:
-        return _ListState()
-
-    def getValueState(self, name: str, schema: object) -> _ValueState:
-        return _ValueState()
-
-    def listTimers(self) -> list[int]:
-        return []
-
-    def deleteTimer(self, timer: int) -> None:
-        pass
-
-    def registerTimer(self, timer: int) -> None:
-        pass
-
-
 class _Schema:
     def fieldNames(self) -> list[str]:
         return ["price", "ms"]
@@ -365,7 +322,7 @@ def test_over_rows_frame_holds_every_row_until_it_has_preceding(
         processor = generated_runtime.OverAggregate(
             [("sum", "price", "s", 0, None)], "ms", "g", True, 5, _Schema()
         )
-        processor.init(_Handle())
+        processor.init(Handle())
         rows = [(i, i) for i in range(1, 9)]
         out = list(processor.emit(split, rows[:split])) + list(processor.emit(100, rows[split:]))
         assert [r["s"] for r in out] == wanted, split
