@@ -788,12 +788,15 @@ class ChangeFlow:
 
 
 def _retracting_consumer(insert: InsertDef) -> Step | None:
-    """The INSERT's last step when it is an AGGREGATE without WINDOW, with keys: streaming,
-    it can take a CDC source's changes, retracting each -U/-D row's contribution
-    (flowc.spark.changelog_chains; docs/language.md, "Updating pipelines on Spark")."""
+    """The INSERT's last step when it is an AGGREGATE without WINDOW, with keys, and the
+    INSERT reads the source itself (as flowc.spark.changelog_chains.updating_chain asks,
+    which then runs it as a processor): streaming, it can take a CDC source's changes,
+    retracting each -U/-D row's contribution (docs/language.md, "Updating pipelines on
+    Spark"). Through a view it could not: the view's rows would reach Spark's own
+    aggregation, which counts a retraction as a row."""
     steps = insert.stream.steps
-    if not steps:
-        return None
+    if not steps or not isinstance(insert.stream.origin, FromSource):
+        return None  # through a view: flowc.spark.changelog_chains runs no processor for it
     last = steps[-1]
     if isinstance(last, AggregateStep) and last.window is None and last.keys:
         return last
