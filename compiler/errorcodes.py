@@ -811,6 +811,19 @@ class Code(StrEnum):
         "SELECT on a stream)",
         "over-windows",
     )
+    E0755 = (
+        "E0755",
+        "over-lag-frame",
+        "LAG with a frame (ROWS or RANGE): Flink refuses one, LAG's frame is its own",
+        "over-windows",
+    )
+    E0756 = (
+        "E0756",
+        "over-lag-default",
+        "a LAG default Flink refuses: NULL, or a literal of another type than its column's "
+        "(Flink dialect)",
+        "over-windows",
+    )
     E0758 = (
         "E0758",
         "lateral-top-n",

@@ -81,7 +81,7 @@ INSERT INTO range_out SELECT seller, price, ts,
 INSERT INTO lag_out SELECT seller, price, ts,
   LAG(price) OVER (PARTITION BY seller ORDER BY ts) AS p1,
   LAG(price, 2, -1) OVER (PARTITION BY seller ORDER BY ts) AS p2,
-  LAG(price, 3) OVER (PARTITION BY seller ORDER BY ts RANGE UNBOUNDED PRECEDING) AS p3
+  LAG(price, 3) OVER (PARTITION BY seller ORDER BY ts) AS p3
   FROM bids;
 """
 RANGE_WINDOW = (

@@ -11,6 +11,7 @@ from flowc.analyze.context import Context
 from flowc.analyze.step_common import StepInput, check_unique, report_unknown_column
 from flowc.errorcodes import Code
 from flowc.program import Column, Hints, OverStep, Step
+from flowc.sql.flink_dialect import FLINK
 from flowc.sql.spark_typing import INTEGER_TYPES
 from flowc.sql.sqltypes import Scope
 
@@ -42,6 +43,25 @@ def _lag_default(call: exp.Expr) -> object:
     text = str(literal.this)
     value: float = int(text) if text.isdigit() else float(text)
     return -value if negative else value
+
+
+def flink_lag_default_refused(call: exp.Lag, kind: str) -> bool:
+    """Whether Flink 2.3 refuses the LAG's default for a column of type ``kind`` ("Please
+    explicitly cast default value ...", asked of it): its literal's type must be the
+    column's (an integer literal is INT, or BIGINT past INT's range; 1.5 is a DECIMAL), and
+    a NULL default is illegal."""
+    default = call.args.get("default")
+    if default is None:
+        return False
+    value = _lag_default(call)
+    if value is None:
+        return True  # Flink: "Illegal use of 'NULL'"
+    if isinstance(value, str):
+        return kind != "STRING"
+    if isinstance(value, int):
+        literal = "INT" if -(2**31) <= value < 2**31 else "BIGINT"
+        return kind != literal
+    return True
 
 
 def _lag_type(call: exp.Lag, names: dict[str, Column]) -> str | None:
@@ -110,6 +130,22 @@ def check_over(ctx: Context, node: ast.Over, step: StepInput) -> Step | None:
                 ok = False
                 continue
             lagged = _lag_type(call, names)
+            if (
+                lagged is not None
+                and ctx.settings.sql_dialect == FLINK
+                and flink_lag_default_refused(call, lagged)
+            ):
+                ctx.reporter.error(
+                    Code.E0756,
+                    f"'{item.expr.text}': Flink takes a LAG default only of its column's type "
+                    f"({lagged}), and not NULL ('Please explicitly cast default value ...')",
+                    item.span,
+                    help="leave the default out (NULL), or give a literal of the column's "
+                    "type: an integer for INT, one past INT's range for BIGINT, a string for "
+                    "STRING",
+                )
+                ok = False
+                continue
             if lagged is None:
                 ctx.reporter.error(
                     Code.E0753,

@@ -1071,6 +1071,16 @@ class _Lowering:
                     help="end the frame AND CURRENT ROW",
                     code=Code.E0752,
                 )
+            if isinstance(window.this, exp.Lag) and isinstance(frame, exp.WindowSpec):
+                raise _Unsupported(
+                    "LAG takes no frame: it reads the rows before the current one's time "
+                    "(Flink: 'ROW/RANGE not allowed with RANK, DENSE_RANK or ROW_NUMBER "
+                    "functions')",
+                    self.span_of(frame),
+                    help="leave the ROWS/RANGE clause out: LAG(x, n) OVER (PARTITION BY k "
+                    "ORDER BY ts)",
+                    code=Code.E0755,
+                )
             shape = _window_shape(spec)
             if first is None:
                 first = (shape, window)
@@ -1113,6 +1123,9 @@ class _Lowering:
         assert frame is not None
         rows, preceding = frame
         order = window.args["order"].expressions[0].this
+        # Our own copies: each call's name is keyed by its node, and the items are read
+        # back from the same nodes (a copy made later would have other ones).
+        items = [item.copy() for item in items]
         taken = {(i.alias_or_name or "").lower() for i in items}
         names: dict[int, str] = {}
         hidden = 0
@@ -1167,7 +1180,7 @@ class _Lowering:
             if isinstance(item, exp.Alias) and isinstance(item.this, exp.Window):
                 lowered.append(exp.column(exp.to_identifier(item.alias)))
                 continue
-            lowered.append(item.copy().transform(read) if item.find(exp.Window) else item)
+            lowered.append(item.transform(read, copy=False) if item.find(exp.Window) else item)
         return lowered
 
     def item(self, node: exp.Expr, name: str | None = None) -> ast.SelectItem:

@@ -537,8 +537,7 @@ CASES: dict[str, tuple[str, str, bool]] = {
               WITH ('connector' = 'console', 'parallelism' = '1');
             INSERT INTO o
             SELECT item, bidtime, LAG(price) OVER (PARTITION BY item ORDER BY bidtime),
-              LAG(price, 2, -1) OVER (PARTITION BY item ORDER BY bidtime
-                RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
+              LAG(price, 2, 3000000000) OVER (PARTITION BY item ORDER BY bidtime)
             FROM bids;
             """,
         ),
