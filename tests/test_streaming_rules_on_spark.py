@@ -304,7 +304,7 @@ TWO_AGGREGATIONS_IN_UPDATE = (
     + "SET max_parallelism = 16;\n"
     + "CREATE SINK u5 WITH (connector = 'noop', mode = 'update');\n"
     + "INSERT INTO u5 FROM s |> KEY BY k |> AGGREGATE count(*) AS n\n"
-    + "  |> KEY BY n |> AGGREGATE count(*) AS keys;\n"
+    + "  |> AGGREGATE count(*) AS keys;\n"
 )
 
 JOIN_THEN_AGGREGATE_IN_UPDATE = (

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 import flowc
 from flowc.cli.main import main
@@ -51,7 +52,15 @@ def test_a_test_runs_the_job_the_compiler_made_from_the_test_form(example: Path)
     the program is checked as written (the same diagnostics)."""
     job = flowc.compile(example.read_text(encoding="utf-8"), str(example), for_spark=True)
     inputs = {s.name: f"/tests/in/{s.name}" for s in job.program.sources}
-    form = compile_test_form(job, inputs)
+    # in the mode its tests run in (an updating pipeline's are batch: a memory sink cannot
+    # apply updates, E0743)
+    modes = {
+        t.get("mode")
+        for t in yaml.safe_load(
+            example.with_name(example.stem + ".test.yaml").read_text(encoding="utf-8")
+        )["tests"]
+    }
+    form = compile_test_form(job, inputs, mode=modes.pop() if len(modes) == 1 else None)
     assert form.test_inputs == inputs and job.test_inputs is None
     assert form.diagnostics == job.diagnostics
     assert {(s.name, s.connector, dict(s.options)["path"]) for s in form.program.sources} == {
