@@ -104,6 +104,34 @@ _DROPPED_ADVICE = (
 )
 
 
+class JavaErrorText(RuntimeError):
+    """A py4j Py4JJavaError's text, read once: py4j asks the JVM for it each time the
+    error is printed, and the JVM may end after the call failed (a task's fatal error ends
+    it: seen in CI, where printing the failure then raised ConnectionRefusedError and
+    flowc crashed)."""
+
+
+class JavaTextLost(JavaErrorText):
+    """A Py4JJavaError whose text could not be read: the JVM had already ended."""
+
+
+def readable(error: BaseException) -> BaseException:
+    """``error``, or, for py4j's Py4JJavaError, its text read now, which stays readable
+    after the JVM ends."""
+    if not hasattr(error, "java_exception"):
+        return error  # its text is Python's: PySpark's captured errors, py4j's others
+    try:
+        text = str(error)
+    except Exception:  # py4j found no JVM to ask
+        message = getattr(error, "errmsg", None) or type(error).__name__
+        lost = JavaTextLost(f"{message} (Java's text of the error is lost: the JVM ended)")
+        lost.__cause__ = error
+        return lost
+    read = JavaErrorText(text)
+    read.__cause__ = error
+    return read
+
+
 def spark_errors() -> tuple[type[BaseException], ...]:
     """The exceptions a call into Spark raises when Spark fails (not when flowc has a bug):
     PySpark's errors (a failed query, an analysis error, Spark Connect's) and py4j's (an

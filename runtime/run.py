@@ -27,10 +27,12 @@ from flowc.errorcodes import Code
 from flowc.job import CompiledJob
 from flowc.runtime.failures import (
     FailureLog,
+    JavaTextLost,
     StartedQuery,
     code_of,
     explain,
     jvm_ended,
+    readable,
     spark_errors,
     summary,
 )
@@ -203,8 +205,8 @@ def run_job(
             module, spark, job, report, started, out, available_now, checkpoints, guard,
             failure_log, remote, poll_seconds, watched,
         )  # fmt: skip
-    except _gone_or_failed() as error:
-        ended = _jvm_ended(job, error, remote, watched, failure_log)
+    except _gone_or_failed() as raised:
+        ended = _jvm_ended(job, readable(raised), remote, watched, failure_log)
         if ended is None:
             raise
         raise ended from None
@@ -330,13 +332,14 @@ def _run_batch(
     failure: BaseException | None = None
     try:
         module.run_batch(spark, done)
-    except _gone_or_failed() as error:
+    except _gone_or_failed() as raised:
+        error = readable(raised)
         names = [q.name for q in job.spark_plan.queries]
         running = names[len(done) : len(done) + 1]  # the query after the ones done
         ended = _jvm_ended(job, error, remote, [StartedQuery(n) for n in running], failure_log)
         if ended is not None:
             raise ended from None
-        if not isinstance(error, spark_errors()):
+        if not isinstance(raised, spark_errors()):
             raise
         failure = error
     except Exception as error:
@@ -367,8 +370,10 @@ def _gone_or_failed() -> tuple[type[BaseException], ...]:
     return (*spark_errors(), ConnectionError)
 
 
-#: How long a JVM whose connection broke is given to finish ending (its shutdown hooks).
-JVM_EXIT_WAIT = 10.0
+#: How long a JVM whose connection broke is given to finish ending: its shutdown hooks
+#: (stopping the SparkContext) took over 10 s on a loaded machine; Hadoop's shutdown hook
+#: manager, which runs them, gives them 30 s.
+JVM_EXIT_WAIT = 30.0
 
 
 def _jvm_ended(
@@ -388,7 +393,9 @@ def _jvm_ended(
     if process is None:
         return None
     exit_code = process.poll()
-    if exit_code is None and (_connection_lost(error) or _context_stopped(error)):
+    if exit_code is None and (
+        _connection_lost(error) or _context_stopped(error) or _fatal_in_task(error)
+    ):
         try:
             exit_code = process.wait(timeout=JVM_EXIT_WAIT)
         except subprocess.TimeoutExpired:
@@ -411,6 +418,20 @@ _STOPPED_CONTEXT = (
 )
 
 
+#: Errors Spark's executor answers by ending the JVM (Utils.isFatalError: a
+#: VirtualMachineError, but for Spark's own SparkOutOfMemoryError), as a failed task's
+#: reason reads in the job's failure. The driver can hear of the failed task before the
+#: JVM has ended: in local mode the executor runs in the driver's JVM.
+_FATAL_IN_TASK = re.compile(
+    r"(?<![\w.])java\.lang\.(StackOverflowError|OutOfMemoryError|InternalError|UnknownError)\b"
+)
+
+
+def _fatal_in_task(error: BaseException) -> bool:
+    """A task failed with an error its executor ends the JVM on."""
+    return _FATAL_IN_TASK.search(str(error)) is not None
+
+
 def _context_stopped(error: BaseException) -> bool:
     """The error came of a SparkContext being stopped: the JVM may be ending."""
     text = str(error)
@@ -420,7 +441,7 @@ def _context_stopped(error: BaseException) -> bool:
 def _connection_lost(error: BaseException) -> bool:
     """py4j lost its connection to the JVM (Py4JNetworkError, or the empty answer of a
     JVM gone mid-call)."""
-    if isinstance(error, ConnectionError):
+    if isinstance(error, ConnectionError | JavaTextLost):
         return True
     names = {kind.__name__ for kind in type(error).__mro__}
     return "Py4JNetworkError" in names or "Answer from Java side is empty" in str(error)
@@ -503,6 +524,7 @@ class SparkRefused(Exception):
         log: FailureLog,
         what: str,
     ) -> SparkRefused:
+        error = readable(error)
         path = log.record(what, error)
         diagnostic = explain(job, query, error, path, what)
         return cls(summary(error, path, what), diagnostic)
@@ -520,7 +542,7 @@ def _refused(
     query whose checkpoint Spark's message names, if it names one."""
     _stop_started(spark, running)
     root = os.path.abspath(checkpoints)
-    text = str(error)
+    text = str(readable(error))
     named = [q.name for q in job.spark_plan.queries if os.path.join(root, *q.checkpoint) in text]
     query = named[0] if len(named) == 1 else None
     what = f"Spark could not start query '{query}'" if query else "Spark could not start the job"

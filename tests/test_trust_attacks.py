@@ -300,6 +300,53 @@ def test_the_query_whose_task_ended_the_jvm_is_read_from_sparks_log(tmp_path: Pa
     assert unknown.span == compiled.program.span
 
 
+class _GatewayOf:
+    """A py4j gateway client whose JVM answers ``answers`` times, then has ended."""
+
+    def __init__(self, answers: int) -> None:
+        self.answers = answers
+
+    def send_command(self, command: str) -> str:
+        if self.answers == 0:
+            raise ConnectionRefusedError(111, "Connection refused")
+        self.answers -= 1
+        return "ysjava.lang.StackOverflowError"  # py4j's answer: a string
+
+
+def _java_error(answers: int) -> BaseException:
+    from py4j.protocol import Py4JJavaError
+
+    class JavaObject:
+        _target_id = "o42"
+        _gateway_client = _GatewayOf(answers)
+
+    return Py4JJavaError("An error occurred while calling o41.save.\n", JavaObject())
+
+
+def test_a_java_error_is_read_while_the_jvm_answers_and_kept() -> None:
+    """py4j reads a Py4JJavaError's text from the JVM each time it is printed, and a task's
+    fatal error ends the JVM just after the call failed: printing the failure then raised
+    ConnectionRefusedError and ``flowc run`` crashed (exit 101, seen in CI). flowc reads the
+    text once, and when the JVM has already ended keeps py4j's own message, read as the
+    JVM having ended."""
+    from flowc.runtime.failures import JavaErrorText, JavaTextLost, readable
+    from flowc.runtime.run import _connection_lost, _fatal_in_task
+
+    with pytest.raises(ConnectionRefusedError):
+        str(_java_error(answers=0))  # py4j's own behaviour, which the fix is for
+    read = readable(_java_error(answers=1))
+    assert isinstance(read, JavaErrorText) and not isinstance(read, JavaTextLost)
+    first = str(read)
+    assert first.endswith("java.lang.StackOverflowError") and str(read) == first
+    assert _fatal_in_task(read)  # the JVM is about to end: flowc waits for it
+    lost = readable(_java_error(answers=0))
+    assert isinstance(lost, JavaTextLost) and _connection_lost(lost)
+    assert str(lost).startswith("An error occurred while calling o41.save.")
+    plain = RuntimeError("[DIVIDE_BY_ZERO] Division by zero.")
+    assert readable(plain) is plain and not _fatal_in_task(plain)
+    assert not _fatal_in_task(RuntimeError("org.apache.spark.memory.SparkOutOfMemoryError"))
+
+
 def test_a_stopped_spark_context_is_read_as_the_jvm_ending() -> None:
     """The JVM ending can answer a call before its connection breaks: the query's cleanup
     then fails on a stopped SparkContext (CI saw this message once in a run of the test
