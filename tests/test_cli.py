@@ -256,6 +256,35 @@ def test_changelog_refusals_stop_check_run_and_the_plans(
     assert not (tmp_path / "out").exists()
 
 
+CDC_SOURCE = """
+CREATE SOURCE c (id BIGINT, country STRING)
+  WITH (connector = 'files', path = 'in', format = 'debezium-json');
+CREATE SINK o WITH (connector = 'console');
+INSERT INTO o FROM c |> WHERE id > 0;
+"""
+
+
+@pytest.mark.parametrize("mode", [["--batch"], ["--set", "execution.mode=batch"]])
+def test_check_and_compile_take_runs_batch_mode(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], mode: list[str]
+) -> None:
+    """``flowc check --batch`` (or ``--set execution.mode=batch``) refuses what ``flowc run
+    --batch`` refuses, here a CDC source (E0299 at its format, as Flink's batch mode);
+    without it the same file checks clean (streaming). ``flowc compile`` takes it too."""
+    path = _write(tmp_path, CDC_SOURCE)
+    assert cli.main(["check", path]) == 0
+    capsys.readouterr()
+    for command in (["check", *mode, path], ["compile", *mode, path, "--emit", "jobgraph"]):
+        assert cli.main(command) == 1
+        err = capsys.readouterr().err
+        assert "error[E0299]: source 'c' (debezium-json)" in err
+        assert ":3:43" in err  # at format = 'debezium-json'
+    assert cli.main(["run", *mode, path]) == 1
+    assert "error[E0299]: source 'c' (debezium-json)" in capsys.readouterr().err
+    assert cli.main(["check", "--set", "execution.mode=bogus", path]) == 1
+    assert "--> <command line>:1:22" in capsys.readouterr().err
+
+
 def test_spark_limits_do_not_stop_the_plans(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -58,7 +58,23 @@ def check_error_outputs_read(ctx: Context, program: Program) -> None:
 def check_changes_consumed(ctx: Context, program: Program) -> None:
     """A CDC source's changes go only where they are taken as changes: through row-wise
     steps into a sink that shows each change's kind. Anything else would read a -U or a
-    -D as a new row: refused, at the first step or INSERT that would."""
+    -D as a new row: refused, at the first step or INSERT that would. A batch job reads
+    none: Flink 2.3's batch mode queries only insert-only sources (asked of it)."""
+    if program.settings.execution_mode == "batch":
+        for read in program.sources:
+            if read.changelog:
+                written = read.written_options.get("format")
+                ctx.reporter.error(
+                    Code.E0299,
+                    f"source '{read.name}' (debezium-json) gives inserts, updates and "
+                    "deletes, and a batch job reads only insert-only sources, as Flink: "
+                    '"Querying a table in batch mode is currently only possible for '
+                    'INSERT-only table sources"',
+                    written.span if written is not None else read.span,
+                    help="run the job streaming (flowc run --available-now reads what is "
+                    "there, then stops)",
+                )
+        return
     flow = change_flow(program)
     for step, source in flow.refused_steps:
         ctx.reporter.error(

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from flowc.cli.input import STAGE_FORMATS, compile_source, read_source
+from flowc.cli.input import STAGE_FORMATS, command_line_overrides, compile_source, read_source
 from flowc.cli.output import (
     EXIT_ERRORS,
     EXIT_OK,
@@ -25,6 +25,7 @@ from flowc.diagnostics import CompileError, Diagnostic, Severity
 from flowc.spark.codegen import generate_pyspark
 from flowc.sql.spark_sql import UnsupportedOnSpark
 from flowc.syntax.astdump import ast_to_json, ast_to_text
+from flowc.syntax.overrides import COMMAND_LINE, command_line_text
 from flowc.viewer import TooLargeToView, render_html
 
 if TYPE_CHECKING:
@@ -34,7 +35,9 @@ if TYPE_CHECKING:
 def check(args: argparse.Namespace) -> int:
 
     all_diagnostics: list[Diagnostic] = []
-    sources: dict[str, str] = {}
+    overrides = command_line_overrides(args)
+    # Diagnostics about an override are on the command line, shown as its --set KEY=VALUE.
+    sources: dict[str, str] = {COMMAND_LINE: command_line_text(overrides)}
     failed = False
     usage_failed = False
     for path in args.files:
@@ -46,7 +49,7 @@ def check(args: argparse.Namespace) -> int:
             continue
         sources[path] = text
         try:
-            job = compile_source(args, text, path)
+            job = compile_source(args, text, path, overrides=overrides)
         except CompileError as error:
             all_diagnostics.extend(error.diagnostics)
             failed = True
@@ -62,14 +65,16 @@ def compile_file(args: argparse.Namespace) -> int:
 
     text = read_source(args.file)
     for_spark = args.emit in ("pyspark", "all")
+    overrides = command_line_overrides(args)
+    sources = {args.file: text, COMMAND_LINE: command_line_text(overrides)}
     try:
-        job = compile_source(args, text, args.file, for_spark=for_spark)
+        job = compile_source(args, text, args.file, for_spark=for_spark, overrides=overrides)
     except CompileError as error:
-        print_diagnostics(error.diagnostics, {args.file: text}, "text", args.color)
+        print_diagnostics(error.diagnostics, sources, "text", args.color)
         return EXIT_ERRORS
     notes = [*job.diagnostics, *(_as_warnings(job.spark_diagnostics))]
     if notes:
-        print_diagnostics(notes, {args.file: text}, "text", args.color)
+        print_diagnostics(notes, sources, "text", args.color)
     if args.emit == "all":
         if not args.output:
             raise UsageError("--emit all writes every stage: give a folder with -o DIR")

@@ -113,6 +113,24 @@ def read_source(path: str) -> str:
         ) from None
 
 
+def command_line_overrides(args: argparse.Namespace) -> dict[str, str]:
+    """``--set KEY=VALUE`` (and ``--batch``), in command-line order, the last for a key
+    winning in its place. Each is one value for one key, handed to the compiler as data
+    (never pasted into the program, see :func:`flowc.trust.policy.read_overrides`)."""
+    overrides: dict[str, str] = {}
+    for assignment in args.set:
+        key, equals, value = assignment.partition("=")
+        key, value = key.strip(), value.strip()
+        if not equals or not key:
+            raise UsageError(f"--set {assignment}: write KEY=VALUE")
+        overrides.pop(key, None)
+        overrides[key] = value
+    if args.batch:
+        overrides.pop("execution.mode", None)
+        overrides["execution.mode"] = "batch"
+    return overrides
+
+
 def compile_source(
     args: argparse.Namespace,
     text: str,

@@ -83,6 +83,7 @@ def _parser() -> argparse.ArgumentParser:
     check = commands.add_parser("check", help="check files and report every problem")
     check.add_argument("files", nargs="+", metavar="FILE")
     check.add_argument("--format", choices=FORMATS, default="text", help="diagnostics format")
+    _mode_options(check, "check")
     _trust_options(check)
     _color_option(check)
 
@@ -95,6 +96,7 @@ def _parser() -> argparse.ArgumentParser:
         help="output format (default: text); html: the plan viewer, one self-contained page",
     )
     compile_.add_argument("-o", "--output", metavar="PATH", help="write to PATH, not stdout")
+    _mode_options(compile_, "compile")
     _trust_options(compile_)
     _color_option(compile_)
 
@@ -103,20 +105,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--available-now", action="store_true", help="process what is there, then stop"
     )
-    run.add_argument(
-        "--batch",
-        action="store_true",
-        help="run as a batch job over bounded input, every window and outer-join row "
-        "written (as --set execution.mode=batch)",
-    )
-    run.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="give one key one value: a setting (as SET KEY = VALUE; would) or "
-        "SOURCE_OR_SINK.OPTION",
-    )
+    _mode_options(run, "run")
     run.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
     run.add_argument(
         "--remote", metavar="URL", help="a Spark Connect server (needs flowc[connect])"
@@ -187,6 +176,25 @@ def _parser() -> argparse.ArgumentParser:
     lsp = commands.add_parser("lsp", help="the language server, over stdin and stdout")
     lsp.add_argument("--stdio", action="store_true", help="(the default; editors pass it)")
     return parser
+
+
+def _mode_options(parser: argparse.ArgumentParser, verb: str) -> None:
+    """``--batch`` and ``--set``, the same for check, compile and run: what ``flowc run
+    --batch`` refuses, ``flowc check --batch`` refuses too."""
+    parser.add_argument(
+        "--batch",
+        action="store_true",
+        help=f"{verb} as a batch job over bounded input, every window and outer-join row "
+        "written (as --set execution.mode=batch)",
+    )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="give one key one value: a setting (as SET KEY = VALUE; would) or "
+        "SOURCE_OR_SINK.OPTION",
+    )
 
 
 def _trust_options(parser: argparse.ArgumentParser) -> None:

@@ -12,7 +12,7 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from flowc.cli.input import compile_source, read_source
+from flowc.cli.input import command_line_overrides, compile_source, read_source
 from flowc.cli.output import (
     EXIT_ERRORS,
     EXIT_OK,
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
 def run(args: argparse.Namespace) -> int:
     text = read_source(args.file)
-    overrides = _overrides(args)
+    overrides = command_line_overrides(args)
     # Diagnostics about an override are on the command line, shown as its --set KEY=VALUE.
     sources = {args.file: text, COMMAND_LINE: command_line_text(overrides)}
     try:
@@ -102,24 +102,6 @@ def run(args: argparse.Namespace) -> int:
     if report.stopped_by_user:
         return 130
     return EXIT_ERRORS if failed else EXIT_USAGE if report_failed else EXIT_OK
-
-
-def _overrides(args: argparse.Namespace) -> dict[str, str]:
-    """``--set KEY=VALUE`` (and ``--batch``), in command-line order, the last for a key
-    winning in its place. Each is one value for one key, handed to the compiler as data
-    (never pasted into the program, see :func:`flowc.trust.policy.read_overrides`)."""
-    overrides: dict[str, str] = {}
-    for assignment in args.set:
-        key, equals, value = assignment.partition("=")
-        key, value = key.strip(), value.strip()
-        if not equals or not key:
-            raise UsageError(f"--set {assignment}: write KEY=VALUE")
-        overrides.pop(key, None)
-        overrides[key] = value
-    if args.batch:
-        overrides.pop("execution.mode", None)
-        overrides["execution.mode"] = "batch"
-    return overrides
 
 
 def _reset_names(job: CompiledJob, names: list[str]) -> list[str]:
