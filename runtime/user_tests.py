@@ -22,7 +22,7 @@ from typing import Any
 from flowc.diagnostics import CompileError, render_text
 from flowc.driver import compile_test_form
 from flowc.job import CompiledJob
-from flowc.runtime.failures import spark_errors
+from flowc.runtime.failures import readable, spark_errors
 from flowc.runtime.run import load_program
 from flowc.usertest import (
     Row,
@@ -111,5 +111,5 @@ def _json_value(value: object) -> object:
 
 
 def _first_line(error: BaseException) -> str:
-    text = str(error).strip()
+    text = str(readable(error)).strip()  # py4j's text, while the JVM answers
     return text.splitlines()[0] if text else type(error).__name__
