@@ -13,7 +13,14 @@ the frames computed in plain Python from their definition.
 from __future__ import annotations
 
 import io
+import json
+import math
+import os
+import shutil
+import time
 from collections.abc import Callable
+from datetime import datetime, timedelta
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -261,3 +268,239 @@ def test_a_rows_frame_of_three_keeps_three_rows(monkeypatch: pytest.MonkeyPatch)
     processor = _processor(monkeypatch, [("count", None, "n", 0, None)], True, 3)
     counts = [r.n for i in range(6) for r in processor.emit(10 * (i + 1), [(2, i, i + 1)])]
     assert counts == [1, 2, 3, 4, 4, 4]
+
+
+# ------------------------------------------ Flink's AVG of an integer (the Flink dialect)
+
+FLINK_AVG_JOB = """\
+SET max_parallelism = 16;
+SET sql.dialect = 'flink';
+{mode}CREATE SOURCE bids (seller INT, price INT, big BIGINT, ts TIMESTAMP,
+  WATERMARK FOR ts AS ts - INTERVAL '1' MINUTE)
+  WITH (connector = 'files', path = 'in', format = 'json');
+CREATE SINK avg_out WITH (connector = 'files', path = 'out/avg', format = 'json');
+INSERT INTO avg_out SELECT seller, price, big, ts,
+  AVG(price) OVER (PARTITION BY seller ORDER BY ts ROWS BETWEEN 2 PRECEDING AND CURRENT ROW) AS a,
+  AVG(big) OVER (PARTITION BY seller ORDER BY ts ROWS BETWEEN 2 PRECEDING AND CURRENT ROW) AS b
+  FROM bids;
+"""
+INT_MAX, BIG_MAX = 2**31 - 1, 2**63 - 1
+
+
+def _signed(price: int | None, index: int) -> int | None:
+    return None if price is None else price * (-1 if index % 2 else 1)
+
+
+def _flink_avg_batches() -> list[list[Row]]:
+    """BATCHES without ties on a seller's time (seller < 100), every other price negated,
+    ``big`` past INT's range; seller 4's values near each type's largest, whose sums Flink
+    wraps (asked of it: 5, -2, 2^31 - 1 gave -715827882)."""
+    out: list[list[Row]] = []
+    for b, batch in enumerate(BATCHES):
+        rows: list[Row] = []
+        for i, r in enumerate(batch):
+            if r["seller"] >= 100:
+                continue
+            price = _signed(r["price"], b + i)
+            rows.append({**r, "price": price, "big": None if price is None else price * 3**21})
+        out.append(rows)
+    extremes = [(5, 5), (-2, -2), (INT_MAX, BIG_MAX), (INT_MAX, BIG_MAX), (-7, -7)]
+    for i, (price, big) in enumerate(extremes):
+        out[min(i, 2)].append({"seller": 4, "price": price, "big": big, "ts": at(i * 0.5)})
+    return out
+
+
+def _java_average(frame: list[Row], column: str, bits: int, floor: bool = False) -> int | None:
+    """Flink's AVG: the sum in a ``bits``-wide two's-complement integer (Java's
+    arithmetic wraps), divided by the count truncating toward zero."""
+    values = [r[column] for r in frame if r[column] is not None]
+    if not values:
+        return None
+    total = sum(values) & ((1 << bits) - 1)
+    if total >= 1 << (bits - 1):
+        total -= 1 << bits
+    return (math.floor if floor else math.trunc)(Fraction(total, len(values)))
+
+
+FLINK_AVG_CALLS: dict[str, Callable[[list[Row]], Any]] = {
+    "a": lambda f: _java_average(f, "price", 32),
+    "b": lambda f: _java_average(f, "big", 64),
+}
+
+
+def test_flink_avg_of_integers_is_their_type_in_the_plan() -> None:
+    """The Flink dialect's AVG of an INT is an INT, of a BIGINT a BIGINT (Flink 2.3's
+    types), the processor's call ``flink_avg``; the Spark dialect's stays DOUBLE."""
+    job = flowc.compile(FLINK_AVG_JOB.format(mode=""), "avg.flow", for_spark=True)
+    assert not [d for d in job.diagnostics if d.severity is flowc.Severity.ERROR]
+    program = generate_pyspark(job)
+    assert "('flink_avg', 'price', 'a', 0, None), ('flink_avg', 'big', 'b', 0, None)" in program
+    (insert,) = job.program.inserts
+    assert [(c.name, c.type) for c in insert.stream.schema][-2:] == [("a", "INT"), ("b", "BIGINT")]
+    spark = flowc.compile(
+        FLINK_AVG_JOB.format(mode="").replace("SET sql.dialect = 'flink';\n", ""),
+        "avg.flow",
+        for_spark=True,
+    )
+    (spark_insert,) = spark.program.inserts
+    assert [c.type for c in spark_insert.stream.schema][-2:] == ["DOUBLE", "DOUBLE"]
+
+
+def test_flink_avg_streaming_equals_javas_integer_average(spark: Any, tmp_path: Path) -> None:
+    """Several micro-batches, each a run on the same checkpoint: AVG of INT and BIGINT with
+    negative sums truncated toward zero, NULLs skipped, sums wrapped as Flink's."""
+    batches = _flink_avg_batches()
+    text = FLINK_AVG_JOB.format(mode="")
+    flow = tmp_path / "avg.flow"
+    flow.write_text(text, encoding="utf-8")
+    for index, batch in enumerate(batches):
+        write_batch(tmp_path / "in", index, batch)
+        job = flowc.compile(text, str(flow), for_spark=True)
+        report = run_job(job, available_now=True, master="local[2]", out=io.StringIO())
+        assert [q.error for q in report.queries] == [None], index
+    wanted = over_rows(emitted(batches, delay=1), FLINK_AVG_CALLS, 2, None)
+    averages = {(r["seller"], r.get("a")) for r in wanted}
+    assert (4, -715827882) in averages  # Flink's value for 5, -2, 2^31 - 1
+    floored = {"a": lambda f: _java_average(f, "price", 32, floor=True)}
+    assert over_rows(emitted(batches, delay=1), floored, 2, None) != over_rows(
+        emitted(batches, delay=1), {"a": FLINK_AVG_CALLS["a"]}, 2, None
+    )  # a negative average whose truncation is not its floor
+    assert normal(read_json_dir(tmp_path / "out" / "avg")) == normal(wanted)
+
+
+def test_flink_avg_in_batch_mode_equals_javas_integer_average(spark: Any, tmp_path: Path) -> None:
+    """Batch: Spark's window functions (an exact sum wrapped to the type, ``div`` by the
+    count) give the streaming run's values; no row is late in one pass."""
+    batches = _flink_avg_batches()
+    kept = {id(r) for rows in emitted(batches, delay=1).values() for r in rows}
+    inputs = [[r for r in batch if id(r) in kept] for batch in batches]
+    text = FLINK_AVG_JOB.format(mode="SET execution.mode = batch;\n")
+    flow = tmp_path / "avg.flow"
+    flow.write_text(text, encoding="utf-8")
+    for index, batch in enumerate(inputs):
+        write_batch(tmp_path / "in", index, batch)
+    job = flowc.compile(text, str(flow), for_spark=True)
+    report = run_job(job, master="local[2]", out=io.StringIO())
+    assert [q.error for q in report.queries] == [None]
+    everything = [r for batch in inputs for r in batch]
+    per_key = emitted([everything, [{"seller": 0, "price": 0, "ts": at(10_000)}]], delay=0)
+    per_key = {k: v for k, v in per_key.items() if k != 0}
+    wanted = over_rows(per_key, FLINK_AVG_CALLS, 2, None)
+    assert normal(read_json_dir(tmp_path / "out" / "avg")) == normal(wanted)
+
+
+def test_flink_avg_in_the_processor_equals_what_flink_gave(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """PyFlink 2.3's AVG(INT) over ROWS 2 PRECEDING of 7, -7, -4, NULL, -3, NULL, NULL (one
+    key) gave 7, 0, -1, -5, -3, -3, -3 (docs/language.md, "OVER windows")."""
+    processor = _processor(monkeypatch, [("flink_avg", "price", "a", 0, None)], True, 2)
+    prices = [7, -7, -4, None, -3, None, None]
+    out = [r.a for i, p in enumerate(prices) for r in processor.emit(10 * (i + 1), [(1, p, i)])]
+    assert out == [7, 0, -1, -5, -3, -3, -3]
+
+
+# ------------------------------------------------ examples/nexmark_q6.flow on its data
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "nexmark_q6.flow"
+
+
+def _closed_auctions() -> list[list[Row]]:
+    """The example's shipped files, one micro-batch each (max_files_per_trigger = 1)."""
+    folder = EXAMPLE.parent / "data" / "closed_auctions"
+    return [
+        [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+        for path in sorted(folder.glob("*.json"))
+    ]
+
+
+def _q6_rows(per_seller: dict[int, list[Row]]) -> list[tuple[Any, ...]]:
+    """Each emitted auction with Flink's AVG(final) over it and its 10 predecessors."""
+    out = []
+    for rows in per_seller.values():
+        for i, row in enumerate(rows):
+            average = _java_average(rows[max(0, i - 10) : i + 1], "final", 64)
+            out.append((row["seller"], row["final"], _time(row["date_time"]), average))
+    return sorted(out)
+
+
+def _time(value: str) -> datetime:
+    return datetime.fromisoformat(value).replace(tzinfo=None)
+
+
+def _q6_emitted(batches: list[list[Row]], delay: timedelta) -> dict[int, list[Row]]:
+    """Flink's OverAggregate over the batches (seconds, not minutes): late rows dropped,
+    rows emitted in time order once the watermark (largest time so far minus ``delay``)
+    reaches them."""
+    last: dict[int, datetime] = {}
+    waiting: dict[int, list[Row]] = {}
+    out: dict[int, list[Row]] = {}
+    watermark = datetime.min
+    for batch in batches:
+        for row in batch:
+            key, t = row["seller"], _time(row["date_time"])
+            if key not in last or t > last[key]:
+                waiting.setdefault(key, []).append(row)
+        watermark = max(watermark, max(_time(r["date_time"]) for r in batch) - delay)
+        for key, rows in waiting.items():
+            ready = sorted(
+                (r for r in rows if _time(r["date_time"]) <= watermark),
+                key=lambda r: _time(r["date_time"]),
+            )
+            waiting[key] = [r for r in rows if _time(r["date_time"]) > watermark]
+            if ready:
+                out.setdefault(key, []).extend(ready)
+                last[key] = _time(ready[-1]["date_time"])
+    return out
+
+
+def _q6_output(folder: Path) -> list[tuple[Any, ...]]:
+    return sorted(
+        (r["seller"], r["final"], _time(r["date_time"]), r.get("avg_final"))
+        for r in read_json_dir(folder / "out" / "seller_averages")
+    )
+
+
+@pytest.mark.parametrize("batch", [False, True], ids=["streaming", "batch"])
+def test_the_nexmark_q6_example_on_its_shipped_data(
+    spark: Any, tmp_path: Path, batch: bool
+) -> None:
+    """Streaming: the first two files in one run (a micro-batch each), the last in a second
+    run on the same checkpoint (a restart); batch: one pass over all three. Both against
+    Flink's rule in plain Python, the average truncated (some seller's frame is not a
+    whole number) and its frame 11 rows at most."""
+    batches = _closed_auctions()
+    assert len(batches) == 3
+    copy = tmp_path / EXAMPLE.name
+    text = EXAMPLE.read_text(encoding="utf-8")
+    if batch:
+        text = "SET execution.mode = batch;\n" + text
+    copy.write_text(text, encoding="utf-8")
+    data = tmp_path / "data" / "closed_auctions"
+    data.mkdir(parents=True)
+    shipped = sorted((EXAMPLE.parent / "data" / "closed_auctions").glob("*.json"))
+    runs = [shipped] if batch else [shipped[:2], shipped[2:]]
+    for index, files in enumerate(runs):
+        for path in files:
+            shutil.copy(path, data / path.name)
+            stamp = time.time() - 3600 + 60 * shipped.index(path)
+            os.utime(data / path.name, (stamp, stamp))
+        job = flowc.compile(text, str(copy), for_spark=True)
+        report = run_job(job, available_now=True, master="local[2]", out=io.StringIO())
+        assert [q.error for q in report.queries] == [None], index
+    if batch:
+        everything = [r for b in batches for r in b]
+        per_seller: dict[int, list[Row]] = {}
+        for row in sorted(everything, key=lambda r: _time(r["date_time"])):
+            per_seller.setdefault(row["seller"], []).append(row)
+    else:
+        per_seller = _q6_emitted(batches, timedelta(seconds=10))
+    wanted = _q6_rows(per_seller)
+    assert any(len(rows) > 11 for rows in per_seller.values())
+    assert any(
+        Fraction(sum(r["final"] for r in rows[max(0, i - 10) : i + 1]), min(i + 1, 11)).denominator
+        > 1
+        for rows in per_seller.values()
+        for i in range(len(rows))
+    )
+    assert _q6_output(tmp_path) == wanted

@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from sqlglot import exp
 
 from flowc import ast
-from flowc.analyze.over_steps import lag_call
+from flowc.analyze.over_steps import flink_avg, lag_call
 from flowc.catalog import OP_COLUMN
 from flowc.program import (
     WATERMARK_COLUMN,
@@ -302,13 +302,17 @@ class StepWriter(ProgramText):
         streaming, Spark's window functions in batch."""
         found = self.spark_plan.over_aggregators[self.spark_plan.step_nodes[id(step)]]
         calls = []
+        types = {c.name: c.type for c in step.schema}
         for item in step.node.items:
             call = item.expr.tree
             assert isinstance(call, exp.Func) and item.alias is not None
             arg = call.this
             column = arg.name if isinstance(arg, exp.Column) else None
             offset, default = lag_call(call) if isinstance(call, exp.Lag) else (0, None)
-            calls.append((call.sql_name().lower(), column, item.alias.value, offset, default))
+            function = call.sql_name().lower()
+            if flink_avg(call, types.get(item.alias.value)):
+                function = "flink_avg"  # of the argument's integer type, truncated
+            calls.append((function, column, item.alias.value, offset, default))
         self.w(
             f"{df} = over_aggregate({df}, {list(found.keys)!r}, {found.column!r}, {calls!r}, "
             f"{found.rows}, {found.preceding}, {found.frame!r}, {found.streaming})",

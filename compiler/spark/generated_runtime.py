@@ -1113,6 +1113,13 @@ class OverAggregate(StatefulProcessor):
                 for v in values:
                     total += float(v)
                 out.append(total / len(values))
+            elif function == 'flink_avg':
+                # Flink's AVG of an INT or BIGINT: the sum in the argument's type (Java's
+                # arithmetic wraps), divided by the count truncating toward zero
+                bits = 32 if self.state[at].dataType.simpleString() == 'int' else 64
+                wrapped = (sum(values) + 2 ** (bits - 1)) % 2 ** bits - 2 ** (bits - 1)
+                quotient = abs(wrapped) // len(values)
+                out.append(-quotient if wrapped < 0 else quotient)
             elif function == 'min':
                 out.append(min(values))
             else:
@@ -1191,6 +1198,17 @@ class OverAggregate(StatefulProcessor):
         pass
 
 
+def flink_average_over(arg: str, kind: str, over: str) -> str:
+    """Flink's AVG of an INT or BIGINT ``arg`` over the window ``over``, in Spark SQL: the
+    sum taken exactly (as a DECIMAL), wrapped to the argument's width as Java's sum in that
+    type wraps, then Spark's ``div`` by the count (truncating toward zero, as Java's)."""
+    bits = 32 if kind == 'int' else 64
+    half, whole = 2 ** (bits - 1), 2 ** bits
+    total = f"sum(CAST({arg} AS DECIMAL(38, 0))) OVER ({over})"
+    wrapped = f"CAST(pmod({total} + {half}, {whole}) - {half} AS {kind.upper()})"
+    return f"CAST({wrapped} DIV nullif(count({arg}) OVER ({over}), 0) AS {kind.upper()})"
+
+
 def over_aggregate(
     df: DataFrame, keys: list[str], column: str,
     calls: list[tuple[str, str | None, str, int, object]], rows: bool, preceding: int,
@@ -1232,8 +1250,13 @@ def over_aggregate(
                     F.col(quoted(name)).getField('v'),
                 ).otherwise(F.lit(default).cast(types[arg])))
             computed = computed.drop(number)
+        kinds = {f.name: f.dataType.simpleString() for f in df.schema.fields}
         return computed.withColumns({
-            name: F.expr(f"{function}({quoted(arg) if arg else '*'}) OVER ({over})")
+            name: F.expr(
+                flink_average_over(quoted(arg), kinds[arg], over)
+                if function == 'flink_avg' and arg
+                else f"{function}({quoted(arg) if arg else '*'}) OVER ({over})"
+            )
             for function, arg, name, _, _ in calls if function != 'lag'
         }).select(*[quoted(c) for c in df.columns], *[quoted(c[2]) for c in calls])
     taken = set(df.columns)
@@ -1260,6 +1283,8 @@ def over_aggregate(
             kind = LongType()
         elif function == 'avg':
             kind = DoubleType()
+        elif function == 'flink_avg':
+            kind = fields[arg].dataType if arg else LongType()
         elif function == 'sum':
             integer = fields[arg].dataType.simpleString() in integral if arg else True
             kind = LongType() if integer else DoubleType()
@@ -1543,7 +1568,7 @@ DEDUPLICATE_WITHIN_HELPERS = (DeduplicateWithin, deduplicate_within)
 CHANGELOG_HELPERS = (ChangelogOperator, changelog_operator)
 
 #: What a program with an OVER step carries (and ``quoted``).
-OVER_HELPERS = (OverAggregate, over_aggregate)
+OVER_HELPERS = (OverAggregate, flink_average_over, over_aggregate)
 
 
 #: What a program with an upsert sink carries (and ``quoted``, a malformed-records helper),
