@@ -837,6 +837,14 @@ class Code(StrEnum):
         "MATCH_RECOGNIZE (Flink's pattern recognition), not supported yet",
         "flink-sql-and-flink-ddl",
     )
+    E0760 = (
+        "E0760",
+        "join-bound-other-time",
+        "a stream-stream JOIN bounding the other side's time by a TIMESTAMP column that "
+        "carries no watermark (e.g. `b.t <= a.expires`): Spark would evict rows by their "
+        "watermark column too early",
+        "tables-and-dimension-joins",
+    )
     E0801 = (
         "E0801",
         "malformed-record",

@@ -300,6 +300,43 @@ def check_join_state_bounds(query: Query, lineage: Lineage, reporter: _OncePerPl
         )
 
 
+def check_join_time_columns(query: Query, lineage: Lineage, reporter: _OncePerPlace) -> None:
+    """E0760: Spark derives a side's state watermark from a range condition on *any*
+    TIMESTAMP column of that side and the other side's watermark column, then evicts the
+    side's rows by its *watermark* column (StreamingSymmetricHashJoinHelper's
+    getOneSideStateWatermarkPredicate): ``b.t <= a.expires`` evicts an auction once the
+    watermark passes its ``date_time``, long before it expires, and later matches are lost
+    (Nexmark q4; docs/language.md). Refused where a range condition of ON reads a
+    TIMESTAMP column that carries no watermark beside a watermarked one."""
+    for step in query.stateful:
+        if not isinstance(step, JoinStep) or step.node.condition is None:
+            continue
+        left = lineage.columns_before(query.insert, step)
+        right = lineage.watermarked(step.inputs[0])
+        if not left or not right:
+            continue  # a side without a watermark: Spark derives no bound from it
+        marked = left | right
+        times = {c.name for c in step.schema if c.type.lower().startswith("timestamp")}
+        for node in step.node.condition.tree.walk():
+            if not isinstance(node, exp.Between | exp.LT | exp.LTE | exp.GT | exp.GTE):
+                continue
+            names = {c.name for c in node.find_all(exp.Column)}
+            other = sorted((names & times) - marked)
+            if not other or not names & marked:
+                continue
+            reporter.error(
+                Code.E0760,
+                f"{query.where}: Spark would drop this JOIN's rows from state once the "
+                f"watermark passes their WATERMARK column, though '{other[0]}' (no "
+                "watermark) still lets them match: later matches would be lost",
+                step.node.condition.span,
+                help=f"bound ON by watermarked columns only (b.t BETWEEN a.t AND a.t + "
+                f"INTERVAL ...), where that is the meaning wanted; testing '{other[0]}' in a "
+                "WHERE after the JOIN loses the same rows on Spark (measured)",
+            )
+            break
+
+
 def check_deduplicate_within(query: Query, lineage: Lineage, reporter: _OncePerPlace) -> None:
     """E0707, E0708: a DEDUPLICATE ... WITHIN whose processor (docs/language.md,
     "DEDUPLICATE WITHIN on Spark") has no one event time to read, or no store to run on."""
@@ -841,6 +878,7 @@ RULES: tuple[Rule, ...] = (
     check_appended_aggregations,
     check_outer_joins,
     check_join_state_bounds,
+    check_join_time_columns,
     check_deduplicate_within,
     check_window_time_uses,
     check_window_proctime,
