@@ -122,7 +122,8 @@ class PysparkGenerator(SourceWriter, StepWriter, SinkWriter):
         w("KEEP_EXCHANGES = 'org.apache.spark.sql.catalyst.optimizer.CollapseRepartition'")
         w("KEEP_AGGREGATES = 'org.apache.spark.sql.catalyst.optimizer.CollapseGroupedSumOfCount'")
         w("KEEP_FILTERS = ('org.apache.spark.sql.catalyst.optimizer.PushDownPredicates,'")
-        w("                'org.apache.spark.sql.catalyst.optimizer.PushPredicateThroughNonJoin')")
+        w("                'org.apache.spark.sql.catalyst.optimizer.PushPredicateThroughNonJoin,'")
+        w("                'org.apache.spark.sql.catalyst.optimizer.PushPredicateThroughJoin')")
         if self.spark_plan.watermark_readers:
             w(f"WATERMARK_COLUMN = {WATERMARK_COLUMN!r}")
             w(f"BUCKET_COLUMN = {BUCKET_COLUMN!r}")

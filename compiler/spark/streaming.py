@@ -330,9 +330,10 @@ def check_join_time_columns(query: Query, lineage: Lineage, reporter: _OncePerPl
                 f"watermark passes their WATERMARK column, though '{other[0]}' (no "
                 "watermark) still lets them match: later matches would be lost",
                 step.node.condition.span,
-                help=f"bound ON by watermarked columns only (b.t BETWEEN a.t AND a.t + "
-                f"INTERVAL ...), where that is the meaning wanted; testing '{other[0]}' in a "
-                "WHERE after the JOIN loses the same rows on Spark (measured)",
+                help=f"test the comparison with '{other[0]}' in a WHERE after the JOIN "
+                "(Flink's meaning, kept out of Spark's join condition), or bound ON by "
+                "watermarked columns only (b.t BETWEEN a.t AND a.t + INTERVAL ...) where "
+                "that is the meaning wanted",
             )
             break
 
