@@ -539,8 +539,10 @@ class Code(StrEnum):
     E0742 = (
         "E0742",
         "updating-sink-key",
-        "an updating pipeline written to an upsert sink whose key is not the last "
-        "AGGREGATE's group keys: its deletes and updates would not find their rows",
+        "an updating pipeline written to an upsert sink whose key is not its last step's "
+        "upsert key (an AGGREGATE's group keys; a TOP's PER columns and rank, or without "
+        "the rank the updating AGGREGATE's keys): its deletes and updates would not find "
+        "their rows",
         "updating-pipelines-on-spark",
     )
     E0743 = (

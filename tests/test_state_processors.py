@@ -480,3 +480,36 @@ def test_updating_pipeline_processors_are_described_and_key_groups_guarded() -> 
     assert got is Verdict.INCOMPATIBLE and any("key group" in m for m in messages), messages
     got, _ = _verdict(UPDATING, UPDATING.replace("count(*) AS customers", "count(*) AS n"))
     assert got is not Verdict.INCOMPATIBLE
+
+
+TOP_OVER_UPDATES = """\
+SET max_parallelism = 16;
+CREATE SOURCE b (category STRING, seller STRING, region STRING, price BIGINT)
+  WITH (connector = 'files', path = 'in', format = 'json');
+CREATE SINK o WITH (connector = 'files', path = 'out', format = 'json', mode = 'update',
+  key = 'category, seller');
+INSERT INTO o FROM b |> KEY BY category, seller |> AGGREGATE sum(price) AS total
+  |> TOP 3 BY total DESC PER category;
+"""
+
+
+def test_a_top_over_updates_is_described_with_its_row_keys() -> None:
+    """The TOP consuming an AGGREGATE's changelog keeps its partitions' current rows and
+    names its changes by the AGGREGATE's keys: recorded, and another row key (its emitted
+    changes would name other rows) is refused."""
+    (query,) = _manifest(TOP_OVER_UPDATES).queries
+    shown = {
+        p.name: p.value
+        for o in query.operators
+        if o.processor is not None and o.processor.name == "ChangelogOperator"
+        for p in o.processor.parameters
+        if p.name in ("role", "row_keys") and "TOP" in o.processor.parameters[1].value
+    }
+    assert shown == {"role": "TOP that consumes a changelog", "row_keys": "category, seller"}
+    other = TOP_OVER_UPDATES.replace(
+        "KEY BY category, seller", "KEY BY category, seller, region"
+    ).replace("key = 'category, seller'", "key = 'category, seller, region'")
+    got, messages = _verdict(TOP_OVER_UPDATES, other)
+    assert got is Verdict.INCOMPATIBLE and any("would name other rows" in m for m in messages), (
+        messages
+    )

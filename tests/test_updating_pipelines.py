@@ -11,6 +11,9 @@ plain Python (:func:`flink_changelog`):
 - both shapes (TOP then AGGREGATE: the CDC job; AGGREGATE of an AGGREGATE) on real Spark,
   four micro-batches each its own run on the same checkpoint (a restart), the upsert
   table after each equal to Python's (min/max retracted, a key deleted and back);
+- a TOP over an AGGREGATE's updates, with and without its rank (the sink keyed as
+  Flink's upsert key), the tables after each restarted micro-batch equal to each
+  partition's top rows of the input so far (rows entering, leaving and tied);
 - batch mode (Spark's own operators over the whole input) ending with the same table.
 """
 
@@ -391,6 +394,95 @@ def test_an_aggregate_of_an_aggregate_on_spark(spark: Any, tmp_path: Path) -> No
     run_batches(tmp_path, NESTED, NESTED_BATCHES, check)
     run_as_batch(tmp_path, NESTED)
     assert nested_rows(upsert_table(tmp_path / "batch_out" / "by_count")) == wanted[-1]
+
+
+# ---------------------------------------------------------------- a TOP over an aggregate
+
+TOP_OVER_UPDATES = """\
+SET max_parallelism = 16;
+CREATE SOURCE bids (category STRING, seller STRING, price BIGINT)
+  WITH (connector = 'files', path = 'in', format = 'json');
+CREATE SINK top_sellers WITH (connector = 'files', path = 'out/top_sellers', format = 'json',
+  mode = 'update', key = 'category, seller');
+CREATE SINK top_ranks WITH (connector = 'files', path = 'out/top_ranks', format = 'json',
+  mode = 'update', key = 'category, rn');
+INSERT INTO top_sellers
+  FROM bids
+  |> KEY BY category, seller
+  |> AGGREGATE sum(price) AS total
+  |> TOP 2 BY total DESC PER category;
+INSERT INTO top_ranks
+  FROM bids
+  |> KEY BY category, seller
+  |> AGGREGATE sum(price) AS total
+  |> TOP 2 BY total DESC PER category AS rn;
+"""
+
+
+def bid(category: str, seller: str, price: int) -> Row:
+    return {"category": category, "seller": seller, "price": price}
+
+
+TOP_BATCHES: list[list[Row]] = [
+    [bid("a", "s1", 10), bid("a", "s2", 20), bid("a", "s3", 30), bid("b", "t1", 5)],
+    # s1 enters a's top (s2 leaves); t2 ties t1 (both in b's top, t2 first)
+    [bid("a", "s1", 25), bid("a", "s4", 5), bid("b", "t2", 5)],
+    # s3 falls out (s2 comes back); t3 pushes t1 out
+    [bid("a", "s3", -29), bid("b", "t3", 7), bid("b", "t1", -5)],
+    # s2 ties s1 at 35 (s2 first); t3 falls to 0 and ties t1 (t3 first)
+    [bid("a", "s2", 15), bid("b", "t3", -7), bid("a", "s4", 1)],
+]
+
+
+def top_tables(batches: list[list[Row]]) -> list[tuple[dict[Any, Any], dict[Any, Any]]]:
+    """After each micro-batch, each category's top 2 sellers by total over every bid so
+    far (ties by the seller, greater first: flowc's order), as the two sinks hold them:
+    keyed by (category, seller), and by (category, rank)."""
+    totals: dict[tuple[str, str], int] = {}
+    tables = []
+    for batch in batches:
+        for r in batch:
+            key = (r["category"], r["seller"])
+            totals[key] = totals.get(key, 0) + r["price"]
+        by_seller: dict[Any, Any] = {}
+        by_rank: dict[Any, Any] = {}
+        for category in {c for c, _ in totals}:
+            ranked = sorted(
+                ((t, s) for (c, s), t in totals.items() if c == category), reverse=True
+            )[:2]
+            for rank, (total, seller) in enumerate(ranked, start=1):
+                by_seller[(category, seller)] = total
+                by_rank[(category, rank)] = (seller, total)
+        tables.append((by_seller, by_rank))
+    return tables
+
+
+def test_a_top_over_an_aggregate_on_spark(spark: Any, tmp_path: Path) -> None:
+    """TOP 2 ... PER category over sums per (category, seller), without and with its rank:
+    the upsert tables after each of four micro-batches (each a restart) are each
+    category's top 2 of the bids so far (rows entering, leaving, tied), and batch mode
+    ends with the same tables."""
+    job = flowc.compile(TOP_OVER_UPDATES, "job.flow", for_spark=True)
+    text = "\n".join(job.spark_plan.to_text())
+    assert "updating: line 12: TOP runs as a transformWithState processor" in text
+    assert "by category, seller (+I entered" in text and "rank by rank" in text
+    wanted = top_tables(TOP_BATCHES)
+    assert wanted[3][1][("a", 1)] == ("s2", 35) and wanted[3][1][("b", 2)] == ("t3", 0)
+
+    def tables(folder: Path) -> tuple[dict[Any, Any], dict[Any, Any]]:
+        by_seller = upsert_table(folder / "top_sellers")
+        by_rank = upsert_table(folder / "top_ranks")
+        return (
+            {(r["category"], r["seller"]): r["total"] for r in by_seller},
+            {(r["category"], r["rn"]): (r["seller"], r["total"]) for r in by_rank},
+        )
+
+    def check(index: int) -> None:
+        assert tables(tmp_path / "out") == wanted[index], index
+
+    run_batches(tmp_path, TOP_OVER_UPDATES, TOP_BATCHES, check)
+    run_as_batch(tmp_path, TOP_OVER_UPDATES)
+    assert tables(tmp_path / "batch_out") == wanted[-1]
 
 
 # ---------------------------------------------------------------- the example, on its data

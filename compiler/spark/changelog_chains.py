@@ -34,13 +34,15 @@ CHANGELOG_CALLS = ("count", "sum", "avg", "min", "max")
 @dataclass(frozen=True, slots=True)
 class UpdatingChain:
     """An INSERT whose updating ``producer`` (a TOP or AGGREGATE without WINDOW, over
-    insert-only rows) feeds ``consumer``, an AGGREGATE without WINDOW with group keys,
-    through KEY BY steps only; the consumer's rows go straight to the sink. Without a
+    insert-only rows) feeds ``consumer``, an AGGREGATE without WINDOW with group keys
+    (or a TOP without WINDOW with PER columns over an AGGREGATE's updates, its rows
+    identified by that AGGREGATE's keys, which hold the PER columns), through KEY BY
+    steps only; the consumer's rows go straight to the sink. Without a
     producer, the updates are a CDC source's (``source``, debezium-json), reaching the
     consumer through row-wise steps and KEY BY. ``input`` is the consumer's input row."""
 
     producer: TopStep | AggregateStep | None
-    consumer: AggregateStep
+    consumer: AggregateStep | TopStep
     input: Schema
     source: str | None = None
 
@@ -71,9 +73,12 @@ def updating_chain(program: Program, insert: InsertDef) -> UpdatingChain | None:
     producer, consumer = steps[first], steps[second]
     if not isinstance(producer, TopStep | AggregateStep) or producer.window is not None:
         return None
-    if not isinstance(consumer, AggregateStep) or consumer.window is not None:
+    if isinstance(consumer, TopStep):
+        if not isinstance(producer, AggregateStep) or not set(consumer.keys) <= set(producer.keys):
+            return None
+    elif not isinstance(consumer, AggregateStep):
         return None
-    if not consumer.keys or steps[second + 1 :]:
+    if consumer.window is not None or not consumer.keys or steps[second + 1 :]:
         return None
     if not all(isinstance(step, KeyByStep) for step in steps[first + 1 : second]):
         return None

@@ -384,9 +384,17 @@ class StepWriter(ProgramText):
             struct = f"struct({', '.join(order)})"
             rank = repr(node.rank.value) if node.rank is not None else "None"
             keys = list(step.keys)
+            # A consumer without its rank column changes rows by Flink's upsert key, its
+            # updating input's keys (docs/language.md, "Top-N over updates").
+            identities = (
+                f", {list(changelog.row_keys)!r}"
+                if changelog.consumer and node.rank is None
+                else ""
+            )
             w(
                 f"{df} = changelog_operator({df}, 'top', {keys!r}, [], {node.count}, "
-                f"{primary}, {rank}, F.expr({struct!r}), {changelog.key_groups}, None)",
+                f"{primary}, {rank}, F.expr({struct!r}), {changelog.key_groups}, None"
+                f"{identities})",
                 1,
             )
             return

@@ -1328,9 +1328,10 @@ class ChangelogOperator(StatefulProcessor):
     def __init__(
         self, kind: str, keys: list[str], columns: list[str], calls: list[tuple[str, str | None]],
         count: int, descending: bool, rank: bool, order: str, group: str,
-        retracting: bool = True,
+        retracting: bool = True, identities: list[str] | None = None,
     ) -> None:
         self.kind = kind
+        self.identities = identities
         self.retracting = retracting
         self.keys = keys
         self.columns = columns
@@ -1467,6 +1468,25 @@ class ChangelogOperator(StatefulProcessor):
                 out += [('-U', old[i]), ('+U', new[i])]
         return out
 
+    def keyed_changes(self, old: list[tuple[Any, ...]], new: list[tuple[Any, ...]]
+                      ) -> list[tuple[str, tuple[Any, ...]]]:
+        """What a TOP without its rank column emits, by the row's upsert key (its
+        ``identities``, the updating input's keys, as Flink's Rank): '-D' a row that left
+        the top, '+I' one that entered, '-U' and '+U' one whose values changed."""
+        assert self.identities is not None
+        at = [self.columns.index(k) for k in self.identities]
+        before = {repr(self.identity(tuple(r[i] for i in at))): r for r in old}
+        after = {repr(self.identity(tuple(r[i] for i in at))): r for r in new}
+        out: list[tuple[str, tuple[Any, ...]]] = []
+        for text in sorted(set(before) | set(after)):
+            if text not in after:
+                out.append(('-D', before[text]))
+            elif text not in before:
+                out.append(('+I', after[text]))
+            elif self.identity(before[text]) != self.identity(after[text]):
+                out += [('-U', before[text]), ('+U', after[text])]
+        return out
+
     def handleInputRows(
         self, key: tuple[object, ...], rows: Iterator[Row], timerValues: TimerValues
     ) -> Iterator[Row]:
@@ -1493,7 +1513,9 @@ class ChangelogOperator(StatefulProcessor):
             old = [tuple(r) for r in before['out']] if before is not None else []
             entry = self.fold(before, changes)
             new = self.result(keys, entry)
-            for op, changed in self.changes(old, new):
+            diff = (self.keyed_changes(old, new) if self.identities is not None
+                    else self.changes(old, new))
+            for op, changed in diff:
                 yield output(*changed, op)
             entry['out'] = new
             if (self.kind == 'top' and not entry['rows']) or (self.kind != 'top' and not new):
@@ -1512,13 +1534,15 @@ class ChangelogOperator(StatefulProcessor):
 def changelog_operator(
     df: DataFrame, kind: str, keys: list[str], calls: list[tuple[str, str | None, str]],
     count: int, descending: bool, rank: str | None, order: Column | None, groups: int,
-    result: StructType | None,
+    result: StructType | None, identities: list[str] | None = None,
 ) -> DataFrame:
     """``df`` (a changelog, or insert-only rows) through a ChangelogOperator per key group
     (a hash of ``keys``, MAP ones left out as Spark hashes none, into ``groups`` groups):
     a TOP's rows ordered by ``order``, or an AGGREGATE's ``calls`` (function, argument
     column or None for ``*``, output name) per key. ``result``: the rows' schema as
-    Spark's own operator would give it (without ``__flowc_op``)."""
+    Spark's own operator would give it (without ``__flowc_op``). ``identities``: a TOP
+    without its rank column over updates emits its changes by these columns (its input's
+    keys, Flink's upsert key), not rank by rank."""
     taken = set(df.columns)
     group, ordering = '__flowc_key_group', '__flowc_order'
     while group in taken or ordering in taken:
@@ -1532,7 +1556,7 @@ def changelog_operator(
     keyed = df.withColumns(extra)
     operator = ChangelogOperator(
         kind, keys, columns, [(f, c) for f, c, _ in calls], count, descending,
-        rank is not None, ordering, group, '__flowc_op' in df.columns)
+        rank is not None, ordering, group, '__flowc_op' in df.columns, identities)
     if result is None:  # a TOP's: its input columns, then its rank
         result = StructType(
             [StructField(c, fields[c].dataType, True) for c in columns]

@@ -328,6 +328,9 @@ class ChangelogProcessor:
     #: 9"), what produces the updates for a consumer ("the step on line 7", or a CDC
     #: source's changes).
     other: str
+    #: A TOP consumer's row identity (its updating input's keys, Flink's upsert key when
+    #: the rank is not selected); empty otherwise.
+    row_keys: tuple[str, ...] = ()
 
     @property
     def line(self) -> int:
@@ -344,6 +347,19 @@ class ChangelogProcessor:
                 "updates: per micro-batch it folds each key's "
                 f"rows and emits Flink's changelog of its changed results (+I, -U/+U, -D); "
                 f"the state keeps, per key, {kept} and its last results"
+            )
+        if self.kind == "TOP":
+            changed = (
+                f"per row by {', '.join(self.row_keys)} (+I entered, -U/+U changed, -D left)"
+                if self.row_keys
+                else "rank by rank (+I, -U/+U, -D)"
+            )
+            return (
+                f"line {self.line}: TOP runs as a transformWithState processor ({groups}) "
+                f"consuming the changelog of {self.other}: per micro-batch it adds +I/+U "
+                f"rows and retracts -U/-D rows, re-ranks each key's rows and emits its "
+                f"changed top rows {changed}; the state keeps, per key, its current input "
+                "rows and last results"
             )
         return (
             f"line {self.line}: AGGREGATE runs as a transformWithState processor ({groups}) "
@@ -609,7 +625,7 @@ def build_spark_plan(program: Program, tree: TransformationTree, graph: StreamGr
                 rewrites=tuple(r for n in sorted(n.id for n in nodes) for r in rewrites.get(n, ())),
                 upsert=_upsert_text(sink),
                 upsert_key=upsert_key(sink) if is_upsert(sink.connector, sink.mode) else None,
-                upsert_groups=_upsert_groups(program, insert, sink),
+                upsert_groups=_upsert_groups(program, insert, sink, changelogs, tree),
                 trigger_interval_ms=None if batch else settings.checkpoint_interval_ms,
             )
         )
@@ -682,9 +698,19 @@ def _redistributed_after(
     return " and ".join(dict.fromkeys(names)) if names else None
 
 
-def _upsert_groups(program: Program, insert: InsertDef, sink: SinkDef) -> tuple[str, ...] | None:
-    """The groups whose rows an upsert sink replaces per micro-batch (a TOP's)."""
+def _upsert_groups(
+    program: Program,
+    insert: InsertDef,
+    sink: SinkDef,
+    changelogs: dict[int, ChangelogProcessor],
+    tree: TransformationTree,
+) -> tuple[str, ...] | None:
+    """The groups whose rows an upsert sink replaces per micro-batch (a TOP's); none for
+    a TOP consuming updates as a processor, whose changelog the sink applies row by row."""
     if not is_upsert(sink.connector, sink.mode):
+        return None
+    chain = updating_chain(program, insert)
+    if chain is not None and tree.step_nodes.get(id(chain.consumer)) in changelogs:
         return None
     found = top_groups(program, insert)
     return found.columns if found is not None else None
@@ -887,8 +913,18 @@ def _changelog_processors(
             else f"the step on line {producer.span.line}"
         )
         steps: list[tuple[Step, bool, str]] = [(chain.consumer, True, origin)]
+        consumer_kind = "TOP" if isinstance(chain.consumer, TopStep) else "AGGREGATE"
         if producer is not None:
-            steps.append((producer, False, f"the AGGREGATE on line {chain.consumer.span.line}"))
+            steps.append(
+                (producer, False, f"the {consumer_kind} on line {chain.consumer.span.line}")
+            )
+        identity: tuple[str, ...] = ()
+        if (
+            isinstance(chain.consumer, TopStep)
+            and chain.consumer.node.rank is None
+            and producer is not None
+        ):
+            identity = producer.keys
         for step, consumer, other in steps:
             node = tree.step_nodes[id(step)]
             if node not in graph.nodes:
@@ -902,6 +938,7 @@ def _changelog_processors(
                 key_groups=graph.nodes[node].max_parallelism
                 or compute_default_max_parallelism(graph.nodes[node].parallelism),
                 other=other,
+                row_keys=identity if consumer else (),
             )
     return found
 

@@ -26,6 +26,7 @@ from flowc.diagnostics import Reporter
 from flowc.errorcodes import Code
 from flowc.fast_dataclass import dataclass
 from flowc.program import (
+    AggregateStep,
     DeduplicateStep,
     DimensionJoinStep,
     DropStep,
@@ -710,6 +711,10 @@ def check_updating_chains(query: Query, lineage: Lineage, reporter: _OncePerPlac
             help="SET state.backend.type = 'rocksdb' (or leave it out): Spark runs "
             "transformWithState processors only on RocksDB",
         )
+    if isinstance(consumer, TopStep):
+        assert isinstance(producer, AggregateStep)  # updating_chain's only TOP consumer
+        _check_top_over_updates(query, program, consumer, producer.keys, origin, reporter)
+        return
     types = {c.name: c.type for c in chain.input}
     for item in consumer.node.items:
         call = changelog_call(item.expr.tree)
@@ -752,6 +757,46 @@ def check_updating_chains(query: Query, lineage: Lineage, reporter: _OncePerPlac
             "name",
             query.insert.span,
             help=f"give sink '{sink.name}' key = '{', '.join(consumer.keys)}'",
+        )
+
+
+def _check_top_over_updates(
+    query: Query,
+    program: Program,
+    top: TopStep,
+    rows: tuple[str, ...],
+    origin: str,
+    reporter: _OncePerPlace,
+) -> None:
+    """E0743/E0742 for a TOP over an AGGREGATE's updates: its changelog names rows by
+    Flink's upsert key, the PER columns and the rank where the rank is selected, else the
+    updating AGGREGATE's keys, so the upsert sink must be keyed so."""
+    sink = program.sink(query.insert.sink)
+    rank = top.node.rank
+    wanted = [*top.keys, rank.value] if rank is not None else list(rows)
+    if not is_upsert(sink.connector, sink.mode):
+        reporter.error(
+            Code.E0743,
+            f"{query.where}: the TOP's rows change with the {origin}, and sink "
+            f"'{sink.name}' cannot apply updates and deletes",
+            query.insert.span,
+            help=f"write to an upsert sink keyed by {', '.join(wanted)} (connector = 'files' "
+            "with mode = 'update', or 'postgres'), or run the job in batch mode",
+        )
+        return
+    key = upsert_key(sink)
+    if {k.lower() for k in key} != {k.lower() for k in wanted}:
+        what = (
+            f"the PER columns and the rank ({', '.join(wanted)})"
+            if rank is not None
+            else f"the updating AGGREGATE's keys ({', '.join(wanted)}), as no rank is selected"
+        )
+        reporter.error(
+            Code.E0742,
+            f"{query.where}: the sink's key ({', '.join(key) or 'none'}) is not the TOP's "
+            f"upsert key, {what}, which its updates and deletes name",
+            query.insert.span,
+            help=f"give sink '{sink.name}' key = '{', '.join(wanted)}'",
         )
 
 

@@ -898,7 +898,21 @@ def changelog_processor(processor: ChangelogProcessor) -> ProcessorState:
                 f"{processor.kind} that {role}",
                 ParameterRule.SAME.value,
                 "a producer keeps its input rows and last results, a consumer its input count "
-                "and retractable accumulators: neither reads the other's",
+                "and retractable accumulators (a TOP consumer its current input rows): "
+                "neither reads the other's",
+            ),
+            *(
+                (
+                    ProcessorParameter(
+                        "row_keys",
+                        ", ".join(processor.row_keys),
+                        ParameterRule.SAME.value,
+                        "the TOP's emitted rows are identified by these columns (Flink's "
+                        "upsert key): under others its changes would name other rows",
+                    ),
+                )
+                if processor.row_keys
+                else ()
             ),
         ),
         row=(),
