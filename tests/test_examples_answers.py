@@ -224,9 +224,10 @@ SHIPPED_ANSWERS = {
 #: Issue 28's batch-mode CDC example, answered on its shipped data against plain Python
 #: (test_batch_without_streaming_rules.py::test_cdc_example_runs_with_flowc_run_batch).
 BATCH_ANSWERS = {"customers_per_country"}
-#: Issue 28's streaming CDC example (updating pipelines), answered on its shipped data in
-#: both modes (test_updating_pipelines.py::test_the_streaming_cdc_example_on_its_shipped_data).
-UPDATING_ANSWERS = {"customers_per_country_streaming"}
+#: Issue 28's updating pipelines, answered on their shipped data in both modes: the streaming
+#: CDC example (test_updating_pipelines.py::test_the_streaming_cdc_example_on_its_shipped_data)
+#: and Nexmark q4 (test_nexmark_q4.py::test_the_q4_example_on_its_shipped_data).
+UPDATING_ANSWERS = {"customers_per_country_streaming", "nexmark_q4"}
 #: Issue 28's Nexmark q6 (an OVER window, Flink's integer AVG), answered on its shipped data
 #: in both modes (test_over_windows.py::test_the_nexmark_q6_example_on_its_shipped_data).
 OVER_ANSWERS = {"nexmark_q6"}

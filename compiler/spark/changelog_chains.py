@@ -17,14 +17,18 @@ from sqlglot import exp
 from flowc.fast_dataclass import dataclass
 from flowc.program import (
     CHANGE_KEEPING_STEPS,
+    ROW_WISE_STEPS,
     AggregateStep,
     FromSource,
     InsertDef,
+    JoinStep,
     KeyByStep,
     Program,
     Schema,
+    Stream,
     TopStep,
 )
+from flowc.vocabulary import JoinKind
 
 #: The calls the retracting aggregate computes (Flink's count, sum, avg, min and max with
 #: retraction: min and max keep a count per value).
@@ -61,10 +65,11 @@ def updating_chain(program: Program, insert: InsertDef) -> UpdatingChain | None:
     if not isinstance(stream.origin, FromSource):
         return None
     steps = stream.steps
-    if any(step.inputs for step in steps):
-        return None
-    stateful = [i for i, step in enumerate(steps) if step.stateful]
+    joined = [i for i, step in enumerate(steps) if step.inputs]
     source = program.source(stream.origin.name)
+    if joined:
+        return _joined_chain(program, insert) if not source.changelog else None
+    stateful = [i for i, step in enumerate(steps) if step.stateful]
     if source.changelog:
         return _cdc_chain(program, insert, source.schema)
     if len(stateful) != 2:
@@ -83,6 +88,45 @@ def updating_chain(program: Program, insert: InsertDef) -> UpdatingChain | None:
     if not all(isinstance(step, KeyByStep) for step in steps[first + 1 : second]):
         return None
     return UpdatingChain(producer, consumer, steps[second - 1].schema)
+
+
+def _joined_chain(program: Program, insert: InsertDef) -> UpdatingChain | None:
+    """Nexmark q4's shape: one inner stream-stream JOIN of the INSERT's source with
+    another source read through row-wise steps only (an insert-only join: Flink's regular
+    join of two append streams emits no retraction), row-wise steps and KEY BY around it,
+    then an AGGREGATE without WINDOW, KEY BY steps, and an AGGREGATE with keys ending the
+    INSERT."""
+    steps = insert.stream.steps
+    stateful = [i for i, step in enumerate(steps) if step.stateful]
+    if len(stateful) != 3:
+        return None
+    join, first, second = stateful
+    step = steps[join]
+    if not isinstance(step, JoinStep) or step.node.kind is not JoinKind.INNER:
+        return None
+    if len(step.inputs) != 1 or not _insert_only_source(program, step.inputs[0]):
+        return None
+    before = steps[:join] + steps[join + 1 : first]
+    if not all(isinstance(s, CHANGE_KEEPING_STEPS) and not s.inputs for s in before):
+        return None
+    producer, consumer = steps[first], steps[second]
+    if not isinstance(producer, AggregateStep) or not isinstance(consumer, AggregateStep):
+        return None
+    if producer.window is not None or consumer.window is not None or not consumer.keys:
+        return None
+    if steps[second + 1 :]:
+        return None
+    if not all(isinstance(s, KeyByStep) for s in steps[first + 1 : second]):
+        return None
+    return UpdatingChain(producer, consumer, steps[second - 1].schema)
+
+
+def _insert_only_source(program: Program, stream: Stream) -> bool:
+    """A JOIN's other side as the chain takes it: a source that is no CDC source, read
+    through row-wise steps only."""
+    if not isinstance(stream.origin, FromSource) or program.source(stream.origin.name).changelog:
+        return False
+    return all(isinstance(s, ROW_WISE_STEPS) and not s.inputs for s in stream.steps)
 
 
 def _cdc_chain(program: Program, insert: InsertDef, schema: Schema) -> UpdatingChain | None:

@@ -1543,6 +1543,10 @@ def changelog_operator(
     Spark's own operator would give it (without ``__flowc_op``). ``identities``: a TOP
     without its rank column over updates emits its changes by these columns (its input's
     keys, Flink's upsert key), not rank by rank."""
+    if kind == 'aggregate':  # its keys and arguments only: a JOIN's rows repeat names
+        needed = dict.fromkeys(keys + [c for _, c, _ in calls if c is not None])
+        df = df.select(*[F.col(quoted(c)) for c in needed],
+                       *(['__flowc_op'] if '__flowc_op' in df.columns else []))
     taken = set(df.columns)
     group, ordering = '__flowc_key_group', '__flowc_order'
     while group in taken or ordering in taken:
