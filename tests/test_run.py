@@ -565,8 +565,16 @@ def test_every_example_generates_a_program_that_compiles(path: Path) -> None:
     updating = (
         {"pickle", "collections", "datetime"} if job.spark_plan.changelog_processors else set()
     )
+    # A stateful processor's handleInputRows is typed with collections.abc's Iterator.
+    processors = job.spark_plan.processors or job.spark_plan.over_aggregators
+    typing_rows = {"collections"} if processors else set()
     allowed = (
-        standard | (loading if job.program.functions else set()) | upserting | replacing | updating
+        standard
+        | (loading if job.program.functions else set())
+        | upserting
+        | replacing
+        | updating
+        | typing_rows
     )
     assert imported <= allowed
     assert "def main(" in code

@@ -319,11 +319,8 @@ def check_join_time_columns(query: Query, lineage: Lineage, reporter: _OncePerPl
         marked = left | right
         times = {c.name for c in step.schema if c.type.lower().startswith("timestamp")}
         for node in step.node.condition.tree.walk():
-            if not isinstance(node, exp.Between | exp.LT | exp.LTE | exp.GT | exp.GTE):
-                continue
-            names = {c.name for c in node.find_all(exp.Column)}
-            other = sorted((names & times) - marked)
-            if not other or not names & marked:
+            other = _bounded_below(node, times - marked, marked)
+            if not other:
                 continue
             reporter.error(
                 Code.E0760,
@@ -337,6 +334,30 @@ def check_join_time_columns(query: Query, lineage: Lineage, reporter: _OncePerPl
                 "that is the meaning wanted",
             )
             break
+
+
+def _bounded_below(
+    node: exp.Expr, unmarked: frozenset[str] | set[str], marked: frozenset[str] | set[str]
+) -> list[str]:
+    """The TIMESTAMP columns without a watermark that ``node`` bounds from below by a
+    watermarked column (``w <= x``, ``x > w``, ``w BETWEEN ... AND x``): only such a bound
+    lets Spark derive a state watermark for ``x``'s side, which it then applies to that
+    side's watermark column. A column bounding a watermarked one from below (``x <= w``,
+    q7's ``ts BETWEEN window_start AND ...``) gives Spark no bound for it."""
+    pairs: list[tuple[exp.Expr, exp.Expr]] = []  # (smaller, greater)
+    if isinstance(node, exp.LT | exp.LTE):
+        pairs.append((node.this, node.expression))
+    elif isinstance(node, exp.GT | exp.GTE):
+        pairs.append((node.expression, node.this))
+    elif isinstance(node, exp.Between):
+        pairs += [(node.args["low"], node.this), (node.this, node.args["high"])]
+    found: set[str] = set()
+    for smaller, greater in pairs:
+        below = {c.name for c in smaller.find_all(exp.Column)}
+        above = {c.name for c in greater.find_all(exp.Column)}
+        if below & marked:
+            found |= above & unmarked
+    return sorted(found)
 
 
 def check_deduplicate_within(query: Query, lineage: Lineage, reporter: _OncePerPlace) -> None:
