@@ -49,7 +49,14 @@ def run(args: argparse.Namespace) -> int:
     if blockers:
         print_diagnostics(blockers, sources, "text", args.color)
         return EXIT_ERRORS
-    from flowc.runtime.failures import FailureLog, log_path, spark_errors, spark_output, summary
+    from flowc.runtime.failures import (
+        FailureLog,
+        log_path,
+        readable,
+        spark_errors,
+        spark_output,
+        summary,
+    )
     from flowc.runtime.run import SparkRefused, run_job
 
     if args.report:
@@ -83,9 +90,10 @@ def run(args: argparse.Namespace) -> int:
     except CompileError as error:  # a sink's folder flowc refuses (flowc.runtime.ownership)
         print_diagnostics(error.diagnostics, sources, "text", args.color)
         return EXIT_ERRORS
-    except spark_errors() as error:  # Spark failed, or its JVM died, while flowc watched
-        path = FailureLog(job, args.checkpoint_dir, args.base_dir, log).record("run", error)
-        sys.stderr.write(summary(error, path, "Spark failed while the job ran"))
+    except spark_errors() as raised:  # Spark failed, or its JVM died, while flowc watched
+        failure = readable(raised)
+        path = FailureLog(job, args.checkpoint_dir, args.base_dir, log).record("run", failure)
+        sys.stderr.write(summary(failure, path, "Spark failed while the job ran"))
         return EXIT_ERRORS
     report_failed = bool(args.report) and not _save_report(report, args.report)
     failed = [q for q in report.queries if q.error]
