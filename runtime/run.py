@@ -8,6 +8,7 @@ pyspark (through the generated program); the compiler never does.
 from __future__ import annotations
 
 import importlib.util
+import logging
 import os
 import re
 import signal
@@ -402,6 +403,9 @@ def _jvm_ended(
             return None
     if exit_code is None:
         return None
+    # py4j logs each later call into the ended JVM with a traceback on standard error
+    # (seen in CI after the diagnostic, at exit): the diagnostic has said what happened.
+    logging.getLogger("py4j").disabled = True
     spark_log = log.path
     path = log.record("Spark's JVM ended", error)
     diagnostic = jvm_ended(job, exit_code, running, spark_log, path)
