@@ -531,9 +531,9 @@ class Code(StrEnum):
     E0741 = (
         "E0741",
         "updating-aggregate-call",
-        "an AGGREGATE over an updating input (a TOP's or an AGGREGATE's rows) with a call its "
-        "retracting processor does not compute: only count, sum, avg (not of a DECIMAL), min "
-        "and max of a column, without DISTINCT",
+        "an AGGREGATE over an updating input (a TOP's or an AGGREGATE's rows), or whose "
+        "updates a later step consumes, with a call its processor does not compute: only "
+        "count, sum, avg (not of a DECIMAL), min and max of a column, without DISTINCT",
         "updating-pipelines-on-spark",
     )
     E0742 = (

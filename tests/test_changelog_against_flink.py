@@ -62,6 +62,45 @@ UPDATING["top_n_per_window_after_a_window_aggregate"] = flink_sql(
     """,
 )
 
+TOP_SOURCE = """
+CREATE TABLE bids (category STRING, seller STRING, price BIGINT) WITH ('connector' = 'datagen');
+"""
+TOP_SINK = """
+CREATE TABLE o (category STRING, seller STRING, total BIGINT,
+  PRIMARY KEY (category, seller) NOT ENFORCED)
+  WITH ('connector' = 'files', 'path' = 'out', 'format' = 'json');
+"""
+TOP_OF_SUMS = """
+SELECT *, ROW_NUMBER() OVER (PARTITION BY category ORDER BY total DESC) AS rn FROM {}
+"""
+SUMS = "SELECT category, seller, SUM(price) AS total FROM bids GROUP BY category, seller"
+
+#: Flink's Top-N over an unwindowed GROUP BY, as SQL (flowc runs these on Spark: the
+#: subquery, a CREATE VIEW with the rank selected, a WITH CTE).
+UPDATING["sql_top_n_over_a_group_by"] = flink_sql(
+    TOP_SOURCE,
+    TOP_SINK,
+    f"INSERT INTO o SELECT category, seller, total FROM ({TOP_OF_SUMS.format(f'({SUMS})')})"
+    " WHERE rn <= 3;\n",
+)
+UPDATING["sql_top_n_over_a_group_by_view_with_its_rank"] = flink_sql(
+    TOP_SOURCE,
+    """
+    CREATE TABLE r (category STRING, rn BIGINT, seller STRING, total BIGINT,
+      PRIMARY KEY (category, rn) NOT ENFORCED)
+      WITH ('connector' = 'files', 'path' = 'out', 'format' = 'json');
+    """,
+    f"CREATE VIEW totals AS {SUMS};\n"
+    f"INSERT INTO r SELECT category, rn, seller, total FROM ({TOP_OF_SUMS.format('totals')})"
+    " WHERE rn <= 3;\n",
+)
+UPDATING["sql_top_n_over_a_group_by_in_a_cte"] = flink_sql(
+    TOP_SOURCE,
+    TOP_SINK,
+    f"INSERT INTO o WITH sums AS ({SUMS}) SELECT category, seller, total FROM "
+    f"({TOP_OF_SUMS.format('sums')}) WHERE rn <= 3;\n",
+)
+
 #: Where flowc's modes are not Flink's (reported, not bent).
 DIFFERENCES: dict[str, str] = {
     "top_n_per_window_after_a_window_aggregate": (
@@ -92,6 +131,7 @@ NOT_COMPARED = {
         "a bare query is flowc's print sink, not an INSERT Flink's statement set explains"
     ),
 }
+
 
 def programs() -> dict[str, str]:
     """Every program compared: the single-query Flink-dialect cases and UPDATING."""

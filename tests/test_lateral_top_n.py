@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 
 import flowc
-from flowc.diagnostics import CompileError
 from tests.helpers.files import Row, source, write_batches
 from tests.helpers.plans import job_graph_json
 from tests.helpers.spark_run import run_in, spark_codes
@@ -60,7 +59,8 @@ def test_lateral_output_is_the_groups_then_the_subquerys_columns() -> None:
 def test_lateral_over_an_aggregate_plans_rank_over_group_aggregate() -> None:
     """The Flink SQL Cookbook's form over an updating view: an AGGREGATE then TOP, the
     aggregate writing no UPDATE_BEFORE (Flink's UpdateFastStrategy over COUNT(*) DESC);
-    refused on Spark until TOP over updates runs there (E0702)."""
+    on Spark both run as the processors of a TOP over updates, the TOP's changes by row
+    (the ROW_NUMBER form's, tests/test_updating_pipelines.py)."""
     program = """SET sql.dialect = 'flink';
 SET max_parallelism = 16;
 CREATE TABLE People (id INT, city STRING, state STRING) WITH ('connector' = 'datagen');
@@ -78,11 +78,12 @@ FROM (SELECT DISTINCT state FROM CurrentPopulation) States,
     modes = {n.name: n.changelog_mode for n in job.stream_graph.nodes.values()}
     assert modes["Keyed Aggregate"] == "I,UA"
     assert modes["Rank(rankEnd=2, partitionBy=[state], orderBy=[population DESC])"] == "I,UA,D"
-    with pytest.raises(CompileError) as refused:
-        flowc.compile(program, "job.flow", for_spark=True)
-    assert {(d.code, d.span.line) for d in refused.value.diagnostics if d.code != "W0001"} == {
-        ("E0702", 12)
-    }
+    on_spark = flowc.compile(program, "job.flow", for_spark=True)
+    processors = sorted(on_spark.spark_plan.changelog_processors.items())
+    assert [(c.kind, c.consumer, c.row_keys) for _, c in processors] == [
+        ("AGGREGATE", False, ()),
+        ("TOP", True, ("city", "state")),
+    ]
 
 
 SALES: list[list[Row]] = [

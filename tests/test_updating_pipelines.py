@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -469,20 +470,122 @@ def test_a_top_over_an_aggregate_on_spark(spark: Any, tmp_path: Path) -> None:
     wanted = top_tables(TOP_BATCHES)
     assert wanted[3][1][("a", 1)] == ("s2", 35) and wanted[3][1][("b", 2)] == ("t3", 0)
 
-    def tables(folder: Path) -> tuple[dict[Any, Any], dict[Any, Any]]:
-        by_seller = upsert_table(folder / "top_sellers")
-        by_rank = upsert_table(folder / "top_ranks")
-        return (
-            {(r["category"], r["seller"]): r["total"] for r in by_seller},
-            {(r["category"], r["rn"]): (r["seller"], r["total"]) for r in by_rank},
-        )
-
     def check(index: int) -> None:
-        assert tables(tmp_path / "out") == wanted[index], index
+        assert top_sink_tables(tmp_path / "out") == wanted[index], index
 
     run_batches(tmp_path, TOP_OVER_UPDATES, TOP_BATCHES, check)
     run_as_batch(tmp_path, TOP_OVER_UPDATES)
-    assert tables(tmp_path / "batch_out") == wanted[-1]
+    assert top_sink_tables(tmp_path / "batch_out") == wanted[-1]
+
+
+def top_sink_tables(folder: Path, seller: str = "seller") -> tuple[dict[Any, Any], dict[Any, Any]]:
+    """The two sinks' tables as :func:`top_tables` gives them (``seller``: the column
+    naming the seller in top_sellers)."""
+    by_seller = upsert_table(folder / "top_sellers")
+    by_rank = upsert_table(folder / "top_ranks")
+    return (
+        {(r["category"], r[seller]): r["total"] for r in by_seller},
+        {(r["category"], r["rn"]): (r["seller"], r["total"]) for r in by_rank},
+    )
+
+
+#: Flink's SQL forms of TOP_OVER_UPDATES (ROW_NUMBER over a GROUP BY, lowered through
+#: views and SELECTs): a subquery with the rank left out, a CREATE VIEW renaming the
+#: seller (the sink keyed by the new name), a WITH CTE with the rank selected.
+TOP_OVER_UPDATES_SQL = {
+    "subquery": TOP_OVER_UPDATES.split("INSERT INTO")[0]
+    + """\
+INSERT INTO top_sellers
+SELECT category, seller, total FROM (
+  SELECT *, ROW_NUMBER() OVER (PARTITION BY category ORDER BY total DESC) AS rn
+  FROM (SELECT category, seller, SUM(price) AS total FROM bids GROUP BY category, seller)
+) WHERE rn <= 2;
+INSERT INTO top_ranks
+WITH sums AS (SELECT category, seller, SUM(price) AS total FROM bids GROUP BY category, seller)
+SELECT category, rn, seller, total FROM (
+  SELECT *, ROW_NUMBER() OVER (PARTITION BY category ORDER BY total DESC) AS rn FROM sums
+) WHERE rn <= 2;
+""",
+    "view": TOP_OVER_UPDATES.split("INSERT INTO")[0].replace(
+        "key = 'category, seller'", "key = 'category, who'"
+    )
+    + """\
+CREATE VIEW totals AS
+  SELECT category, seller AS who, SUM(price) AS total FROM bids GROUP BY category, seller;
+INSERT INTO top_sellers
+SELECT category, who, total FROM (
+  SELECT *, ROW_NUMBER() OVER (PARTITION BY category ORDER BY total DESC) AS rn FROM totals
+) WHERE rn <= 2;
+INSERT INTO top_ranks
+SELECT category, rn, seller, total FROM (
+  SELECT *, ROW_NUMBER() OVER (PARTITION BY category ORDER BY total DESC) AS rn
+  FROM (SELECT category, seller, SUM(price) AS total FROM bids GROUP BY category, seller)
+) WHERE rn <= 2;
+""",
+}
+
+
+@pytest.mark.parametrize("form", sorted(TOP_OVER_UPDATES_SQL))
+def test_a_top_over_a_group_by_in_sql_on_spark(form: str, spark: Any, tmp_path: Path) -> None:
+    """The SQL forms run as the pipe form does (the AGGREGATE and the TOP as processors,
+    through the views and SELECTs they lower to): the same tables after each of four
+    restarted micro-batches, and batch mode ending with the last."""
+    program = TOP_OVER_UPDATES_SQL[form]
+    seller = "who" if form == "view" else "seller"
+    job = flowc.compile(program, "job.flow", for_spark=True)
+    text = "\n".join(job.spark_plan.to_text())
+    assert f"by category, {seller} (+I entered" in text and "rank by rank" in text
+    wanted = top_tables(TOP_BATCHES)
+
+    def check(index: int) -> None:
+        assert top_sink_tables(tmp_path / "out", seller) == wanted[index], index
+
+    run_batches(tmp_path, program, TOP_BATCHES, check)
+    run_as_batch(tmp_path, program)
+    assert top_sink_tables(tmp_path / "batch_out", seller) == wanted[-1]
+
+
+LATERAL_OVER_SUMS = """\
+SET sql.dialect = 'flink';
+SET max_parallelism = 16;
+CREATE TABLE bids (category STRING, seller STRING, price BIGINT) WITH ('connector' = 'datagen');
+CREATE TEMPORARY VIEW totals AS
+  SELECT category, seller, SUM(price) AS total FROM bids GROUP BY category, seller;
+CREATE TABLE o (category STRING, seller STRING, total BIGINT,
+  PRIMARY KEY (category, seller) NOT ENFORCED)
+  WITH ('connector' = 'files', 'path' = 'out/o', 'format' = 'json');
+INSERT INTO o SELECT category, seller, total
+FROM (SELECT DISTINCT category FROM totals) c,
+  LATERAL (SELECT seller, total FROM totals WHERE category = c.category
+    ORDER BY total DESC LIMIT 2);
+"""
+
+
+def test_the_lateral_form_runs_as_the_row_number_form() -> None:
+    """Flink's LATERAL Top-N over the view of a GROUP BY lowers to the steps of the
+    ROW_NUMBER form (tested on Spark above): the same processors, the TOP's changes by
+    row (category, seller), and the same generated calls."""
+
+    def processors(program: str) -> tuple[list[tuple[Any, ...]], list[str]]:
+        job = flowc.compile(program, "job.flow", for_spark=True)
+        found = [
+            (c.kind, c.keys, c.consumer, c.row_keys)
+            for _, c in sorted(job.spark_plan.changelog_processors.items())
+        ]
+        calls = [  # each call but its DataFrame's variable
+            re.sub(r"\w+\.groupBy", "df.groupBy", line.split("= changelog_operator(")[1]).split(
+                ", ", 1
+            )[1]
+            for line in generate_pyspark(job).splitlines()
+            if "= changelog_operator(" in line
+        ]
+        return found, calls
+
+    subquery = TOP_OVER_UPDATES_SQL["subquery"]
+    one_insert = subquery[: subquery.index("INSERT INTO top_ranks")]
+    lateral = processors(LATERAL_OVER_SUMS)
+    assert lateral == processors(one_insert)
+    assert [p[3] for p in lateral[0]] == [(), ("category", "seller")]
 
 
 # ---------------------------------------------------------------- the example, on its data

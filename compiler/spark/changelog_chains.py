@@ -6,11 +6,16 @@ output feeds another stateful step Spark refuses the query (E0702). flowc runs t
 found here as Flink does: the updating step (the producer) as a processor emitting Flink's
 changelog ('+I', '-U', '+U', '-D' in column ``__flowc_op``), the AGGREGATE after it (the
 consumer) as a processor that retracts a row's contribution and adds the new one, and the
-upsert sink applying the consumer's changelog by key. Every other consumer of updates
-stays refused (E0702). One pass over the INSERT's steps: linear.
+upsert sink applying the consumer's changelog by key. A TOP over an AGGREGATE's updates
+is found through views read by nothing else and through steps that only select or rename
+columns (the SQL ``ROW_NUMBER()`` form over a ``GROUP BY`` lowers so), the AGGREGATE's keys
+traced by name. Every other consumer of updates stays refused (E0702). One pass over the
+INSERT's steps (and its views'): linear.
 """
 
 from __future__ import annotations
+
+from collections import Counter
 
 from sqlglot import exp
 
@@ -19,15 +24,22 @@ from flowc.program import (
     CHANGE_KEEPING_STEPS,
     ROW_WISE_STEPS,
     AggregateStep,
+    DropStep,
     FromSource,
+    FromView,
     InsertDef,
     JoinStep,
     KeyByStep,
     Program,
+    RenameStep,
     Schema,
+    SelectStep,
+    Step,
     Stream,
     TopStep,
+    view_of,
 )
+from flowc.sql.spark_sql import UnsupportedOnSpark, select_columns
 from flowc.vocabulary import JoinKind
 
 #: The calls the retracting aggregate computes (Flink's count, sum, avg, min and max with
@@ -49,6 +61,16 @@ class UpdatingChain:
     consumer: AggregateStep | TopStep
     input: Schema
     source: str | None = None
+    #: A TOP consumer's row identity where its rank does not reach the sink: the
+    #: AGGREGATE's keys as the TOP's input names them (Flink's upsert key then); empty
+    #: where the rank does, and for an AGGREGATE consumer.
+    row_keys: tuple[str, ...] = ()
+    #: A TOP consumer's upsert key as the sink's columns name it: the PER columns and the
+    #: rank, or the row keys (after the projections following the TOP).
+    sink_key: tuple[str, ...] = ()
+    #: The projections (by ``id``) between the AGGREGATE and the TOP and after the TOP:
+    #: each passes every change on with its kind.
+    carrying: frozenset[int] = frozenset()
 
     def origin_text(self, keyword: str) -> str:
         """What produces the updates, as a diagnostic names it."""
@@ -60,7 +82,10 @@ class UpdatingChain:
 def updating_chain(program: Program, insert: InsertDef) -> UpdatingChain | None:
     """The INSERT's updating chain, None where its steps are not one (views, JOINs and
     UNION ALLs, a third stateful step, a step between the two other than KEY BY, a step
-    after the consumer)."""
+    after the consumer; for a TOP over an AGGREGATE, see :func:`_top_over_updates`)."""
+    found = _top_over_updates(program, insert)
+    if found is not None:
+        return found
     stream = insert.stream
     if not isinstance(stream.origin, FromSource):
         return None
@@ -78,16 +103,131 @@ def updating_chain(program: Program, insert: InsertDef) -> UpdatingChain | None:
     producer, consumer = steps[first], steps[second]
     if not isinstance(producer, TopStep | AggregateStep) or producer.window is not None:
         return None
-    if isinstance(consumer, TopStep):
-        if not isinstance(producer, AggregateStep) or not set(consumer.keys) <= set(producer.keys):
-            return None
-    elif not isinstance(consumer, AggregateStep):
+    if not isinstance(consumer, AggregateStep):
         return None
     if consumer.window is not None or not consumer.keys or steps[second + 1 :]:
         return None
     if not all(isinstance(step, KeyByStep) for step in steps[first + 1 : second]):
         return None
     return UpdatingChain(producer, consumer, steps[second - 1].schema)
+
+
+def _top_over_updates(program: Program, insert: InsertDef) -> UpdatingChain | None:
+    """A TOP without WINDOW over an AGGREGATE without WINDOW whose keys hold the PER
+    columns (a row never moves between partitions), from a source that is no CDC source:
+    the INSERT's steps and those of the views it reads, each view read by nothing else
+    (its processors' output is this chain's). Between the two only KEY BY and
+    projections, after the TOP only projections (:func:`_projection`), which keep the
+    AGGREGATE's keys and the sink's upsert key (the PER columns and the rank where the
+    rank reaches the sink, else the AGGREGATE's keys)."""
+    steps = _steps_through_views(program, insert.stream)
+    if steps is None:
+        return None
+    stateful = [i for i, step in enumerate(steps) if step.stateful]
+    if len(stateful) != 2 or any(step.inputs for step in steps):
+        return None
+    first, second = stateful
+    producer, consumer = steps[first], steps[second]
+    if not isinstance(producer, AggregateStep) or not isinstance(consumer, TopStep):
+        return None
+    if producer.window is not None or consumer.window is not None:
+        return None
+    between = [s for s in steps[first + 1 : second] if not isinstance(s, KeyByStep)]
+    names = _traced(between, producer.schema)
+    after = steps[second + 1 :]
+    final = _traced(after, consumer.schema)
+    if names is None or final is None:
+        return None
+    carrying = {id(s) for s in [*between, *after]}
+    if any(k not in names for k in producer.keys):
+        return None
+    row_keys = tuple(names[k] for k in producer.keys)
+    if not set(consumer.keys) <= set(row_keys):
+        return None
+    rank = consumer.node.rank
+    ranked = rank is not None and rank.value in final
+    wanted = [*consumer.keys, rank.value] if rank is not None and ranked else list(row_keys)
+    if any(k not in final for k in wanted):
+        return None
+    return UpdatingChain(
+        producer,
+        consumer,
+        steps[second - 1].schema,
+        row_keys=() if ranked else row_keys,
+        sink_key=tuple(final[k] for k in wanted),
+        carrying=frozenset(carrying),
+    )
+
+
+def _steps_through_views(program: Program, stream: Stream) -> list[Step] | None:
+    """The steps from a source to the end of ``stream``, through the views it reads
+    (``FROM v``, each read by no other stream); None from anything else or where a view
+    is read twice."""
+    chain = [stream]
+    while isinstance(chain[-1].origin, FromView):
+        chain.append(program.view(chain[-1].origin.name).stream)
+    origin = chain[-1].origin
+    if not isinstance(origin, FromSource) or program.source(origin.name).changelog:
+        return None
+    if len(chain) > 1:
+        readers = _view_readers(program)
+        if any(readers[view_of(s.origin)] != 1 for s in chain[:-1]):
+            return None
+    return [step for s in reversed(chain) for step in s.steps]
+
+
+def _view_readers(program: Program) -> Counter[str | None]:
+    """How many streams read each view (a JOIN's or UNION ALL's other side included)."""
+    readers: Counter[str | None] = Counter()
+    pending = [*(v.stream for v in program.views), *(i.stream for i in program.inserts)]
+    while pending:
+        stream = pending.pop()
+        readers[view_of(stream.origin)] += 1
+        pending.extend(other for step in stream.steps for other in step.inputs)
+    return readers
+
+
+def _traced(steps: list[Step], schema: Schema) -> dict[str, str] | None:
+    """Where each column of ``schema`` ends up after ``steps``, all projections
+    (:func:`_projection`): its name there (the first, where a SELECT repeats it), absent
+    where dropped; None where a step is no projection."""
+    names = {c.name: c.name for c in schema}  # the name now -> the name in ``schema``
+    for step in steps:
+        projected = _projection(step)
+        if projected is None:
+            return None
+        names = {out: names[source] for out, source in projected if source in names}
+    return {original: current for current, original in reversed(names.items())}
+
+
+def _projection(step: Step) -> list[tuple[str, str]] | None:
+    """A step that only selects, renames or drops columns, as its (output, input) column
+    names; None for any other (a computed item, a WHERE, a qualified name). Such a step
+    passes each change on as it is, so the rows it names keep their identity."""
+    if isinstance(step, RenameStep):
+        renamed = {i.old.value: i.new.value for i in step.node.items}
+        inverse = {new: old for old, new in renamed.items()}
+        return [(c.name, inverse.get(c.name, c.name)) for c in step.schema]
+    if isinstance(step, DropStep):
+        return [(c.name, c.name) for c in step.schema]
+    if not isinstance(step, SelectStep) or step.watermark is not None:
+        return None
+    try:
+        items = select_columns(step.node.items, [c.name for c in step.schema])
+    except UnsupportedOnSpark:
+        return None
+    pairs = []
+    for item, name in items:
+        if item is None:
+            pairs.append((name, name))
+            continue
+        tree = item.expr.tree
+        if not isinstance(tree, exp.Column) or not isinstance(tree.this, exp.Identifier):
+            return None
+        if tree.table:
+            return None
+        pairs.append((name, tree.name))
+    return pairs
 
 
 def _joined_chain(program: Program, insert: InsertDef) -> UpdatingChain | None:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from flowc.fast_dataclass import dataclass
 from flowc.program import Step, change_flow
+from flowc.spark.changelog_chains import updating_chain
 
 if TYPE_CHECKING:
     from flowc.job import CompiledJob
@@ -64,8 +65,24 @@ class ProgramText:
         self.parsed_sources = [s for s in self.program.sources if s.on_error is not None]
         #: Whether a step joins a versioned table as of event time (a temporal join).
         self.temporal_joins = bool(self.spark_plan.temporal_joins)
-        #: The steps reading a CDC source's changes (by ``id``): a SELECT keeps their kind.
-        self.change_reading = change_flow(self.program).reading
+        #: The steps reading a CDC source's changes or a processor's (by ``id``): a SELECT
+        #: keeps their kind.
+        self.change_reading = {
+            *change_flow(self.program).reading,
+            *self.carrying_projections(),
+        }
+
+    def carrying_projections(self) -> set[int]:
+        """The projections of the streaming INSERTs' updating chains whose changes a
+        processor emits (:mod:`flowc.spark.changelog_chains`)."""
+        if self.batch:
+            return set()
+        found: set[int] = set()
+        for insert in self.program.inserts:
+            chain = updating_chain(self.program, insert)
+            if chain is not None:
+                found |= chain.carrying
+        return found
 
     def var(self, hint: str) -> str:
         """A fresh, valid Python identifier derived from a user name."""

@@ -382,15 +382,13 @@ class StepWriter(ProgramText):
         changelog = self.spark_plan.changelog_processors.get(self.spark_plan.step_nodes[id(step)])
         if changelog is not None:
             struct = f"struct({', '.join(order)})"
-            rank = repr(node.rank.value) if node.rank is not None else "None"
+            # A consumer whose rank does not reach the sink (none, or a SELECT after it
+            # leaves it out) changes rows by Flink's upsert key, its updating input's keys
+            # (docs/language.md, "Top-N over updates"), and computes no rank.
+            keyed = changelog.consumer and bool(changelog.row_keys)
+            rank = repr(node.rank.value) if node.rank is not None and not keyed else "None"
             keys = list(step.keys)
-            # A consumer without its rank column changes rows by Flink's upsert key, its
-            # updating input's keys (docs/language.md, "Top-N over updates").
-            identities = (
-                f", {list(changelog.row_keys)!r}"
-                if changelog.consumer and node.rank is None
-                else ""
-            )
+            identities = f", {list(changelog.row_keys)!r}" if keyed else ""
             w(
                 f"{df} = changelog_operator({df}, 'top', {keys!r}, [], {node.count}, "
                 f"{primary}, {rank}, F.expr({struct!r}), {changelog.key_groups}, None"

@@ -918,13 +918,7 @@ def _changelog_processors(
             steps.append(
                 (producer, False, f"the {consumer_kind} on line {chain.consumer.span.line}")
             )
-        identity: tuple[str, ...] = ()
-        if (
-            isinstance(chain.consumer, TopStep)
-            and chain.consumer.node.rank is None
-            and producer is not None
-        ):
-            identity = producer.keys
+        identity = chain.row_keys
         for step, consumer, other in steps:
             node = tree.step_nodes[id(step)]
             if node not in graph.nodes:

@@ -51,7 +51,7 @@ from flowc.program import (
     WindowTopStep,
 )
 from flowc.spans import Span
-from flowc.spark.changelog_chains import changelog_call, updating_chain
+from flowc.spark.changelog_chains import UpdatingChain, changelog_call, updating_chain
 from flowc.spark.over_rules import check_over_time
 from flowc.sql.habits import FLINK_PROCTIME_META
 from flowc.sql.spark_sql import interval_millis
@@ -732,31 +732,30 @@ def check_updating_chains(query: Query, lineage: Lineage, reporter: _OncePerPlac
             help="SET state.backend.type = 'rocksdb' (or leave it out): Spark runs "
             "transformWithState processors only on RocksDB",
         )
-    if isinstance(consumer, TopStep):
-        assert isinstance(producer, AggregateStep)  # updating_chain's only TOP consumer
-        _check_top_over_updates(query, program, consumer, producer.keys, origin, reporter)
-        return
-    types = {c.name: c.type for c in chain.input}
-    for item in consumer.node.items:
-        call = changelog_call(item.expr.tree)
-        decimal = (
-            call is not None
-            and call[0] == "avg"
-            and call[1] is not None
-            and types.get(call[1], "").lower().startswith("decimal")
-        )
-        if call is None or decimal:
+    if isinstance(producer, AggregateStep):
+        consumed = f"the {keyword(consumer.node)} on line {consumer.span.line} consumes its updates"
+        for item in _uncomputed_calls(producer):
             reporter.error(
                 Code.E0741,
-                f"{query.where}: the AGGREGATE reads the updates of the {origin}, and "
-                "retracts a "
-                f"row's contribution only for count, sum, avg, min and max of a column: not "
+                f"{query.where}: the AGGREGATE runs as a processor, as {consumed}, and "
+                f"computes only count, sum, avg, min and max of a column: not "
                 f"'{item.expr.text}'",
                 item.expr.span,
-                help="write the call as count(*), count(col), sum(col), avg(col) (not of a "
-                "DECIMAL: CAST it to DOUBLE first), min(col) or max(col), computing any "
-                "expression in an EXTEND before the first step",
+                help=_CALLS_HELP,
             )
+    if isinstance(consumer, TopStep):
+        _check_top_over_updates(query, program, chain, origin, reporter)
+        return
+    for item in _uncomputed_calls(consumer):
+        reporter.error(
+            Code.E0741,
+            f"{query.where}: the AGGREGATE reads the updates of the {origin}, and "
+            "retracts a "
+            f"row's contribution only for count, sum, avg, min and max of a column: not "
+            f"'{item.expr.text}'",
+            item.expr.span,
+            help=_CALLS_HELP,
+        )
     sink = program.sink(query.insert.sink)
     if not is_upsert(sink.connector, sink.mode):
         reporter.error(
@@ -781,20 +780,40 @@ def check_updating_chains(query: Query, lineage: Lineage, reporter: _OncePerPlac
         )
 
 
+_CALLS_HELP = (
+    "write the call as count(*), count(col), sum(col), avg(col) (not of a DECIMAL: CAST it "
+    "to DOUBLE first), min(col) or max(col), computing any expression in an EXTEND before "
+    "the first step"
+)
+
+
+def _uncomputed_calls(step: AggregateStep) -> list[ast.SelectItem]:
+    """The items of an updating pipeline's AGGREGATE its processor does not compute
+    (:func:`~flowc.spark.changelog_chains.changelog_call`; an avg of a DECIMAL, whose
+    result is the avg's DECIMAL type)."""
+    found = []
+    values = step.schema[len(step.keys) :]
+    for item, column in zip(step.node.items, values, strict=True):
+        call = changelog_call(item.expr.tree)
+        if call is None or (call[0] == "avg" and column.type.lower().startswith("decimal")):
+            found.append(item)
+    return found
+
+
 def _check_top_over_updates(
     query: Query,
     program: Program,
-    top: TopStep,
-    rows: tuple[str, ...],
+    chain: UpdatingChain,
     origin: str,
     reporter: _OncePerPlace,
 ) -> None:
     """E0743/E0742 for a TOP over an AGGREGATE's updates: its changelog names rows by
-    Flink's upsert key, the PER columns and the rank where the rank is selected, else the
-    updating AGGREGATE's keys, so the upsert sink must be keyed so."""
+    Flink's upsert key, the PER columns and the rank where the rank reaches the sink, else
+    the updating AGGREGATE's keys (each as the sink's column names it), so the upsert sink
+    must be keyed so."""
     sink = program.sink(query.insert.sink)
-    rank = top.node.rank
-    wanted = [*top.keys, rank.value] if rank is not None else list(rows)
+    ranked = not chain.row_keys
+    wanted = list(chain.sink_key)
     if not is_upsert(sink.connector, sink.mode):
         reporter.error(
             Code.E0743,
@@ -809,7 +828,7 @@ def _check_top_over_updates(
     if {k.lower() for k in key} != {k.lower() for k in wanted}:
         what = (
             f"the PER columns and the rank ({', '.join(wanted)})"
-            if rank is not None
+            if ranked
             else f"the updating AGGREGATE's keys ({', '.join(wanted)}), as no rank is selected"
         )
         reporter.error(
