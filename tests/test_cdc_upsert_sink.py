@@ -165,6 +165,43 @@ def test_cdc_changes_into_upsert_sinks_across_micro_batches_and_restarts(
             assert {r["id"]: r for r in rows} == wanted[index], (name, index)
 
 
+def test_cdc_changes_into_postgres_one_file_per_micro_batch(
+    spark: Any, tmp_path: Path, postgres: dict[str, Any]
+) -> None:
+    """The same changes into a postgres upsert sink behind a WHERE: two runs on one
+    checkpoint (a restart), each reading two files as two micro-batches, oldest first."""
+    import psycopg
+
+    program = (
+        SOURCE.replace(
+            "format = 'debezium-json'", "format = 'debezium-json', max_files_per_trigger = 1"
+        )
+        + f"CREATE SINK pg WITH (connector = 'postgres', host = '{postgres['host']}', "
+        f"port = {postgres['port']}, database = '{postgres['dbname']}', user = 'postgres', "
+        "table = 'cdc_customers', key = 'id', mode = 'update');\n"
+        "INSERT INTO pg FROM customers |> WHERE country <> 'XX' "
+        "|> SELECT id, upper(name) AS name, country;\n"
+    )
+    flow = tmp_path / "job.flow"
+    flow.write_text(program, encoding="utf-8")
+    wanted = applied(
+        BATCHES,
+        lambda r: r["country"] != "XX",
+        lambda r: {**r, "name": r["name"].upper()},
+        before_deletes=True,
+    )
+    for run in (0, 1):
+        for index in (2 * run, 2 * run + 1):
+            write_file(tmp_path / "in", index, BATCHES[index])
+        job = flowc.compile(program, str(flow), for_spark=True)
+        report = run_job(job, available_now=True, master="local[2]", out=io.StringIO())
+        assert [q.error for q in report.queries] == [None], report
+        with psycopg.connect(**postgres) as conn:
+            rows = conn.execute("SELECT id, name, country FROM cdc_customers").fetchall()
+        got = {i: {"id": i, "name": n, "country": c} for i, n, c in rows}
+        assert got == wanted[2 * run + 1], run
+
+
 def refusal(text: str) -> tuple[str, int, int]:
     """The one E0298 compiling ``text`` gives: its message, line and column."""
     with pytest.raises(CompileError) as raised:
