@@ -29,6 +29,7 @@ from flowc.errorcodes import Code
 from flowc.runtime.run import run_job
 from flowc.spark.codegen import generate_pyspark
 from tests.helpers.files import upsert_table
+from tests.helpers.flink import ask_flink, requires_flink
 
 SOURCE = """\
 CREATE SOURCE customers (id BIGINT, name STRING, country STRING, PRIMARY KEY (id) NOT ENFORCED)
@@ -202,6 +203,56 @@ def test_cdc_changes_into_postgres_one_file_per_micro_batch(
         assert got == wanted[2 * run + 1], run
 
 
+FLINK_CHANGES = """
+import json, sys
+from pyflink.table import EnvironmentSettings, TableEnvironment
+folder, queries = json.loads(sys.argv[1])
+t = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
+t.get_config().set("parallelism.default", "1")
+t.execute_sql(
+    "CREATE TABLE customers (id BIGINT, name STRING, country STRING, PRIMARY KEY (id) "
+    f"NOT ENFORCED) WITH ('connector' = 'filesystem', 'path' = '{folder}', "
+    "'format' = 'debezium-json')"
+)
+out = []
+for query in queries:
+    with t.execute_sql(query).collect() as rows:
+        out.append([[str(r.get_row_kind()), r[0], r[1], r[2]] for r in rows])
+print(json.dumps(out))
+"""
+
+
+@requires_flink
+def test_flinks_changes_leave_the_pythons_tables(tmp_path: Path) -> None:
+    """Flink 2.3 reading the same envelopes (one file, in order) through the same WHERE and
+    SELECT: the change rows it hands the sink, applied as its upsert sinks do (a -U a
+    delete where the WHERE passes it on, dropped by DropUpdateBefore otherwise), end with
+    the tables the Python semantics give (which the Spark test holds flowc's to)."""
+    write_file(tmp_path / "in", 0, [e for batch in BATCHES for e in batch])
+    filtered, copied = ask_flink(
+        FLINK_CHANGES,
+        [
+            str(tmp_path / "in"),
+            [
+                "SELECT id, UPPER(name), country FROM customers WHERE country <> 'XX'",
+                "SELECT id, name, country FROM customers",
+            ],
+        ],
+    )
+    for changes, before_deletes, wanted in (
+        (filtered, True, applied(BATCHES, lambda r: r["country"] != "XX",
+                                 lambda r: {**r, "name": r["name"].upper()}, True)),
+        (copied, False, applied(BATCHES, lambda r: True, dict, False)),
+    ):  # fmt: skip
+        table: dict[int, Row] = {}
+        for kind, i, name, country in changes:
+            if kind in ("+I", "+U"):
+                table[i] = {"id": i, "name": name, "country": country}
+            elif kind == "-D" or (kind == "-U" and before_deletes):
+                table.pop(i, None)
+        assert table == wanted[-1]
+
+
 def refusal(text: str) -> tuple[str, int, int]:
     """The one E0298 compiling ``text`` gives: its message, line and column."""
     with pytest.raises(CompileError) as raised:
@@ -247,7 +298,11 @@ def test_a_step_other_than_row_wise_ones_is_refused() -> None:
 
 
 def test_the_accepted_shape_compiles_and_batch_mode_refuses_it() -> None:
-    code = generate_pyspark(flowc.compile(PROGRAM, "job.flow", for_spark=True))
+    job = flowc.compile(PROGRAM, "job.flow", for_spark=True)
+    filtered, copied = (q.upsert or "" for q in job.spark_plan.queries)
+    assert "CDC source 'customers'" in filtered and "-U deletes its key" in filtered
+    assert "-U is skipped (Flink's DropUpdateBefore)" in copied
+    code = generate_pyspark(job)
     assert "in_order=True, before_deletes=True" in code
     assert "in_order=True, before_deletes=False" in code
     with pytest.raises(CompileError) as raised:

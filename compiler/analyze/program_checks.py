@@ -89,7 +89,8 @@ def check_changes_consumed(ctx: Context, program: Program) -> None:
             help="only row-wise steps (WHERE, SELECT and EXTEND without CURRENT_WATERMARK, "
             "SET, DROP, RENAME, EXPLODE), KEY BY and, in a streaming job, a KEY BY ... "
             "AGGREGATE ending an INSERT into an upsert sink take changes so far; read the "
-            "source into a memory or console sink",
+            "source into a memory or console sink, or into an upsert sink keyed by its "
+            "PRIMARY KEY",
         )
     for insert, source in flow.refused_inserts:
         sink = program.sink(insert.sink)
