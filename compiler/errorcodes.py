@@ -363,8 +363,9 @@ class Code(StrEnum):
     E0298 = (
         "E0298",
         "changes-into-sink",
-        "a debezium-json source's changes reach a sink that cannot take them (only memory "
-        "and console, in append mode, show each change with its kind)",
+        "a debezium-json source's changes reach a sink that cannot take them: memory and "
+        "console in append mode show each change with its kind; an upsert sink applies them "
+        "only keyed by the source's PRIMARY KEY",
         "change-data-capture-input-debezium-json",
     )
     E0299 = (

@@ -19,6 +19,8 @@ from flowc.catalog import (
     ERRORS_COLUMNS,
     OP_COLUMN,
     PARSED_FILE_FORMATS,
+    is_upsert,
+    partition_columns,
 )
 from flowc.fast_dataclass import dataclass
 from flowc.spans import Span
@@ -129,6 +131,9 @@ class SourceDef:
     #: stands before a read column (Flink keeps a table's declared order: ``SELECT *``
     #: lists it so); empty where the order is the read, computed, processing-time one.
     declared_order: tuple[str, ...] = ()
+    #: A stream's PRIMARY KEY columns (a CDC source's: the key its changes are by, the
+    #: upsert key Flink derives for its scan); empty without one.
+    primary_key: tuple[str, ...] = ()
 
     @property
     def output_schema(self) -> Schema:
@@ -847,8 +852,80 @@ def change_flow(program: Program) -> ChangeFlow:
                 insert.stream, _retracting_consumer(insert) if streaming else None
             )
             sink = program.sink(insert.sink)
-            if carried is not None and (
-                sink.connector not in CHANGE_SHOWING_SINKS or sink.mode != "append"
-            ):
+            if carried is None or (streaming and cdc_upsert(program, insert) is not None):
+                continue
+            if sink.connector not in CHANGE_SHOWING_SINKS or sink.mode != "append":
                 refused_inserts.append((insert, carried))
     return ChangeFlow(reading, tuple(refused_steps), tuple(refused_inserts))
+
+
+#: Steps a CDC source's changes may pass on their way into an upsert sink: each keeps a
+#: change's kind and one row per change (not EXPLODE, after which a key has many rows).
+UPSERT_KEEPING_STEPS = (WhereStep, SelectStep, ExtendStep, SetStep, DropStep, RenameStep, KeyByStep)
+
+
+@dataclass(frozen=True, slots=True)
+class CdcUpsert:
+    """An INSERT writing a CDC source's changes into an upsert sink, through
+    :data:`UPSERT_KEEPING_STEPS` only (streaming). ``key_sources``: the source column each
+    of the sink's key columns holds unchanged (None where it holds something else), which
+    must be the source's PRIMARY KEY. ``before_deletes``: a WHERE stands between, so Flink
+    plans no DropUpdateBefore and each -U reaches the sink, which deletes its key (Flink's
+    JDBC, Elasticsearch and upsert-kafka sinks take UPDATE_BEFORE as a delete); without
+    one Flink drops the -U rows right after the scan."""
+
+    source: SourceDef
+    sink: SinkDef
+    key_sources: tuple[str | None, ...]
+    before_deletes: bool
+
+    @property
+    def key_matches(self) -> bool:
+        """Whether the sink's key is the source's PRIMARY KEY, column for column (Flink's
+        planner refuses any other key: "The query has an upsert key that differs from the
+        primary key of the sink table")."""
+        named = [k for k in self.key_sources if k is not None]
+        return (
+            bool(self.source.primary_key)
+            and len(named) == len(self.key_sources) == len(set(named))
+            and set(named) == set(self.source.primary_key)
+        )
+
+
+def cdc_upsert(program: Program, insert: InsertDef) -> CdcUpsert | None:
+    """The INSERT as a CDC source's changes into an upsert sink, None where it is not one
+    (a view, a JOIN or UNION ALL, another step, another sink, a batch job)."""
+    origin = insert.stream.origin
+    if program.settings.execution_mode == "batch" or not isinstance(origin, FromSource):
+        return None
+    source = program.source(origin.name)
+    sink = program.sink(insert.sink)
+    if not source.changelog or not is_upsert(sink.connector, sink.mode):
+        return None
+    steps = insert.stream.steps
+    if any(not isinstance(s, UPSERT_KEEPING_STEPS) or s.inputs or _regroups(s) for s in steps):
+        return None
+    carriers: dict[str, str] = {}
+    for column in source.output_schema:
+        held = frozenset({column.name})
+        for step in steps:
+            held = _passes_on_all(step, held)
+        carriers.update((name, column.name) for name in held)
+    key = dict(sink.options).get("key")
+    names = partition_columns(str(key)) if key is not None else ()
+    return CdcUpsert(
+        source,
+        sink,
+        tuple(carriers.get(name) for name in names),
+        any(isinstance(s, WhereStep) for s in steps),
+    )
+
+
+def _passes_on_all(step: Step, columns: frozenset[str]) -> frozenset[str]:
+    """:meth:`Step.passes_on`, where a SELECT's ``*`` passes every column on too."""
+    passed = step.passes_on(columns)
+    if isinstance(step, SelectStep) and any(
+        isinstance(i.expr.tree, exp.Star) for i in step.node.items
+    ):
+        passed |= columns
+    return passed

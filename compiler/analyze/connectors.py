@@ -86,6 +86,11 @@ def check_source(ctx: Context, node: ast.CreateSource) -> None:
         written_options={k: o for k, (_, o) in options.items()},
         written_types={c.name.value: c.type for c in node.columns},
         declared_order=_declared_order(node, proctime),
+        primary_key=(
+            tuple(c.value for c in node.primary_key.columns)
+            if node.primary_key is not None and not node.bounded
+            else ()
+        ),
     )
 
 

@@ -9,16 +9,20 @@ from collections.abc import Callable, Iterable
 from flowc import ast, catalog
 from flowc.analyze.context import Context
 from flowc.analyze.step_common import keyword
+from flowc.analyze.upsert_sinks import upsert_key as upsert_key_of
 from flowc.errorcodes import Code
 from flowc.flink.keygroups import compute_default_max_parallelism
 from flowc.program import (
+    CdcUpsert,
     Hints,
+    InsertDef,
     KeyByStep,
     PartitionByStep,
     PartitionStep,
     Program,
     Step,
     Stream,
+    cdc_upsert,
     change_flow,
 )
 from flowc.spans import Span
@@ -85,7 +89,8 @@ def check_changes_consumed(ctx: Context, program: Program) -> None:
             help="only row-wise steps (WHERE, SELECT and EXTEND without CURRENT_WATERMARK, "
             "SET, DROP, RENAME, EXPLODE), KEY BY and, in a streaming job, a KEY BY ... "
             "AGGREGATE ending an INSERT into an upsert sink take changes so far; read the "
-            "source into a memory or console sink",
+            "source into a memory or console sink, or into an upsert sink keyed by its "
+            "PRIMARY KEY",
         )
     for insert, source in flow.refused_inserts:
         sink = program.sink(insert.sink)
@@ -94,9 +99,55 @@ def check_changes_consumed(ctx: Context, program: Program) -> None:
             f"sink '{sink.name}' ({sink.connector}, {sink.mode}) cannot take the changes of "
             f"source '{source}' (debezium-json: inserts, updates and deletes)",
             insert.span,
-            help="only a memory or console sink in append mode takes changes so far, "
-            f"showing each change's kind in the column {catalog.OP_COLUMN}",
+            help="a memory or console sink in append mode takes changes, showing each "
+            f"change's kind in the column {catalog.OP_COLUMN}; an upsert sink keyed by the "
+            "source's PRIMARY KEY takes them through WHERE, SELECT, EXTEND, SET, DROP, "
+            "RENAME and KEY BY",
         )
+    if program.settings.execution_mode == "batch":
+        return
+    for insert in program.inserts:
+        upsert = cdc_upsert(program, insert)
+        if upsert is not None and not upsert.key_matches:
+            _refuse_cdc_upsert_key(ctx, insert, upsert)
+
+
+def _refuse_cdc_upsert_key(ctx: Context, insert: InsertDef, upsert: CdcUpsert) -> None:
+    """E0298: an upsert sink whose key is not the CDC source's PRIMARY KEY. Flink 2.3
+    refuses it too ("The query has an upsert key that differs from the primary key of the
+    sink table", asked of it) unless an ON CONFLICT clause picks a SinkUpsertMaterializer,
+    which flowc does not have."""
+    source, sink = upsert.source, upsert.sink
+    key = ", ".join(upsert_key_of(sink))
+    if not source.primary_key:
+        why = f"source '{source.name}' declares no PRIMARY KEY"
+        hint = (
+            f"declare the source's key, PRIMARY KEY ({key}) NOT ENFORCED, the column(s) "
+            "each change's row is identified by"
+        )
+    else:
+        primary = ", ".join(source.primary_key)
+        held = [
+            f"'{name}' holds " + (f"column '{column}'" if column else "a computed value")
+            for name, column in zip(upsert_key_of(sink), upsert.key_sources, strict=True)
+            if column != name
+        ]
+        why = f"its key ({key}) is not the PRIMARY KEY of source '{source.name}' ({primary})"
+        if held:
+            why += " (" + ", ".join(held) + ")"
+        hint = (
+            f"key the sink by the source's PRIMARY KEY, passed on unchanged: key = '{primary}'; "
+            "to key it by other columns, aggregate the changes first (KEY BY ... AGGREGATE)"
+        )
+    ctx.reporter.error(
+        Code.E0298,
+        f"sink '{sink.name}' ({sink.connector}, {sink.mode}) cannot apply the changes of "
+        f"source '{source.name}' by key: {why}, so two rows of the source could land on one "
+        'row of the sink (Flink 2.3 refuses this too: "The query has an upsert key that '
+        'differs from the primary key of the sink table")',
+        sink.written_options["key"].span if "key" in sink.written_options else insert.span,
+        help=hint,
+    )
 
 
 def check_hints(ctx: Context, program: Program) -> None:

@@ -8,7 +8,10 @@ Two passes, as Flink's two phases: forward, which kinds of change each operator 
 (its ModifyKindSet: INSERT, UPDATE, DELETE) from its inputs'; backward, whether its
 consumers need UPDATE_BEFORE (its UpdateKind): an upsert sink takes updates without it,
 an aggregate, a Top-N or a join consuming updates needs it, a row-wise step passes its
-consumers' need on. Both walk the graph once in topological order: linear, deterministic.
+consumers' need on, but a WHERE over updates needs it always (Flink's Calc with a
+condition, FLINK-9528, asked of Flink 2.3: a debezium-json scan filtered into an upsert
+sink shows the Calc ``I,UB,UA,D`` and no DropUpdateBefore). Both walk the graph once in
+topological order: linear, deterministic.
 
 A TOP over an aggregate's updates is Flink's UpdateFastStrategy Rank, which needs no
 UPDATE_BEFORE, where Flink's RankProcessStrategy picks it: the aggregate's keys (its upsert
@@ -31,6 +34,7 @@ from flowc.fast_dataclass import dataclass
 from flowc.graph.stream_graph import StreamGraph, StreamNode
 from flowc.graph.transformations import TransformationTree
 from flowc.program import (
+    ROW_WISE_STEPS,
     AggregateStep,
     DeduplicateStep,
     DimensionJoinStep,
@@ -282,6 +286,7 @@ def infer_changelog_modes(
             else produced(by_node.get(node.id), kinds_of_input(node, kinds, changes), times)
         )
     update_fast = {n.id for n in order if is_update_fast(graph, n, by_node, kinds)}
+    filtered = _filtered_updates(graph, order, by_node, kinds)
     before: dict[int, bool] = {}
     for node in reversed(order):
         if node.id in changes:
@@ -297,12 +302,35 @@ def infer_changelog_modes(
                 continue
             asked = needs_before(by_node.get(consumer.id), consumer.id in update_fast)
             need = need or (before[consumer.id] if asked is None else asked)
+        if node.id in filtered:
+            # Flink's Calc with a condition takes no upserts (FLINK-9528: a filtered-out
+            # update after would leave the old row): it reads and emits UPDATE_BEFORE.
+            need = True
         before[node.id] = need
     for node in order:
         node.changelog_mode = (
             SINK_MODE if node.kind is NodeKind.SINK else mode_text(kinds[node.id], before[node.id])
         )
     return graph
+
+
+def _filtered_updates(
+    graph: StreamGraph,
+    order: list[StreamNode],
+    by_node: dict[int, Step],
+    kinds: dict[int, ModifyKinds],
+) -> set[int]:
+    """The nodes of Flink's Calcs with a condition over updates: a WHERE whose input has
+    updates, and the row-wise steps after it, which Flink merges into the same Calc."""
+    filtered: set[int] = set()
+    for node in order:
+        step = by_node.get(node.id)
+        if not kinds[node.id].update or not isinstance(step, ROW_WISE_STEPS):
+            continue
+        sources = {e.source_id for e in node.in_edges}
+        if isinstance(step, WhereStep) or (len(sources) == 1 and sources <= filtered):
+            filtered.add(node.id)
+    return filtered
 
 
 def changelog_sources(program: Program, tree: TransformationTree) -> dict[int, ModifyKinds]:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from flowc._version import __version__
-from flowc.program import BUCKET_COLUMN, WATERMARK_COLUMN, Program, view_of
+from flowc.program import BUCKET_COLUMN, WATERMARK_COLUMN, Program, cdc_upsert, view_of
 from flowc.spark.codegen_base import in_docstring
 from flowc.spark.codegen_sinks import SinkWriter
 from flowc.spark.codegen_sources import SourceWriter
@@ -40,6 +40,7 @@ from flowc.spark.generated_runtime import (
     TEMPORAL_JOIN_HELPERS,
     UPSERT_HELPERS,
     WATERMARK_HELPERS,
+    changes_in_order,
     file_upsert,
     postgres_upsert,
     quoted,
@@ -139,6 +140,8 @@ class PysparkGenerator(SourceWriter, StepWriter, SinkWriter):
                 *([] if self.parsed_sources else [quoted]),
                 *UPSERT_HELPERS,
             ]
+            if not self.batch and any(cdc_upsert(self.program, i) for i in self.program.inserts):
+                helpers.append(changes_in_order)
             if "postgres" in upserts:
                 helpers.append(postgres_upsert)
             if "files" in upserts:

@@ -4,6 +4,7 @@ of the whole result."""
 from __future__ import annotations
 
 from flowc.analyze.upsert_sinks import postgres_type
+from flowc.program import CdcUpsert, cdc_upsert
 from flowc.spark.changelog_chains import updating_chain
 from flowc.spark.codegen_base import ProgramText, format_options, in_docstring, kafka_options
 from flowc.sql.spark_sql import UnsupportedOnSpark
@@ -41,8 +42,15 @@ class SinkWriter(ProgramText):
             changelog = chain is not None and (
                 self.spark_plan.step_nodes[id(chain.consumer)] in processors
             )
+            cdc = cdc_upsert(self.program, insert)
             self.upsert(
-                index, options, query.upsert_key, query.checkpoint, query.upsert_groups, changelog
+                index,
+                options,
+                query.upsert_key,
+                query.checkpoint,
+                query.upsert_groups,
+                changelog or cdc is not None,
+                cdc,
             )
         elif connector == "console":
             w("writer = writer.format('console')", 1)
@@ -82,10 +90,12 @@ class SinkWriter(ProgramText):
         checkpoint_segments: tuple[str, ...],
         groups: tuple[str, ...] | None,
         changelog: bool = False,
+        cdc: CdcUpsert | None = None,
     ) -> None:
         """An upsert sink's foreachBatch function (:mod:`flowc.analyze.upsert_sinks`), one row per
         ``key``, its checkpoint where the plan puts it; ``groups``: a TOP's groups, whose old
-        rows each micro-batch replaces (SparkQuery.upsert_groups)."""
+        rows each micro-batch replaces (SparkQuery.upsert_groups); ``cdc``: a CDC source's
+        changes, applied in order (``changes_in_order``)."""
         w = self.w
         insert = self.program.inserts[index]
         sink = self.program.sink(insert.sink)
@@ -114,7 +124,7 @@ class SinkWriter(ProgramText):
                 f"{self._upsert_target()}(postgres_upsert({name!r}, "
                 f"{str(options['table'])!r}, {columns!r}, {keys!r}, connection, {checkpoint}"
                 + (f", groups={list(groups)!r}" if groups is not None else "")
-                + (", changelog=True))" if changelog else "))"),
+                + self._changes(changelog, cdc),
                 1,
             )
             return
@@ -125,9 +135,16 @@ class SinkWriter(ProgramText):
             f"{self._upsert_target()}(file_upsert({name!r}, {path}, {fmt!r}, {keys!r}, "
             f"{writer_options!r}, {checkpoint}"
             + (f", groups={list(groups)!r}" if groups is not None else "")
-            + (", changelog=True))" if changelog else "))"),
+            + self._changes(changelog, cdc),
             1,
         )
+
+    @staticmethod
+    def _changes(changelog: bool, cdc: CdcUpsert | None) -> str:
+        """The upsert call's last arguments: whether it reads a changelog, and how."""
+        if cdc is not None:
+            return f", changelog=True, in_order=True, before_deletes={cdc.before_deletes!r}))"
+        return ", changelog=True))" if changelog else "))"
 
     def _upsert_target(self) -> str:
         """Streaming: the query's foreachBatch; batch: ``upsert``, which write_batch calls

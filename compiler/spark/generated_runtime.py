@@ -653,6 +653,26 @@ def distinct_keys(rows: list[tuple[object, ...]], key_positions: list[int], sink
         seen.add(key)
 
 
+def changes_in_order(rows: list[tuple[Any, ...]], key_positions: list[int],
+                     before_deletes: bool) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """A CDC source's changes of one micro-batch (each row's kind last) applied in the
+    order Spark hands them over, which keeps each file's order: '+I' and '+U' upsert the
+    row, '-D' deletes its key, and so does '-U' where ``before_deletes`` (Flink passes it
+    to the sink, which takes an UPDATE_BEFORE as a delete), else '-U' is skipped (Flink's
+    DropUpdateBefore). A key's last change decides: the rows to upsert, the keys to
+    delete (a delete of a key the table does not hold deletes nothing, as in Flink)."""
+    last: dict[tuple[Any, ...], tuple[Any, ...] | None] = {}
+    for row in rows:
+        op = row[-1]
+        key = tuple(row[i] for i in key_positions)
+        if op in ('+I', '+U'):
+            last[key] = row[:-1]
+        elif op == '-D' or (op == '-U' and before_deletes):
+            last[key] = None
+    upserts = [row for row in last.values() if row is not None]
+    return upserts, [key for key, row in last.items() if row is None]
+
+
 class TableVersionsRefused(Exception):
     """A versioned table holds two versions of a key at one time: its message says which.
 
@@ -686,27 +706,35 @@ def table_versions(df: DataFrame, table: str, key: list[str], since: str) -> Dat
 
 def postgres_upsert(sink: str, table: str, columns: list[tuple[str, str]], keys: list[str],
                     connection: dict[str, object], checkpoint: str | None,
-                    groups: list[str] | None = None,
-                    changelog: bool = False) -> Callable[[DataFrame, int], None]:
+                    groups: list[str] | None = None, changelog: bool = False,
+                    in_order: bool = False,
+                    before_deletes: bool = False) -> Callable[[DataFrame, int], None]:
     """The foreachBatch function of a postgres sink: each micro-batch's rows upserted by
     key (INSERT ... ON CONFLICT DO UPDATE) in one transaction with the batch id, which a
     batch replayed after a crash finds there, so it writes nothing twice. ``groups``: a
     TOP's group columns; the rows of each group the batch holds are deleted first (all
     rows for a global TOP, ``[]``), so a row that left the top goes. ``changelog``: the
     batch is Flink's changelog (column __flowc_op): '+I' and '+U' rows are upserted, a '-D'
-    row's key deleted, '-U' rows ignored."""
+    row's key deleted, '-U' rows ignored. ``in_order``: a CDC source's changes, many per
+    key, applied in order (:func:`changes_in_order`)."""
     def write(batch: DataFrame, batch_id: int) -> None:
         import psycopg
         from psycopg import sql
 
         names = [name for name, _ in columns]
         ops = ['__flowc_op'] if changelog else []
-        rows = [tuple(row) for row in batch.select(*[quoted(n) for n in names], *ops).collect()
-                if not changelog or row['__flowc_op'] != '-U']
-        distinct_keys(rows, [names.index(k) for k in keys], sink, batch_id)
-        deleted = [tuple(r[names.index(k)] for k in keys) for r in rows
-                   if changelog and r[-1] == '-D']
-        rows = [r[:len(names)] for r in rows if not changelog or r[-1] != '-D']
+        positions = [names.index(k) for k in keys]
+        if in_order:
+            changes = [tuple(row) for row in batch.select(*[quoted(n) for n in names], *ops)
+                       .collect()]
+            rows, deleted = changes_in_order(changes, positions, before_deletes)
+        else:
+            rows = [tuple(row) for row in batch.select(*[quoted(n) for n in names], *ops)
+                    .collect() if not changelog or row['__flowc_op'] != '-U']
+            distinct_keys(rows, positions, sink, batch_id)
+            deleted = [tuple(r[i] for i in positions) for r in rows
+                       if changelog and r[-1] == '-D']
+            rows = [r[:len(names)] for r in rows if not changelog or r[-1] != '-D']
         target = sql.Identifier(*table.split('.'))
         column_list = sql.SQL(', ').join(sql.Identifier(n) for n in names)
         key_list = sql.SQL(', ').join(sql.Identifier(k) for k in keys)
@@ -772,7 +800,8 @@ def postgres_upsert(sink: str, table: str, columns: list[tuple[str, str]], keys:
 
 def file_upsert(sink: str, path: str, fmt: str, keys: list[str], options: dict[str, str],
                 checkpoint: str | None, groups: list[str] | None = None,
-                changelog: bool = False) -> Callable[[DataFrame, int], None]:
+                changelog: bool = False, in_order: bool = False,
+                before_deletes: bool = False) -> Callable[[DataFrame, int], None]:
     """The foreachBatch function of a files sink in update mode: the table, one row per
     key, rewritten per micro-batch into a new version folder; the file _current then names
     it (replaced atomically), with the batch id and query that wrote it, so a batch replayed
@@ -780,7 +809,8 @@ def file_upsert(sink: str, path: str, fmt: str, keys: list[str], options: dict[s
     ``groups``: a TOP's group columns; the old rows of each group the batch holds are
     replaced, not only those of its keys (all of them for a global TOP, ``[]``).
     ``changelog``: the batch is Flink's changelog (column __flowc_op): '+I' and '+U' rows
-    are upserted, a '-D' row's key deleted, '-U' rows ignored."""
+    are upserted, a '-D' row's key deleted, '-U' rows ignored. ``in_order``: a CDC
+    source's changes, many per key, applied in order (:func:`changes_in_order`)."""
     def write(batch: DataFrame, batch_id: int) -> None:
         import json
         import shutil
@@ -791,10 +821,21 @@ def file_upsert(sink: str, path: str, fmt: str, keys: list[str], options: dict[s
         # micro-batch ran. Persisted: read twice, its keys and then the rows written.
         persisted = batch = batch.persist()
         written = batch
-        if changelog:
+        if in_order:
+            names = [c for c in batch.columns if c != '__flowc_op']
+            values = batch.select(*[quoted(n) for n in names])
+            changes = [tuple(row) for row in batch.select(*[quoted(n) for n in names],
+                                                          '__flowc_op').collect()]
+            upserts, deleted = changes_in_order(changes, [names.index(k) for k in keys],
+                                                before_deletes)
+            written = spark.createDataFrame(upserts, values.schema)
+            rows = [tuple(r[names.index(k)] for k in keys) for r in upserts] + deleted
+            batch = spark.createDataFrame(rows, values.select(*[quoted(k) for k in keys]).schema)
+        elif changelog:
             batch = batch.where(F.col('__flowc_op') != '-U')
             written = batch.where(F.col('__flowc_op') != '-D').drop('__flowc_op')
-        rows = [tuple(row) for row in batch.select(*[quoted(k) for k in keys]).collect()]
+        if not in_order:
+            rows = [tuple(row) for row in batch.select(*[quoted(k) for k in keys]).collect()]
         pointer = os.path.join(path, '_current')
         current = None
         if os.path.exists(pointer):

@@ -49,6 +49,7 @@ from flowc.graph.stream_graph import StreamEdge, StreamGraph, StreamNode
 from flowc.graph.transformations import TransformationTree
 from flowc.program import (
     AggregateStep,
+    CdcUpsert,
     DeduplicateStep,
     DimensionJoinStep,
     DropStep,
@@ -66,6 +67,7 @@ from flowc.program import (
     WhereStep,
     WindowAggregateStep,
     WindowTopStep,
+    cdc_upsert,
 )
 from flowc.spans import Span
 from flowc.spark.changelog_chains import updating_chain
@@ -623,7 +625,7 @@ def build_spark_plan(program: Program, tree: TransformationTree, graph: StreamGr
                 if "partition_by" in dict(sink.options)
                 else (),
                 rewrites=tuple(r for n in sorted(n.id for n in nodes) for r in rewrites.get(n, ())),
-                upsert=_upsert_text(sink),
+                upsert=_upsert_text(sink, None if batch else cdc_upsert(program, insert)),
                 upsert_key=upsert_key(sink) if is_upsert(sink.connector, sink.mode) else None,
                 upsert_groups=_upsert_groups(program, insert, sink, changelogs, tree),
                 trigger_interval_ms=None if batch else settings.checkpoint_interval_ms,
@@ -716,23 +718,36 @@ def _upsert_groups(
     return found.columns if found is not None else None
 
 
-def _upsert_text(sink: SinkDef) -> str | None:
-    """What an upsert sink does with each micro-batch (:mod:`flowc.analyze.upsert_sinks`)."""
+def _upsert_text(sink: SinkDef, cdc: CdcUpsert | None = None) -> str | None:
+    """What an upsert sink does with each micro-batch (:mod:`flowc.analyze.upsert_sinks`);
+    ``cdc``: a CDC source's changes, applied in order."""
     if not is_upsert(sink.connector, sink.mode):
         return None
     key = ", ".join(upsert_key(sink))
     options = dict(sink.options)
     if sink.connector == "postgres":
-        return (
+        text = (
             f"foreachBatch: INSERT INTO {options['table']} ... ON CONFLICT ({key}) DO UPDATE, "
             "one row per key, in one transaction with the micro-batch id in "
             "flowc_sink_batches, so a replayed batch writes nothing twice"
         )
+    else:
+        text = (
+            f"foreachBatch: the {options['format']} table at {options['path']} rewritten per "
+            f"micro-batch, one row per ({key}), into a new version folder that _current then "
+            "names (replaced atomically, with the micro-batch id), so a replayed batch writes "
+            "nothing twice"
+        )
+    if cdc is None:
+        return text
+    before = (
+        "-U deletes its key (a WHERE stands between: Flink passes -U to the sink)"
+        if cdc.before_deletes
+        else "-U is skipped (Flink's DropUpdateBefore)"
+    )
     return (
-        f"foreachBatch: the {options['format']} table at {options['path']} rewritten per "
-        f"micro-batch, one row per ({key}), into a new version folder that _current then "
-        "names (replaced atomically, with the micro-batch id), so a replayed batch writes "
-        "nothing twice"
+        f"{text}; the changes of CDC source '{cdc.source.name}' applied key by key in the "
+        f"order Spark hands them over, the last deciding: +I/+U upsert, -D deletes, {before}"
     )
 
 
