@@ -1,6 +1,6 @@
 """The job's test form: the same program with its inputs and outputs swapped for the
 test's own, so a test never touches the job's real sources and sinks. The swap is an input
-of compilation (``flowc.compile(..., test_inputs=)``, applied by the analysis pass;
+of compilation (``flowc.compile(..., test_inputs=, test_outputs=)``, applied by the analysis pass;
 :func:`flowc.driver.compile_test_form` compiles a job's test form), so the
 job a test runs is the job the compiler made, every stage planned from the test form."""
 
