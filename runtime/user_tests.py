@@ -25,8 +25,9 @@ from typing import Any
 
 from flowc.diagnostics import CompileError, render_text
 from flowc.driver import compile_test_form
+from flowc.errorcodes import Code
 from flowc.job import CompiledJob
-from flowc.runtime.failures import readable, spark_errors
+from flowc.runtime.failures import code_of, explain, readable, spark_errors
 from flowc.runtime.run import load_program
 from flowc.usertest import (
     Row,
@@ -60,6 +61,7 @@ def run_test(spark: Any, job: CompiledJob, test: UserTest, file: TestFile) -> Te
         # The job's folder: its Python functions import from there; every source and sink
         # of the test form has a path of its own (or none).
         module.__dict__["BASE_DIR"] = os.path.abspath(os.path.dirname(job.file) or ".")
+        awaited: str | None = None  # the query whose end is awaited, when one fails
         for query in spark.streams.active:  # a test before that failed half-way
             query.stop()
         try:
@@ -68,6 +70,7 @@ def run_test(spark: Any, job: CompiledJob, test: UserTest, file: TestFile) -> Te
             else:
                 queries = module.start_queries(spark, os.path.join(folder, "checkpoints"), True)
                 for query in queries:
+                    awaited = query.name
                     query.awaitTermination()
                 names = [query.name for query in queries]
         except Exception as error:
@@ -79,7 +82,12 @@ def run_test(spark: Any, job: CompiledJob, test: UserTest, file: TestFile) -> Te
             for query in spark.streams.active:
                 query.stop()
             seconds = time.monotonic() - started
-            return TestOutcome(file.path, test.name, seconds, error=_first_line(error))
+            shown = _first_line(error)
+            if code_of(readable(error)) is Code.E0806:  # the sink's own diagnostic, located
+                found = explain(form, awaited, readable(error), None)
+                if found is not None:
+                    shown = render_text([found], {job.file: job.source}, False).rstrip()
+            return TestOutcome(file.path, test.name, seconds, error=shown)
         failures = []
         for expected in test.expect:
             if form.program.sink(expected.sink).connector == "files":  # an upsert table

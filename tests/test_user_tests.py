@@ -308,3 +308,29 @@ def test_a_wrong_row_of_an_updating_pipelines_table_fails(
     assert "DE      | 2         | 2026-03-01 09:01:00" in unexpected
     assert "FR" not in unexpected  # deleted from the table in the second micro-batch
     assert out.strip().splitlines()[-1] == "0 passed, 1 failed"
+
+
+def test_an_upsert_key_that_does_not_identify_a_row_fails_as_the_job_does(
+    spark: Any, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """The test's upsert sink is written as flowc run writes it: two rows of one micro-batch
+    with one key fail the test with the sink's E0806 at the INSERT, as they fail the job
+    (a memory sink kept either row, and the test passed on it)."""
+    job = tmp_path / "dup.flow"
+    job.write_text(
+        "CREATE SOURCE s (k STRING, g STRING) WITH (connector = 'files', path = 'in', "
+        "format = 'json');\n"
+        "CREATE SINK o WITH (connector = 'postgres', database = 'd', table = 't', key = 'k', "
+        "mode = 'update');\n"
+        "INSERT INTO o FROM s |> KEY BY k, g |> AGGREGATE count(*) AS n;\n",
+        encoding="utf-8",
+    )
+    (tmp_path / "in").mkdir()
+    rows = [{"k": "a", "g": "x"}, {"k": "a", "g": "y"}]
+    test = {"name": "one key, two rows", "given": {"s": rows}, "expect": {"o": rows[1:]}}
+    job.with_name("dup.test.yaml").write_text(yaml.safe_dump({"tests": [test]}), "utf-8")
+    code, out = run(capsys, "test", str(job))
+    assert code == 1, out
+    assert "error[E0806]: query 'o' failed: sink 'o': two rows of micro-batch 0 have the key" in out
+    assert "dup.flow:3:1" in out
+    assert out.strip().splitlines()[-1] == "0 passed, 1 failed"
