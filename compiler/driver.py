@@ -36,6 +36,7 @@ def compile(
     functions: Sequence[PythonFunction] = (),
     allowed_functions: Collection[str] = (),
     test_inputs: Mapping[str, str] | None = None,
+    test_outputs: Mapping[str, str] | None = None,
 ) -> CompiledJob:
     """Compile flow source text; raises :class:`CompileError` with every diagnostic on errors.
 
@@ -51,8 +52,9 @@ def compile(
     ``module:function`` targets an untrusted program may declare with CREATE FUNCTION.
 
     ``test_inputs`` compiles ``flowc test``'s form of the job: every source reads JSON
-    files from ``test_inputs[name]``, every sink is Spark's memory sink; the program is
-    checked as written, and planned (and generated) in that form.
+    files from ``test_inputs[name]``, every upsert sink named in ``test_outputs`` is a files
+    upsert sink (parquet) in the folder given there, every other sink is Spark's memory
+    sink; the program is checked as written, and planned (and generated) in that form.
 
     Spark Structured Streaming's own limits (E07xx: output modes, watermarks) do not stop
     the plans, which are Flink's; they are in ``spark_diagnostics``, and with
@@ -68,6 +70,7 @@ def compile(
         for_spark=for_spark,
         functions=tuple(functions),
         test_inputs=dict(test_inputs) if test_inputs is not None else None,
+        test_outputs=dict(test_outputs) if test_outputs is not None else None,
     )
     reporter = Reporter()
     check_input_bounds(job.source, filename, reporter)
@@ -177,10 +180,15 @@ def compile_file(path: str | Path, *, for_spark: bool = False) -> CompiledJob:
 
 
 def compile_test_form(
-    job: CompiledJob, inputs: Mapping[str, str], *, mode: str | None = None
+    job: CompiledJob,
+    inputs: Mapping[str, str],
+    *,
+    mode: str | None = None,
+    outputs: Mapping[str, str] | None = None,
 ) -> CompiledJob:
     """``job`` compiled again, from its own text and compile options, in its test form:
-    each source reads ``inputs[name]`` (:func:`flowc.analyze.test_form.test_program`);
+    each source reads ``inputs[name]``, each upsert sink keeps its table in
+    ``outputs[name]`` (:func:`flowc.analyze.test_form.test_program`);
     ``mode``: in that execution mode whatever the job sets (a test's ``mode:``)."""
     overrides = job.overrides if mode is None else {**job.overrides, "execution.mode": mode}
     return compile(
@@ -193,4 +201,5 @@ def compile_test_form(
         functions=job.functions,
         allowed_functions=job.trust.functions,
         test_inputs=inputs,
+        test_outputs=outputs,
     )

@@ -52,6 +52,9 @@ class CompiledJob:
     #: ``flowc test``'s substitutions (``test_inputs=``): source name -> the folder of the
     #: test's rows; the passes plan the program's test form (:mod:`flowc.analyze.test_form`).
     test_inputs: dict[str, str] | None = None
+    #: ``flowc test``'s upsert tables (``test_outputs=``): sink name -> the folder where an
+    #: upsert sink of that name keeps its table in the test form.
+    test_outputs: dict[str, str] | None = None
 
     @property
     def spark_diagnostics(self) -> tuple[Diagnostic, ...]:

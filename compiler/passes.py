@@ -78,7 +78,7 @@ def _analyze(job: CompiledJob, reporter: Reporter) -> Program:
         program = choose_shown_modes(program)
     if job.test_inputs is not None and not reporter.has_errors:
         # flowc test: the program as written is checked above; its test form is planned
-        program = test_program(program, job.test_inputs)
+        program = test_program(program, job.test_inputs, job.test_outputs or {})
     return program
 
 
