@@ -14,7 +14,7 @@ from dataclasses import field
 from typing import TYPE_CHECKING
 
 from flowc.fast_dataclass import dataclass
-from flowc.program import Step, change_flow
+from flowc.program import Step, cdc_join, change_flow
 
 if TYPE_CHECKING:
     from flowc.job import CompiledJob
@@ -65,7 +65,11 @@ class ProgramText:
         #: Whether a step joins a versioned table as of event time (a temporal join).
         self.temporal_joins = bool(self.spark_plan.temporal_joins)
         #: The steps reading a CDC source's changes (by ``id``): a SELECT keeps their kind.
-        self.change_reading = change_flow(self.program).reading
+        self.change_reading = dict(change_flow(self.program).reading)
+        for insert in self.program.inserts:  # a CDC join's changes go on to its sink
+            joined = cdc_join(self.program, insert)
+            for step in joined.after if joined is not None else ():
+                self.change_reading[id(step)] = joined.source
 
     def var(self, hint: str) -> str:
         """A fresh, valid Python identifier derived from a user name."""

@@ -4,6 +4,7 @@ of the whole result."""
 from __future__ import annotations
 
 from flowc.analyze.upsert_sinks import postgres_type
+from flowc.program import cdc_join
 from flowc.spark.changelog_chains import updating_chain
 from flowc.spark.codegen_base import ProgramText, format_options, in_docstring, kafka_options
 from flowc.sql.spark_sql import UnsupportedOnSpark
@@ -41,6 +42,9 @@ class SinkWriter(ProgramText):
             changelog = chain is not None and (
                 self.spark_plan.step_nodes[id(chain.consumer)] in processors
             )
+            joined = cdc_join(self.program, insert)
+            if joined is not None and self.spark_plan.step_nodes[id(joined.join)] in processors:
+                changelog = True
             self.upsert(
                 index, options, query.upsert_key, query.checkpoint, query.upsert_groups, changelog
             )

@@ -40,6 +40,7 @@ from flowc.program import (
     WhereStep,
     WindowAggregateStep,
     WindowTopStep,
+    cdc_join,
 )
 from flowc.spark.changelog_chains import changelog_call
 from flowc.spark.codegen_base import ProgramText
@@ -492,6 +493,22 @@ class StepWriter(ProgramText):
         join_node = self.spark_plan.step_nodes[id(step)]
         other = self.combined(self.origin_parts(right), join_node, None)
         alias = _relation(right.origin)
+        changelog = self.spark_plan.changelog_processors.get(join_node)
+        if changelog is not None:
+            # A JOIN consuming a CDC source's changes: flowc's processor, not Spark's join,
+            # which takes inserts only (docs/language.md, "Updating pipelines on Spark").
+            assert isinstance(step, JoinStep)
+            insert = next(i for i in self.program.inserts if any(s is step for s in i.stream.steps))
+            joined = cdc_join(self.program, insert)
+            assert joined is not None
+            names = [c.name for c in (*joined.left, *joined.right)]
+            at = [names.index(k) for k in changelog.row_keys]
+            self.w(
+                f"{df} = changelog_join({df}, {other}, {list(joined.pairs)!r}, {at!r}, "
+                f"{changelog.key_groups})",
+                1,
+            )
+            return
         condition = sql_of(node.condition)
         temporal = join_node in self.spark_plan.temporal_joins
         if temporal:
