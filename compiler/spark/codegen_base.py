@@ -68,8 +68,9 @@ class ProgramText:
         self.change_reading = dict(change_flow(self.program).reading)
         for insert in self.program.inserts:  # a CDC join's changes go on to its sink
             joined = cdc_join(self.program, insert)
-            for step in joined.after if joined is not None else ():
-                self.change_reading[id(step)] = joined.source
+            if joined is not None:
+                for step in joined.after:
+                    self.change_reading[id(step)] = joined.source
 
     def var(self, hint: str) -> str:
         """A fresh, valid Python identifier derived from a user name."""
