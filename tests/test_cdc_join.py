@@ -144,7 +144,11 @@ def test_a_join_with_a_cdc_source_across_micro_batches_and_restarts(
         rows = upsert_table(tmp_path / "out" / "enriched")
         got = {
             (r["order_id"], r["customer_id"]): (
-                r["order_id"], r["customer_id"], r["amount"], r["name"], r["country"]
+                r["order_id"],
+                r["customer_id"],
+                r["amount"],
+                r["name"],
+                r["country"],
             )
             for r in rows
         }
