@@ -828,7 +828,7 @@ class CdcJoin:
 def cdc_join(program: Program, insert: InsertDef) -> CdcJoin | None:
     """The INSERT's CDC join (streaming), None where its steps are not one: another JOIN
     kind or condition, a stateful step besides the JOIN, a step after it other than a
-    projection, a column of the two sides' rows named twice or read qualified after it."""
+    projection, a column of the two sides' rows named twice, ``c.*`` after it."""
     stream = insert.stream
     if program.settings.execution_mode == "batch" or not isinstance(stream.origin, FromSource):
         return None
@@ -896,9 +896,10 @@ def _equalities(
 
 
 def _qualified(node: object) -> bool:
-    """Whether a step's node reads a column qualified by a relation (``c.name``)."""
+    """Whether a step's node reads one relation's columns (``c.*``): the processor's rows
+    have none (a qualified column, ``c.name``, is read by its name, unique in them)."""
     if isinstance(node, exp.Expr):
-        return any(c.table for c in node.find_all(exp.Column))
+        return any(c.table and isinstance(c.this, exp.Star) for c in node.find_all(exp.Column))
     if isinstance(node, tuple):
         return any(_qualified(n) for n in node)
     slots = getattr(type(node), "__slots__", ())

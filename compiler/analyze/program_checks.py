@@ -86,7 +86,7 @@ def check_changes_consumed(ctx: Context, program: Program) -> None:
             "SET, DROP, RENAME, EXPLODE), KEY BY and, in a streaming job, a KEY BY ... "
             "AGGREGATE ending an INSERT into an upsert sink, or an inner JOIN of the INSERT's "
             "insert-only source with it ON equal columns of one type, followed by SELECT, "
-            "EXTEND, DROP or RENAME of unqualified columns only, take changes so far; read "
+            "EXTEND, DROP or RENAME only (no `relation.*`), take changes so far; read "
             "the source into a memory or console sink",
         )
     for insert, source in flow.refused_inserts:

@@ -66,11 +66,15 @@ class ProgramText:
         self.temporal_joins = bool(self.spark_plan.temporal_joins)
         #: The steps reading a CDC source's changes (by ``id``): a SELECT keeps their kind.
         self.change_reading = dict(change_flow(self.program).reading)
+        #: The steps after a CDC join (by ``id``): its processor's rows belong to no
+        #: relation, so their columns are read by name alone (unique there).
+        self.unqualified: set[int] = set()
         for insert in self.program.inserts:  # a CDC join's changes go on to its sink
             joined = cdc_join(self.program, insert)
             if joined is not None:
                 for step in joined.after:
                     self.change_reading[id(step)] = joined.source
+                    self.unqualified.add(id(step))
 
     def var(self, hint: str) -> str:
         """A fresh, valid Python identifier derived from a user name."""
