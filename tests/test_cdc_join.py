@@ -27,6 +27,7 @@ import flowc
 from flowc.diagnostics import CompileError, Severity
 from flowc.errorcodes import Code
 from flowc.runtime.run import run_job
+from tests.helpers.fake_state import Handle
 from tests.helpers.files import upsert_table
 
 PROGRAM = """\
@@ -200,3 +201,43 @@ def test_other_shapes_are_refused_where_they_are_written(
 def test_batch_mode_refuses_it() -> None:
     codes = compile_errors("SET execution.mode = batch;\n" + PROGRAM)
     assert any(c == Code.E0299.value for c, _, _ in codes)
+
+
+def test_the_join_processor_emits_flinks_kinds_and_refuses_a_key_twice(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """ChangelogJoin's own handleInputRows in plain Python, micro-batch by micro-batch
+    (state in a stand-in for Spark's): the kinds Flink 2.3's join gives each change (an
+    order before its customer: nothing; the customer's +I: +I; its update: -U then +U; its
+    delete: -D), a NULL join key meeting nothing, two joined rows of one sink key failing."""
+    from pyspark.sql import Row as SparkRow
+    from pyspark.sql import types
+
+    from flowc.spark import generated_runtime
+
+    monkeypatch.setattr(generated_runtime, "Row", SparkRow, raising=False)
+    for name in ("StructType", "StructField", "BinaryType"):
+        monkeypatch.setattr(generated_runtime, name, getattr(types, name), raising=False)
+    names = ["order_id", "customer_id", "id", "name"]
+    join = generated_runtime.ChangelogJoin(
+        names[:2], names[2:], ["customer_id"], ["id"], [0, 1], names
+    )
+    join.init(Handle())
+    given = SparkRow(*names, "__flowc_side", "__flowc_op")
+
+    def batch(*changes: tuple[int, str, tuple[Any, ...]]) -> list[tuple[str, tuple[Any, ...]]]:
+        rows = [
+            given(*((*values, None, None) if side == 0 else (None, None, *values)), side, op)
+            for side, op, values in changes
+        ]
+        out = join.handleInputRows((0,), iter(rows), None)  # type: ignore[arg-type]
+        return [(r["__flowc_op"], tuple(r)[:-1]) for r in out]
+
+    order, ann, bob = (1, 10), (10, "ann"), (10, "bob")
+    assert batch((0, "+I", order)) == []
+    assert batch((1, "+I", ann)) == [("+I", order + ann)]
+    assert batch((1, "-U", ann), (1, "+U", bob)) == [("-U", order + ann), ("+U", order + bob)]
+    assert batch((0, "+I", (2, None))) == []
+    assert batch((1, "-D", bob)) == [("-D", order + bob)]
+    with pytest.raises(ValueError, match="FLOWC_JOIN_KEY_TWICE"):
+        batch((1, "+I", ann), (1, "+I", bob))
