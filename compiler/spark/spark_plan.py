@@ -649,6 +649,7 @@ def build_spark_plan(program: Program, tree: TransformationTree, graph: StreamGr
             bool(stateful_nodes) or bool(readers),
             processors=bool(readers) or bool(deduplicators) or (bool(overs) and not batch),
             updating=bool(changelogs),
+            joins_only=all(c.kind == "JOIN" for c in changelogs.values()),
         ),
         queries=tuple(queries),
         exchanges=exchanges,
