@@ -24,7 +24,7 @@ from flowc.catalog import (
 )
 from flowc.fast_dataclass import dataclass
 from flowc.spans import Span
-from flowc.vocabulary import STATEFUL_STEPS, Operator, StateKind, StepKind, WindowKind
+from flowc.vocabulary import STATEFUL_STEPS, JoinKind, Operator, StateKind, StepKind, WindowKind
 
 
 @dataclass(frozen=True, slots=True)
@@ -808,6 +808,109 @@ def _retracting_consumer(insert: InsertDef) -> Step | None:
     return None
 
 
+#: The steps a JOIN consuming a CDC source's changes may have after it: projections,
+#: which keep each change's -U with its +U (a WHERE there could drop a +U and keep its -U,
+#: which an upsert sink skips, keeping the old row).
+PROJECTION_STEPS = (SelectStep, ExtendStep, DropStep, RenameStep)
+
+
+@dataclass(frozen=True, slots=True)
+class CdcJoin:
+    """An INSERT reading an insert-only source, JOINed (inner, ON equalities of one column
+    of each side) with a CDC source read through row-wise steps and KEY BY: Flink's
+    regular join consuming updates (docs/language.md, "Updating pipelines on Spark").
+    ``pairs`` are the (stream column, CDC column) equalities, ``left`` and ``right`` the
+    JOIN's input rows, ``after`` the projections after it."""
+
+    join: JoinStep
+    source: str
+    pairs: tuple[tuple[str, str], ...]
+    left: Schema
+    right: Schema
+    after: tuple[Step, ...]
+
+
+def cdc_join(program: Program, insert: InsertDef) -> CdcJoin | None:
+    """The INSERT's CDC join (streaming), None where its steps are not one: another JOIN
+    kind or condition, a stateful step besides the JOIN, a step after it other than a
+    projection, a column of the two sides' rows named twice, ``c.*`` after it."""
+    stream = insert.stream
+    if program.settings.execution_mode == "batch" or not isinstance(stream.origin, FromSource):
+        return None
+    if program.source(stream.origin.name).changelog:
+        return None
+    joined = [i for i, step in enumerate(stream.steps) if step.inputs]
+    if len(joined) != 1:
+        return None
+    at = joined[0]
+    join = stream.steps[at]
+    if not isinstance(join, JoinStep) or join.node.kind is not JoinKind.INNER:
+        return None
+    if len(join.inputs) != 1:
+        return None
+    (other,) = join.inputs
+    if not isinstance(other.origin, FromSource) or not program.source(other.origin.name).changelog:
+        return None
+    cdc = program.source(other.origin.name)
+    if not all(
+        isinstance(s, CHANGE_KEEPING_STEPS) and not s.inputs and not _regroups(s)
+        for s in other.steps
+    ):
+        return None
+    before, after = stream.steps[:at], stream.steps[at + 1 :]
+    if not all(isinstance(s, CHANGE_KEEPING_STEPS) and not s.inputs for s in before):
+        return None
+    if not all(isinstance(s, PROJECTION_STEPS) and not _regroups(s) for s in after):
+        return None
+    left = before[-1].schema if before else program.source(stream.origin.name).output_schema
+    right = other.steps[-1].schema if other.steps else cdc.output_schema
+    names = [c.name.lower() for c in (*left, *right)]
+    if len(set(names)) != len(names):
+        return None
+    pairs = _equalities(join, {c.name for c in left}, {c.name for c in right})
+    if not pairs or any(_qualified(s.node) for s in after):
+        return None
+    types = {c.name: c.type.upper() for c in (*left, *right)}
+    if any(types[a] != types[b] or types[a] in ("FLOAT", "DOUBLE") for a, b in pairs):
+        return None  # both sides' keys hashed alike, and equal where Spark's equality is
+    return CdcJoin(join, cdc.name, pairs, left, right, after)
+
+
+def _equalities(
+    join: JoinStep, left: set[str], right: set[str]
+) -> tuple[tuple[str, str], ...] | None:
+    """The JOIN's ON as (left column, right column) equalities, None where it is anything
+    else (another comparison, an expression, a time bound)."""
+    assert join.node.condition is not None
+    tree = join.node.condition.tree
+    parts = list(tree.flatten()) if isinstance(tree, exp.And) else [tree]
+    pairs = []
+    for part in parts:
+        if not isinstance(part, exp.EQ):
+            return None
+        a, b = part.this, part.expression
+        if not isinstance(a, exp.Column) or not isinstance(b, exp.Column):
+            return None
+        if a.name in left and b.name in right:
+            pairs.append((a.name, b.name))
+        elif b.name in left and a.name in right:
+            pairs.append((b.name, a.name))
+        else:
+            return None
+    return tuple(pairs)
+
+
+def _qualified(node: object) -> bool:
+    """Whether a step's node reads one relation's columns (``c.*``): the processor's rows
+    have none (a qualified column, ``c.name``, is read by its name, unique in them)."""
+    if isinstance(node, exp.Expr):
+        return any(c.table and isinstance(c.this, exp.Star) for c in node.find_all(exp.Column))
+    if isinstance(node, tuple):
+        return any(_qualified(n) for n in node)
+    slots = getattr(type(node), "__slots__", ())
+    return any(_qualified(getattr(node, s, None)) for s in slots if s != "span")
+
+
 def change_flow(program: Program) -> ChangeFlow:
     """Follow each CDC source's changes through views and row-wise steps (linear: each
     view's end is computed once)."""
@@ -836,6 +939,8 @@ def change_flow(program: Program) -> ChangeFlow:
                 continue
             if step is consumer and not others:
                 return None  # the retracting AGGREGATE takes them (its own rules check it)
+            if step is consumer and source is None:
+                return None  # the CDC join's processor takes them (its own rules check it)
             if others or not isinstance(step, CHANGE_KEEPING_STEPS) or _regroups(step):
                 refused_steps.append((step, carried))
                 return None
@@ -848,9 +953,9 @@ def change_flow(program: Program) -> ChangeFlow:
             origin_changes(FromView(name=view.name, span=view.span))
         streaming = program.settings.execution_mode != "batch"
         for insert in program.inserts:
-            carried = stream_changes(
-                insert.stream, _retracting_consumer(insert) if streaming else None
-            )
+            joined = cdc_join(program, insert)
+            consumer = joined.join if joined is not None else _retracting_consumer(insert)
+            carried = stream_changes(insert.stream, consumer if streaming else None)
             sink = program.sink(insert.sink)
             if carried is None or (streaming and cdc_upsert(program, insert) is not None):
                 continue

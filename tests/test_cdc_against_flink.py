@@ -48,6 +48,18 @@ PROGRAMS = {
           WITH ('connector' = 'files', 'path' = 'out', 'format' = 'json');
         INSERT INTO o SELECT id, name FROM s WHERE n > 1;
     """,
+    # Flink's regular join consuming updates: the Join and the Calc after it carry the CDC
+    # side's kinds, I,UB,UA,D (docs/language.md, "Updating pipelines on Spark")
+    "join_into_print": """
+        CREATE TABLE orders (order_id BIGINT, customer_id BIGINT, amount BIGINT)
+          WITH ('connector' = 'files', 'path' = 'in', 'format' = 'json');
+        CREATE TABLE customers (id BIGINT, name STRING, country STRING)
+          WITH ('connector' = 'files', 'path' = 'in', 'format' = 'debezium-json');
+        CREATE TABLE o (order_id BIGINT, amount BIGINT, name STRING)
+          WITH ('connector' = 'print');
+        INSERT INTO o SELECT order_id, amount, name
+          FROM orders JOIN customers ON orders.customer_id = customers.id;
+    """,
 }
 
 #: A files sink with a PRIMARY KEY (flowc's upsert table) as Flink's blackhole sink, which
@@ -86,3 +98,16 @@ def test_cdc_changelog_modes_equal_flinks(
     modes = flowc_modes(job.stream_graph)
     assert ("source", "I,UB,UA,D") in modes
     assert modes == flink_modes(plan)
+
+
+def test_a_join_consuming_changes_has_flinks_mode(
+    flink_plans: dict[str, list[list[object]] | str],
+) -> None:
+    """The Join node itself, beside the sink's input the test above compares."""
+    plan = flink_plans["join_into_print"]
+    assert not isinstance(plan, str), plan
+    flink = [mode for _, kind, mode in plan if kind == "Join"]
+    program = "SET sql.dialect = 'flink';\n" + textwrap.dedent(PROGRAMS["join_into_print"])
+    job = flowc.compile(program, "d.flow")
+    ours = [n.changelog_mode for n in job.stream_graph.nodes.values() if "Join" in n.name]
+    assert ours == flink == ["I,UB,UA,D"], (ours, flink)

@@ -96,8 +96,20 @@ UPDATING_PROCESSORS = (
 )
 
 
+#: Why a job whose only processors are JOINs over a CDC source's changes runs on RocksDB.
+JOIN_PROCESSORS = (
+    "a JOIN over a CDC source's changes runs as a transformWithState processor, which Spark "
+    "runs only on RocksDB (STORE_BACKEND_NOT_SUPPORTED_FOR_TWS on the other store), and a "
+    "job's store is one for all its queries"
+)
+
+
 def choose_state_store(
-    settings: Settings, stateful: bool, processors: bool = False, updating: bool = False
+    settings: Settings,
+    stateful: bool,
+    processors: bool = False,
+    updating: bool = False,
+    joins_only: bool = False,
 ) -> StateStore:
     """The state store a job runs with: the program's settings, else the measured default
     (RocksDB where a stateful processor runs, the only store Spark runs one on). Conflicting
@@ -119,7 +131,8 @@ def choose_state_store(
     elif processors:
         backend, provider, why = "rocksdb", ROCKSDB_PROVIDER, PROCESSORS
     elif updating:
-        backend, provider, why = "rocksdb", ROCKSDB_PROVIDER, UPDATING_PROCESSORS
+        why = JOIN_PROCESSORS if joins_only else UPDATING_PROCESSORS
+        backend, provider = "rocksdb", ROCKSDB_PROVIDER
     else:
         backend, provider, why = DEFAULT_BACKEND, PROVIDERS[DEFAULT_BACKEND], MEASURED
     changelog: bool | None = None

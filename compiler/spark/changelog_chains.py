@@ -19,11 +19,13 @@ from collections import Counter
 
 from sqlglot import exp
 
+from flowc.analyze.upsert_sinks import upsert_key
 from flowc.fast_dataclass import dataclass
 from flowc.program import (
     CHANGE_KEEPING_STEPS,
     ROW_WISE_STEPS,
     AggregateStep,
+    CdcJoin,
     DropStep,
     FromSource,
     FromView,
@@ -299,3 +301,18 @@ def changelog_call(expr: exp.Expr) -> tuple[str, str | None] | None:
     if isinstance(argument, exp.Column) and not argument.table:
         return (expr.sql_name().lower(), argument.name)
     return None
+
+
+def join_row_key(program: Program, insert: InsertDef, joined: CdcJoin) -> tuple[str, ...]:
+    """The sink's key as columns of the CDC join's rows (each a joined column the steps
+    after the JOIN pass on unchanged, under its name there); () where one is not."""
+    key = upsert_key(program.sink(insert.sink))
+    reached: dict[str, str] = {}
+    for column in (*joined.left, *joined.right):
+        names = frozenset({column.name})
+        for step in joined.after:
+            names = step.passes_on(names)
+        for name in names:
+            reached.setdefault(name.lower(), column.name)
+    found = [reached.get(k.lower()) for k in key]
+    return tuple(f for f in found if f is not None) if key and None not in found else ()

@@ -30,6 +30,7 @@ from flowc.spark.codegen_steps import StepWriter
 from flowc.spark.generated_runtime import (
     BATCH_HELPERS,
     CHANGELOG_HELPERS,
+    CHANGELOG_JOIN_HELPERS,
     DEDUPLICATE_WITHIN_HELPERS,
     FAILURE_HELPERS,
     FUNCTION_HELPERS,
@@ -166,6 +167,8 @@ class PysparkGenerator(SourceWriter, StepWriter, SinkWriter):
             self.copy_functions(source_text(over))
         if self.spark_plan.changelog_processors:
             changelog: tuple[Callable[..., object], ...] = CHANGELOG_HELPERS
+            if any(c.kind == "JOIN" for c in self.spark_plan.changelog_processors.values()):
+                changelog = (*changelog, *CHANGELOG_JOIN_HELPERS)
             if not (
                 self.parsed_sources
                 or upserts

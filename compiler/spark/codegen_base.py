@@ -14,7 +14,7 @@ from dataclasses import field
 from typing import TYPE_CHECKING
 
 from flowc.fast_dataclass import dataclass
-from flowc.program import Step, change_flow
+from flowc.program import Step, cdc_join, change_flow
 from flowc.spark.changelog_chains import updating_chain
 
 if TYPE_CHECKING:
@@ -71,6 +71,15 @@ class ProgramText:
             *change_flow(self.program).reading,
             *self.carrying_projections(),
         }
+        #: The steps after a CDC join (by ``id``): its processor's rows belong to no
+        #: relation, so their columns are read by name alone (unique there).
+        self.unqualified: set[int] = set()
+        for insert in self.program.inserts:  # a CDC join's changes go on to its sink
+            joined = cdc_join(self.program, insert)
+            if joined is not None:
+                for step in joined.after:
+                    self.change_reading.add(id(step))
+                    self.unqualified.add(id(step))
 
     def carrying_projections(self) -> set[int]:
         """The projections of the streaming INSERTs' updating chains whose changes a

@@ -4,7 +4,7 @@ of the whole result."""
 from __future__ import annotations
 
 from flowc.analyze.upsert_sinks import postgres_type
-from flowc.program import CdcUpsert, cdc_upsert
+from flowc.program import CdcUpsert, cdc_join, cdc_upsert
 from flowc.spark.changelog_chains import updating_chain
 from flowc.spark.codegen_base import ProgramText, format_options, in_docstring, kafka_options
 from flowc.sql.spark_sql import UnsupportedOnSpark
@@ -43,6 +43,9 @@ class SinkWriter(ProgramText):
                 self.spark_plan.step_nodes[id(chain.consumer)] in processors
             )
             cdc = cdc_upsert(self.program, insert)
+            joined = cdc_join(self.program, insert)
+            if joined is not None and self.spark_plan.step_nodes[id(joined.join)] in processors:
+                changelog = True
             self.upsert(
                 index,
                 options,

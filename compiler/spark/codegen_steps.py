@@ -4,6 +4,7 @@ the exchange the Spark plan chose on every edge into an operator."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from sqlglot import exp
 
@@ -40,6 +41,7 @@ from flowc.program import (
     WhereStep,
     WindowAggregateStep,
     WindowTopStep,
+    cdc_join,
 )
 from flowc.spark.changelog_chains import changelog_call
 from flowc.spark.codegen_base import ProgramText
@@ -212,6 +214,19 @@ class StepWriter(ProgramText):
             f".repartition({p}, '__flowc_subtask').drop('__flowc_subtask')"
         )
 
+    def items_of(self, step: SelectStep | ExtendStep) -> tuple[ast.SelectItem, ...]:
+        """The step's items, each column unqualified after a CDC join (``c.name`` read as
+        ``name``: the join processor's rows have no relations, and their names are unique)."""
+        if id(step) not in self.unqualified:
+            return step.node.items
+        items = []
+        for item in step.node.items:
+            tree = item.expr.tree.copy()
+            for column in tree.find_all(exp.Column):
+                column.set("table", None)
+            items.append(replace(item, expr=replace(item.expr, tree=tree)))
+        return tuple(items)
+
     def step(self, step: Step, df: str, view_name: str | None) -> None:
         """The step's PySpark lines, by its class (:data:`STEP_WRITERS`)."""
         STEP_WRITERS[type(step)](self, step, df, view_name)
@@ -240,7 +255,7 @@ class StepWriter(ProgramText):
             f"F.col({quote_name(name)!r})"
             if item is None
             else f"F.expr({aggregate_sql(item.expr)!r}).alias({name!r})"
-            for item, name in select_columns(step.node.items, names)
+            for item, name in select_columns(self.items_of(step), names)
         ]
         if id(step) in self.change_reading:
             items.append(f"F.col({OP_COLUMN!r})")  # each change keeps its kind
@@ -252,7 +267,7 @@ class StepWriter(ProgramText):
         added = names[len(names) - len(step.node.items) :]
         pairs = ", ".join(
             f"{name!r}: F.expr({sql_of(item.expr)!r})"
-            for item, name in zip(step.node.items, added, strict=True)
+            for item, name in zip(self.items_of(step), added, strict=True)
         )
         dropped = f".drop({WATERMARK_COLUMN!r})" if self.read_watermark(step, df) else ""
         self.w(f"{df} = {df}.withColumns({{{pairs}}}){dropped}", 1)
@@ -490,6 +505,22 @@ class StepWriter(ProgramText):
         join_node = self.spark_plan.step_nodes[id(step)]
         other = self.combined(self.origin_parts(right), join_node, None)
         alias = _relation(right.origin)
+        changelog = self.spark_plan.changelog_processors.get(join_node)
+        if changelog is not None:
+            # A JOIN consuming a CDC source's changes: flowc's processor, not Spark's join,
+            # which takes inserts only (docs/language.md, "Updating pipelines on Spark").
+            assert isinstance(step, JoinStep)
+            insert = next(i for i in self.program.inserts if any(s is step for s in i.stream.steps))
+            joined = cdc_join(self.program, insert)
+            assert joined is not None
+            names = [c.name for c in (*joined.left, *joined.right)]
+            at = [names.index(k) for k in changelog.row_keys]
+            self.w(
+                f"{df} = changelog_join({df}, {other}, {list(joined.pairs)!r}, {at!r}, "
+                f"{changelog.key_groups})",
+                1,
+            )
+            return
         condition = sql_of(node.condition)
         temporal = join_node in self.spark_plan.temporal_joins
         if temporal:

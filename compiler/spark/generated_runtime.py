@@ -1623,6 +1623,152 @@ def changelog_operator(
                         for i, n in zip(internal.fields, named, strict=False)], '__flowc_op')
 
 
+
+class ChangelogJoin(StatefulProcessor):
+    """An inner JOIN of an insert-only stream (side 0) with a CDC source's changes (side
+    1), Flink's regular join over updates, with Flink's mini-batch semantics, a
+    micro-batch being the bundle: the batch's rows of each join key are folded into each
+    side's multiset (+I/+U add a row, -U/-D take one back; a retraction of a row not held
+    is ignored, as Flink ignores one without state), which no row order can change; then
+    the key's joined rows before and after are compared by the sink's key (``at``, their
+    positions in the joined row): '+I' a new one, '-U' and '+U' a changed one, '-D' one
+    gone, nothing unchanged. Two joined rows with one sink key fail the query (an upsert
+    sink would keep either). A side's row with a NULL join key meets nothing. Rows come
+    grouped by key group (column ``group``, a hash of the join key); a group's state is
+    one pickled value, each join key with both sides' rows and counts."""
+
+    def __init__(self, left: list[str], right: list[str], left_keys: list[str],
+                 right_keys: list[str], at: list[int], names: list[str]) -> None:
+        self.left = left
+        self.right = right
+        self.left_keys = left_keys
+        self.right_keys = right_keys
+        self.at = at
+        self.names = names
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        self.state = handle.getValueState(
+            'sides', StructType([StructField('sides', BinaryType(), False)]))
+
+    @staticmethod
+    def identity(value: object) -> object:
+        """A value equal where Spark's grouping is (ChangelogOperator.identity's rule)."""
+        from datetime import UTC, datetime
+
+        if isinstance(value, float):
+            return 'NaN' if value != value else value + 0.0
+        if isinstance(value, datetime):
+            aware = value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+            return ('instant', aware.timestamp())
+        if isinstance(value, dict):
+            return tuple((k, ChangelogJoin.identity(v)) for k, v in value.items())
+        if isinstance(value, list | tuple):
+            return tuple(ChangelogJoin.identity(v) for v in value)
+        return value
+
+    def joined(self, entry: dict[str, dict[str, list[Any]]]) -> dict[str, tuple[Any, ...]]:
+        """The key's joined rows by their sink key's text; two with one key fail."""
+        out: dict[str, tuple[Any, ...]] = {}
+        for left, times_left in entry['left'].values():
+            for right, times_right in entry['right'].values():
+                row = (*left, *right)
+                text = repr(self.identity(tuple(row[i] for i in self.at)))
+                if text in out or times_left * times_right > 1:
+                    keys = ', '.join(self.names[i] for i in self.at)
+                    raise ValueError(
+                        f'[FLOWC_JOIN_KEY_TWICE] two joined rows have the sink key ({keys}) '
+                        f'= {tuple(row[i] for i in self.at)!r}: an upsert sink keeps one row '
+                        'per key')
+                out[text] = row
+        return out
+
+    def handleInputRows(
+        self, key: tuple[object, ...], rows: Iterator[Row], timerValues: TimerValues
+    ) -> Iterator[Row]:
+        import pickle
+
+        stored = self.state.get()
+        held: dict[str, Any] = {} if stored is None else pickle.loads(stored[0])
+        batch: dict[str, list[tuple[str, int, tuple[Any, ...]]]] = {}
+        for row in rows:
+            side = 'left' if row['__flowc_side'] == 0 else 'right'
+            names = self.left if side == 'left' else self.right
+            keys = self.left_keys if side == 'left' else self.right_keys
+            values = tuple(row[n] for n in names)
+            joined = tuple(row[k] for k in keys)
+            if any(v is None for v in joined):
+                continue  # NULL = anything is not true: the row meets nothing
+            sign = -1 if row['__flowc_op'] in ('-U', '-D') else 1
+            batch.setdefault(repr(self.identity(joined)), []).append((side, sign, values))
+        output = Row(*self.names, '__flowc_op')
+        for text in sorted(batch):
+            entry = held.get(text) or {'left': {}, 'right': {}}
+            before = self.joined(entry)
+            for side, sign, values in batch[text]:
+                rows_of = entry[side]
+                identity = repr(self.identity(values))
+                had = rows_of.get(identity)
+                times = (had[1] if had else 0) + sign
+                if times > 0:
+                    rows_of[identity] = [values, times]
+                else:
+                    rows_of.pop(identity, None)
+            after = self.joined(entry)
+            for row_key in sorted(set(before) | set(after)):
+                if row_key not in after:
+                    yield output(*before[row_key], '-D')
+                elif row_key not in before:
+                    yield output(*after[row_key], '+I')
+                elif self.identity(before[row_key]) != self.identity(after[row_key]):
+                    yield output(*before[row_key], '-U')
+                    yield output(*after[row_key], '+U')
+            if entry['left'] or entry['right']:
+                held[text] = entry
+            else:
+                held.pop(text, None)
+        if held:
+            self.state.update((pickle.dumps(held),))
+        else:
+            self.state.clear()
+
+    def close(self) -> None:
+        pass
+
+
+def changelog_join(
+    left: DataFrame, right: DataFrame, pairs: list[tuple[str, str]], at: list[int],
+    groups: int,
+) -> DataFrame:
+    """The inner JOIN of ``left`` (insert-only rows) and ``right`` (a changelog, column
+    __flowc_op) on the ``pairs`` of equal columns, through a ChangelogJoin per key group:
+    both sides in one stream, each row padded with NULLs for the other side's columns and
+    tagged with its side, grouped by a hash of its join key; its output the joined rows
+    (left's columns, then right's) with their change in __flowc_op. ``at``: the positions
+    of the sink's key in a joined row."""
+    left_names = list(left.columns)
+    right_names = [c for c in right.columns if c != '__flowc_op']
+    fields = [*left.schema.fields, *[f for f in right.schema.fields if f.name != '__flowc_op']]
+    group = '__flowc_key_group'
+
+    def padded(df: DataFrame, side: int, keys: list[str]) -> DataFrame:
+        columns = [
+            F.col(quoted(f.name)) if f.name in df.columns
+            else F.lit(None).cast(f.dataType).alias(f.name)
+            for f in fields]
+        op = F.col('__flowc_op') if side == 1 else F.lit('+I')
+        hashed = F.pmod(F.hash(*[F.col(quoted(k)) for k in keys], F.lit(0)), F.lit(groups))
+        return df.select(*columns, F.lit(side).alias('__flowc_side'), op.alias('__flowc_op'),
+                         hashed.alias(group))
+
+    both = padded(left, 0, [a for a, _ in pairs]).unionByName(
+        padded(right, 1, [b for _, b in pairs]))
+    operator = ChangelogJoin(left_names, right_names, [a for a, _ in pairs],
+                             [b for _, b in pairs], at, left_names + right_names)
+    result = StructType([StructField(f.name, f.dataType, True) for f in fields]
+                        + [StructField('__flowc_op', StringType(), False)])
+    return both.groupBy(F.col(group)).transformWithState(operator, result, 'Append', 'None')
+
+
 # fmt: on
 
 
@@ -1635,6 +1781,9 @@ DEDUPLICATE_WITHIN_HELPERS = (DeduplicateWithin, deduplicate_within)
 
 #: What a program with an updating step consumed by another carries (and ``quoted``).
 CHANGELOG_HELPERS = (ChangelogOperator, changelog_operator)
+
+#: What a program with a JOIN consuming a CDC source's changes carries (and ``quoted``).
+CHANGELOG_JOIN_HELPERS = (ChangelogJoin, changelog_join)
 
 #: What a program with an OVER step carries (and ``quoted``).
 OVER_HELPERS = (OverAggregate, flink_average_over, over_aggregate)

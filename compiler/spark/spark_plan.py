@@ -67,10 +67,11 @@ from flowc.program import (
     WhereStep,
     WindowAggregateStep,
     WindowTopStep,
+    cdc_join,
     cdc_upsert,
 )
 from flowc.spans import Span
-from flowc.spark.changelog_chains import updating_chain
+from flowc.spark.changelog_chains import join_row_key, updating_chain
 from flowc.spark.streaming import Lineage, reads_watermark, steps_within, top_groups
 from flowc.sql.spark_distinct import UnsupportedDistinct, rewrite_distinct
 from flowc.sql.spark_sql import interval_millis, registered_name
@@ -349,6 +350,16 @@ class ChangelogProcessor:
                 "updates: per micro-batch it folds each key's "
                 f"rows and emits Flink's changelog of its changed results (+I, -U/+U, -D); "
                 f"the state keeps, per key, {kept} and its last results"
+            )
+        if self.kind == "JOIN":
+            return (
+                f"line {self.line}: JOIN runs as a transformWithState processor ({groups}) "
+                f"consuming {self.other}, not Spark's stream-stream join, which takes "
+                "inserts only: both inputs in one stream, each row tagged with its side; per "
+                "micro-batch it adds +I/+U rows to and retracts -U/-D rows from each side's "
+                "rows of their join key, and emits the changed joined rows by the sink's key "
+                f"({', '.join(self.row_keys)}): +I new, -U/+U changed, -D gone; the state "
+                "keeps, per join key, both sides' current rows"
             )
         if self.kind == "TOP":
             changed = (
@@ -640,6 +651,7 @@ def build_spark_plan(program: Program, tree: TransformationTree, graph: StreamGr
             bool(stateful_nodes) or bool(readers),
             processors=bool(readers) or bool(deduplicators) or (bool(overs) and not batch),
             updating=bool(changelogs),
+            joins_only=all(c.kind == "JOIN" for c in changelogs.values()),
         ),
         queries=tuple(queries),
         exchanges=exchanges,
@@ -918,6 +930,20 @@ def _changelog_processors(
     """The steps of the INSERTs' updating chains, by node id (streaming only)."""
     found: dict[int, ChangelogProcessor] = {}
     for insert in program.inserts:
+        joined = cdc_join(program, insert)
+        node = tree.step_nodes.get(id(joined.join)) if joined is not None else None
+        if joined is not None and node is not None and node in graph.nodes:
+            found[node] = ChangelogProcessor(
+                node_id=node,
+                span=joined.join.span,
+                kind="JOIN",
+                keys=tuple(a for a, _ in joined.pairs),
+                consumer=True,
+                key_groups=graph.nodes[node].max_parallelism
+                or compute_default_max_parallelism(graph.nodes[node].parallelism),
+                other=f"the changes of source '{joined.source}' (debezium-json)",
+                row_keys=join_row_key(program, insert, joined),
+            )
         chain = updating_chain(program, insert)
         if chain is None:
             continue

@@ -49,9 +49,15 @@ from flowc.program import (
     WhereStep,
     WindowAggregateStep,
     WindowTopStep,
+    cdc_join,
 )
 from flowc.spans import Span
-from flowc.spark.changelog_chains import UpdatingChain, changelog_call, updating_chain
+from flowc.spark.changelog_chains import (
+    UpdatingChain,
+    changelog_call,
+    join_row_key,
+    updating_chain,
+)
 from flowc.spark.over_rules import check_over_time
 from flowc.sql.habits import FLINK_PROCTIME_META
 from flowc.sql.spark_sql import interval_millis
@@ -800,6 +806,57 @@ def _uncomputed_calls(step: AggregateStep) -> list[ast.SelectItem]:
     return found
 
 
+def check_cdc_joins(query: Query, lineage: Lineage, reporter: _OncePerPlace) -> None:
+    """E0742-E0744 for a JOIN consuming a CDC source's changes (Flink's regular join over
+    updates), which runs as a processor (ChangelogJoin) emitting the joined rows' changes
+    by the sink's key: an upsert sink whose key holds, for each equality of the ON, one of
+    its two columns (so one processor group holds every row of a sink key, and finds two
+    rows with one key), on the RocksDB store."""
+    program = lineage.program
+    joined = cdc_join(program, query.insert)
+    if joined is None:
+        return
+    origin = f"changes of CDC source '{joined.source}'"
+    settings = program.settings
+    backend = settings.state_backend
+    provider = dict(settings.spark_conf).get(PROVIDER_CLASS_CONF)
+    if backend not in (None, "rocksdb") or provider not in (None, ROCKSDB_PROVIDER):
+        chosen = f"SET {PROVIDER_CLASS_CONF}" if provider else "state.backend.type"
+        reporter.error(
+            Code.E0744,
+            f"{query.where}: the JOIN consuming the {origin} runs as a stateful processor, "
+            f"which needs the RocksDB state store, and the job sets {chosen} = "
+            f"'{provider or backend}'",
+            joined.join.node.span,
+            help="SET state.backend.type = 'rocksdb' (or leave it out): Spark runs "
+            "transformWithState processors only on RocksDB",
+        )
+    sink = program.sink(query.insert.sink)
+    pairs = " and ".join(f"{a} or {b}" for a, b in joined.pairs)
+    if not is_upsert(sink.connector, sink.mode):
+        reporter.error(
+            Code.E0743,
+            f"{query.where}: the JOIN's rows change with the {origin}, and sink "
+            f"'{sink.name}' cannot apply updates and deletes",
+            query.insert.span,
+            help=f"write to an upsert sink (connector = 'files' with mode = 'update', or "
+            f"'postgres') whose key holds {pairs} and what makes a joined row unique",
+        )
+        return
+    row_key = join_row_key(program, query.insert, joined)
+    if not row_key or not all(a in row_key or b in row_key for a, b in joined.pairs):
+        reporter.error(
+            Code.E0742,
+            f"{query.where}: the sink's key ({', '.join(upsert_key(sink)) or 'none'}) does not "
+            f"hold the JOIN's key ({pairs}) as joined columns passed on unchanged, and the "
+            "JOIN's updates and deletes name its rows by the sink's key",
+            query.insert.span,
+            help=f"give sink '{sink.name}' a key of joined columns with {pairs} among them "
+            "(e.g. the stream's id and its join column): Flink 2.3 gives this join no upsert "
+            "key, so no other key is known to name one joined row",
+        )
+
+
 def _check_top_over_updates(
     query: Query,
     program: Program,
@@ -970,6 +1027,7 @@ RULES: tuple[Rule, ...] = (
     check_window_proctime,
     check_top_into_upsert,
     check_updating_chains,
+    check_cdc_joins,
     check_watermark_reads,
     check_over_time,
 )

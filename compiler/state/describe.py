@@ -880,8 +880,9 @@ def changelog_processor(processor: ChangelogProcessor) -> ProcessorState:
     looks a key up in another group's map; a producer and a consumer keep different things."""
     keys = ", ".join(processor.keys) or "no key"
     role = "consumes a changelog" if processor.consumer else "produces a changelog"
+    joined = processor.kind == "JOIN"
     return ProcessorState(
-        name="ChangelogOperator",
+        name="ChangelogJoin" if joined else "ChangelogOperator",
         keyed_by=f"key group: hash({keys}) mod {processor.key_groups}",
         parameters=(
             ProcessorParameter(
@@ -907,8 +908,14 @@ def changelog_processor(processor: ChangelogProcessor) -> ProcessorState:
                         "row_keys",
                         ", ".join(processor.row_keys),
                         ParameterRule.SAME.value,
-                        "the TOP's emitted rows are identified by these columns (Flink's "
-                        "upsert key): under others its changes would name other rows",
+                        (
+                            "the JOIN's emitted rows are identified by these columns (the "
+                            "sink's key): under others its changes would name other rows"
+                            if joined
+                            else "the TOP's emitted rows are identified by these columns "
+                            "(Flink's upsert key): under others its changes would name "
+                            "other rows"
+                        ),
                     ),
                 )
                 if processor.row_keys
