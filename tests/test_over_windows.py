@@ -16,6 +16,7 @@ import io
 import json
 import math
 import os
+import re
 import shutil
 import time
 from collections.abc import Callable
@@ -27,12 +28,14 @@ from typing import Any
 import pytest
 
 import flowc
+from flowc.cli.compile import render_stage
 from flowc.runtime.run import run_job
 from flowc.spark.codegen import generate_pyspark
 from tests.helpers.fake_state import Handle
 from tests.helpers.files import read_json_dir
 from tests.helpers.minute_events import Row, at, minutes, write_batch
 from tests.helpers.over_frames import BATCHES, avg, emitted, normal, over_rows
+from tests.stages import STAGE_FORMATS
 
 # ---------------------------------------------------------------- Flink's rule, in Python
 
@@ -148,6 +151,97 @@ def test_over_rows_equal_flinks_rule_across_micro_batches_and_restarts(
     tied = [(r["p1"], r["p2"]) for r in wanted_lag if r["seller"] == 100 and minutes(r["ts"]) == 6]
     assert tied == [(16, 4), (16, 4)]  # 1, 2, 8, 4, then 16 and 32: before the last of 10:06
     assert normal(read_json_dir(tmp_path / "out" / "lag")) == normal(wanted_lag)
+
+
+PIPE_HEAD = """\
+SET max_parallelism = 16;
+CREATE SOURCE bids (seller INT, price INT, ts TIMESTAMP,
+  WATERMARK FOR ts AS ts - INTERVAL 1 MINUTE)
+  WITH (connector = 'files', path = 'in', format = 'json');
+CREATE SINK rows_out WITH (connector = 'files', path = 'out/rows', format = 'json');
+"""
+ROWS_WINDOW = "(PARTITION BY seller ORDER BY ts ROWS BETWEEN 3 PRECEDING AND CURRENT ROW)"
+PIPE_CALLS = ", ".join(
+    f"{call} OVER {ROWS_WINDOW} AS {name}"
+    for call, name in (("AVG(price)", "a"), ("COUNT(*)", "n"), ("MAX(price)", "m"))
+)
+PIPE_JOB = (
+    PIPE_HEAD + f"INSERT INTO rows_out FROM bids |> WHERE seller < 100 |> EXTEND {PIPE_CALLS};\n"
+)
+SQL_JOB = PIPE_HEAD + f"INSERT INTO rows_out SELECT *, {PIPE_CALLS} FROM bids WHERE seller < 100;\n"
+
+
+def _stage_texts(text: str) -> dict[tuple[str, str], str]:
+    """Every stage but the AST in every format, without line and column numbers."""
+    job = flowc.compile(text, "over.flow", for_spark=True)
+    assert not [d for d in job.diagnostics if d.severity is flowc.Severity.ERROR]
+    return {
+        (stage, fmt): re.sub(
+            r'"(line|column|end_line|end_column)": \d+', "", render_stage(job, stage, fmt)
+        )
+        for stage, formats in STAGE_FORMATS.items()
+        if stage != "ast"
+        for fmt in formats
+    }
+
+
+@pytest.mark.parametrize("lag", [False, True], ids=["rows", "lag"])
+def test_the_pipe_form_plans_as_the_sql_form(lag: bool) -> None:
+    """``FROM s |> EXTEND call OVER (...) AS a, ...`` is the OVER step of ``SELECT *, call
+    OVER (...) AS a, ... FROM s``: every stage equal (transformations to the PySpark
+    program), and the OVER step's columns those of its input then the calls."""
+    sql, pipe = SQL_JOB, PIPE_JOB
+    if lag:
+        calls = f"LAG(price) OVER {LAG_WINDOW} AS p1, LAG(price, 2, -1) OVER {LAG_WINDOW} AS p2"
+        sql = PIPE_HEAD + f"INSERT INTO rows_out SELECT *, {calls} FROM bids;\n"
+        pipe = PIPE_HEAD + f"INSERT INTO rows_out FROM bids |> EXTEND {calls};\n"
+    assert _stage_texts(pipe) == _stage_texts(sql)
+    job = flowc.compile(pipe, "over.flow", for_spark=True)
+    (insert,) = job.program.inserts
+    wanted = ["seller", "price", "ts", *(["p1", "p2"] if lag else ["a", "n", "m"])]
+    assert [c.name for c in insert.stream.schema] == wanted
+    assert "OverStep" in [type(s).__name__ for s in insert.stream.steps]
+
+
+@pytest.mark.parametrize(
+    ("items", "wanted"),
+    [
+        (f"*, AVG(price) OVER {ROWS_WINDOW} AS a", ["seller", "price", "ts", "a"]),
+        (f"*, AVG(price) OVER {ROWS_WINDOW} + 1 AS b", ["seller", "price", "ts", "b"]),
+        (
+            f"*, MAX(price) OVER {ROWS_WINDOW} AS m, price + 1 AS b",
+            ["seller", "price", "ts", "m", "b"],
+        ),
+        (f"COUNT(*) OVER {ROWS_WINDOW} AS n, *", ["n", "seller", "price", "ts"]),
+    ],
+)
+def test_a_star_beside_over_calls_is_the_inputs_columns(items: str, wanted: list[str]) -> None:
+    """A SQL SELECT's ``*`` beside OVER calls is the input's columns, not the calls' too
+    (it was E0206 for a named call, and the hidden ``w0$o0`` written out beside ``b``)."""
+    text = PIPE_HEAD.replace("'files', path = 'out/rows', format = 'json'", "'console'")
+    job = flowc.compile(text + f"INSERT INTO rows_out SELECT {items} FROM bids;\n", "star.flow")
+    (insert,) = job.program.inserts
+    assert [c.name for c in insert.stream.schema] == wanted
+
+
+LAG_WINDOW = "(PARTITION BY seller ORDER BY ts)"
+
+
+def test_the_pipe_form_runs_as_flinks_rule_across_micro_batches_and_restarts(
+    spark: Any, tmp_path: Path
+) -> None:
+    """The pipe form on Spark, five micro-batches each its own run on one checkpoint: the
+    ROWS frames of the SQL form's test (late rows dropped, NULL skipped)."""
+    flow = tmp_path / "pipe.flow"
+    flow.write_text(PIPE_JOB, encoding="utf-8")
+    for index, batch in enumerate(BATCHES):
+        write_batch(tmp_path / "in", index, batch)
+        job = flowc.compile(PIPE_JOB, str(flow), for_spark=True)
+        report = run_job(job, available_now=True, master="local[2]", out=io.StringIO())
+        assert [q.error for q in report.queries] == [None], index
+    small = {k: v for k, v in emitted(BATCHES, delay=1).items() if k < 100}
+    wanted = over_rows(small, ROWS_CALLS, 3, None)
+    assert normal(read_json_dir(tmp_path / "out" / "rows")) == normal(wanted)
 
 
 def test_over_in_batch_mode_equals_the_frames(spark: Any, tmp_path: Path) -> None:

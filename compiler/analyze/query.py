@@ -33,11 +33,11 @@ from flowc.analyze.row_steps import (
     check_set,
     check_where,
 )
-from flowc.analyze.step_common import StepChecker, StepInput
+from flowc.analyze.step_common import StepChecker, StepInput, item_name
 from flowc.errorcodes import Code
 from flowc.program import Schema, SideOutput, Step, Stream
 from flowc.sql.flink_dialect import FLINK
-from flowc.sql.lower_sql import check_flink_windows, lower_sql_query
+from flowc.sql.lower_sql import check_flink_windows, lower_extend_over, lower_sql_query
 
 _Node = TypeVar("_Node", bound=ast.StepBase)
 
@@ -121,6 +121,16 @@ def check_query(
             if cast is not None:  # checked next, then the UNION ALL over the widened columns
                 ast_steps[i:i] = [cast]
                 continue
+        if isinstance(node, ast.Extend) and any(
+            i.expr.tree.find(exp.Window) for i in node.items
+        ):  # OVER calls: the OVER step of the SQL form
+            names = [item_name(ctx, i) for i in node.items]
+            over = lower_extend_over(node, ctx.reporter) if None not in names else None
+            if over is None:
+                ok = False
+                break
+            ast_steps[i] = over
+            continue
         step = StepInput(schema, keys, side_outputs, len(steps), view, following)
         if flink and isinstance(node, ast.UnionAll):
             result = check_union(ctx, node, step, flink=True)
