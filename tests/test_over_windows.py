@@ -13,6 +13,7 @@ the frames computed in plain Python from their definition.
 from __future__ import annotations
 
 import io
+import itertools
 import json
 import math
 import os
@@ -59,14 +60,15 @@ RANGE_CALLS: dict[str, Callable[[list[Row]], Any]] = {
 def lag_rows(per_key: dict[int, list[Row]]) -> list[Row]:
     """Each emitted row with Flink's LAG (its frame RANGE UNBOUNDED PRECEDING): every row of
     a time reads the row ``n`` before the last row of that time among its seller's emitted
-    rows, NULL prices kept, the default (NULL unless given) before the first rows."""
+    rows; the default (NULL unless given) before the first rows and for a NULL price read."""
     out = []
     for rows in per_key.values():
         for row in rows:
             last = max(i for i, r in enumerate(rows) if r["ts"] == row["ts"])
 
             def lag(n: int, default: Any, last: int = last, rows: list[Row] = rows) -> Any:
-                return rows[last - n]["price"] if last >= n else default
+                value = rows[last - n]["price"] if last >= n else None
+                return default if value is None else value
 
             out.append({**row, "p1": lag(1, None), "p2": lag(2, -1), "p3": lag(3, None)})
     return out
@@ -271,15 +273,39 @@ def test_over_in_batch_mode_equals_the_frames(spark: Any, tmp_path: Path) -> Non
     assert normal(read_json_dir(tmp_path / "out" / "range")) == normal(
         over_rows(per_key, RANGE_CALLS, None, 3)
     )
-    # LAG equals the stream's rows where no two rows of a seller share a time (the order
-    # of ties is Spark's in batch); a time's ties read one value
+    # Flink's batch LAG is row by row (asked of Flink 2.3: 20 and 30 at one time read 10
+    # and 20, where streaming both read 20): the stream's rows where no two rows of a
+    # seller share a time; with ties, the rows of some order of each time's rows
     lags = read_json_dir(tmp_path / "out" / "lag")
     assert normal([r for r in lags if r["seller"] < 100]) == normal(lag_rows(small))
-    ties: dict[Any, set[tuple[Any, ...]]] = {}
-    for r in lags:
-        ties.setdefault((r["seller"], r["ts"]), set()).add((r.get("p1"), r.get("p2")))
-    assert len(lags) == len([r for b in kept for r in b]) and all(
-        len(v) == 1 for v in ties.values()
+    tied = [r for r in lags if r["seller"] == 100]
+    assert normal(tied) != normal(lag_rows({100: per_key[100]}))  # not the streaming rule
+    assert _some_order_gives(tied, per_key[100])
+
+
+def _row_lags(rows: list[Row]) -> list[Row]:
+    """Flink's batch LAG over one seller's rows in the order given: the row ``n`` before;
+    the default before the first rows and for a NULL read."""
+
+    def lag(i: int, n: int, default: Any) -> Any:
+        value = rows[i - n]["price"] if i >= n else None
+        return default if value is None else value
+
+    return [
+        {**r, "p1": lag(i, 1, None), "p2": lag(i, 2, -1), "p3": lag(i, 3, None)}
+        for i, r in enumerate(rows)
+    ]
+
+
+def _some_order_gives(out: list[Row], rows: list[Row]) -> bool:
+    """Whether some order of each time's rows gives ``out`` (Spark's order of a time's rows
+    is its sort's, as Flink's is its own: neither is fixed)."""
+    ordered = sorted(rows, key=lambda r: minutes(r["ts"]))
+    groups = [list(g) for _, g in itertools.groupby(ordered, key=lambda r: minutes(r["ts"]))]
+    assert any(len(g) > 1 for g in groups)
+    return any(
+        normal(_row_lags([r for g in choice for r in g])) == normal(out)
+        for choice in itertools.product(*(itertools.permutations(g) for g in groups))
     )
 
 
@@ -304,6 +330,81 @@ def test_a_missing_processor_package_is_refused_at_the_over_step(
     first = min(o.line for o in job.spark_plan.over_aggregators.values())
     assert diagnostic.code == "E0816" and diagnostic.span.line == first
     assert diagnostic.message.startswith("An OVER window runs as a Spark stateful processor")
+
+
+LEAD_JOB = """\
+SET max_parallelism = 16;
+SET execution.mode = batch;
+CREATE SOURCE bids (seller INT, price INT, ts TIMESTAMP,
+  WATERMARK FOR ts AS ts - INTERVAL 1 MINUTE)
+  WITH (connector = 'files', path = 'in', format = 'json');
+CREATE SINK lead_out WITH (connector = 'files', path = 'out/lead', format = 'json');
+INSERT INTO lead_out SELECT seller, price, ts,
+  LEAD(price) OVER (PARTITION BY seller ORDER BY ts) AS d1,
+  LEAD(price, 2, -1) OVER (PARTITION BY seller ORDER BY ts) AS d2,
+  LEAD(price, 3) OVER (PARTITION BY seller ORDER BY ts) AS d3,
+  LAG(price, 1, -1) OVER (PARTITION BY seller ORDER BY ts) AS g1
+  FROM bids;
+"""
+
+
+def _lead_batches() -> list[list[Row]]:
+    """Two files, one time per row of a seller (Flink's batch order of a time's rows is its
+    sort's, as Spark's is: not fixed), NULL prices where LEAD and LAG read them."""
+    prices = {1: [10, None, 30, None, 50, 60, 70], 2: [5, 6, None], 3: [None]}
+    rows = [
+        {"seller": k, "price": p, "ts": at(i * 1.5 + k / 10)}
+        for k, values in prices.items()
+        for i, p in enumerate(values)
+    ]
+    return [rows[::2], rows[1::2]]
+
+
+def _flink_lead_lag(rows: list[Row]) -> list[Row]:
+    """Flink's batch LEAD and LAG (asked of PyFlink 2.3, parallelism 1): the row ``n``
+    after (before) in time order; the default past the last (first) rows and for a NULL
+    read (LAG(price, 1, -1) over 10, NULL, 30 gave -1, 10, -1), else NULL."""
+    per_key: dict[int, list[Row]] = {}
+    for row in sorted(rows, key=lambda r: r["ts"]):
+        per_key.setdefault(row["seller"], []).append(row)
+    out = []
+    for ordered in per_key.values():
+        for i, row in enumerate(ordered):
+
+            def read(at: int, default: Any, ordered: list[Row] = ordered) -> Any:
+                value = ordered[at]["price"] if 0 <= at < len(ordered) else None
+                return default if value is None else value
+
+            out.append(
+                {
+                    **row,
+                    "d1": read(i + 1, None),
+                    "d2": read(i + 2, -1),
+                    "d3": read(i + 3, None),
+                    "g1": read(i - 1, -1),
+                }
+            )
+    return out
+
+
+def test_lead_in_batch_mode_equals_flinks_batch_lead(spark: Any, tmp_path: Path) -> None:
+    """Batch mode runs LEAD (Flink runs it in batch only; streaming it stays E0752): Spark's
+    ``lead`` in time order, the default past the last rows and for a NULL read, as Flink's
+    batch LEAD; LAG's default for a NULL read too."""
+    batches = _lead_batches()
+    flow = tmp_path / "lead.flow"
+    flow.write_text(LEAD_JOB, encoding="utf-8")
+    for index, batch in enumerate(batches):
+        write_batch(tmp_path / "in", index, batch)
+    job = flowc.compile(LEAD_JOB, str(flow), for_spark=True)
+    report = run_job(job, master="local[2]", out=io.StringIO())
+    assert [q.error for q in report.queries] == [None]
+    wanted = _flink_lead_lag([r for b in batches for r in b])
+    assert any(r["d2"] == -1 and r["seller"] == 1 for r in wanted[:4])  # a NULL read
+    assert normal(read_json_dir(tmp_path / "out" / "lead")) == normal(wanted)
+    with pytest.raises(flowc.CompileError) as refused:
+        flowc.compile(LEAD_JOB.replace("SET execution.mode = batch;\n", ""), "s.flow")
+    assert [d.code for d in refused.value.diagnostics] == ["E0752"]
 
 
 def _processor(
@@ -350,6 +451,33 @@ def test_lag_in_the_processor_equals_what_flink_gave(monkeypatch: pytest.MonkeyP
         (60, 50),
         (60, 50),
         (70, 60),
+    ]
+    # 10, NULL, 30, NULL, 50, 60: LAG(price, 1, -1) gave -1, 10, -1, 30, -1, 50 and
+    # LAG(price, 2, -1) -1, -1, 10, -1, 30, -1 (a NULL read is the default, streaming and
+    # batch alike); LAG(price, 2) NULL, NULL, 10, NULL, 30, NULL
+    defaults = _processor(
+        monkeypatch,
+        [
+            ("lag", "price", "g1", 1, -1),
+            ("lag", "price", "g2", 2, -1),
+            ("lag", "price", "n", 2, None),
+        ],
+        False,
+        -1,
+    )
+    prices = [10, None, 30, None, 50, 60]
+    read = [
+        (r.g1, r.g2, r.n)
+        for i, p in enumerate(prices)
+        for r in defaults.emit(10 * (i + 1), [(1, p, i)])
+    ]
+    assert read == [
+        (-1, -1, None),
+        (10, -1, None),
+        (-1, 10, 10),
+        (30, -1, None),
+        (-1, 30, 30),
+        (50, -1, None),
     ]
     one_by_one = _processor(monkeypatch, [("lag", "price", "p3", 3, None)], False, -1)
     seen = [r.p3 for i in range(6) for r in one_by_one.emit(10 * (i + 1), [(2, i, i + 1)])]

@@ -81,7 +81,7 @@ def check_query(
     flink = isinstance(query, ast.SqlQuery) and query.dialect == FLINK
     if isinstance(query, ast.SqlQuery):
         lowered = (
-            lower_sql_query(query, ctx.reporter)
+            lower_sql_query(query, ctx.reporter, ctx.settings.execution_mode == "batch")
             if check_flink_windows(query, ctx.reporter)  # Flink's TUMBLE(...): E0602
             and ctx.checks.sql_query(query, ctx.reporter)  # unknown functions first
             else None
@@ -125,7 +125,8 @@ def check_query(
             i.expr.tree.find(exp.Window) for i in node.items
         ):  # OVER calls: the OVER step of the SQL form
             names = [item_name(ctx, i) for i in node.items]
-            over = lower_extend_over(node, ctx.reporter) if None not in names else None
+            batch = ctx.settings.execution_mode == "batch"
+            over = lower_extend_over(node, ctx.reporter, batch) if None not in names else None
             if over is None:
                 ok = False
                 break

@@ -155,21 +155,26 @@ class _Unsupported(Exception):
         )
 
 
-def lower_sql_query(query: ast.SqlQuery, reporter: Reporter) -> ast.PipeQuery | None:
+def lower_sql_query(
+    query: ast.SqlQuery, reporter: Reporter, batch: bool = False
+) -> ast.PipeQuery | None:
+    """``query`` as pipe steps; ``batch``: in batch mode, where Flink runs LEAD."""
     try:
-        return _Lowering(query).lower()
+        return _Lowering(query, batch).lower()
     except _Unsupported as problem:
         problem.report(reporter)
         return None
 
 
-def lower_extend_over(extend: ast.Extend, reporter: Reporter) -> ast.Over | None:
+def lower_extend_over(
+    extend: ast.Extend, reporter: Reporter, batch: bool = False
+) -> ast.Over | None:
     """A pipe EXTEND of OVER calls (``|> EXTEND AVG(x) OVER (...) AS a, ...``) as the OVER
     step of the SQL form ``SELECT *, AVG(x) OVER (...) AS a, ... FROM s``, checked by the
     SQL form's checks at each call's place in the EXTEND; None when refused (reported).
     Each item is one OVER call with its name (docs/language.md, "OVER windows")."""
     try:
-        return _ExtendLowering(extend).over()
+        return _ExtendLowering(extend, batch).over()
     except _Unsupported as problem:
         problem.report(reporter)
         return None
@@ -245,8 +250,9 @@ def _is_window_call(node: exp.Expr | None) -> bool:
 
 
 class _Lowering:
-    def __init__(self, query: ast.SqlQuery) -> None:
+    def __init__(self, query: ast.SqlQuery, batch: bool = False) -> None:
         self.query = query
+        self.batch = batch
         self.span = query.span
         self.origin = query.text_origin
         self.flink = query.dialect == FLINK
@@ -1062,7 +1068,7 @@ class _Lowering:
         first: tuple[str, exp.Window] | None = None
         for window in windows:
             spec = named.get(window.alias.lower(), window) if window.alias else window
-            if isinstance(window.this, exp.Lead):
+            if isinstance(window.this, exp.Lead) and not self.batch:
                 raise _Unsupported(
                     "LEAD needs rows after the current one, which Flink does not wait for on a "
                     "stream ('LEAD Function is not supported in stream mode')",
@@ -1100,13 +1106,14 @@ class _Lowering:
                     help="end the frame AND CURRENT ROW",
                     code=Code.E0752,
                 )
-            if isinstance(window.this, exp.Lag) and isinstance(frame, exp.WindowSpec):
+            if isinstance(window.this, exp.Lag | exp.Lead) and isinstance(frame, exp.WindowSpec):
+                what = window.this.sql_name().upper()
+                rows = "before the current one's time" if what == "LAG" else "after the current one"
                 raise _Unsupported(
-                    "LAG takes no frame: it reads the rows before the current one's time "
-                    "(Flink: 'ROW/RANGE not allowed with RANK, DENSE_RANK or ROW_NUMBER "
-                    "functions')",
+                    f"{what} takes no frame: it reads the rows {rows} (Flink: 'ROW/RANGE not "
+                    "allowed with RANK, DENSE_RANK or ROW_NUMBER functions')",
                     self.span_of(frame),
-                    help="leave the ROWS/RANGE clause out: LAG(x, n) OVER (PARTITION BY k "
+                    help=f"leave the ROWS/RANGE clause out: {what}(x, n) OVER (PARTITION BY k "
                     "ORDER BY ts)",
                     code=Code.E0755,
                 )
@@ -1128,7 +1135,10 @@ class _Lowering:
         if (
             tree.args.get("group") is None
             and not tree.args.get("distinct")
-            and all(_over_call(w) and isinstance(w.this, exp.Lag) == unbounded for w in windows)
+            and all(
+                _over_call(w) and isinstance(w.this, exp.Lag | exp.Lead) == unbounded
+                for w in windows
+            )
             and frame is not None
             and (frame[0] or unbounded or interval_millis(self.expr(frame[1])) is not None)
         ):
@@ -1621,7 +1631,7 @@ def _over_call(window: exp.Window) -> bool:
     MAX, AVG of a column, not DISTINCT, not FILTERed; LAG of a column, its offset a
     positive whole number and its default a literal."""
     call = window.this
-    if isinstance(call, exp.Lag):
+    if isinstance(call, exp.Lag | exp.Lead):
         offset, default = call.args.get("offset"), call.args.get("default")
         literal = default.this if isinstance(default, exp.Neg) else default
         return (
@@ -1851,8 +1861,8 @@ class _ExtendLowering(_Lowering):
     """An EXTEND's items read as the SELECT list ``*, item AS name, ...``; each node is
     placed in the file by the lowering of its own item's text."""
 
-    def __init__(self, extend: ast.Extend) -> None:
-        super().__init__(ast.SqlQuery(text="", tree=exp.Null(), span=extend.span))
+    def __init__(self, extend: ast.Extend, batch: bool) -> None:
+        super().__init__(ast.SqlQuery(text="", tree=exp.Null(), span=extend.span), batch)
         self.extend = extend
         self.parts = [
             _Lowering(ast.SqlQuery(text=i.expr.text, tree=i.expr.tree, span=i.expr.span))
