@@ -148,7 +148,8 @@ def check_over(ctx: Context, node: ast.Over, step: StepInput) -> Step | None:
             ):
                 ctx.reporter.error(
                     Code.E0756,
-                    f"'{item.expr.text}': Flink takes a LAG default only of its column's type "
+                    f"'{item.expr.text}': Flink takes a {call.sql_name().upper()} default only "
+                    f"of its column's type "
                     f"({lagged}), and not NULL ('Please explicitly cast default value ...')",
                     item.span,
                     help="leave the default out (NULL), or give a literal of the column's "
