@@ -13,9 +13,11 @@ the frames computed in plain Python from their definition.
 from __future__ import annotations
 
 import io
+import itertools
 import json
 import math
 import os
+import re
 import shutil
 import time
 from collections.abc import Callable
@@ -27,12 +29,14 @@ from typing import Any
 import pytest
 
 import flowc
+from flowc.cli.compile import render_stage
 from flowc.runtime.run import run_job
 from flowc.spark.codegen import generate_pyspark
 from tests.helpers.fake_state import Handle
 from tests.helpers.files import read_json_dir
 from tests.helpers.minute_events import Row, at, minutes, write_batch
 from tests.helpers.over_frames import BATCHES, avg, emitted, normal, over_rows
+from tests.stages import STAGE_FORMATS
 
 # ---------------------------------------------------------------- Flink's rule, in Python
 
@@ -56,14 +60,15 @@ RANGE_CALLS: dict[str, Callable[[list[Row]], Any]] = {
 def lag_rows(per_key: dict[int, list[Row]]) -> list[Row]:
     """Each emitted row with Flink's LAG (its frame RANGE UNBOUNDED PRECEDING): every row of
     a time reads the row ``n`` before the last row of that time among its seller's emitted
-    rows, NULL prices kept, the default (NULL unless given) before the first rows."""
+    rows; the default (NULL unless given) before the first rows and for a NULL price read."""
     out = []
     for rows in per_key.values():
         for row in rows:
             last = max(i for i, r in enumerate(rows) if r["ts"] == row["ts"])
 
             def lag(n: int, default: Any, last: int = last, rows: list[Row] = rows) -> Any:
-                return rows[last - n]["price"] if last >= n else default
+                value = rows[last - n]["price"] if last >= n else None
+                return default if value is None else value
 
             out.append({**row, "p1": lag(1, None), "p2": lag(2, -1), "p3": lag(3, None)})
     return out
@@ -150,6 +155,97 @@ def test_over_rows_equal_flinks_rule_across_micro_batches_and_restarts(
     assert normal(read_json_dir(tmp_path / "out" / "lag")) == normal(wanted_lag)
 
 
+PIPE_HEAD = """\
+SET max_parallelism = 16;
+CREATE SOURCE bids (seller INT, price INT, ts TIMESTAMP,
+  WATERMARK FOR ts AS ts - INTERVAL 1 MINUTE)
+  WITH (connector = 'files', path = 'in', format = 'json');
+CREATE SINK rows_out WITH (connector = 'files', path = 'out/rows', format = 'json');
+"""
+ROWS_WINDOW = "(PARTITION BY seller ORDER BY ts ROWS BETWEEN 3 PRECEDING AND CURRENT ROW)"
+PIPE_CALLS = ", ".join(
+    f"{call} OVER {ROWS_WINDOW} AS {name}"
+    for call, name in (("AVG(price)", "a"), ("COUNT(*)", "n"), ("MAX(price)", "m"))
+)
+PIPE_JOB = (
+    PIPE_HEAD + f"INSERT INTO rows_out FROM bids |> WHERE seller < 100 |> EXTEND {PIPE_CALLS};\n"
+)
+SQL_JOB = PIPE_HEAD + f"INSERT INTO rows_out SELECT *, {PIPE_CALLS} FROM bids WHERE seller < 100;\n"
+
+
+def _stage_texts(text: str) -> dict[tuple[str, str], str]:
+    """Every stage but the AST in every format, without line and column numbers."""
+    job = flowc.compile(text, "over.flow", for_spark=True)
+    assert not [d for d in job.diagnostics if d.severity is flowc.Severity.ERROR]
+    return {
+        (stage, fmt): re.sub(
+            r'"(line|column|end_line|end_column)": \d+', "", render_stage(job, stage, fmt)
+        )
+        for stage, formats in STAGE_FORMATS.items()
+        if stage != "ast"
+        for fmt in formats
+    }
+
+
+@pytest.mark.parametrize("lag", [False, True], ids=["rows", "lag"])
+def test_the_pipe_form_plans_as_the_sql_form(lag: bool) -> None:
+    """``FROM s |> EXTEND call OVER (...) AS a, ...`` is the OVER step of ``SELECT *, call
+    OVER (...) AS a, ... FROM s``: every stage equal (transformations to the PySpark
+    program), and the OVER step's columns those of its input then the calls."""
+    sql, pipe = SQL_JOB, PIPE_JOB
+    if lag:
+        calls = f"LAG(price) OVER {LAG_WINDOW} AS p1, LAG(price, 2, -1) OVER {LAG_WINDOW} AS p2"
+        sql = PIPE_HEAD + f"INSERT INTO rows_out SELECT *, {calls} FROM bids;\n"
+        pipe = PIPE_HEAD + f"INSERT INTO rows_out FROM bids |> EXTEND {calls};\n"
+    assert _stage_texts(pipe) == _stage_texts(sql)
+    job = flowc.compile(pipe, "over.flow", for_spark=True)
+    (insert,) = job.program.inserts
+    wanted = ["seller", "price", "ts", *(["p1", "p2"] if lag else ["a", "n", "m"])]
+    assert [c.name for c in insert.stream.schema] == wanted
+    assert "OverStep" in [type(s).__name__ for s in insert.stream.steps]
+
+
+@pytest.mark.parametrize(
+    ("items", "wanted"),
+    [
+        (f"*, AVG(price) OVER {ROWS_WINDOW} AS a", ["seller", "price", "ts", "a"]),
+        (f"*, AVG(price) OVER {ROWS_WINDOW} + 1 AS b", ["seller", "price", "ts", "b"]),
+        (
+            f"*, MAX(price) OVER {ROWS_WINDOW} AS m, price + 1 AS b",
+            ["seller", "price", "ts", "m", "b"],
+        ),
+        (f"COUNT(*) OVER {ROWS_WINDOW} AS n, *", ["n", "seller", "price", "ts"]),
+    ],
+)
+def test_a_star_beside_over_calls_is_the_inputs_columns(items: str, wanted: list[str]) -> None:
+    """A SQL SELECT's ``*`` beside OVER calls is the input's columns, not the calls' too
+    (it was E0206 for a named call, and the hidden ``w0$o0`` written out beside ``b``)."""
+    text = PIPE_HEAD.replace("'files', path = 'out/rows', format = 'json'", "'console'")
+    job = flowc.compile(text + f"INSERT INTO rows_out SELECT {items} FROM bids;\n", "star.flow")
+    (insert,) = job.program.inserts
+    assert [c.name for c in insert.stream.schema] == wanted
+
+
+LAG_WINDOW = "(PARTITION BY seller ORDER BY ts)"
+
+
+def test_the_pipe_form_runs_as_flinks_rule_across_micro_batches_and_restarts(
+    spark: Any, tmp_path: Path
+) -> None:
+    """The pipe form on Spark, five micro-batches each its own run on one checkpoint: the
+    ROWS frames of the SQL form's test (late rows dropped, NULL skipped)."""
+    flow = tmp_path / "pipe.flow"
+    flow.write_text(PIPE_JOB, encoding="utf-8")
+    for index, batch in enumerate(BATCHES):
+        write_batch(tmp_path / "in", index, batch)
+        job = flowc.compile(PIPE_JOB, str(flow), for_spark=True)
+        report = run_job(job, available_now=True, master="local[2]", out=io.StringIO())
+        assert [q.error for q in report.queries] == [None], index
+    small = {k: v for k, v in emitted(BATCHES, delay=1).items() if k < 100}
+    wanted = over_rows(small, ROWS_CALLS, 3, None)
+    assert normal(read_json_dir(tmp_path / "out" / "rows")) == normal(wanted)
+
+
 def test_over_in_batch_mode_equals_the_frames(spark: Any, tmp_path: Path) -> None:
     """Batch mode runs Spark's window functions over the same frames: every row (none is
     late in one pass), RANGE ties one result; the rows streaming drops as late are left
@@ -177,15 +273,39 @@ def test_over_in_batch_mode_equals_the_frames(spark: Any, tmp_path: Path) -> Non
     assert normal(read_json_dir(tmp_path / "out" / "range")) == normal(
         over_rows(per_key, RANGE_CALLS, None, 3)
     )
-    # LAG equals the stream's rows where no two rows of a seller share a time (the order
-    # of ties is Spark's in batch); a time's ties read one value
+    # Flink's batch LAG is row by row (asked of Flink 2.3: 20 and 30 at one time read 10
+    # and 20, where streaming both read 20): the stream's rows where no two rows of a
+    # seller share a time; with ties, the rows of some order of each time's rows
     lags = read_json_dir(tmp_path / "out" / "lag")
     assert normal([r for r in lags if r["seller"] < 100]) == normal(lag_rows(small))
-    ties: dict[Any, set[tuple[Any, ...]]] = {}
-    for r in lags:
-        ties.setdefault((r["seller"], r["ts"]), set()).add((r.get("p1"), r.get("p2")))
-    assert len(lags) == len([r for b in kept for r in b]) and all(
-        len(v) == 1 for v in ties.values()
+    tied = [r for r in lags if r["seller"] == 100]
+    assert normal(tied) != normal(lag_rows({100: per_key[100]}))  # not the streaming rule
+    assert _some_order_gives(tied, per_key[100])
+
+
+def _row_lags(rows: list[Row]) -> list[Row]:
+    """Flink's batch LAG over one seller's rows in the order given: the row ``n`` before;
+    the default before the first rows and for a NULL read."""
+
+    def lag(i: int, n: int, default: Any) -> Any:
+        value = rows[i - n]["price"] if i >= n else None
+        return default if value is None else value
+
+    return [
+        {**r, "p1": lag(i, 1, None), "p2": lag(i, 2, -1), "p3": lag(i, 3, None)}
+        for i, r in enumerate(rows)
+    ]
+
+
+def _some_order_gives(out: list[Row], rows: list[Row]) -> bool:
+    """Whether some order of each time's rows gives ``out`` (Spark's order of a time's rows
+    is its sort's, as Flink's is its own: neither is fixed)."""
+    ordered = sorted(rows, key=lambda r: minutes(r["ts"]))
+    groups = [list(g) for _, g in itertools.groupby(ordered, key=lambda r: minutes(r["ts"]))]
+    assert any(len(g) > 1 for g in groups)
+    return any(
+        normal(_row_lags([r for g in choice for r in g])) == normal(out)
+        for choice in itertools.product(*(itertools.permutations(g) for g in groups))
     )
 
 
@@ -210,6 +330,81 @@ def test_a_missing_processor_package_is_refused_at_the_over_step(
     first = min(o.line for o in job.spark_plan.over_aggregators.values())
     assert diagnostic.code == "E0816" and diagnostic.span.line == first
     assert diagnostic.message.startswith("An OVER window runs as a Spark stateful processor")
+
+
+LEAD_JOB = """\
+SET max_parallelism = 16;
+SET execution.mode = batch;
+CREATE SOURCE bids (seller INT, price INT, ts TIMESTAMP,
+  WATERMARK FOR ts AS ts - INTERVAL 1 MINUTE)
+  WITH (connector = 'files', path = 'in', format = 'json');
+CREATE SINK lead_out WITH (connector = 'files', path = 'out/lead', format = 'json');
+INSERT INTO lead_out SELECT seller, price, ts,
+  LEAD(price) OVER (PARTITION BY seller ORDER BY ts) AS d1,
+  LEAD(price, 2, -1) OVER (PARTITION BY seller ORDER BY ts) AS d2,
+  LEAD(price, 3) OVER (PARTITION BY seller ORDER BY ts) AS d3,
+  LAG(price, 1, -1) OVER (PARTITION BY seller ORDER BY ts) AS g1
+  FROM bids;
+"""
+
+
+def _lead_batches() -> list[list[Row]]:
+    """Two files, one time per row of a seller (Flink's batch order of a time's rows is its
+    sort's, as Spark's is: not fixed), NULL prices where LEAD and LAG read them."""
+    prices = {1: [10, None, 30, None, 50, 60, 70], 2: [5, 6, None], 3: [None]}
+    rows = [
+        {"seller": k, "price": p, "ts": at(i * 1.5 + k / 10)}
+        for k, values in prices.items()
+        for i, p in enumerate(values)
+    ]
+    return [rows[::2], rows[1::2]]
+
+
+def _flink_lead_lag(rows: list[Row]) -> list[Row]:
+    """Flink's batch LEAD and LAG (asked of PyFlink 2.3, parallelism 1): the row ``n``
+    after (before) in time order; the default past the last (first) rows and for a NULL
+    read (LAG(price, 1, -1) over 10, NULL, 30 gave -1, 10, -1), else NULL."""
+    per_key: dict[int, list[Row]] = {}
+    for row in sorted(rows, key=lambda r: r["ts"]):
+        per_key.setdefault(row["seller"], []).append(row)
+    out = []
+    for ordered in per_key.values():
+        for i, row in enumerate(ordered):
+
+            def read(at: int, default: Any, ordered: list[Row] = ordered) -> Any:
+                value = ordered[at]["price"] if 0 <= at < len(ordered) else None
+                return default if value is None else value
+
+            out.append(
+                {
+                    **row,
+                    "d1": read(i + 1, None),
+                    "d2": read(i + 2, -1),
+                    "d3": read(i + 3, None),
+                    "g1": read(i - 1, -1),
+                }
+            )
+    return out
+
+
+def test_lead_in_batch_mode_equals_flinks_batch_lead(spark: Any, tmp_path: Path) -> None:
+    """Batch mode runs LEAD (Flink runs it in batch only; streaming it stays E0752): Spark's
+    ``lead`` in time order, the default past the last rows and for a NULL read, as Flink's
+    batch LEAD; LAG's default for a NULL read too."""
+    batches = _lead_batches()
+    flow = tmp_path / "lead.flow"
+    flow.write_text(LEAD_JOB, encoding="utf-8")
+    for index, batch in enumerate(batches):
+        write_batch(tmp_path / "in", index, batch)
+    job = flowc.compile(LEAD_JOB, str(flow), for_spark=True)
+    report = run_job(job, master="local[2]", out=io.StringIO())
+    assert [q.error for q in report.queries] == [None]
+    wanted = _flink_lead_lag([r for b in batches for r in b])
+    assert any(r["d2"] == -1 and r["seller"] == 1 for r in wanted[:4])  # a NULL read
+    assert normal(read_json_dir(tmp_path / "out" / "lead")) == normal(wanted)
+    with pytest.raises(flowc.CompileError) as refused:
+        flowc.compile(LEAD_JOB.replace("SET execution.mode = batch;\n", ""), "s.flow")
+    assert [d.code for d in refused.value.diagnostics] == ["E0752"]
 
 
 def _processor(
@@ -256,6 +451,33 @@ def test_lag_in_the_processor_equals_what_flink_gave(monkeypatch: pytest.MonkeyP
         (60, 50),
         (60, 50),
         (70, 60),
+    ]
+    # 10, NULL, 30, NULL, 50, 60: LAG(price, 1, -1) gave -1, 10, -1, 30, -1, 50 and
+    # LAG(price, 2, -1) -1, -1, 10, -1, 30, -1 (a NULL read is the default, streaming and
+    # batch alike); LAG(price, 2) NULL, NULL, 10, NULL, 30, NULL
+    defaults = _processor(
+        monkeypatch,
+        [
+            ("lag", "price", "g1", 1, -1),
+            ("lag", "price", "g2", 2, -1),
+            ("lag", "price", "n", 2, None),
+        ],
+        False,
+        -1,
+    )
+    prices = [10, None, 30, None, 50, 60]
+    read = [
+        (r.g1, r.g2, r.n)
+        for i, p in enumerate(prices)
+        for r in defaults.emit(10 * (i + 1), [(1, p, i)])
+    ]
+    assert read == [
+        (-1, -1, None),
+        (10, -1, None),
+        (-1, 10, 10),
+        (30, -1, None),
+        (-1, 30, 30),
+        (50, -1, None),
     ]
     one_by_one = _processor(monkeypatch, [("lag", "price", "p3", 3, None)], False, -1)
     seen = [r.p3 for i in range(6) for r in one_by_one.emit(10 * (i + 1), [(2, i, i + 1)])]

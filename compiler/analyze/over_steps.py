@@ -56,7 +56,7 @@ def _lag_default(call: exp.Expr) -> object:
     return -value if negative else value
 
 
-def flink_lag_default_refused(call: exp.Lag, kind: str) -> bool:
+def flink_lag_default_refused(call: exp.Lag | exp.Lead, kind: str) -> bool:
     """Whether Flink 2.3 refuses the LAG's default for a column of type ``kind`` ("Please
     explicitly cast default value ...", asked of it): its literal's type must be the
     column's (an integer literal is INT, or BIGINT past INT's range; 1.5 is a DECIMAL), and
@@ -75,7 +75,7 @@ def flink_lag_default_refused(call: exp.Lag, kind: str) -> bool:
     return True
 
 
-def _lag_type(call: exp.Lag, names: dict[str, Column]) -> str | None:
+def _lag_type(call: exp.Lag | exp.Lead, names: dict[str, Column]) -> str | None:
     """A LAG call's type, its argument's; None when its default is not of that type."""
     arg = call.this
     if not isinstance(arg, exp.Column) or arg.name.lower() not in names:
@@ -131,7 +131,7 @@ def check_over(ctx: Context, node: ast.Over, step: StepInput) -> Step | None:
     out = list(schema)
     for item in node.items:
         call = item.expr.tree
-        if isinstance(call, exp.Lag):
+        if isinstance(call, exp.Lag | exp.Lead):  # LEAD: batch mode only (the lowering)
             # a window function, which the expression checks refuse outside OVER: its
             # type is its argument's, its default a literal of that type
             assert item.alias is not None
@@ -148,7 +148,8 @@ def check_over(ctx: Context, node: ast.Over, step: StepInput) -> Step | None:
             ):
                 ctx.reporter.error(
                     Code.E0756,
-                    f"'{item.expr.text}': Flink takes a LAG default only of its column's type "
+                    f"'{item.expr.text}': Flink takes a {call.sql_name().upper()} default only "
+                    f"of its column's type "
                     f"({lagged}), and not NULL ('Please explicitly cast default value ...')",
                     item.span,
                     help="leave the default out (NULL), or give a literal of the column's "

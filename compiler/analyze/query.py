@@ -33,11 +33,11 @@ from flowc.analyze.row_steps import (
     check_set,
     check_where,
 )
-from flowc.analyze.step_common import StepChecker, StepInput
+from flowc.analyze.step_common import StepChecker, StepInput, item_name
 from flowc.errorcodes import Code
 from flowc.program import Schema, SideOutput, Step, Stream
 from flowc.sql.flink_dialect import FLINK
-from flowc.sql.lower_sql import check_flink_windows, lower_sql_query
+from flowc.sql.lower_sql import check_flink_windows, lower_extend_over, lower_sql_query
 
 _Node = TypeVar("_Node", bound=ast.StepBase)
 
@@ -81,7 +81,7 @@ def check_query(
     flink = isinstance(query, ast.SqlQuery) and query.dialect == FLINK
     if isinstance(query, ast.SqlQuery):
         lowered = (
-            lower_sql_query(query, ctx.reporter)
+            lower_sql_query(query, ctx.reporter, ctx.settings.execution_mode == "batch")
             if check_flink_windows(query, ctx.reporter)  # Flink's TUMBLE(...): E0602
             and ctx.checks.sql_query(query, ctx.reporter)  # unknown functions first
             else None
@@ -121,6 +121,17 @@ def check_query(
             if cast is not None:  # checked next, then the UNION ALL over the widened columns
                 ast_steps[i:i] = [cast]
                 continue
+        if isinstance(node, ast.Extend) and any(
+            i.expr.tree.find(exp.Window) for i in node.items
+        ):  # OVER calls: the OVER step of the SQL form
+            names = [item_name(ctx, i) for i in node.items]
+            batch = ctx.settings.execution_mode == "batch"
+            over = lower_extend_over(node, ctx.reporter, batch) if None not in names else None
+            if over is None:
+                ok = False
+                break
+            ast_steps[i] = over
+            continue
         step = StepInput(schema, keys, side_outputs, len(steps), view, following)
         if flink and isinstance(node, ast.UnionAll):
             result = check_union(ctx, node, step, flink=True)

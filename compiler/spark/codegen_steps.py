@@ -323,7 +323,7 @@ class StepWriter(ProgramText):
             assert isinstance(call, exp.Func) and item.alias is not None
             arg = call.this
             column = arg.name if isinstance(arg, exp.Column) else None
-            offset, default = lag_call(call) if isinstance(call, exp.Lag) else (0, None)
+            offset, default = lag_call(call) if isinstance(call, exp.Lag | exp.Lead) else (0, None)
             function = call.sql_name().lower()
             if flink_avg(call, types.get(item.alias.value)):
                 function = "flink_avg"  # of the argument's integer type, truncated

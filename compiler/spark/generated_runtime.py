@@ -1130,9 +1130,10 @@ class OverAggregate(StatefulProcessor):
         for function, column, _, offset, default in self.calls:
             if function == 'lag':
                 # Flink's LAG (frame RANGE UNBOUNDED): the row ``offset`` before the last
-                # row of the frame, NULLs kept; the default before the first rows
+                # row of the frame; the default before the first rows and for a NULL read
                 at = names.index(column or '')
-                out.append(frame[-1 - offset][at] if len(frame) > offset else default)
+                value = frame[-1 - offset][at] if len(frame) > offset else None
+                out.append(default if value is None else value)
                 continue
             if column is None:
                 out.append(len(frame))
@@ -1264,33 +1265,21 @@ def over_aggregate(
     if not streaming:
         parts = 'PARTITION BY ' + ', '.join(quoted(k) for k in keys) if keys else ''
         over = ' '.join([parts, 'ORDER BY ' + quoted(column), frame])
-        lags = [c for c in calls if c[0] == 'lag']
-        computed = df
-        if lags:
-            # Flink's LAG: every row of a time reads the row ``offset`` before the last row
-            # of that time, rows numbered in time order (ties in Spark's order)
-            number = '__flowc_row_number'
-            while number in df.columns:
-                number += '_'
-            computed = computed.withColumn(
-                number, F.expr(f"row_number() OVER ({parts} ORDER BY {quoted(column)})")
+        types = {f.name: f.dataType for f in df.schema.fields}
+        # Flink's batch LAG and LEAD (asked of Flink 2.3: row by row, unlike its streaming
+        # LAG): the row ``offset`` before (after) in time order, a time's rows in the sort's
+        # order (Spark's here, Flink's its own: neither fixed); the default past the first
+        # (last) rows and for a NULL read. One select: one window operator, so one order
+        # of a time's rows for every call.
+        computed = df.withColumns({
+            name: F.coalesce(
+                F.expr(f"{function}({quoted(arg)}, {offset}) OVER ({parts} ORDER BY "
+                       f"{quoted(column)})"),
+                F.lit(default).cast(types[arg]),
             )
-            at_time = ', '.join([*(quoted(k) for k in keys), quoted(column)])
-            types = {f.name: f.dataType for f in df.schema.fields}
-            for _, arg, name, offset, default in lags:
-                assert arg is not None
-                computed = computed.withColumn(name, F.expr(
-                    f"named_struct('v', lag({quoted(arg)}, {offset}) OVER ({parts} ORDER BY "
-                    f"{quoted(number)}), 'n', {quoted(number)})"
-                ))
-                computed = computed.withColumn(name, F.expr(
-                    f"max_by({quoted(name)}, {quoted(number)}) OVER (PARTITION BY {at_time})"
-                ))
-                computed = computed.withColumn(name, F.when(
-                    F.col(quoted(name)).getField('n') > offset,
-                    F.col(quoted(name)).getField('v'),
-                ).otherwise(F.lit(default).cast(types[arg])))
-            computed = computed.drop(number)
+            for function, arg, name, offset, default in calls
+            if function in ('lag', 'lead') and arg
+        })
         kinds = {f.name: f.dataType.simpleString() for f in df.schema.fields}
         return computed.withColumns({
             name: F.expr(
@@ -1298,7 +1287,7 @@ def over_aggregate(
                 if function == 'flink_avg' and arg
                 else f"{function}({quoted(arg) if arg else '*'}) OVER ({over})"
             )
-            for function, arg, name, _, _ in calls if function != 'lag'
+            for function, arg, name, _, _ in calls if function not in ('lag', 'lead')
         }).select(*[quoted(c) for c in df.columns], *[quoted(c[2]) for c in calls])
     taken = set(df.columns)
     millis, group = '__flowc_event_ms', '__flowc_key_group'

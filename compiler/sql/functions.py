@@ -297,10 +297,12 @@ def check_functions(
         windowed.add(id(function))
         reporter.error(
             Code.E0232,
-            "OVER (...) windows are not supported in streaming queries",
+            "an OVER (...) window is computed by an EXTEND of OVER calls only (or a SQL "
+            "SELECT), not inside this step",
             _over_span(expr, function, positions),
-            help="aggregate per key instead (|> KEY BY k |> AGGREGATE ...), or over time "
-            "with WINDOW TUMBLE/HOP/SESSION",
+            help="|> EXTEND AGG(x) OVER (PARTITION BY k ORDER BY ts ...) AS name, then read "
+            "'name' here (docs/language.md, \"OVER windows\"); or aggregate per key (|> KEY "
+            "BY k |> AGGREGATE ...) or over time with WINDOW TUMBLE/HOP/SESSION",
         )
         ok = False
     for node, name in _calls(expr.tree):

@@ -155,9 +155,26 @@ class _Unsupported(Exception):
         )
 
 
-def lower_sql_query(query: ast.SqlQuery, reporter: Reporter) -> ast.PipeQuery | None:
+def lower_sql_query(
+    query: ast.SqlQuery, reporter: Reporter, batch: bool = False
+) -> ast.PipeQuery | None:
+    """``query`` as pipe steps; ``batch``: in batch mode, where Flink runs LEAD."""
     try:
-        return _Lowering(query).lower()
+        return _Lowering(query, batch).lower()
+    except _Unsupported as problem:
+        problem.report(reporter)
+        return None
+
+
+def lower_extend_over(
+    extend: ast.Extend, reporter: Reporter, batch: bool = False
+) -> ast.Over | None:
+    """A pipe EXTEND of OVER calls (``|> EXTEND AVG(x) OVER (...) AS a, ...``) as the OVER
+    step of the SQL form ``SELECT *, AVG(x) OVER (...) AS a, ... FROM s``, checked by the
+    SQL form's checks at each call's place in the EXTEND; None when refused (reported).
+    Each item is one OVER call with its name (docs/language.md, "OVER windows")."""
+    try:
+        return _ExtendLowering(extend, batch).over()
     except _Unsupported as problem:
         problem.report(reporter)
         return None
@@ -233,8 +250,9 @@ def _is_window_call(node: exp.Expr | None) -> bool:
 
 
 class _Lowering:
-    def __init__(self, query: ast.SqlQuery) -> None:
+    def __init__(self, query: ast.SqlQuery, batch: bool = False) -> None:
         self.query = query
+        self.batch = batch
         self.span = query.span
         self.origin = query.text_origin
         self.flink = query.dialect == FLINK
@@ -494,8 +512,23 @@ class _Lowering:
         if where is not None:
             steps.append(ast.Where(condition=self.expr(where.this), **fields))
         group = tree.args.get("group")
+        drop: ast.Drop | None = None
         if over is not None:
-            items = self.over_step(tree, items, over, steps)
+            # SELECT *, AGG(x) OVER (...) AS a, ...: the OVER step's own output, its input's
+            # columns then the calls (a pipe EXTEND of the calls has the same plans)
+            whole = isinstance(items[0], exp.Star) and all(
+                isinstance(i, exp.Alias) and isinstance(i.this, exp.Window) for i in items[1:]
+            )
+            # beside other items, a `*` would read the calls' columns too: they are hidden
+            # (``w0$o0``, ...) and dropped after the SELECT
+            hidden = not whole and any(isinstance(i, exp.Star) for i in items)
+            items = self.over_step(tree, items, over, steps, hidden)
+            if whole:
+                items = items[:1]
+            last = steps[-1]
+            assert isinstance(last, ast.Over)
+            if hidden:
+                drop = ast.Drop(columns=tuple(i.alias for i in last.items if i.alias), **fields)
         has_aggregates = any(has_aggregate(item) for item in items)
         if tvf_window is not None:
             steps.extend(self.aggregate(tree, items, group, tvf_window, partition))
@@ -507,6 +540,8 @@ class _Lowering:
             names = _calcite_names(items) if self.flink else [None] * len(items)
             selected = tuple(self.item(i, n) for i, n in zip(items, names, strict=True))
             steps.append(ast.Select(items=selected, **fields))
+            if drop is not None:
+                steps.append(drop)
         if tree.args.get("distinct"):
             steps.append(ast.Deduplicate(columns=(), within=None, **fields))
         return ast.PipeQuery(source=source, steps=tuple(steps), span=self.span)
@@ -1033,7 +1068,7 @@ class _Lowering:
         first: tuple[str, exp.Window] | None = None
         for window in windows:
             spec = named.get(window.alias.lower(), window) if window.alias else window
-            if isinstance(window.this, exp.Lead):
+            if isinstance(window.this, exp.Lead) and not self.batch:
                 raise _Unsupported(
                     "LEAD needs rows after the current one, which Flink does not wait for on a "
                     "stream ('LEAD Function is not supported in stream mode')",
@@ -1071,13 +1106,14 @@ class _Lowering:
                     help="end the frame AND CURRENT ROW",
                     code=Code.E0752,
                 )
-            if isinstance(window.this, exp.Lag) and isinstance(frame, exp.WindowSpec):
+            if isinstance(window.this, exp.Lag | exp.Lead) and isinstance(frame, exp.WindowSpec):
+                what = window.this.sql_name().upper()
+                rows = "before the current one's time" if what == "LAG" else "after the current one"
                 raise _Unsupported(
-                    "LAG takes no frame: it reads the rows before the current one's time "
-                    "(Flink: 'ROW/RANGE not allowed with RANK, DENSE_RANK or ROW_NUMBER "
-                    "functions')",
+                    f"{what} takes no frame: it reads the rows {rows} (Flink: 'ROW/RANGE not "
+                    "allowed with RANK, DENSE_RANK or ROW_NUMBER functions')",
                     self.span_of(frame),
-                    help="leave the ROWS/RANGE clause out: LAG(x, n) OVER (PARTITION BY k "
+                    help=f"leave the ROWS/RANGE clause out: {what}(x, n) OVER (PARTITION BY k "
                     "ORDER BY ts)",
                     code=Code.E0755,
                 )
@@ -1086,7 +1122,7 @@ class _Lowering:
                 first = (shape, window)
             elif shape != first[0]:
                 raise _Unsupported(
-                    "every OVER call of one SELECT is over the same window on a stream "
+                    "every OVER call of one SELECT or EXTEND is over the same window on a stream "
                     f"(Flink plans one), and this one's differs from '{first[0]}'",
                     self.span_of(window),
                     help="compute each window in a view of its own and join them, or use "
@@ -1099,7 +1135,10 @@ class _Lowering:
         if (
             tree.args.get("group") is None
             and not tree.args.get("distinct")
-            and all(_over_call(w) and isinstance(w.this, exp.Lag) == unbounded for w in windows)
+            and all(
+                _over_call(w) and isinstance(w.this, exp.Lag | exp.Lead) == unbounded
+                for w in windows
+            )
             and frame is not None
             and (frame[0] or unbounded or interval_millis(self.expr(frame[1])) is not None)
         ):
@@ -1114,11 +1153,17 @@ class _Lowering:
         )
 
     def over_step(
-        self, tree: exp.Select, items: list[exp.Expr], window: exp.Window, steps: list[ast.Step]
+        self,
+        tree: exp.Select,
+        items: list[exp.Expr],
+        window: exp.Window,
+        steps: list[ast.Step],
+        hide: bool = False,
     ) -> list[exp.Expr]:
         """The OVER step computing every OVER call of the SELECT (one window: its calls are
-        named as the items they are, else ``w0$o0``, ``w0$o1``, ... as Flink names them),
-        appended to ``steps``; the items return with each call read from its column."""
+        named as the items they are, else, or all when ``hide``, ``w0$o0``, ``w0$o1``, ...
+        as Flink names them), appended to ``steps``; the items return with each call read
+        from its column."""
         frame = _over_frame(window)
         assert frame is not None
         rows, preceding = frame
@@ -1131,7 +1176,7 @@ class _Lowering:
         hidden = 0
         for item in items:
             body = item.this if isinstance(item, exp.Alias) else item
-            if isinstance(item, exp.Alias) and isinstance(body, exp.Window):
+            if not hide and isinstance(item, exp.Alias) and isinstance(body, exp.Window):
                 names[id(body)] = item.alias
                 continue
             for call in body.find_all(exp.Window):
@@ -1177,7 +1222,7 @@ class _Lowering:
 
         lowered: list[exp.Expr] = []
         for item in items:
-            if isinstance(item, exp.Alias) and isinstance(item.this, exp.Window):
+            if not hide and isinstance(item, exp.Alias) and isinstance(item.this, exp.Window):
                 lowered.append(exp.column(exp.to_identifier(item.alias)))
                 continue
             lowered.append(item.transform(read, copy=False) if item.find(exp.Window) else item)
@@ -1586,7 +1631,7 @@ def _over_call(window: exp.Window) -> bool:
     MAX, AVG of a column, not DISTINCT, not FILTERed; LAG of a column, its offset a
     positive whole number and its default a literal."""
     call = window.this
-    if isinstance(call, exp.Lag):
+    if isinstance(call, exp.Lag | exp.Lead):
         offset, default = call.args.get("offset"), call.args.get("default")
         literal = default.this if isinstance(default, exp.Neg) else default
         return (
@@ -1805,3 +1850,71 @@ def _bracket(token: Any) -> int:
     if token.token_type is TokenType.R_PAREN:
         return -1
     return 0
+
+
+#: The meta key marking an EXTEND item's expression with its place in the EXTEND (sqlglot
+#: copies meta with a node, and the OVER lowering copies the items it reads).
+_ITEM = "flowc_extend_item"
+
+
+class _ExtendLowering(_Lowering):
+    """An EXTEND's items read as the SELECT list ``*, item AS name, ...``; each node is
+    placed in the file by the lowering of its own item's text."""
+
+    def __init__(self, extend: ast.Extend, batch: bool) -> None:
+        super().__init__(ast.SqlQuery(text="", tree=exp.Null(), span=extend.span), batch)
+        self.extend = extend
+        self.parts = [
+            _Lowering(ast.SqlQuery(text=i.expr.text, tree=i.expr.tree, span=i.expr.span))
+            for i in extend.items
+        ]
+
+    def part(self, node: exp.Expr | None) -> _Lowering | None:
+        while node is not None:
+            index = node.meta.get(_ITEM) if node._meta else None
+            if isinstance(index, int):
+                return self.parts[index]
+            node = node.parent
+        return None
+
+    def span_of(self, node: exp.Expr | None, keyword: TokenType | None = None) -> Span:
+        part = self.part(node)
+        return part.span_of(node, keyword) if part is not None else self.span
+
+    def expr(self, node: exp.Expr, tree: exp.Expr | None = None) -> ast.SqlExpr:
+        part = self.part(node)
+        return part.expr(node, tree) if part is not None else super().expr(node, tree)
+
+    def over(self) -> ast.Over:
+        """The OVER step; the SQL form's refusals, and EXTEND's own: an item that is not
+        an OVER call as a whole (beside one, or holding one in an expression)."""
+        items: list[exp.Expr] = [exp.Star()]
+        for index, item in enumerate(self.extend.items):
+            tree = item.expr.tree.copy()
+            tree.meta[_ITEM] = index
+            if not isinstance(tree, exp.Window):
+                inner = next(tree.find_all(exp.Window), None)
+                what = item.expr.text if inner is None else inner.sql("spark")
+                raise _Unsupported(
+                    f"an EXTEND with OVER calls takes each as a whole item ('AGG(x) OVER "
+                    f"(...) AS name'), and '{what}' is "
+                    + ("not an OVER call" if inner is None else "inside an expression"),
+                    self.span_of(tree if inner is None else inner),
+                    help="compute the other items in an EXTEND of their own after this one"
+                    if inner is None
+                    else "EXTEND the call AS a column, then compute with it in an EXTEND "
+                    "after this one",
+                    code=Code.E0753,
+                )
+            assert item.alias is not None  # the analysis named every item first (E0211)
+            items.append(
+                exp.Alias(this=tree, alias=exp.to_identifier(item.alias.value, item.alias.quoted))
+            )
+        select = exp.Select(expressions=items)
+        window = self.over_windows(select)
+        assert window is not None
+        steps: list[ast.Step] = []
+        self.over_step(select, items, window, steps)
+        (step,) = steps
+        assert isinstance(step, ast.Over)
+        return step
