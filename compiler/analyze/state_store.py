@@ -104,6 +104,19 @@ JOIN_PROCESSORS = (
 )
 
 
+def store_other_than_rocksdb(settings: Settings) -> str | None:
+    """What the job sets that is not the RocksDB store, as a diagnostic quotes it
+    (``state.backend.type = 'hashmap'``, ``SET <provider conf> = '...'``); None where
+    the store is RocksDB or left to flowc, which picks RocksDB for a processor."""
+    backend = settings.state_backend
+    provider = dict(settings.spark_conf).get(PROVIDER_CLASS_CONF)
+    if backend in (None, "rocksdb") and provider in (None, ROCKSDB_PROVIDER):
+        return None
+    if provider:
+        return f"SET {PROVIDER_CLASS_CONF} = '{provider}'"
+    return f"state.backend.type = '{backend}'"
+
+
 def choose_state_store(
     settings: Settings,
     stateful: bool,

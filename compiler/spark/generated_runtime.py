@@ -1639,21 +1639,9 @@ class ChangelogJoin(StatefulProcessor):
         self.state = handle.getValueState(
             'sides', StructType([StructField('sides', BinaryType(), False)]))
 
-    @staticmethod
-    def identity(value: object) -> object:
-        """A value equal where Spark's grouping is (ChangelogOperator.identity's rule)."""
-        from datetime import UTC, datetime
-
-        if isinstance(value, float):
-            return 'NaN' if value != value else value + 0.0
-        if isinstance(value, datetime):
-            aware = value if value.tzinfo is not None else value.replace(tzinfo=UTC)
-            return ('instant', aware.timestamp())
-        if isinstance(value, dict):
-            return tuple((k, ChangelogJoin.identity(v)) for k, v in value.items())
-        if isinstance(value, list | tuple):
-            return tuple(ChangelogJoin.identity(v) for v in value)
-        return value
+    #: A value equal where Spark's grouping is (ChangelogOperator's rule; the join is
+    #: copied into a program only after it).
+    identity = staticmethod(ChangelogOperator.identity)
 
     def joined(self, entry: dict[str, dict[str, list[Any]]]) -> dict[str, tuple[Any, ...]]:
         """The key's joined rows by their sink key's text; two with one key fail."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from flowc.analyze.state_store import PROVIDER_CLASS_CONF, ROCKSDB_PROVIDER
+from flowc.analyze.state_store import store_other_than_rocksdb
 from flowc.errorcodes import Code
 from flowc.program import OverStep
 
@@ -36,13 +36,12 @@ def check_over_time(query: Query, lineage: Lineage, reporter: _OncePerPlace) -> 
                 "that drops its watermark",
             )
             continue
-        backend = settings.state_backend
-        provider = dict(settings.spark_conf).get(PROVIDER_CLASS_CONF)
-        if backend not in (None, "rocksdb") or provider not in (None, ROCKSDB_PROVIDER):
+        chosen = store_other_than_rocksdb(settings)
+        if chosen is not None:
             reporter.error(
                 Code.E0753,
                 "an OVER window runs as a stateful processor on Spark, which needs the "
-                f"RocksDB state store, and the job sets '{provider or backend}'",
+                f"RocksDB state store, and the job sets {chosen}",
                 step.span,
                 help="SET state.backend.type = 'rocksdb' (or leave it out)",
             )

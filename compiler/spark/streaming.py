@@ -18,7 +18,7 @@ from typing import TypeVar
 from sqlglot import exp
 
 from flowc import ast
-from flowc.analyze.state_store import PROVIDER_CLASS_CONF, ROCKSDB_PROVIDER
+from flowc.analyze.state_store import store_other_than_rocksdb
 from flowc.analyze.step_common import keyword
 from flowc.analyze.upsert_sinks import upsert_key
 from flowc.catalog import is_upsert
@@ -406,16 +406,12 @@ def check_deduplicate_within(query: Query, lineage: Lineage, reporter: _OncePerP
             )
             continue
         settings = lineage.program.settings
-        backend = settings.state_backend
-        provider = dict(settings.spark_conf).get(PROVIDER_CLASS_CONF)
-        if settings.execution_mode != "batch" and (
-            backend not in (None, "rocksdb") or provider not in (None, ROCKSDB_PROVIDER)
-        ):
-            chosen = f"SET {PROVIDER_CLASS_CONF}" if provider else "state.backend.type"
+        chosen = store_other_than_rocksdb(settings)
+        if settings.execution_mode != "batch" and chosen is not None:
             reporter.error(
                 Code.E0708,
                 f"DEDUPLICATE ... WITHIN runs as a stateful processor on Spark, which needs "
-                f"the RocksDB state store, and the job sets {chosen} = '{provider or backend}'",
+                f"the RocksDB state store, and the job sets {chosen}",
                 node.within.span,
                 help="SET state.backend.type = 'rocksdb' (or leave it out): Spark runs "
                 "transformWithState processors only on RocksDB",
@@ -718,11 +714,8 @@ def check_updating_chains(query: Query, lineage: Lineage, reporter: _OncePerPlac
         return
     consumer, producer = chain.consumer, chain.producer
     origin = chain.origin_text("" if producer is None else keyword(producer.node))
-    settings = program.settings
-    backend = settings.state_backend
-    provider = dict(settings.spark_conf).get(PROVIDER_CLASS_CONF)
-    if backend not in (None, "rocksdb") or provider not in (None, ROCKSDB_PROVIDER):
-        chosen = f"SET {PROVIDER_CLASS_CONF}" if provider else "state.backend.type"
+    chosen = store_other_than_rocksdb(program.settings)
+    if chosen is not None:
         reporter.error(
             Code.E0744,
             f"{query.where}: "
@@ -733,7 +726,7 @@ def check_updating_chains(query: Query, lineage: Lineage, reporter: _OncePerPlac
                 else f"the {origin} and the AGGREGATE consuming its updates run as stateful "
                 "processors, which need the "
             )
-            + f"RocksDB state store, and the job sets {chosen} = '{provider or backend}'",
+            + f"RocksDB state store, and the job sets {chosen}",
             _keyword(consumer),
             help="SET state.backend.type = 'rocksdb' (or leave it out): Spark runs "
             "transformWithState processors only on RocksDB",
@@ -817,16 +810,12 @@ def check_cdc_joins(query: Query, lineage: Lineage, reporter: _OncePerPlace) -> 
     if joined is None:
         return
     origin = f"changes of CDC source '{joined.source}'"
-    settings = program.settings
-    backend = settings.state_backend
-    provider = dict(settings.spark_conf).get(PROVIDER_CLASS_CONF)
-    if backend not in (None, "rocksdb") or provider not in (None, ROCKSDB_PROVIDER):
-        chosen = f"SET {PROVIDER_CLASS_CONF}" if provider else "state.backend.type"
+    chosen = store_other_than_rocksdb(program.settings)
+    if chosen is not None:
         reporter.error(
             Code.E0744,
             f"{query.where}: the JOIN consuming the {origin} runs as a stateful processor, "
-            f"which needs the RocksDB state store, and the job sets {chosen} = "
-            f"'{provider or backend}'",
+            f"which needs the RocksDB state store, and the job sets {chosen}",
             joined.join.node.span,
             help="SET state.backend.type = 'rocksdb' (or leave it out): Spark runs "
             "transformWithState processors only on RocksDB",
@@ -944,15 +933,12 @@ def check_watermark_reads(query: Query, lineage: Lineage, reporter: _OncePerPlac
                 "of its sources'), and no JOIN holds it back by its time bound as Flink's "
                 "does: read CURRENT_WATERMARK before the JOIN, in a query of one source",
             )
-        settings = lineage.program.settings
-        backend = settings.state_backend
-        provider = dict(settings.spark_conf).get(PROVIDER_CLASS_CONF)
-        if (backend not in (None, "rocksdb")) or provider not in (None, ROCKSDB_PROVIDER):
-            chosen = f"SET {PROVIDER_CLASS_CONF}" if provider else "state.backend.type"
+        chosen = store_other_than_rocksdb(lineage.program.settings)
+        if chosen is not None:
             reporter.error(
                 Code.E0740,
                 f"{_keyword_text(step)} reading CURRENT_WATERMARK needs the RocksDB state "
-                f"store, and the job sets {chosen} = '{provider or backend}'",
+                f"store, and the job sets {chosen}",
                 _keyword(step),
                 help="SET state.backend.type = 'rocksdb' (or leave it out): Spark runs the "
                 "processor that reads the watermark only on RocksDB",
