@@ -701,6 +701,49 @@ def check_top_into_upsert(query: Query, lineage: Lineage, reporter: _OncePerPlac
     )
 
 
+def check_filter_into_upsert(query: Query, lineage: Lineage, reporter: _OncePerPlace) -> None:
+    """E0761: an AGGREGATE (windowed too) writes, in update mode, a key's new row each
+    micro-batch the key changes; a WHERE between it and an upsert sink drops the new row
+    where it fails, and the table keeps the old one. Flink deletes the key there (its
+    filter passes the retraction of the old row, which the sink takes as a delete). A TOP
+    so filtered is E0709's."""
+    program = lineage.program
+    sink = program.sink(query.insert.sink)
+    if not is_upsert(sink.connector, sink.mode):
+        return
+    where: WhereStep | None = None
+    stream: Stream | None = query.insert.stream
+    upto: int | None = None
+    while stream is not None:
+        for step in reversed(stream.steps[:upto]):
+            if isinstance(step, WhereStep) and not step.inputs:
+                where = step
+                continue
+            if isinstance(step, AggregateStep | WindowAggregateStep) and where is not None:
+                updating = f"{'WINDOW ... ' if step.window else ''}AGGREGATE"
+                reporter.error(
+                    Code.E0761,
+                    f"{query.where}: this filter (WHERE or HAVING) drops the rows the "
+                    f"{updating} on line {step.span.line} updates where they fail it, so a "
+                    f"key whose new row fails it would keep its old row in sink "
+                    f"'{sink.name}' (Flink deletes the key)",
+                    where.node.condition.span,
+                    help="filter the rows before the AGGREGATE, or filter the table where "
+                    "it is read",
+                )
+                return
+            if step.stateful or step.inputs:
+                return
+        origin = stream.origin
+        if isinstance(origin, FromView):
+            stream, upto = program.view(origin.name).stream, None
+        elif isinstance(origin, FromSideOutput):
+            view, output = program.side_output(origin)
+            stream, upto = view.stream, output.step_index + 1
+        else:
+            stream = None
+
+
 def check_updating_chains(query: Query, lineage: Lineage, reporter: _OncePerPlace) -> None:
     """E0741-E0744: an AGGREGATE consuming a TOP's or an AGGREGATE's updates runs as a
     retracting processor (:mod:`flowc.spark.changelog_chains`) that computes count, sum,
@@ -969,6 +1012,7 @@ RULES: tuple[Rule, ...] = (
     check_window_time_uses,
     check_window_proctime,
     check_top_into_upsert,
+    check_filter_into_upsert,
     check_updating_chains,
     check_watermark_reads,
     check_over_time,
