@@ -49,6 +49,7 @@ from flowc.program import (
     WhereStep,
     WindowAggregateStep,
     WindowTopStep,
+    change_flow,
 )
 from flowc.spans import Span
 from flowc.spark.changelog_chains import UpdatingChain, changelog_call, updating_chain
@@ -57,6 +58,7 @@ from flowc.sql.habits import FLINK_PROCTIME_META
 from flowc.sql.spark_sql import interval_millis
 from flowc.vocabulary import (
     JoinKind,
+    StepKind,
     WindowKind,
 )
 
@@ -701,39 +703,48 @@ def check_top_into_upsert(query: Query, lineage: Lineage, reporter: _OncePerPlac
     )
 
 
-def check_filter_into_upsert(query: Query, lineage: Lineage, reporter: _OncePerPlace) -> None:
-    """E0761: an AGGREGATE (windowed too) writes, in update mode, a key's new row each
-    micro-batch the key changes; a WHERE between it and an upsert sink drops the new row
-    where it fails, and the table keeps the old one. Flink deletes the key there (its
-    filter passes the retraction of the old row, which the sink takes as a delete). A TOP
-    so filtered is E0709's."""
-    program = lineage.program
-    sink = program.sink(query.insert.sink)
+@dataclass(frozen=True, slots=True)
+class FilteredUpsert:
+    """A filter between an AGGREGATE (windowed too) and an upsert sink (see
+    :func:`filtered_upsert`): ``where`` the first WHERE after ``aggregate``; ``marking``:
+    the WHEREs run as marks (each row's ``__flowc_op``: '+U' kept, '-D' its key deleted)
+    and the SELECTs after the first carrying the mark, by ``id``; empty where refused."""
+
+    where: WhereStep
+    aggregate: AggregateStep | WindowAggregateStep
+    marking: frozenset[int] = frozenset()
+    carrying: frozenset[int] = frozenset()
+
+
+def filtered_upsert(program: Program, insert: InsertDef) -> FilteredUpsert | None:
+    """The filter between an AGGREGATE and the INSERT's upsert sink, streaming; None where
+    none. In update mode each micro-batch writes a key's new row, which a WHERE drops where
+    it fails, and the table would keep the old one; Flink deletes the key there (its filter
+    passes the retraction of the old row, which its upsert sink takes as a delete). It runs
+    marked (the sink deletes the key of a row the filter fails) where the WHEREs are in the
+    INSERT's own stream, every step after the AGGREGATE keeps its key columns under their
+    names, the sink's key is the AGGREGATE's (with ``window_start``), and no processor's or
+    CDC source's changes reach the sink."""
+    if program.settings.execution_mode == "batch":
+        return None
+    sink = program.sink(insert.sink)
     if not is_upsert(sink.connector, sink.mode):
-        return
-    where: WhereStep | None = None
-    stream: Stream | None = query.insert.stream
+        return None
+    after: list[tuple[Step, bool]] = []  # sink first; whether in the INSERT's own stream
+    stream: Stream | None = insert.stream
     upto: int | None = None
     while stream is not None:
+        own = stream is insert.stream
         for step in reversed(stream.steps[:upto]):
-            if isinstance(step, WhereStep) and not step.inputs:
-                where = step
-                continue
-            if isinstance(step, AggregateStep | WindowAggregateStep) and where is not None:
-                updating = f"{'WINDOW ... ' if step.window else ''}AGGREGATE"
-                reporter.error(
-                    Code.E0761,
-                    f"{query.where}: this filter (WHERE or HAVING) drops the rows the "
-                    f"{updating} on line {step.span.line} updates where they fail it, so a "
-                    f"key whose new row fails it would keep its old row in sink "
-                    f"'{sink.name}' (Flink deletes the key)",
-                    where.node.condition.span,
-                    help="filter the rows before the AGGREGATE, or filter the table where "
-                    "it is read",
-                )
-                return
+            if isinstance(step, AggregateStep | WindowAggregateStep):
+                wheres = [s for s, _ in after if isinstance(s, WhereStep)]
+                if not wheres:
+                    return None
+                found = FilteredUpsert(wheres[-1], step)
+                return _marked(program, insert, found, list(reversed(after)))
             if step.stateful or step.inputs:
-                return
+                return None
+            after.append((step, own))
         origin = stream.origin
         if isinstance(origin, FromView):
             stream, upto = program.view(origin.name).stream, None
@@ -742,6 +753,70 @@ def check_filter_into_upsert(query: Query, lineage: Lineage, reporter: _OncePerP
             stream, upto = view.stream, output.step_index + 1
         else:
             stream = None
+    return None
+
+
+def _marked(
+    program: Program, insert: InsertDef, found: FilteredUpsert, after: list[tuple[Step, bool]]
+) -> FilteredUpsert:
+    """``found`` with its marking steps where the filter can run marked, else as it is."""
+    if updating_chain(program, insert) is not None or change_flow(program).reading:
+        return found  # changes of their own in the rows: not marked here
+    aggregate = found.aggregate
+    keys = {k.lower() for k in aggregate.keys}
+    if isinstance(aggregate, WindowAggregateStep):
+        keys.add("window_start")
+    if {k.lower() for k in upsert_key(program.sink(insert.sink))} != keys:
+        return found
+    marking: set[int] = set()
+    carrying: set[int] = set()
+    for step, own in after:
+        if isinstance(step, WhereStep):
+            if not own or reads_watermark(step) is not None:
+                return found
+            marking.add(id(step))
+        elif isinstance(step, SelectStep):
+            if marking:
+                carrying.add(id(step))
+            kept = {
+                tree.name.lower()
+                for item in step.node.items
+                if isinstance(tree := item.expr.tree, exp.Column)
+                and not tree.table
+                and (item.alias is None or item.alias.value.lower() == tree.name.lower())
+            }
+            if not keys <= kept:
+                return found
+        elif isinstance(step, ExtendStep | SetStep | DropStep):
+            if isinstance(step, DropStep):
+                written = {c.value.lower() for c in step.node.columns}
+            elif isinstance(step, SetStep):
+                written = {i.column.value.lower() for i in step.node.items}
+            else:
+                written = {c.name.lower() for c in step.schema[-len(step.node.items) :]}
+            if keys & written:
+                return found
+        elif step.kind not in (StepKind.KEY_BY, StepKind.PARTITION):
+            return found
+    return replace(found, marking=frozenset(marking), carrying=frozenset(carrying))
+
+
+def check_filter_into_upsert(query: Query, lineage: Lineage, reporter: _OncePerPlace) -> None:
+    """E0761: a filter after an AGGREGATE into an upsert sink that cannot run marked
+    (:func:`filtered_upsert`). A TOP so filtered is E0709's."""
+    found = filtered_upsert(lineage.program, query.insert)
+    if found is None or found.marking:
+        return
+    step = found.aggregate
+    updating = f"{'WINDOW ... ' if step.window else ''}AGGREGATE"
+    reporter.error(
+        Code.E0761,
+        f"{query.where}: this filter (WHERE or HAVING) drops the rows the {updating} on "
+        f"line {step.span.line} updates where they fail it, so a key whose new row fails it "
+        f"would keep its old row in sink '{query.insert.sink}' (Flink deletes the key)",
+        found.where.node.condition.span,
+        help="filter the rows before the AGGREGATE, or filter the table where it is read",
+    )
 
 
 def check_updating_chains(query: Query, lineage: Lineage, reporter: _OncePerPlace) -> None:
