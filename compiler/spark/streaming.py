@@ -815,7 +815,9 @@ def check_filter_into_upsert(query: Query, lineage: Lineage, reporter: _OncePerP
         f"line {step.span.line} updates where they fail it, so a key whose new row fails it "
         f"would keep its old row in sink '{query.insert.sink}' (Flink deletes the key)",
         found.where.node.condition.span,
-        help="filter the rows before the AGGREGATE, or filter the table where it is read",
+        help="write the WHERE in the INSERT itself, the sink keyed by the AGGREGATE's keys "
+        "(window_start too) and the key columns kept as they are, so it runs as a mark that "
+        "deletes the keys it fails; or filter the rows before the AGGREGATE",
     )
 
 
