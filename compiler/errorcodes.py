@@ -848,6 +848,14 @@ class Code(StrEnum):
         "watermark column too early",
         "tables-and-dimension-joins",
     )
+    E0761 = (
+        "E0761",
+        "filter-after-aggregate-into-upsert",
+        "a WHERE (or HAVING) between an AGGREGATE (windowed too) and an upsert sink that "
+        "cannot run as a mark (in a view, a sink keyed otherwise, a key column renamed): a "
+        "key whose new row fails the filter would keep its old row on Spark",
+        "sparks-streaming-rules-checked-at-compile-time",
+    )
     E0801 = (
         "E0801",
         "malformed-record",

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from flowc.fast_dataclass import dataclass
 from flowc.program import Step, cdc_join, change_flow
 from flowc.spark.changelog_chains import updating_chain
+from flowc.spark.streaming import filtered_upsert
 
 if TYPE_CHECKING:
     from flowc.job import CompiledJob
@@ -67,9 +68,22 @@ class ProgramText:
         self.temporal_joins = bool(self.spark_plan.temporal_joins)
         #: The steps reading a CDC source's changes or a processor's (by ``id``): a SELECT
         #: keeps their kind.
+        #: The WHEREs between an AGGREGATE and an upsert sink run as marks (by ``id``), each
+        #: with whether it is the first of its INSERT (:func:`filtered_upsert`).
+        self.marking: dict[int, bool] = {}
+        #: The INSERTs (by index) whose sink reads those marks as changes.
+        self.marked_inserts: set[int] = set()
+        carrying: set[int] = set()
+        for index, insert in enumerate(self.program.inserts):
+            found = None if self.batch else filtered_upsert(self.program, insert)
+            if found is not None and found.marking:
+                self.marking.update({i: i == id(found.where) for i in found.marking})
+                self.marked_inserts.add(index)
+                carrying |= found.carrying
         self.change_reading = {
             *change_flow(self.program).reading,
             *self.carrying_projections(),
+            *carrying,
         }
         #: The steps after a CDC join (by ``id``): its processor's rows belong to no
         #: relation, so their columns are read by name alone (unique there).

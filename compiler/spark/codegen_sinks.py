@@ -52,7 +52,7 @@ class SinkWriter(ProgramText):
                 query.upsert_key,
                 query.checkpoint,
                 query.upsert_groups,
-                changelog or cdc is not None,
+                changelog or cdc is not None or index in self.marked_inserts,
                 cdc,
             )
         elif connector == "console":

@@ -244,6 +244,19 @@ class StepWriter(ProgramText):
         return True
 
     def where(self, step: WhereStep, df: str, view_name: str | None) -> None:
+        first = self.marking.get(id(step))
+        if first is not None:
+            # Into an upsert sink after an AGGREGATE: each row's key stays in the batch,
+            # '-D' (deleted by the sink) where the filter fails ('+U' else).
+            kept = f"F.coalesce(F.expr({sql_of(step.node.condition)!r}), F.lit(False))"
+            if not first:
+                kept = f"(F.col({OP_COLUMN!r}) == '+U') & {kept}"
+            self.w(
+                f"{df} = {df}.withColumn({OP_COLUMN!r}, "
+                f"F.when({kept}, F.lit('+U')).otherwise(F.lit('-D')))",
+                1,
+            )
+            return
         condition = f"{df}.where(F.expr({sql_of(step.node.condition)!r}))"
         if self.read_watermark(step, df):
             condition += f".drop({WATERMARK_COLUMN!r})"

@@ -50,6 +50,7 @@ from flowc.program import (
     WindowAggregateStep,
     WindowTopStep,
     cdc_join,
+    change_flow,
 )
 from flowc.spans import Span
 from flowc.spark.changelog_chains import (
@@ -63,6 +64,7 @@ from flowc.sql.habits import FLINK_PROCTIME_META
 from flowc.sql.spark_sql import interval_millis
 from flowc.vocabulary import (
     JoinKind,
+    StepKind,
     WindowKind,
 )
 
@@ -703,6 +705,124 @@ def check_top_into_upsert(query: Query, lineage: Lineage, reporter: _OncePerPlac
     )
 
 
+@dataclass(frozen=True, slots=True)
+class FilteredUpsert:
+    """A filter between an AGGREGATE (windowed too) and an upsert sink (see
+    :func:`filtered_upsert`): ``where`` the first WHERE after ``aggregate``; ``marking``:
+    the WHEREs run as marks (each row's ``__flowc_op``: '+U' kept, '-D' its key deleted)
+    and the SELECTs after the first carrying the mark, by ``id``; empty where refused."""
+
+    where: WhereStep
+    aggregate: AggregateStep | WindowAggregateStep
+    marking: frozenset[int] = frozenset()
+    carrying: frozenset[int] = frozenset()
+
+
+def filtered_upsert(program: Program, insert: InsertDef) -> FilteredUpsert | None:
+    """The filter between an AGGREGATE and the INSERT's upsert sink, streaming; None where
+    none. In update mode each micro-batch writes a key's new row, which a WHERE drops where
+    it fails, and the table would keep the old one; Flink deletes the key there (its filter
+    passes the retraction of the old row, which its upsert sink takes as a delete). It runs
+    marked (the sink deletes the key of a row the filter fails) where the WHEREs are in the
+    INSERT's own stream, every step after the AGGREGATE keeps its key columns under their
+    names, the sink's key is the AGGREGATE's (with ``window_start``), and no processor's or
+    CDC source's changes reach the sink."""
+    if program.settings.execution_mode == "batch":
+        return None
+    sink = program.sink(insert.sink)
+    if not is_upsert(sink.connector, sink.mode):
+        return None
+    after: list[tuple[Step, bool]] = []  # sink first; whether in the INSERT's own stream
+    stream: Stream | None = insert.stream
+    upto: int | None = None
+    while stream is not None:
+        own = stream is insert.stream
+        for step in reversed(stream.steps[:upto]):
+            if isinstance(step, AggregateStep | WindowAggregateStep):
+                wheres = [s for s, _ in after if isinstance(s, WhereStep)]
+                if not wheres:
+                    return None
+                found = FilteredUpsert(wheres[-1], step)
+                return _marked(program, insert, found, list(reversed(after)))
+            if step.stateful or step.inputs:
+                return None
+            after.append((step, own))
+        origin = stream.origin
+        if isinstance(origin, FromView):
+            stream, upto = program.view(origin.name).stream, None
+        elif isinstance(origin, FromSideOutput):
+            view, output = program.side_output(origin)
+            stream, upto = view.stream, output.step_index + 1
+        else:
+            stream = None
+    return None
+
+
+def _marked(
+    program: Program, insert: InsertDef, found: FilteredUpsert, after: list[tuple[Step, bool]]
+) -> FilteredUpsert:
+    """``found`` with its marking steps where the filter can run marked, else as it is."""
+    if updating_chain(program, insert) is not None or change_flow(program).reading:
+        return found  # changes of their own in the rows: not marked here
+    aggregate = found.aggregate
+    keys = {k.lower() for k in aggregate.keys}
+    if isinstance(aggregate, WindowAggregateStep):
+        keys.add("window_start")
+    if {k.lower() for k in upsert_key(program.sink(insert.sink))} != keys:
+        return found
+    marking: set[int] = set()
+    carrying: set[int] = set()
+    for step, own in after:
+        if isinstance(step, WhereStep):
+            if not own or reads_watermark(step) is not None:
+                return found
+            marking.add(id(step))
+        elif isinstance(step, SelectStep):
+            if marking:
+                carrying.add(id(step))
+            kept = {
+                tree.name.lower()
+                for item in step.node.items
+                if isinstance(tree := item.expr.tree, exp.Column)
+                and not tree.table
+                and (item.alias is None or item.alias.value.lower() == tree.name.lower())
+            }
+            if not keys <= kept:
+                return found
+        elif isinstance(step, ExtendStep | SetStep | DropStep):
+            if isinstance(step, DropStep):
+                written = {c.value.lower() for c in step.node.columns}
+            elif isinstance(step, SetStep):
+                written = {i.column.value.lower() for i in step.node.items}
+            else:
+                written = {c.name.lower() for c in step.schema[-len(step.node.items) :]}
+            if keys & written:
+                return found
+        elif step.kind not in (StepKind.KEY_BY, StepKind.PARTITION):
+            return found
+    return replace(found, marking=frozenset(marking), carrying=frozenset(carrying))
+
+
+def check_filter_into_upsert(query: Query, lineage: Lineage, reporter: _OncePerPlace) -> None:
+    """E0761: a filter after an AGGREGATE into an upsert sink that cannot run marked
+    (:func:`filtered_upsert`). A TOP so filtered is E0709's."""
+    found = filtered_upsert(lineage.program, query.insert)
+    if found is None or found.marking:
+        return
+    step = found.aggregate
+    updating = f"{'WINDOW ... ' if step.window else ''}AGGREGATE"
+    reporter.error(
+        Code.E0761,
+        f"{query.where}: this filter (WHERE or HAVING) drops the rows the {updating} on "
+        f"line {step.span.line} updates where they fail it, so a key whose new row fails it "
+        f"would keep its old row in sink '{query.insert.sink}' (Flink deletes the key)",
+        found.where.node.condition.span,
+        help="write the WHERE in the INSERT itself, the sink keyed by the AGGREGATE's keys "
+        "(window_start too) and the key columns kept as they are, so it runs as a mark that "
+        "deletes the keys it fails; or filter the rows before the AGGREGATE",
+    )
+
+
 def check_updating_chains(query: Query, lineage: Lineage, reporter: _OncePerPlace) -> None:
     """E0741-E0744: an AGGREGATE consuming a TOP's or an AGGREGATE's updates runs as a
     retracting processor (:mod:`flowc.spark.changelog_chains`) that computes count, sum,
@@ -1012,6 +1132,7 @@ RULES: tuple[Rule, ...] = (
     check_window_time_uses,
     check_window_proctime,
     check_top_into_upsert,
+    check_filter_into_upsert,
     check_updating_chains,
     check_cdc_joins,
     check_watermark_reads,
