@@ -94,6 +94,13 @@ _SUMMARY_END = ("\n=== Streaming Query ===", "\nJVM stacktrace:", "\n\tat ")
 _WRAPPERS = (
     re.compile(r"^\[STREAM_FAILED\] Query .*? terminated with exception: "),
     re.compile(r"^(?:[a-z][\w$]*\.)+[A-Z][\w$]*(?:Exception|Error): "),
+    # A failure inside an upsert sink's foreachBatch function: the cause is the last
+    # line of the Python traceback py4j hands back (a raise_error's message, say).
+    re.compile(
+        r"^.*?An exception was raised by the Python Proxy\. Return Message: Traceback "
+        r"\(most recent call last\):.*?^pyspark\.errors\.exceptions\.[\w.]+: ",
+        re.S | re.M,
+    ),
 )
 #: Spark's advice that flowc replaces with its own (never turn off the schema check).
 _DROPPED_ADVICE = (

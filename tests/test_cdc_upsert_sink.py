@@ -308,3 +308,31 @@ def test_the_accepted_shape_compiles_and_batch_mode_refuses_it() -> None:
     with pytest.raises(CompileError) as raised:
         flowc.compile("SET execution.mode = batch;\n" + PROGRAM, "job.flow", for_spark=True)
     assert any(d.code == Code.E0299 for d in raised.value.diagnostics)
+
+
+def test_a_null_key_fails_the_query_as_flinks_sink_enforcer_does(
+    spark: Any, tmp_path: Path
+) -> None:
+    """A change whose key is NULL: Flink 2.3 fails the job (asked of it: "Column 'id' is
+    NOT NULL, however, a null value is being written into it", its sink's PRIMARY KEY
+    being NOT NULL); flowc failed nothing and wrote a row without key (one per NULL key).
+    The micro-batch before it is written, the failing one not (E0804 at the INSERT)."""
+    program = SOURCE + SINK.format(key="id") + "INSERT INTO out FROM customers;\n"
+    flow = tmp_path / "job.flow"
+    flow.write_text(program, encoding="utf-8")
+    first = [("c", None, customer(1, "ann", "DE"))]
+    keyless = {"id": None, "name": "nul", "country": "FR"}
+    second = [("c", None, customer(2, "bob", "FR")), ("c", None, keyless)]
+    reports = []
+    for index, batch in enumerate((first, second)):
+        write_file(tmp_path / "in", index, batch)
+        job = flowc.compile(program, str(flow), for_spark=True)
+        report = run_job(job, available_now=True, master="local[2]", out=io.StringIO())
+        reports.append(report.queries[0])
+    assert reports[0].error is None and reports[1].failure is not None
+    failure = reports[1].failure
+    assert failure.code == Code.E0804 and failure.span.line == 5
+    # the cause, not py4j's wrapper around the upsert sink's foreachBatch function
+    assert "NULL in the sink's key column 'id'" in failure.message, failure.message
+    rows = upsert_table(tmp_path / "out")
+    assert {r["id"]: r for r in rows} == applied([first], lambda r: True, dict, False)[0]

@@ -246,6 +246,27 @@ def test_the_pipe_form_runs_as_flinks_rule_across_micro_batches_and_restarts(
     assert normal(read_json_dir(tmp_path / "out" / "rows")) == normal(wanted)
 
 
+def test_a_column_name_avro_refuses_is_kept_in_the_processors_state(
+    spark: Any, tmp_path: Path
+) -> None:
+    """Spark encodes state rows with Avro, whose field names are identifiers: a column
+    named `w0$o0` (Flink's own name for an unnamed OVER call) beside the OVER's input
+    failed the query at its first micro-batch ("Illegal character in: w0$o0"). Three
+    micro-batches, each a run on one checkpoint; the column holds no value (NULL)."""
+    text = PIPE_JOB.replace("price INT, ts", "price INT, `w0$o0` INT, `unit price` INT, ts")
+    flow = tmp_path / "pipe.flow"
+    flow.write_text(text, encoding="utf-8")
+    batches = BATCHES[:3]
+    for index, batch in enumerate(batches):
+        write_batch(tmp_path / "in", index, batch)
+        job = flowc.compile(text, str(flow), for_spark=True)
+        report = run_job(job, available_now=True, master="local[2]", out=io.StringIO())
+        assert [q.error for q in report.queries] == [None], (index, report.queries[0].error)
+    small = {k: v for k, v in emitted(batches, delay=1).items() if k < 100}
+    wanted = over_rows(small, ROWS_CALLS, 3, None)
+    assert wanted and normal(read_json_dir(tmp_path / "out" / "rows")) == normal(wanted)
+
+
 def test_over_in_batch_mode_equals_the_frames(spark: Any, tmp_path: Path) -> None:
     """Batch mode runs Spark's window functions over the same frames: every row (none is
     late in one pass), RANGE ties one result; the rows streaming drops as late are left

@@ -21,7 +21,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from flowc import catalog
 from flowc._version import __version__
+from flowc.analyze.upsert_sinks import upsert_key as upsert_key_of
 from flowc.program import BUCKET_COLUMN, WATERMARK_COLUMN, Program, cdc_upsert, view_of
 from flowc.spark.codegen_base import in_docstring
 from flowc.spark.codegen_sinks import SinkWriter
@@ -380,6 +382,10 @@ class PysparkGenerator(SourceWriter, StepWriter, SinkWriter):
                     ),
                     1,
                 )
+            cdc = None if self.batch else cdc_upsert(self.program, insert)
+            if cdc is not None:
+                for column in upsert_key_of(cdc.sink):
+                    self.w(_cdc_key_check(variable, column, insert.sink, cdc.before_deletes), 1)
             if self.batch:
                 self.write_batch(index, variable)
             else:
@@ -389,6 +395,24 @@ class PysparkGenerator(SourceWriter, StepWriter, SinkWriter):
         w("")
         w("if __name__ == '__main__':")
         w("raise SystemExit(main())", 1)
+
+
+def _cdc_key_check(variable: str, column: str, sink: str, before_deletes: bool) -> str:
+    """The generated line failing a CDC upsert query on a change whose sink key is NULL, as
+    Flink 2.3 fails it (asked of it): the sink's PRIMARY KEY columns are NOT NULL, and its
+    NOT NULL enforcer (``table.exec.sink.not-null-enforcer = ERROR``) sees every change row
+    reaching the sink, which a -U does only where a WHERE stands between (no
+    DropUpdateBefore)."""
+    col = f"F.col({quote_name(column)!r})"
+    reaches = "" if before_deletes else f" & (F.col({catalog.OP_COLUMN!r}) != '-U')"
+    message = (
+        f"sink '{sink}': a change of the CDC source has NULL in the sink's key column "
+        f"'{column}' (Flink: the key is NOT NULL, table.exec.sink.not-null-enforcer = ERROR)"
+    )
+    return (
+        f"{variable} = {variable}.withColumn({column!r}, F.when({col}.isNull(){reaches}, "
+        f"F.raise_error(F.lit({message!r}))).otherwise({col}))"
+    )
 
 
 def _not_null_check(variable: str, column: str, message: str) -> str:

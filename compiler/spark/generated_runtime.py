@@ -1090,6 +1090,20 @@ def deduplicate_within(
     )
 
 
+def stored_schema(schema: StructType) -> StructType:
+    """``schema`` as a state's schema: Spark encodes state rows with Avro, whose field names
+    are identifiers (a column named `w0$o0` or `unit price` failed the query at its first
+    micro-batch with "Illegal character in"); where one is not, every field is named by its
+    position (rows are read and written by position), else the names stay (checkpoints
+    written before keep their schema)."""
+    names = schema.fieldNames()
+    if all(n.isascii() and n.isidentifier() for n in names):
+        return schema
+    return StructType(
+        [StructField(f'c{i}', f.dataType, f.nullable) for i, f in enumerate(schema.fields)]
+    )
+
+
 class OverAggregate(StatefulProcessor):
     """An OVER step's calls per PARTITION BY key (Flink's OverAggregate, event time): each
     row waits in state (list ``waiting``) until the watermark reaches its time (epoch ms in
@@ -1118,8 +1132,8 @@ class OverAggregate(StatefulProcessor):
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.handle = handle
-        self.waiting = handle.getListState('waiting', self.state)
-        self.history = handle.getListState('history', self.state)
+        self.waiting = handle.getListState('waiting', stored_schema(self.state))
+        self.history = handle.getListState('history', stored_schema(self.state))
         self.last = handle.getValueState('last', StructType([StructField('at', LongType())]))
 
     def compute(self, frame: list[tuple[object, ...]]) -> list[object]:
@@ -1763,7 +1777,7 @@ CHANGELOG_HELPERS = (ChangelogOperator, changelog_operator)
 CHANGELOG_JOIN_HELPERS = (ChangelogJoin, changelog_join)
 
 #: What a program with an OVER step carries (and ``quoted``).
-OVER_HELPERS = (OverAggregate, flink_average_over, over_aggregate)
+OVER_HELPERS = (stored_schema, OverAggregate, flink_average_over, over_aggregate)
 
 
 #: What a program with an upsert sink carries (and ``quoted``, a malformed-records helper),
