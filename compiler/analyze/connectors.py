@@ -454,7 +454,7 @@ def check_sink(ctx: Context, node: ast.CreateSink) -> None:
         schema=schema,
         connector=connector.name,
         mode=mode,
-        not_null=tuple(c.name.value for c in node.columns or () if c.not_null is not None),
+        not_null=_sink_not_null(node),
         options=tuple(sorted((k, v) for k, (v, _) in options.items())),
         hints=hints,
         span=node.span,
@@ -465,6 +465,15 @@ def check_sink(ctx: Context, node: ast.CreateSink) -> None:
         and mode_option is None
         and connector.name in catalog.MODE_BY_QUERY_CONNECTORS,
     )
+
+
+def _sink_not_null(node: ast.CreateSink) -> tuple[str, ...]:
+    """The sink's columns a NULL must not reach: those declared NOT NULL, and its PRIMARY
+    KEY's, which Flink makes NOT NULL (its sink NOT NULL enforcer fails the job on a NULL
+    key: asked of Flink 2.3)."""
+    declared = [c.name.value for c in node.columns or () if c.not_null is not None]
+    key = [c.value for c in node.primary_key.columns] if node.primary_key is not None else []
+    return tuple(dict.fromkeys([*declared, *key]))
 
 
 def _primary_key_options(ctx: Context, node: ast.CreateSink) -> tuple[ast.Option, ...] | None:

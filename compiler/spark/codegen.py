@@ -372,20 +372,24 @@ class PysparkGenerator(SourceWriter, StepWriter, SinkWriter):
                 view_name=None,
                 sink_node=self.spark_plan.sink_nodes[index],
             )
+            cdc = None if self.batch else cdc_upsert(self.program, insert)
+            cdc_key = upsert_key_of(cdc.sink) if cdc is not None else ()
             for column in self.program.sink(insert.sink).not_null:
+                if column in cdc_key:
+                    continue  # checked below, where Flink's enforcer sees the change
                 self.w(
                     _not_null_check(
                         variable,
                         column,
-                        f"sink '{insert.sink}': column '{column}' is declared NOT NULL, and the "
-                        "query wrote NULL there (Flink: table.exec.sink.not-null-enforcer = ERROR)",
+                        f"sink '{insert.sink}': column '{column}' is declared NOT NULL (or in "
+                        "its PRIMARY KEY), and the query wrote NULL there (Flink: "
+                        "table.exec.sink.not-null-enforcer = ERROR)",
                     ),
                     1,
                 )
-            cdc = None if self.batch else cdc_upsert(self.program, insert)
-            if cdc is not None:
-                for column in upsert_key_of(cdc.sink):
-                    self.w(_cdc_key_check(variable, column, insert.sink, cdc.before_deletes), 1)
+            for column in cdc_key:
+                assert cdc is not None
+                self.w(_cdc_key_check(variable, column, insert.sink, cdc.before_deletes), 1)
             if self.batch:
                 self.write_batch(index, variable)
             else:
