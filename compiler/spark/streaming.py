@@ -744,7 +744,16 @@ def filtered_upsert(program: Program, insert: InsertDef) -> FilteredUpsert | Non
                     return None
                 found = FilteredUpsert(wheres[-1], step)
                 return _marked(program, insert, found, list(reversed(after)))
-            if step.stateful or step.inputs:
+            if step.inputs and not step.stateful:  # UNION ALL: its branches, unmarked
+                where = next((s for s, _ in reversed(after) if isinstance(s, WhereStep)), None)
+                branches = [
+                    *step.inputs,
+                    replace(stream, steps=stream.steps[: stream.steps.index(step)]),
+                ]
+                return next(
+                    (f for b in branches if (f := _filter_in_branch(program, b, where))), None
+                )
+            if step.stateful:
                 return None
             after.append((step, own))
         origin = stream.origin
@@ -756,6 +765,28 @@ def filtered_upsert(program: Program, insert: InsertDef) -> FilteredUpsert | Non
         else:
             stream = None
     return None
+
+
+def _filter_in_branch(
+    program: Program, stream: Stream, where: WhereStep | None
+) -> FilteredUpsert | None:
+    """A filter between an AGGREGATE and a UNION ALL into an upsert sink (``where``: one
+    after the UNION ALL), found through views: it cannot run marked (E0761)."""
+    while True:
+        for step in reversed(stream.steps):
+            if isinstance(step, WhereStep):
+                where = where or step
+            elif isinstance(step, AggregateStep | WindowAggregateStep):
+                return None if where is None else FilteredUpsert(where, step)
+            elif step.stateful:
+                return None
+            for other in step.inputs:
+                found = _filter_in_branch(program, other, where)
+                if found is not None:
+                    return found
+        if not isinstance(stream.origin, FromView):
+            return None
+        stream = program.view(stream.origin.name).stream
 
 
 def _marked(
