@@ -600,6 +600,18 @@ class TopGroups:
     reason: str = ""
 
 
+def origin_stream(program: Program, stream: Stream) -> tuple[Stream, int | None] | None:
+    """The view stream a stream starts from, and up to which step of it (a side output
+    holds the rows of its ROUTE step); None for a source."""
+    origin = stream.origin
+    if isinstance(origin, FromView):
+        return program.view(origin.name).stream, None
+    if isinstance(origin, FromSideOutput):
+        view, output = program.side_output(origin)
+        return view.stream, output.step_index + 1
+    return None
+
+
 def top_groups(program: Program, insert: InsertDef) -> TopGroups | None:
     """The TOP whose rows the INSERT writes, and how the sink names its groups; None
     where no TOP (without WINDOW) feeds the sink, or a later stateful step does."""
@@ -624,14 +636,7 @@ def top_groups(program: Program, insert: InsertDef) -> TopGroups | None:
                     tops[0], None, step, f"its rows meet others' in {_keyword_text(step)}"
                 )
             after.append(step)
-        origin = stream.origin
-        if isinstance(origin, FromView):
-            stream, upto = program.view(origin.name).stream, None
-        elif isinstance(origin, FromSideOutput):
-            view, output = program.side_output(origin)
-            stream, upto = view.stream, output.step_index + 1
-        else:
-            stream = None
+        stream, upto = origin_stream(program, stream) or (None, None)
     return None
 
 
@@ -756,14 +761,7 @@ def filtered_upsert(program: Program, insert: InsertDef) -> FilteredUpsert | Non
             if step.stateful:
                 return None
             after.append((step, own))
-        origin = stream.origin
-        if isinstance(origin, FromView):
-            stream, upto = program.view(origin.name).stream, None
-        elif isinstance(origin, FromSideOutput):
-            view, output = program.side_output(origin)
-            stream, upto = view.stream, output.step_index + 1
-        else:
-            stream = None
+        stream, upto = origin_stream(program, stream) or (None, None)
     return None
 
 
@@ -1303,15 +1301,8 @@ class Lineage:
         return _bottom_up(self._watermarks, stream, upto, self._lineage_inputs, self._watermarked)
 
     def _origin_stream(self, stream: Stream) -> tuple[Stream, int | None] | None:
-        """The view stream a stream starts from, and up to which step of it (a side output
-        holds the rows of its ROUTE step); None for a source."""
-        origin = stream.origin
-        if isinstance(origin, FromView):
-            return self.program.view(origin.name).stream, None
-        if isinstance(origin, FromSideOutput):
-            view, output = self.program.side_output(origin)
-            return view.stream, output.step_index + 1
-        return None
+        """:func:`origin_stream` in this lineage's program."""
+        return origin_stream(self.program, stream)
 
     def _watermarked(self, stream: Stream, upto: int | None) -> frozenset[str]:
         """:meth:`watermarked`, once what it reads is known."""
