@@ -129,8 +129,10 @@ def _refuse_cdc_upsert_key(ctx: Context, insert: InsertDef, upsert: CdcUpsert) -
         )
     else:
         primary = ", ".join(source.primary_key)
+        steps = insert.stream.steps
+        written = {c.name for c in (steps[-1].schema if steps else source.output_schema)}
         held = [
-            f"'{name}' holds " + (f"column '{column}'" if column else "a computed value")
+            f"'{name}' " + _what_key_holds(name, column, written)
             for name, column in zip(upsert_key_of(sink), upsert.key_sources, strict=True)
             if column != name
         ]
@@ -150,6 +152,14 @@ def _refuse_cdc_upsert_key(ctx: Context, insert: InsertDef, upsert: CdcUpsert) -
         sink.written_options["key"].span if "key" in sink.written_options else insert.span,
         help=hint,
     )
+
+
+def _what_key_holds(name: str, column: str | None, written: set[str]) -> str:
+    """What a sink key column that is not the source's key column holds, as E0298 says it:
+    a key the query does not write at all is E0431's (beside it), so name that."""
+    if name not in written:
+        return "is not a column the query writes"
+    return f"holds column '{column}'" if column else "holds a computed value"
 
 
 def check_hints(ctx: Context, program: Program) -> None:
