@@ -194,6 +194,9 @@ def test_a_join_over_changes_across_micro_batches_and_restarts(
         job = flowc.compile(text, str(flow), for_spark=True)
         report = run_job(job, available_now=True, master="local[2]", out=io.StringIO())
         assert all(q.error is None for q in report.queries), report
+        notes = [held.note for q in report.queries for held in q.state]
+        assert any("none waits for a watermark" in n for n in notes), notes
+        assert not any("outer join" in n for n in notes), notes
         rows = [tuple(r.get(n) for n in names) for r in upsert_table(tmp_path / "out" / "joined")]
         got = {tuple(row[i] for i in at): row for row in rows}
         assert len(got) == len(rows), rows
@@ -320,3 +323,12 @@ def test_a_key_without_the_preserved_join_column_is_refused(case: str, key: str)
     text = program(case).replace(f"key = '{CASES[case][4]}'", f"key = '{key}'")
     errors = compile_errors(text)
     assert [(c, n) for c, n, _ in errors] == [(Code.E0742.value, 10)], errors
+
+
+def test_w0040_on_a_join_over_changes_says_what_applies() -> None:
+    """A JOIN over changes has no time to bound its state by: W0040's hint says so, not
+    "bound the time in ON" (E0299 over changes)."""
+    job = flowc.compile(program("left_append_with_cdc"), "job.flow", for_spark=True)
+    (warning,) = [d for d in job.diagnostics if d.code is Code.W0040]
+    assert "JOIN over changes" in warning.message
+    assert warning.help is not None and "E0299" in warning.help and "BETWEEN" not in warning.help
