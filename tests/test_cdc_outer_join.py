@@ -29,6 +29,7 @@ from flowc.diagnostics import CompileError, Severity
 from flowc.errorcodes import Code
 from flowc.runtime.run import run_job
 from flowc.spark.codegen import generate_pyspark
+from flowc.state import Verdict, compare, describe_state
 from tests.helpers.cdc_join_flink import (
     Record,
     Values,
@@ -332,3 +333,24 @@ def test_w0040_on_a_join_over_changes_says_what_applies() -> None:
     (warning,) = [d for d in job.diagnostics if d.code is Code.W0040]
     assert "JOIN over changes" in warning.message
     assert warning.help is not None and "E0299" in warning.help and "BETWEEN" not in warning.help
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [("JOIN", "LEFT JOIN"), ("LEFT JOIN", "JOIN"), ("LEFT JOIN", "FULL JOIN")],
+)
+def test_another_join_kind_on_the_same_checkpoint_is_refused(old: str, new: str) -> None:
+    """The state holds each side's rows, not what was emitted: under another kind the
+    padded rows would be retracted unwritten, or never written (flowc.state.compare)."""
+    text = program("full_cdc_with_cdc")
+    before = text.replace("|> FULL JOIN", f"|> {old}")
+    after = text.replace("|> FULL JOIN", f"|> {new}")
+    manifests = [
+        describe_state(flowc.compile(t, "job.flow", for_spark=True)) for t in (before, after)
+    ]
+    comparison = compare(*manifests)
+    messages = [f.message for _, f in comparison.findings()]
+    assert comparison.verdict is Verdict.INCOMPATIBLE, messages
+    assert any("outer_join" in m for m in messages), messages
+    same = compare(manifests[1], manifests[1])
+    assert same.verdict is not Verdict.INCOMPATIBLE

@@ -977,7 +977,7 @@ def check_cdc_joins(query: Query, lineage: Lineage, reporter: _OncePerPlace) -> 
     joined = cdc_join(program, query.insert)
     if joined is None:
         return
-    origin = f"changes of CDC source '{joined.source}'"
+    origin = f"changes of CDC source{'s' if all(joined.changes) else ''} '{joined.source}'"
     chosen = store_other_than_rocksdb(program.settings)
     if chosen is not None:
         reporter.error(
