@@ -542,8 +542,9 @@ class Code(StrEnum):
         "updating-sink-key",
         "an updating pipeline written to an upsert sink whose key is not its last step's "
         "upsert key (an AGGREGATE's group keys; a TOP's PER columns and rank, or without "
-        "the rank the updating AGGREGATE's keys): its deletes and updates would not find "
-        "their rows",
+        "the rank the updating AGGREGATE's keys; a JOIN over changes: one column of each ON "
+        "equality, the preserved side's for an outer JOIN, both for FULL): its deletes and "
+        "updates would not find their rows",
         "updating-pipelines-on-spark",
     )
     E0743 = (
@@ -1119,7 +1120,8 @@ class Code(StrEnum):
     W0040 = (
         "W0040",
         "unbounded-join-state",
-        "a stream-stream JOIN whose state grows forever (no watermarks and time bound)",
+        "a stream-stream JOIN whose state grows forever (no watermarks and time bound, or "
+        "a JOIN over a CDC source's changes)",
         "tables-and-dimension-joins",
     )
     W0041 = (

@@ -816,11 +816,13 @@ PROJECTION_STEPS = (SelectStep, ExtendStep, DropStep, RenameStep)
 
 @dataclass(frozen=True, slots=True)
 class CdcJoin:
-    """An INSERT reading an insert-only source, JOINed (inner, ON equalities of one column
-    of each side) with a CDC source read through row-wise steps and KEY BY: Flink's
-    regular join consuming updates (docs/language.md, "Updating pipelines on Spark").
-    ``pairs`` are the (stream column, CDC column) equalities, ``left`` and ``right`` the
-    JOIN's input rows, ``after`` the projections after it."""
+    """An INSERT reading a source JOINed (ON equalities of one column of each side) with
+    another source, each read through row-wise steps and KEY BY, one of them or both CDC:
+    Flink's regular join consuming updates, inner or outer (docs/language.md, "A JOIN over
+    a CDC source's changes"). ``source``: the CDC sources' names, for messages; ``changes``
+    whether the (stream, other) side is CDC; ``pairs`` are the (stream column, other
+    column) equalities, ``left`` and ``right`` the JOIN's input rows, ``after`` the
+    projections after it."""
 
     join: JoinStep
     source: str
@@ -828,41 +830,50 @@ class CdcJoin:
     left: Schema
     right: Schema
     after: tuple[Step, ...]
+    kind: JoinKind = JoinKind.INNER
+    changes: tuple[bool, bool] = (False, True)
+
+    @property
+    def preserved(self) -> tuple[bool, bool]:
+        """Whether the (stream, other) side's rows are kept without a match (padded)."""
+        return (
+            self.kind in (JoinKind.LEFT, JoinKind.FULL),
+            self.kind in (JoinKind.RIGHT, JoinKind.FULL),
+        )
 
 
 def cdc_join(program: Program, insert: InsertDef) -> CdcJoin | None:
-    """The INSERT's CDC join (streaming), None where its steps are not one: another JOIN
-    kind or condition, a stateful step besides the JOIN, a step after it other than a
-    projection, a column of the two sides' rows named twice, ``c.*`` after it."""
+    """The INSERT's CDC join (streaming), None where its steps are not one: neither side
+    CDC, a condition other than equalities, a stateful step besides the JOIN, a step
+    after it other than a projection, a column of the two sides' rows named twice, ``c.*``
+    after it."""
     stream = insert.stream
     if program.settings.execution_mode == "batch" or not isinstance(stream.origin, FromSource):
         return None
-    if program.source(stream.origin.name).changelog:
-        return None
+    main = program.source(stream.origin.name)
     joined = [i for i, step in enumerate(stream.steps) if step.inputs]
     if len(joined) != 1:
         return None
     at = joined[0]
     join = stream.steps[at]
-    if not isinstance(join, JoinStep) or join.node.kind is not JoinKind.INNER:
-        return None
-    if len(join.inputs) != 1:
+    if not isinstance(join, JoinStep) or len(join.inputs) != 1:
         return None
     (other,) = join.inputs
-    if not isinstance(other.origin, FromSource) or not program.source(other.origin.name).changelog:
+    if not isinstance(other.origin, FromSource):
         return None
     cdc = program.source(other.origin.name)
+    changes = (main.changelog, cdc.changelog)
+    if not any(changes):
+        return None  # two insert-only sides: Spark's own stream-stream join
+    before, after = stream.steps[:at], stream.steps[at + 1 :]
     if not all(
         isinstance(s, CHANGE_KEEPING_STEPS) and not s.inputs and not _regroups(s)
-        for s in other.steps
+        for s in (*other.steps, *before)
     ):
-        return None
-    before, after = stream.steps[:at], stream.steps[at + 1 :]
-    if not all(isinstance(s, CHANGE_KEEPING_STEPS) and not s.inputs for s in before):
         return None
     if not all(isinstance(s, PROJECTION_STEPS) and not _regroups(s) for s in after):
         return None
-    left = before[-1].schema if before else program.source(stream.origin.name).output_schema
+    left = before[-1].schema if before else main.output_schema
     right = other.steps[-1].schema if other.steps else cdc.output_schema
     names = [c.name.lower() for c in (*left, *right)]
     if len(set(names)) != len(names):
@@ -873,7 +884,8 @@ def cdc_join(program: Program, insert: InsertDef) -> CdcJoin | None:
     types = {c.name: c.type.upper() for c in (*left, *right)}
     if any(types[a] != types[b] or types[a] in ("FLOAT", "DOUBLE") for a, b in pairs):
         return None  # both sides' keys hashed alike, and equal where Spark's equality is
-    return CdcJoin(join, cdc.name, pairs, left, right, after)
+    named = "' and '".join(s.name for s, c in ((main, changes[0]), (cdc, changes[1])) if c)
+    return CdcJoin(join, named, pairs, left, right, after, JoinKind(join.node.kind), changes)
 
 
 def _equalities(
@@ -939,7 +951,7 @@ def change_flow(program: Program) -> ChangeFlow:
                 continue
             if step is consumer and not others:
                 return None  # the retracting AGGREGATE takes them (its own rules check it)
-            if step is consumer and source is None:
+            if step is consumer and isinstance(step, JoinStep):
                 return None  # the CDC join's processor takes them (its own rules check it)
             if others or not isinstance(step, CHANGE_KEEPING_STEPS) or _regroups(step):
                 refused_steps.append((step, carried))

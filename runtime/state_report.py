@@ -78,10 +78,22 @@ def held_state(
             n.operator,
             rows,
             watermark,
-            _note(n.operator, rows, watermark, n.id in plan.within_deduplicators),
+            _note(
+                "changelog join" if _changelog_join(plan, n.id) else n.operator,
+                rows,
+                watermark,
+                n.id in plan.within_deduplicators,
+            ),
         )
         for n, rows in zip(nodes, counts, strict=True)
     ]
+
+
+def _changelog_join(plan: SparkPlan, node: int) -> bool:
+    """Whether the node is a JOIN over a CDC source's changes (flowc's ChangelogJoin): it
+    emits its padded rows at once, and no watermark holds any back."""
+    processor = plan.changelog_processors.get(node)
+    return processor is not None and processor.kind == "JOIN"
 
 
 def _readable(watermark: str) -> str:
@@ -103,6 +115,11 @@ def _note(kind: str, rows: int, watermark: str | None, within: bool = False) -> 
         return (
             f"windows ending {until} are still open: they close when later input moves the "
             "watermark past them"
+        )
+    if kind == "changelog join":
+        return (
+            "rows of both sides kept for later changes to meet: every joined (or padded) "
+            "row was written as its changes arrived, none waits for a watermark"
         )
     if kind == "join":
         return (

@@ -6,17 +6,35 @@ of what each sink reads)."""
 
 from __future__ import annotations
 
+import json
 import re
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import flowc
+from tests.helpers.cdc_join_flink import (
+    Change,
+    Record,
+    envelope_records,
+    flink_join,
+    materialized,
+    upserted,
+)
 from tests.helpers.changelog_flink import PROBE, flink_modes, flowc_modes
+from tests.helpers.fake_state import Handle
 from tests.helpers.flink import ask_flink, checked_flink_python, requires_flink
 
 pytestmark = requires_flink
+
+ORDERS = """CREATE TABLE orders (order_id BIGINT, customer_id BIGINT, amount BIGINT)
+          WITH ('connector' = 'files', 'path' = 'in', 'format' = 'json');"""
+CUSTOMERS = """CREATE TABLE customers (id BIGINT, name STRING, country STRING)
+          WITH ('connector' = 'files', 'path' = 'in', 'format' = 'debezium-json');"""
+PAYMENTS = """CREATE TABLE payments (pid BIGINT, cid BIGINT, amount BIGINT)
+          WITH ('connector' = 'files', 'path' = 'in', 'format' = 'debezium-json');"""
 
 PROGRAMS = {
     "scan_into_print": """
@@ -60,7 +78,49 @@ PROGRAMS = {
         INSERT INTO o SELECT order_id, amount, name
           FROM orders JOIN customers ON orders.customer_id = customers.id;
     """,
+    # Both sides CDC, and outer JOINs over changes (LEFT of an append stream with a CDC
+    # source, RIGHT, FULL of two CDC sources, a CDC stream LEFT JOIN an append one): the
+    # Join and the Calc after it are I,UB,UA,D, as flowc's ChangelogJoin emits.
+    "join_cdc_with_cdc_into_print": f"""
+        {PAYMENTS}
+        {CUSTOMERS}
+        CREATE TABLE o (pid BIGINT, amount BIGINT, name STRING) WITH ('connector' = 'print');
+        INSERT INTO o SELECT pid, amount, name
+          FROM payments JOIN customers ON payments.cid = customers.id;
+    """,
+    "left_join_into_print": f"""
+        {ORDERS}
+        {CUSTOMERS}
+        CREATE TABLE o (order_id BIGINT, amount BIGINT, name STRING)
+          WITH ('connector' = 'print');
+        INSERT INTO o SELECT order_id, amount, name
+          FROM orders LEFT JOIN customers ON orders.customer_id = customers.id;
+    """,
+    "right_join_into_print": f"""
+        {ORDERS}
+        {CUSTOMERS}
+        CREATE TABLE o (order_id BIGINT, id BIGINT, name STRING) WITH ('connector' = 'print');
+        INSERT INTO o SELECT order_id, id, name
+          FROM orders RIGHT JOIN customers ON orders.customer_id = customers.id;
+    """,
+    "full_join_cdc_with_cdc_into_print": f"""
+        {PAYMENTS}
+        {CUSTOMERS}
+        CREATE TABLE o (pid BIGINT, id BIGINT, name STRING) WITH ('connector' = 'print');
+        INSERT INTO o SELECT pid, id, name
+          FROM payments FULL JOIN customers ON payments.cid = customers.id;
+    """,
+    "cdc_left_join_append_into_print": f"""
+        {ORDERS}
+        {CUSTOMERS}
+        CREATE TABLE o (order_id BIGINT, id BIGINT, name STRING) WITH ('connector' = 'print');
+        INSERT INTO o SELECT order_id, id, name
+          FROM customers LEFT JOIN orders ON orders.customer_id = customers.id;
+    """,
 }
+
+#: The JOINs over changes, each Join node's mode compared with Flink's.
+JOINS = [name for name in PROGRAMS if "join" in name]
 
 #: A files sink with a PRIMARY KEY (flowc's upsert table) as Flink's blackhole sink, which
 #: takes inserts, updates after and deletes, as an upsert sink does.
@@ -100,14 +160,157 @@ def test_cdc_changelog_modes_equal_flinks(
     assert modes == flink_modes(plan)
 
 
+@pytest.mark.parametrize("case", JOINS)
 def test_a_join_consuming_changes_has_flinks_mode(
-    flink_plans: dict[str, list[list[object]] | str],
+    case: str, flink_plans: dict[str, list[list[object]] | str]
 ) -> None:
     """The Join node itself, beside the sink's input the test above compares."""
-    plan = flink_plans["join_into_print"]
+    plan = flink_plans[case]
     assert not isinstance(plan, str), plan
     flink = [mode for _, kind, mode in plan if kind == "Join"]
-    program = "SET sql.dialect = 'flink';\n" + textwrap.dedent(PROGRAMS["join_into_print"])
+    program = "SET sql.dialect = 'flink';\n" + textwrap.dedent(PROGRAMS[case])
     job = flowc.compile(program, "d.flow")
     ours = [n.changelog_mode for n in job.stream_graph.nodes.values() if "Join" in n.name]
     assert ours == flink == ["I,UB,UA,D"], (ours, flink)
+
+
+#: A PyFlink script: each query's collected changelog over files it is given (argv[1]:
+#: {name: [statements..., query]}), as [kind, row] pairs.
+COLLECT = r"""
+import json, sys
+from pyflink.table import EnvironmentSettings, TableEnvironment
+out = {}
+for name, statements in json.loads(sys.argv[1]).items():
+    env = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
+    env.get_config().set("parallelism.default", "1")
+    for s in statements[:-1]:
+        env.execute_sql(s)
+    with env.execute_sql(statements[-1]).collect() as rows:
+        out[name] = [[str(r.get_row_kind()), list(r)] for r in rows]
+print(json.dumps(out))
+"""
+
+#: The stream's rows (orders: inserts; payments: debezium envelopes) and the customers'.
+COLLECTED_ORDERS = [(1, 10, 5), (2, 20, 7), (3, None, 1)]
+COLLECTED_PAYMENTS: list[tuple[str, tuple[object, ...] | None, tuple[object, ...] | None]] = [
+    ("c", None, (1, 10, 5)),
+    ("c", None, (2, None, 5)),
+    ("c", None, (4, 30, 1)),
+    ("u", (4, 30, 1), (4, 10, 1)),
+    ("c", None, (5, 20, 3)),
+]
+COLLECTED_CUSTOMERS: list[tuple[str, tuple[object, ...] | None, tuple[object, ...] | None]] = [
+    ("c", None, (10, "ann", "FR")),
+    ("u", (10, "ann", "FR"), (10, "ann", "DE")),
+    ("d", (10, "ann", "DE"), None),
+    ("c", None, (30, "cy", "UK")),
+    ("c", None, (10, "anne", "IT")),
+    ("c", None, (20, "bob", "US")),
+    ("d", (20, "bob", "US"), None),  # order 2 and payment 5 padded again
+]
+
+#: name: (stream, JOIN kind, preserved sides)
+COLLECTED = {
+    "inner_cdc_with_cdc": ("payments", "", (False, False)),
+    "left_append_with_cdc": ("orders", "LEFT", (True, False)),
+    "right_append_with_cdc": ("orders", "RIGHT", (False, True)),
+    "full_cdc_with_cdc": ("payments", "FULL", (True, True)),
+    "left_cdc_with_cdc": ("payments", "LEFT", (True, False)),
+}
+
+
+def test_flinks_collected_join_changelog_is_the_one_computed_in_plain_python(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Flink 2.3 runs each JOIN over the same small changes; the table its changelog
+    leaves (every current row) is the one tests/helpers/cdc_join_flink.py computes record
+    by record, which the Spark tests hold ChangelogJoin to, and the one ChangelogJoin
+    leaves, given every record in one micro-batch or each in its own."""
+    checked_flink_python()
+    names = {"orders": ORDER_COLUMNS, "payments": PAYMENT_COLUMNS, "customers": CUSTOMER_COLUMNS}
+
+    def record(table: str, values: tuple[object, ...] | None) -> dict[str, object] | None:
+        return None if values is None else dict(zip(names[table], values, strict=True))
+
+    files = {
+        "orders": [record("orders", r) for r in COLLECTED_ORDERS],
+        "payments": [
+            {"before": record("payments", b), "after": record("payments", a), "op": op}
+            for op, b, a in COLLECTED_PAYMENTS
+        ],
+        "customers": [
+            {"before": record("customers", b), "after": record("customers", a), "op": op}
+            for op, b, a in COLLECTED_CUSTOMERS
+        ],
+    }
+    for table, lines in files.items():
+        (tmp_path / table).mkdir()
+        (tmp_path / table / "part.json").write_text(
+            "".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8"
+        )
+    asked = {}
+    for name, (stream, kind, _) in COLLECTED.items():
+        ddl = [
+            f"CREATE TABLE {table} ({', '.join(f'{c} {TYPES[c]}' for c in names[table])}) "
+            f"WITH ('connector' = 'filesystem', 'path' = '{tmp_path / table}', "
+            f"'format' = '{'json' if table == 'orders' else 'debezium-json'}')"
+            for table in (stream, "customers")
+        ]
+        join_column = names[stream][1]
+        asked[name] = [
+            *ddl,
+            f"SELECT * FROM {stream} {kind} JOIN customers "
+            f"ON {stream}.{join_column} = customers.id",
+        ]
+    collected: dict[str, list[list[Any]]] = ask_flink(COLLECT, asked)
+    for name, (stream, _, preserved) in COLLECTED.items():
+        records: list[Record] = (
+            [(0, "+I", r) for r in COLLECTED_ORDERS]
+            if stream == "orders"
+            else envelope_records(0, COLLECTED_PAYMENTS)
+        ) + envelope_records(1, COLLECTED_CUSTOMERS)
+        every = range(6)
+        flink = materialized([(k, tuple(r)) for k, r in collected[name]], every)
+        computed = flink_join(records, ([1], [0]), (3, 3), preserved)
+        assert materialized(computed, every) == flink, name
+        assert any(None in row for row in flink) == any(preserved), name
+        for bundles in ([records], [[r] for r in records]):
+            ours = changelog_join_run(bundles, preserved, monkeypatch)
+            assert set(upserted(ours, every).values()) == set(flink.values()), (name, bundles)
+
+
+ORDER_COLUMNS = ("order_id", "customer_id", "amount")
+PAYMENT_COLUMNS = ("pid", "cid", "amount")
+CUSTOMER_COLUMNS = ("id", "name", "country")
+TYPES = {c: "STRING" if c in ("name", "country") else "BIGINT" for c in
+         (*ORDER_COLUMNS, *PAYMENT_COLUMNS, *CUSTOMER_COLUMNS)}  # fmt: skip
+
+
+def changelog_join_run(
+    bundles: list[list[Record]], preserved: tuple[bool, bool], monkeypatch: pytest.MonkeyPatch
+) -> list[Change]:
+    """flowc's ChangelogJoin (generated_runtime) in plain Python, one call per bundle
+    (micro-batch), its state kept in memory between them (tests/helpers/fake_state.py);
+    its changelog."""
+    from pyspark.sql import Row, types
+
+    from flowc.spark import generated_runtime
+
+    monkeypatch.setattr(generated_runtime, "Row", Row, raising=False)
+    for name in ("StructType", "StructField", "BinaryType"):
+        monkeypatch.setattr(generated_runtime, name, getattr(types, name), raising=False)
+    names = ["l0", "l1", "l2", "r0", "r1", "r2"]
+    join = generated_runtime.ChangelogJoin(
+        names[:3], names[3:], ["l1"], ["r0"], [0, 1, 2, 3, 4, 5], names, preserved
+    )
+    join.init(Handle())
+    given = Row(*names, "__flowc_side", "__flowc_op")
+    out: list[Change] = []
+    for bundle in bundles:
+        rows = [
+            given(*((*v, None, None, None) if side == 0 else (None, None, None, *v)), side, kind)
+            for side, kind, v in bundle
+        ]
+        emitted = join.handleInputRows((0,), iter(rows), None)  # type: ignore[arg-type]
+        out += [(r["__flowc_op"], tuple(r)[:-1]) for r in emitted]
+    return out

@@ -174,8 +174,13 @@ def compile_errors(text: str) -> list[tuple[str, int, str]]:
         ("key = 'order_id, customer_id'", "key = 'order_id'", Code.E0742, 9),
         # a sink that cannot apply updates and deletes
         ("mode = 'update', key = 'order_id, customer_id'", "mode = 'append'", Code.E0743, 9),
-        # other JOIN kinds over updates stay refused, at the JOIN
-        ("|> JOIN customers", "|> LEFT JOIN customers", Code.E0299, 11),
+        # an ON other than equalities of one column of each side, at the JOIN
+        (
+            "ON orders.customer_id = customers.id",
+            "ON orders.customer_id = customers.id AND amount > customers.id",
+            Code.E0299,
+            11,
+        ),
         # a WHERE after the JOIN could drop a +U and keep its -U
         ("|> SELECT order_id", "|> WHERE amount > 1\n  |> SELECT order_id", Code.E0299, 11),
         # one relation's columns after the JOIN: the processor's rows have none

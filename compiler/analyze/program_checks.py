@@ -88,9 +88,10 @@ def check_changes_consumed(ctx: Context, program: Program) -> None:
             step.span,
             help="only row-wise steps (WHERE, SELECT and EXTEND without CURRENT_WATERMARK, "
             "SET, DROP, RENAME, EXPLODE), KEY BY and, in a streaming job, a KEY BY ... "
-            "AGGREGATE ending an INSERT into an upsert sink, or an inner JOIN of the INSERT's "
-            "insert-only source with it ON equal columns of one type, followed by SELECT, "
-            "EXTEND, DROP or RENAME only (no `relation.*`), take changes so far; read the "
+            "AGGREGATE ending an INSERT into an upsert sink, or a JOIN (inner, LEFT, RIGHT or "
+            "FULL) of the INSERT's source with another source ON equal columns of one type, "
+            "each side read through row-wise steps and KEY BY, followed by SELECT, EXTEND, "
+            "DROP or RENAME only (no `relation.*`), take changes so far; read the "
             "source into a memory or console sink, or into an upsert sink keyed by its "
             "PRIMARY KEY",
         )

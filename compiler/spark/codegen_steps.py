@@ -528,9 +528,10 @@ class StepWriter(ProgramText):
             assert joined is not None
             names = [c.name for c in (*joined.left, *joined.right)]
             at = [names.index(k) for k in changelog.row_keys]
+            outer = f", {joined.preserved!r}" if any(joined.preserved) else ""
             self.w(
                 f"{df} = changelog_join({df}, {other}, {list(joined.pairs)!r}, {at!r}, "
-                f"{changelog.key_groups})",
+                f"{changelog.key_groups}{outer})",
                 1,
             )
             return

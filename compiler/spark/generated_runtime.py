@@ -1628,26 +1628,36 @@ def changelog_operator(
 
 
 class ChangelogJoin(StatefulProcessor):
-    """An inner JOIN of an insert-only stream (side 0) with a CDC source's changes (side
-    1), Flink's regular join over updates, with Flink's mini-batch semantics, a
-    micro-batch being the bundle: the batch's rows of each join key are folded into each
-    side's multiset (+I/+U add a row, -U/-D take one back; a retraction of a row not held
-    is ignored, as Flink ignores one without state), which no row order can change; then
-    the key's joined rows before and after are compared by the sink's key (``at``, their
-    positions in the joined row): '+I' a new one, '-U' and '+U' a changed one, '-D' one
-    gone, nothing unchanged. Two joined rows with one sink key fail the query (an upsert
-    sink would keep either). A side's row with a NULL join key meets nothing. Rows come
-    grouped by key group (column ``group``, a hash of the join key); a group's state is
-    one pickled value, each join key with both sides' rows and counts."""
+    """A JOIN of two sources' changes (side 0 the stream's, side 1 the other's; an
+    insert-only side's rows all +I), inner or outer, Flink's regular join over updates,
+    with Flink's mini-batch semantics, a micro-batch being the bundle: the batch's rows of
+    each join key are folded into each side's multiset (+I/+U add a row, -U/-D take one
+    back; a retraction of a row not held is ignored, as Flink ignores one without state),
+    which no row order can change; then the key's joined rows before and after are
+    compared by the sink's key (``at``, their positions in the joined row): '+I' a new
+    one, '-U' and '+U' a changed one, '-D' one gone, nothing unchanged. A preserved side's
+    row (``preserved``: LEFT side 0, RIGHT side 1, FULL both) without a match is one row
+    padded with NULLs, which a match replaces and which comes back with the last match
+    gone, as Flink's outer join retracts and re-emits it. Two joined rows with one sink key
+    fail the query (an upsert sink would keep either). A row with a NULL join key meets
+    nothing: a preserved side's is kept padded (all such rows of a key group in one entry,
+    NULL_KEY, whose rows never match), another's is dropped. Rows come grouped by key
+    group (column ``group``, a hash of the join key); a group's state is one pickled value,
+    each join key with both sides' rows and counts."""
+
+    #: The entry of the rows with a NULL join key (a repr of a join key is a tuple's).
+    NULL_KEY = 'NULL'
 
     def __init__(self, left: list[str], right: list[str], left_keys: list[str],
-                 right_keys: list[str], at: list[int], names: list[str]) -> None:
+                 right_keys: list[str], at: list[int], names: list[str],
+                 preserved: tuple[bool, bool] = (False, False)) -> None:
         self.left = left
         self.right = right
         self.left_keys = left_keys
         self.right_keys = right_keys
         self.at = at
         self.names = names
+        self.preserved = preserved
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.state = handle.getValueState(
@@ -1657,20 +1667,30 @@ class ChangelogJoin(StatefulProcessor):
     #: copied into a program only after it).
     identity = staticmethod(ChangelogOperator.identity)
 
-    def joined(self, entry: dict[str, dict[str, list[Any]]]) -> dict[str, tuple[Any, ...]]:
-        """The key's joined rows by their sink key's text; two with one key fail."""
+    def joined(self, entry: dict[str, dict[str, list[Any]]],
+               matching: bool = True) -> dict[str, tuple[Any, ...]]:
+        """The key's joined rows (padded ones for a preserved side without a match, or for
+        every preserved row where not ``matching``) by their sink key's text; two with
+        one key fail."""
+        lefts, rights = list(entry['left'].values()), list(entry['right'].values())
+        rows: list[tuple[tuple[Any, ...], int]] = []
+        if matching:
+            rows += [((*left, *right), times_left * times_right)
+                     for left, times_left in lefts for right, times_right in rights]
+        if self.preserved[0] and not (matching and rights):
+            rows += [((*left, *[None] * len(self.right)), times) for left, times in lefts]
+        if self.preserved[1] and not (matching and lefts):
+            rows += [((*[None] * len(self.left), *right), times) for right, times in rights]
         out: dict[str, tuple[Any, ...]] = {}
-        for left, times_left in entry['left'].values():
-            for right, times_right in entry['right'].values():
-                row = (*left, *right)
-                text = repr(self.identity(tuple(row[i] for i in self.at)))
-                if text in out or times_left * times_right > 1:
-                    keys = ', '.join(self.names[i] for i in self.at)
-                    raise ValueError(
-                        f'[FLOWC_JOIN_KEY_TWICE] two joined rows have the sink key ({keys}) '
-                        f'= {tuple(row[i] for i in self.at)!r}: an upsert sink keeps one row '
-                        'per key')
-                out[text] = row
+        for row, times in rows:
+            text = repr(self.identity(tuple(row[i] for i in self.at)))
+            if text in out or times > 1:
+                keys = ', '.join(self.names[i] for i in self.at)
+                raise ValueError(
+                    f'[FLOWC_JOIN_KEY_TWICE] two joined rows have the sink key ({keys}) '
+                    f'= {tuple(row[i] for i in self.at)!r}: an upsert sink keeps one row '
+                    'per key')
+            out[text] = row
         return out
 
     def handleInputRows(
@@ -1682,19 +1702,23 @@ class ChangelogJoin(StatefulProcessor):
         held: dict[str, Any] = {} if stored is None else pickle.loads(stored[0])
         batch: dict[str, list[tuple[str, int, tuple[Any, ...]]]] = {}
         for row in rows:
-            side = 'left' if row['__flowc_side'] == 0 else 'right'
+            index = row['__flowc_side']
+            side = 'left' if index == 0 else 'right'
             names = self.left if side == 'left' else self.right
             keys = self.left_keys if side == 'left' else self.right_keys
             values = tuple(row[n] for n in names)
             joined = tuple(row[k] for k in keys)
-            if any(v is None for v in joined):
+            if any(v is None for v in joined) and not self.preserved[index]:
                 continue  # NULL = anything is not true: the row meets nothing
+            text = (self.NULL_KEY if any(v is None for v in joined)
+                    else repr(self.identity(joined)))
             sign = -1 if row['__flowc_op'] in ('-U', '-D') else 1
-            batch.setdefault(repr(self.identity(joined)), []).append((side, sign, values))
+            batch.setdefault(text, []).append((side, sign, values))
         output = Row(*self.names, '__flowc_op')
         for text in sorted(batch):
+            matching = text != self.NULL_KEY
             entry = held.get(text) or {'left': {}, 'right': {}}
-            before = self.joined(entry)
+            before = self.joined(entry, matching)
             for side, sign, values in batch[text]:
                 rows_of = entry[side]
                 identity = repr(self.identity(values))
@@ -1704,7 +1728,7 @@ class ChangelogJoin(StatefulProcessor):
                     rows_of[identity] = [values, times]
                 else:
                     rows_of.pop(identity, None)
-            after = self.joined(entry)
+            after = self.joined(entry, matching)
             for row_key in sorted(set(before) | set(after)):
                 if row_key not in after:
                     yield output(*before[row_key], '-D')
@@ -1728,17 +1752,17 @@ class ChangelogJoin(StatefulProcessor):
 
 def changelog_join(
     left: DataFrame, right: DataFrame, pairs: list[tuple[str, str]], at: list[int],
-    groups: int,
+    groups: int, preserved: tuple[bool, bool] = (False, False),
 ) -> DataFrame:
-    """The inner JOIN of ``left`` (insert-only rows) and ``right`` (a changelog, column
-    __flowc_op) on the ``pairs`` of equal columns, through a ChangelogJoin per key group:
-    both sides in one stream, each row padded with NULLs for the other side's columns and
-    tagged with its side, grouped by a hash of its join key; its output the joined rows
-    (left's columns, then right's) with their change in __flowc_op. ``at``: the positions
-    of the sink's key in a joined row."""
-    left_names = list(left.columns)
+    """The JOIN of ``left`` and ``right`` (each a changelog, column __flowc_op, or
+    insert-only rows) on the ``pairs`` of equal columns, through a ChangelogJoin per key
+    group: both sides in one stream, each row padded with NULLs for the other side's
+    columns and tagged with its side, grouped by a hash of its join key; its output the
+    joined rows (left's columns, then right's) with their change in __flowc_op. ``at``:
+    the positions of the sink's key in a joined row; ``preserved``: the outer sides."""
+    left_names = [c for c in left.columns if c != '__flowc_op']
     right_names = [c for c in right.columns if c != '__flowc_op']
-    fields = [*left.schema.fields, *[f for f in right.schema.fields if f.name != '__flowc_op']]
+    fields = [f for df in (left, right) for f in df.schema.fields if f.name != '__flowc_op']
     group = '__flowc_key_group'
 
     def padded(df: DataFrame, side: int, keys: list[str]) -> DataFrame:
@@ -1746,7 +1770,7 @@ def changelog_join(
             F.col(quoted(f.name)) if f.name in df.columns
             else F.lit(None).cast(f.dataType).alias(f.name)
             for f in fields]
-        op = F.col('__flowc_op') if side == 1 else F.lit('+I')
+        op = F.col('__flowc_op') if '__flowc_op' in df.columns else F.lit('+I')
         hashed = F.pmod(F.hash(*[F.col(quoted(k)) for k in keys], F.lit(0)), F.lit(groups))
         return df.select(*columns, F.lit(side).alias('__flowc_side'), op.alias('__flowc_op'),
                          hashed.alias(group))
@@ -1754,7 +1778,7 @@ def changelog_join(
     both = padded(left, 0, [a for a, _ in pairs]).unionByName(
         padded(right, 1, [b for _, b in pairs]))
     operator = ChangelogJoin(left_names, right_names, [a for a, _ in pairs],
-                             [b for _, b in pairs], at, left_names + right_names)
+                             [b for _, b in pairs], at, left_names + right_names, preserved)
     result = StructType([StructField(f.name, f.dataType, True) for f in fields]
                         + [StructField('__flowc_op', StringType(), False)])
     return both.groupBy(F.col(group)).transformWithState(operator, result, 'Append', 'None')

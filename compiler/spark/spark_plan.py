@@ -334,6 +334,9 @@ class ChangelogProcessor:
     #: A TOP consumer's row identity (its updating input's keys, Flink's upsert key when
     #: the rank is not selected); empty otherwise.
     row_keys: tuple[str, ...] = ()
+    #: A JOIN's kind where it is outer (LEFT, RIGHT, FULL): its rows without a match are
+    #: emitted padded; empty otherwise.
+    outer: str = ""
 
     @property
     def line(self) -> int:
@@ -358,8 +361,14 @@ class ChangelogProcessor:
                 "inserts only: both inputs in one stream, each row tagged with its side; per "
                 "micro-batch it adds +I/+U rows to and retracts -U/-D rows from each side's "
                 "rows of their join key, and emits the changed joined rows by the sink's key "
-                f"({', '.join(self.row_keys)}): +I new, -U/+U changed, -D gone; the state "
-                "keeps, per join key, both sides' current rows"
+                f"({', '.join(self.row_keys)}): +I new, -U/+U changed, -D gone"
+                + (
+                    f" (a {self.outer} JOIN: a preserved row without a match is a row padded "
+                    "with NULLs, gone while it has one)"
+                    if self.outer
+                    else ""
+                )
+                + "; the state keeps, per join key, both sides' current rows"
             )
         if self.kind == "TOP":
             changed = (
@@ -941,8 +950,10 @@ def _changelog_processors(
                 consumer=True,
                 key_groups=graph.nodes[node].max_parallelism
                 or compute_default_max_parallelism(graph.nodes[node].parallelism),
-                other=f"the changes of source '{joined.source}' (debezium-json)",
+                other=f"the changes of source{'s' if all(joined.changes) else ''} "
+                f"'{joined.source}' (debezium-json)",
                 row_keys=join_row_key(program, insert, joined),
+                outer=joined.kind.value if any(joined.preserved) else "",
             )
         chain = updating_chain(program, insert)
         if chain is None:

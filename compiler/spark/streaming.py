@@ -27,6 +27,7 @@ from flowc.errorcodes import Code
 from flowc.fast_dataclass import dataclass
 from flowc.program import (
     AggregateStep,
+    CdcJoin,
     DeduplicateStep,
     DimensionJoinStep,
     DropStep,
@@ -257,8 +258,8 @@ def check_outer_joins(query: Query, lineage: Lineage, reporter: _OncePerPlace) -
         if not isinstance(step, JoinStep):
             continue
         node = step.node
-        if node.kind == JoinKind.INNER:
-            continue
+        if node.kind == JoinKind.INNER or _is_cdc_join(lineage, query, step):
+            continue  # a CDC join's processor emits and retracts its padded rows itself
         left = lineage.columns_before(query.insert, step)
         right = lineage.watermarked(step.inputs[0])
         condition = node.condition
@@ -279,6 +280,12 @@ def check_outer_joins(query: Query, lineage: Lineage, reporter: _OncePerPlace) -
         )
 
 
+def _is_cdc_join(lineage: Lineage, query: Query, step: JoinStep) -> bool:
+    """Whether ``step`` is the INSERT's JOIN over changes (ChangelogJoin's), not Spark's."""
+    joined = cdc_join(lineage.program, query.insert)
+    return joined is not None and joined.join is step
+
+
 def check_join_state_bounds(query: Query, lineage: Lineage, reporter: _OncePerPlace) -> None:
     """W0040: an inner stream-stream JOIN without watermarks on both sides and a time bound
     keeps every row of both sides forever (Spark, and Flink without state TTL)."""
@@ -286,6 +293,18 @@ def check_join_state_bounds(query: Query, lineage: Lineage, reporter: _OncePerPl
         if not isinstance(step, JoinStep):
             continue
         node = step.node
+        if _is_cdc_join(lineage, query, step):
+            reporter.warning(
+                Code.W0040,
+                f"{query.where}: this JOIN over changes keeps every row of both sides in "
+                "state forever (a row taken back by a -U or -D leaves it)",
+                node.keyword_span,
+                help="a JOIN over a CDC source's changes has no time to bound its state by "
+                "(a time bound in ON over changes is E0299, as Flink plans no interval join "
+                "over updates); Flink keeps its rows until a state TTL expires them, which "
+                "flowc does not run",
+            )
+            continue
         if node.kind != JoinKind.INNER:
             continue  # an outer join without them is E0706
         left = lineage.columns_before(query.insert, step)
@@ -958,7 +977,7 @@ def check_cdc_joins(query: Query, lineage: Lineage, reporter: _OncePerPlace) -> 
     joined = cdc_join(program, query.insert)
     if joined is None:
         return
-    origin = f"changes of CDC source '{joined.source}'"
+    origin = f"changes of CDC source{'s' if all(joined.changes) else ''} '{joined.source}'"
     chosen = store_other_than_rocksdb(program.settings)
     if chosen is not None:
         reporter.error(
@@ -970,7 +989,8 @@ def check_cdc_joins(query: Query, lineage: Lineage, reporter: _OncePerPlace) -> 
             "transformWithState processors only on RocksDB",
         )
     sink = program.sink(query.insert.sink)
-    pairs = " and ".join(f"{a} or {b}" for a, b in joined.pairs)
+    wanted = join_key_columns(joined)
+    pairs = " and ".join(wanted)
     if not is_upsert(sink.connector, sink.mode):
         reporter.error(
             Code.E0743,
@@ -982,17 +1002,46 @@ def check_cdc_joins(query: Query, lineage: Lineage, reporter: _OncePerPlace) -> 
         )
         return
     row_key = join_row_key(program, query.insert, joined)
-    if not row_key or not all(a in row_key or b in row_key for a, b in joined.pairs):
+    if not row_key or not all(
+        any(c in row_key for c in columns) for columns in _join_key_choices(joined)
+    ):
+        padded = (
+            f" ({joined.kind.value} JOIN: a row without a match has NULL in the other "
+            "side's columns, so the key holds the kept side's)"
+            if any(joined.preserved)
+            else ""
+        )
         reporter.error(
             Code.E0742,
             f"{query.where}: the sink's key ({', '.join(upsert_key(sink)) or 'none'}) does not "
             f"hold the JOIN's key ({pairs}) as joined columns passed on unchanged, and the "
-            "JOIN's updates and deletes name its rows by the sink's key",
+            f"JOIN's updates and deletes name its rows by the sink's key{padded}",
             query.insert.span,
             help=f"give sink '{sink.name}' a key of joined columns with {pairs} among them "
             "(e.g. the stream's id and its join column): Flink 2.3 gives this join no upsert "
             "key, so no other key is known to name one joined row",
         )
+
+
+def _join_key_choices(joined: CdcJoin) -> list[tuple[str, ...]]:
+    """Per ON equality, the columns of which the sink's key must hold one (an INNER JOIN:
+    either; an outer one: each preserved side's, as a padded row has NULL in the other's;
+    FULL: both, each column then naming its side's padded rows)."""
+    keep_left, keep_right = joined.preserved
+    choices: list[tuple[str, ...]] = []
+    for a, b in joined.pairs:
+        if keep_left and keep_right:
+            choices += [(a,), (b,)]
+        elif keep_left or keep_right:
+            choices.append((a,) if keep_left else (b,))
+        else:
+            choices.append((a, b))
+    return choices
+
+
+def join_key_columns(joined: CdcJoin) -> list[str]:
+    """The sink key's join columns, as a message names them ("a or b", "a")."""
+    return [" or ".join(columns) for columns in _join_key_choices(joined)]
 
 
 def _check_top_over_updates(

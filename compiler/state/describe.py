@@ -921,6 +921,20 @@ def changelog_processor(processor: ChangelogProcessor) -> ProcessorState:
                 if processor.row_keys
                 else ()
             ),
+            *(
+                (
+                    ProcessorParameter(
+                        "outer_join",
+                        processor.outer,
+                        ParameterRule.SAME.value,
+                        "the JOIN's state holds each side's rows, whose emitted rows depend "
+                        "on the JOIN's kind (padded or not): under another kind its changes "
+                        "would retract rows never written and leave others unwritten",
+                    ),
+                )
+                if processor.outer
+                else ()
+            ),
         ),
         row=(),
     )
