@@ -88,7 +88,9 @@ def check_changes_consumed(ctx: Context, program: Program) -> None:
             step.span,
             help="only row-wise steps (WHERE, SELECT and EXTEND without CURRENT_WATERMARK, "
             "SET, DROP, RENAME, EXPLODE), KEY BY and, in a streaming job, a KEY BY ... "
-            "AGGREGATE ending an INSERT into an upsert sink, or an inner JOIN of the INSERT's "
+            "AGGREGATE ending an INSERT into an upsert sink, a TOP (no WINDOW) over a source "
+            "with a PRIMARY KEY passed on unchanged (no EXPLODE before it; after it only "
+            "SELECT of plain columns, DROP, RENAME), or an inner JOIN of the INSERT's "
             "insert-only source with it ON equal columns of one type, followed by SELECT, "
             "EXTEND, DROP or RENAME only (no `relation.*`), take changes so far; read the "
             "source into a memory or console sink, or into an upsert sink keyed by its "
