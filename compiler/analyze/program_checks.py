@@ -22,6 +22,7 @@ from flowc.program import (
     Program,
     Step,
     Stream,
+    TopStep,
     cdc_upsert,
     change_flow,
 )
@@ -81,10 +82,16 @@ def check_changes_consumed(ctx: Context, program: Program) -> None:
         return
     flow = change_flow(program)
     for step, source in flow.refused_steps:
+        keyless = isinstance(step, TopStep) and not program.source(source).primary_key
         ctx.reporter.error(
             Code.E0299,
             f"{keyword(step.node)} cannot take the changes of source '{source}' (debezium-json: "
-            "inserts, updates and deletes)",
+            "inserts, updates and deletes)"
+            + (
+                ": the source declares no PRIMARY KEY, by which a TOP names the rows it holds"
+                if keyless
+                else ""
+            ),
             step.span,
             help="only row-wise steps (WHERE, SELECT and EXTEND without CURRENT_WATERMARK, "
             "SET, DROP, RENAME, EXPLODE), KEY BY and, in a streaming job, a KEY BY ... "
