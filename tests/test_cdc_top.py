@@ -180,6 +180,34 @@ def test_a_top_over_cdc_changes_across_micro_batches_and_restarts(
     assert by_key[1]["country"] == "FR" and 6 not in by_key and 4 in by_key
 
 
+def test_a_top_over_cdc_changes_into_postgres(
+    spark: Any, tmp_path: Path, postgres: dict[str, Any]
+) -> None:
+    """The pipe form into a postgres upsert sink (its own changelog path, where the
+    upsert of a moved customer wins over its delete too): the table after the same runs
+    equals the Python Top-N."""
+    import psycopg
+
+    program = SOURCE + (
+        f"CREATE SINK pg WITH (connector = 'postgres', host = '{postgres['host']}', "
+        f"port = {postgres['port']}, database = '{postgres['dbname']}', user = 'postgres', "
+        "table = 'cdc_top', key = 'id', mode = 'update');\n"
+        "INSERT INTO pg FROM customers |> WHERE id > 0 |> TOP 2 BY score DESC PER country;\n"
+    )
+    flow = tmp_path / "job.flow"
+    flow.write_text(program, encoding="utf-8")
+    for run in RUNS:
+        for index in run:
+            write_file(tmp_path / "in", index, BATCHES[index])
+        job = flowc.compile(program, str(flow), for_spark=True)
+        report = run_job(job, available_now=True, master="local[2]", out=io.StringIO())
+        assert [q.error for q in report.queries] == [None], report
+        with psycopg.connect(**postgres) as conn:
+            rows = conn.execute("SELECT id, country, score FROM cdc_top").fetchall()
+        wanted = top_n(current_rows(BATCHES[: run[-1] + 1]))
+        assert sorted(rows) == sorted((r["id"], r["country"], r["score"]) for r, _ in wanted)
+
+
 FLINK_CHANGES = """
 import json, sys
 from pyflink.table import EnvironmentSettings, TableEnvironment
