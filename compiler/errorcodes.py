@@ -542,16 +542,17 @@ class Code(StrEnum):
         "updating-sink-key",
         "an updating pipeline written to an upsert sink whose key is not its last step's "
         "upsert key (an AGGREGATE's group keys; a TOP's PER columns and rank, or without "
-        "the rank the updating AGGREGATE's keys; a JOIN over changes: one column of each ON "
-        "equality, the preserved side's for an outer JOIN, both for FULL): its deletes and "
-        "updates would not find their rows",
+        "the rank the updating AGGREGATE's keys, or a CDC source's PRIMARY KEY; a JOIN "
+        "over changes: one column of each ON equality, the preserved side's for an outer "
+        "JOIN, both for FULL): its deletes and updates would not find their rows",
         "updating-pipelines-on-spark",
     )
     E0743 = (
         "E0743",
         "updating-sink-kind",
-        "an updating pipeline (a step consuming a TOP's or an AGGREGATE's updates) written to "
-        "a sink that is not an upsert sink (files in update mode, postgres)",
+        "an updating pipeline (a step consuming a TOP's or an AGGREGATE's updates, or a CDC "
+        "source's) written to a sink that is not an upsert sink (files in update mode, "
+        "postgres)",
         "updating-pipelines-on-spark",
     )
     E0744 = (

@@ -7,6 +7,7 @@ side output) and its steps, each with the schema it outputs.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import field
 from typing import ClassVar, TypeAlias
 
@@ -923,11 +924,125 @@ def _qualified(node: object) -> bool:
     return any(_qualified(getattr(node, s, None)) for s in slots if s != "span")
 
 
+def view_readers(program: Program) -> Counter[str | None]:
+    """How many streams read each view (a JOIN's or UNION ALL's other side included)."""
+    readers: Counter[str | None] = Counter()
+    pending = [*(v.stream for v in program.views), *(i.stream for i in program.inserts)]
+    while pending:
+        stream = pending.pop()
+        readers[view_of(stream.origin)] += 1
+        pending.extend(other for step in stream.steps for other in step.inputs)
+    return readers
+
+
+def streams_from_source(program: Program, stream: Stream) -> list[Stream] | None:
+    """The streams from a source to ``stream``, first to last, through the views it reads
+    (``FROM v``, each read by no other stream: its rows are this chain's alone); None from
+    any other origin or where a view is read twice."""
+    chain = [stream]
+    while isinstance(chain[-1].origin, FromView):
+        chain.append(program.view(chain[-1].origin.name).stream)
+    if not isinstance(chain[-1].origin, FromSource):
+        return None
+    if len(chain) > 1:
+        readers = view_readers(program)
+        if any(readers[view_of(s.origin)] != 1 for s in chain[:-1]):
+            return None
+    return list(reversed(chain))
+
+
+@dataclass(frozen=True, slots=True)
+class CdcTop:
+    """A TOP (no WINDOW) over a CDC source's changes (docs/language.md, "Top-N over CDC
+    changes"): the source has a PRIMARY KEY, which row-wise steps and KEY BY (not EXPLODE)
+    pass on unchanged to the TOP, as ``identity`` (its names in the TOP's input rows);
+    after the TOP only projections (SELECT of plain columns, DROP, RENAME), ``after``.
+    Views on the way are read by nothing else (Flink's SQL ``ROW_NUMBER()`` form lowers
+    through them)."""
+
+    top: TopStep
+    source: SourceDef
+    identity: tuple[str, ...]
+    after: tuple[Step, ...]
+    #: The TOP's input rows.
+    input: Schema
+    #: Whether its rank column reaches the sink (Flink's upsert key is then the PER
+    #: columns and the rank; without it Flink 2.3 gives the Rank none).
+    ranked: bool = False
+
+
+def cdc_top(program: Program, insert: InsertDef) -> CdcTop | None:
+    """The INSERT's TOP over a CDC source's changes (streaming), None where its steps are
+    not one (see :class:`CdcTop`)."""
+    if program.settings.execution_mode == "batch":
+        return None
+    if not any(s.changelog and s.primary_key for s in program.sources):
+        return None  # before the walk through views, which counts their readers
+    streams = streams_from_source(program, insert.stream)
+    if streams is None:
+        return None
+    origin = streams[0].origin
+    assert isinstance(origin, FromSource)
+    source = program.source(origin.name)
+    if not source.changelog or not source.primary_key:
+        return None
+    steps = [step for s in streams for step in s.steps]
+    stateful = [i for i, step in enumerate(steps) if step.stateful]
+    if len(stateful) != 1 or any(step.inputs or _regroups(step) for step in steps):
+        return None
+    at = stateful[0]
+    top = steps[at]
+    if not isinstance(top, TopStep):
+        return None
+    before, after = steps[:at], steps[at + 1 :]
+    if not all(isinstance(s, UPSERT_KEEPING_STEPS) for s in before):
+        return None
+    if not all(_plain_projection(s) for s in after):
+        return None
+    identity = []
+    for column in source.primary_key:
+        held = frozenset({column})
+        for step in before:
+            held = _passes_on_all(step, held)
+        if not held:
+            return None
+        identity.append(sorted(held)[0] if column not in held else column)
+    schema = before[-1].schema if before else source.output_schema
+    rank = frozenset({top.node.rank.value}) if top.node.rank is not None else frozenset()
+    for step in after:
+        rank = _passes_on_all(step, rank)
+    return CdcTop(top, source, tuple(identity), tuple(after), schema, bool(rank))
+
+
+def _plain_projection(step: Step) -> bool:
+    """A step that only selects (plain columns or ``*``), renames or drops columns: it
+    passes each change on as it is."""
+    if isinstance(step, RenameStep | DropStep):
+        return True
+    if not isinstance(step, SelectStep) or step.watermark is not None:
+        return False
+    for item in step.node.items:
+        tree = item.expr.tree
+        if isinstance(tree, exp.Star):
+            continue
+        if not isinstance(tree, exp.Column) or not isinstance(tree.this, exp.Identifier):
+            return False
+        if tree.table:
+            return False
+    return True
+
+
 def change_flow(program: Program) -> ChangeFlow:
     """Follow each CDC source's changes through views and row-wise steps (linear: each
     view's end is computed once)."""
     changing = {s.name for s in program.sources if s.changelog}
     reading: dict[int, str] = {}
+    # The TOPs whose processor takes the changes (cdc_top; its own rules check the rest).
+    tops = {
+        id(found.top)
+        for i in (program.inserts if changing else ())
+        if (found := cdc_top(program, i)) is not None
+    }
     refused_steps: list[tuple[Step, str]] = []
     ends: dict[str, str | None] = {}
 
@@ -953,6 +1068,8 @@ def change_flow(program: Program) -> ChangeFlow:
                 return None  # the retracting AGGREGATE takes them (its own rules check it)
             if step is consumer and isinstance(step, JoinStep):
                 return None  # the CDC join's processor takes them (its own rules check it)
+            if id(step) in tops and not others:
+                return None  # the TOP's processor takes them (its own rules check it)
             if others or not isinstance(step, CHANGE_KEEPING_STEPS) or _regroups(step):
                 refused_steps.append((step, carried))
                 return None

@@ -117,10 +117,41 @@ PROGRAMS = {
         INSERT INTO o SELECT order_id, id, name
           FROM customers LEFT JOIN orders ON orders.customer_id = customers.id;
     """,
+    # A TOP over the changes (Flink's RetractStrategy Rank): with its rank into an upsert
+    # sink keyed by the PER column and the rank the Rank is I,UA,D, without it into a
+    # print sink I,UB,UA,D (docs/language.md, "Top-N over updates").
+    "top_numbered_into_upsert": """
+        CREATE TABLE s (id BIGINT, country STRING, score BIGINT, PRIMARY KEY (id) NOT ENFORCED)
+          WITH ('connector' = 'files', 'path' = 'in', 'format' = 'debezium-json');
+        CREATE TABLE o (id BIGINT, country STRING, score BIGINT, rn BIGINT,
+          PRIMARY KEY (country, rn) NOT ENFORCED)
+          WITH ('connector' = 'files', 'path' = 'out', 'format' = 'json');
+        INSERT INTO o SELECT id, country, score, rn FROM (SELECT *, ROW_NUMBER() OVER
+          (PARTITION BY country ORDER BY score DESC) AS rn FROM s WHERE id > 0) WHERE rn <= 2;
+    """,
+    "top_into_print": """
+        CREATE TABLE s (id BIGINT, country STRING, score BIGINT, PRIMARY KEY (id) NOT ENFORCED)
+          WITH ('connector' = 'files', 'path' = 'in', 'format' = 'debezium-json');
+        CREATE TABLE o (id BIGINT, country STRING, score BIGINT) WITH ('connector' = 'print');
+        INSERT INTO o SELECT id, country, score FROM (SELECT *, ROW_NUMBER() OVER
+          (PARTITION BY country ORDER BY score DESC) AS rn FROM s) WHERE rn <= 2;
+    """,
 }
 
 #: The JOINs over changes, each Join node's mode compared with Flink's.
 JOINS = [name for name in PROGRAMS if "join" in name]
+
+#: Without its rank, into an upsert sink keyed by the source's key: Flink 2.3 gives the
+#: Rank no upsert key and refuses the INSERT unless it says ON CONFLICT DO DEDUPLICATE
+#: (its SinkUpsertMaterializer then reads I,UB,UA,D), whose table flowc writes.
+TOP_UNNUMBERED = """
+    CREATE TABLE s (id BIGINT, country STRING, score BIGINT, PRIMARY KEY (id) NOT ENFORCED)
+      WITH ('connector' = 'files', 'path' = 'in', 'format' = 'debezium-json');
+    CREATE TABLE o (id BIGINT, country STRING, score BIGINT, PRIMARY KEY (id) NOT ENFORCED)
+      WITH ('connector' = 'files', 'path' = 'out', 'format' = 'json');
+    INSERT INTO o SELECT id, country, score FROM (SELECT *, ROW_NUMBER() OVER
+      (PARTITION BY country ORDER BY score DESC) AS rn FROM s) WHERE rn <= 2;
+"""
 
 #: A files sink with a PRIMARY KEY (flowc's upsert table) as Flink's blackhole sink, which
 #: takes inserts, updates after and deletes, as an upsert sink does.
@@ -142,6 +173,12 @@ def flink_plans(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[list
     asked = {
         name: as_flink_sql(textwrap.dedent(program), folder) for name, program in PROGRAMS.items()
     }
+    unnumbered = as_flink_sql(textwrap.dedent(TOP_UNNUMBERED), folder)
+    asked["top_unnumbered"] = unnumbered
+    asked["top_unnumbered_deduplicated"] = [
+        *unnumbered[:-1],
+        unnumbered[-1] + " ON CONFLICT DO DEDUPLICATE",
+    ]
     plans: dict[str, list[list[object]] | str] = ask_flink(PROBE, asked)
     return plans
 
@@ -314,3 +351,19 @@ def changelog_join_run(
         emitted = join.handleInputRows((0,), iter(rows), None)  # type: ignore[arg-type]
         out += [(r["__flowc_op"], tuple(r)[:-1]) for r in emitted]
     return out
+
+
+def test_a_top_without_its_rank_has_flinks_deduplicating_modes(
+    flink_plans: dict[str, list[list[object]] | str],
+) -> None:
+    """Flink refuses the INSERT as written (no upsert key); flowc runs it, its modes those
+    of Flink's plan with ON CONFLICT DO DEDUPLICATE (the Rank I,UB,UA,D)."""
+    refused = flink_plans["top_unnumbered"]
+    assert isinstance(refused, str) and "upsert key that differs" in refused, refused
+    plan = flink_plans["top_unnumbered_deduplicated"]
+    assert not isinstance(plan, str), plan
+    job = flowc.compile("SET sql.dialect = 'flink';\n" + textwrap.dedent(TOP_UNNUMBERED), "d.flow")
+    assert not [d for d in job.diagnostics if d.severity.name == "ERROR"], job.diagnostics
+    modes = flowc_modes(job.stream_graph)
+    assert ("rank", "I,UB,UA,D") in modes
+    assert modes == flink_modes(plan)

@@ -22,6 +22,7 @@ from flowc.program import (
     Program,
     Step,
     Stream,
+    TopStep,
     cdc_upsert,
     change_flow,
 )
@@ -81,17 +82,25 @@ def check_changes_consumed(ctx: Context, program: Program) -> None:
         return
     flow = change_flow(program)
     for step, source in flow.refused_steps:
+        keyless = isinstance(step, TopStep) and not program.source(source).primary_key
         ctx.reporter.error(
             Code.E0299,
             f"{keyword(step.node)} cannot take the changes of source '{source}' (debezium-json: "
-            "inserts, updates and deletes)",
+            "inserts, updates and deletes)"
+            + (
+                ": the source declares no PRIMARY KEY, by which a TOP names the rows it holds"
+                if keyless
+                else ""
+            ),
             step.span,
             help="only row-wise steps (WHERE, SELECT and EXTEND without CURRENT_WATERMARK, "
             "SET, DROP, RENAME, EXPLODE), KEY BY and, in a streaming job, a KEY BY ... "
-            "AGGREGATE ending an INSERT into an upsert sink, or a JOIN (inner, LEFT, RIGHT or "
-            "FULL) of the INSERT's source with another source ON equal columns of one type, "
-            "each side read through row-wise steps and KEY BY, followed by SELECT, EXTEND, "
-            "DROP or RENAME only (no `relation.*`), take changes so far; read the "
+            "AGGREGATE ending an INSERT into an upsert sink, a TOP (no WINDOW) over a source "
+            "with a PRIMARY KEY passed on unchanged (no EXPLODE before it; after it only "
+            "SELECT of plain columns, DROP, RENAME), or a JOIN (inner, LEFT, RIGHT or FULL) "
+            "of the INSERT's source with another source ON equal columns of one type, each "
+            "side read through row-wise steps and KEY BY, followed by SELECT, EXTEND, DROP "
+            "or RENAME only (no `relation.*`), take changes so far; read the "
             "source into a memory or console sink, or into an upsert sink keyed by its "
             "PRIMARY KEY",
         )

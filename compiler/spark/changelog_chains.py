@@ -15,8 +15,6 @@ INSERT's steps (and its views'): linear.
 
 from __future__ import annotations
 
-from collections import Counter
-
 from sqlglot import exp
 
 from flowc.analyze.upsert_sinks import upsert_key
@@ -28,7 +26,6 @@ from flowc.program import (
     CdcJoin,
     DropStep,
     FromSource,
-    FromView,
     InsertDef,
     JoinStep,
     KeyByStep,
@@ -39,7 +36,8 @@ from flowc.program import (
     Step,
     Stream,
     TopStep,
-    view_of,
+    cdc_top,
+    streams_from_source,
 )
 from flowc.sql.spark_sql import UnsupportedOnSpark, select_columns
 from flowc.vocabulary import JoinKind
@@ -85,7 +83,7 @@ def updating_chain(program: Program, insert: InsertDef) -> UpdatingChain | None:
     """The INSERT's updating chain, None where its steps are not one (views, JOINs and
     UNION ALLs, a third stateful step, a step between the two other than KEY BY, a step
     after the consumer; for a TOP over an AGGREGATE, see :func:`_top_over_updates`)."""
-    found = _top_over_updates(program, insert)
+    found = _top_over_updates(program, insert) or _top_over_changes(program, insert)
     if found is not None:
         return found
     stream = insert.stream
@@ -162,31 +160,41 @@ def _top_over_updates(program: Program, insert: InsertDef) -> UpdatingChain | No
 
 
 def _steps_through_views(program: Program, stream: Stream) -> list[Step] | None:
-    """The steps from a source to the end of ``stream``, through the views it reads
-    (``FROM v``, each read by no other stream); None from anything else or where a view
-    is read twice."""
-    chain = [stream]
-    while isinstance(chain[-1].origin, FromView):
-        chain.append(program.view(chain[-1].origin.name).stream)
-    origin = chain[-1].origin
+    """The steps from a source that is no CDC source to the end of ``stream``, through
+    the views it reads (:func:`~flowc.program.streams_from_source`)."""
+    streams = streams_from_source(program, stream)
+    if streams is None:
+        return None
+    origin = streams[0].origin
     if not isinstance(origin, FromSource) or program.source(origin.name).changelog:
         return None
-    if len(chain) > 1:
-        readers = _view_readers(program)
-        if any(readers[view_of(s.origin)] != 1 for s in chain[:-1]):
-            return None
-    return [step for s in reversed(chain) for step in s.steps]
+    return [step for s in streams for step in s.steps]
 
 
-def _view_readers(program: Program) -> Counter[str | None]:
-    """How many streams read each view (a JOIN's or UNION ALL's other side included)."""
-    readers: Counter[str | None] = Counter()
-    pending = [*(v.stream for v in program.views), *(i.stream for i in program.inserts)]
-    while pending:
-        stream = pending.pop()
-        readers[view_of(stream.origin)] += 1
-        pending.extend(other for step in stream.steps for other in step.inputs)
-    return readers
+def _top_over_changes(program: Program, insert: InsertDef) -> UpdatingChain | None:
+    """A TOP over a CDC source's changes (:func:`~flowc.program.cdc_top`): its input rows
+    are identified by the source's PRIMARY KEY; the sink's upsert key is the PER columns
+    and the rank where the rank reaches the sink, else that key (each as the last
+    projection names it; empty where one does not reach the sink, which E0742 says)."""
+    found = cdc_top(program, insert)
+    if found is None:
+        return None
+    top = found.top
+    final = _traced(list(found.after), top.schema)
+    if final is None:
+        return None
+    rank = top.node.rank
+    ranked = rank is not None and rank.value in final
+    wanted = [*top.keys, rank.value] if rank is not None and ranked else list(found.identity)
+    return UpdatingChain(
+        None,
+        top,
+        found.input,
+        found.source.name,
+        row_keys=() if ranked else found.identity,
+        sink_key=tuple(final[k] for k in wanted) if all(k in final for k in wanted) else (),
+        carrying=frozenset(id(s) for s in found.after),
+    )
 
 
 def _traced(steps: list[Step], schema: Schema) -> dict[str, str] | None:

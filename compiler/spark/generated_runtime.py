@@ -653,6 +653,17 @@ def distinct_keys(rows: list[tuple[object, ...]], key_positions: list[int], sink
         seen.add(key)
 
 
+def upserts_win(rows: list[tuple[Any, ...]], key_positions: list[int]) -> list[tuple[Any, ...]]:
+    """A processor's changelog of one micro-batch (each row's kind last, '-U' rows gone)
+    without the '-D' rows of a key that a '+I' or '+U' row of the batch upserts: a TOP
+    over a CDC source's changes emits a row that moved to another partition (a customer
+    changing country) as '-D' from the old one's processor and '+I' from the new one's,
+    in no order, and the row is there after the batch."""
+    upserted = {tuple(row[i] for i in key_positions) for row in rows if row[-1] != '-D'}
+    return [row for row in rows
+            if row[-1] != '-D' or tuple(row[i] for i in key_positions) not in upserted]
+
+
 def changes_in_order(rows: list[tuple[Any, ...]], key_positions: list[int],
                      before_deletes: bool) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
     """A CDC source's changes of one micro-batch (each row's kind last) applied in the
@@ -731,6 +742,7 @@ def postgres_upsert(sink: str, table: str, columns: list[tuple[str, str]], keys:
         else:
             rows = [tuple(row) for row in batch.select(*[quoted(n) for n in names], *ops)
                     .collect() if not changelog or row['__flowc_op'] != '-U']
+            rows = upserts_win(rows, positions) if changelog else rows
             distinct_keys(rows, positions, sink, batch_id)
             deleted = [tuple(r[i] for i in positions) for r in rows
                        if changelog and r[-1] == '-D']
@@ -834,7 +846,12 @@ def file_upsert(sink: str, path: str, fmt: str, keys: list[str], options: dict[s
         elif changelog:
             batch = batch.where(F.col('__flowc_op') != '-U')
             written = batch.where(F.col('__flowc_op') != '-D').drop('__flowc_op')
-        if not in_order:
+            key_columns = batch.select(*[quoted(k) for k in keys])
+            changes = [tuple(row) for row in batch.select(*[quoted(k) for k in keys],
+                                                          '__flowc_op').collect()]
+            rows = [row[:-1] for row in upserts_win(changes, list(range(len(keys))))]
+            batch = spark.createDataFrame(rows, key_columns.schema)
+        else:
             rows = [tuple(row) for row in batch.select(*[quoted(k) for k in keys]).collect()]
         pointer = os.path.join(path, '_current')
         current = None
@@ -1520,7 +1537,15 @@ class ChangelogOperator(StatefulProcessor):
         assert self.identities is not None
         at = [self.columns.index(k) for k in self.identities]
         before = {repr(self.identity(tuple(r[i] for i in at))): r for r in old}
-        after = {repr(self.identity(tuple(r[i] for i in at))): r for r in new}
+        after: dict[str, tuple[Any, ...]] = {}
+        for row in new:
+            text = repr(self.identity(tuple(row[i] for i in at)))
+            if text in after:  # a CDC source's log inserting a key it holds
+                raise ValueError(
+                    f"[FLOWC_TOP_KEY_TWICE] two rows of the top have the key "
+                    f"({', '.join(self.identities)}) = {tuple(row[i] for i in at)!r}: an "
+                    'upsert sink keeps one row per key')
+            after[text] = row
         out: list[tuple[str, tuple[Any, ...]]] = []
         for text in sorted(set(before) | set(after)):
             if text not in after:
@@ -1806,7 +1831,7 @@ OVER_HELPERS = (stored_schema, OverAggregate, flink_average_over, over_aggregate
 
 #: What a program with an upsert sink carries (and ``quoted``, a malformed-records helper),
 #: then ``postgres_upsert`` or ``file_upsert`` for the sinks it has.
-UPSERT_HELPERS = (query_identity, distinct_keys)
+UPSERT_HELPERS = (query_identity, distinct_keys, upserts_win)
 
 
 #: The generated program's FunctionNotLoaded, as text.

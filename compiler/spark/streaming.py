@@ -51,6 +51,7 @@ from flowc.program import (
     WindowAggregateStep,
     WindowTopStep,
     cdc_join,
+    cdc_top,
     change_flow,
 )
 from flowc.spans import Span
@@ -717,6 +718,9 @@ def check_top_into_upsert(query: Query, lineage: Lineage, reporter: _OncePerPlac
     found = top_groups(lineage.program, query.insert)
     if found is None or found.blocker is None:
         return
+    chain = updating_chain(lineage.program, query.insert)
+    if chain is not None and chain.consumer is found.top:
+        return  # its processor emits the rows' changes by key (check_updating_chains)
     top = found.top
     reporter.error(
         Code.E0709,
@@ -879,6 +883,15 @@ def check_updating_chains(query: Query, lineage: Lineage, reporter: _OncePerPlac
     program = lineage.program
     chain = updating_chain(program, query.insert)
     if chain is None:
+        found = cdc_top(program, query.insert)
+        if found is not None:  # a projection after the TOP flowc does not trace
+            reporter.error(
+                Code.E0299,
+                f"{query.where}: the TOP over the changes of source '{found.source.name}' "
+                "runs as a processor only where plain columns follow it",
+                _keyword(found.top),
+                help="after the TOP, SELECT plain columns (or *), RENAME or DROP only",
+            )
         return
     consumer, producer = chain.consumer, chain.producer
     origin = chain.origin_text("" if producer is None else keyword(producer.node))
@@ -888,8 +901,8 @@ def check_updating_chains(query: Query, lineage: Lineage, reporter: _OncePerPlac
             Code.E0744,
             f"{query.where}: "
             + (
-                f"the AGGREGATE consuming the {origin} runs as a stateful processor, which "
-                "needs the "
+                f"the {keyword(consumer.node)} consuming the {origin} runs as a stateful "
+                "processor, which needs the "
                 if producer is None
                 else f"the {origin} and the AGGREGATE consuming its updates run as stateful "
                 "processors, which need the "
@@ -1069,11 +1082,28 @@ def _check_top_over_updates(
         )
         return
     key = upsert_key(sink)
+    if not wanted:  # a CDC source's: its PRIMARY KEY (or the PER columns) left out
+        reporter.error(
+            Code.E0742,
+            f"{query.where}: the TOP's upsert key, "
+            + (
+                "its PER columns and its rank"
+                if ranked
+                else f"the PRIMARY KEY of source '{chain.source}' (its rank is not selected)"
+            )
+            + ", does not reach the sink unchanged, and its updates and deletes name rows by it",
+            query.insert.span,
+            help="select the key's columns as they are after the TOP",
+        )
+        return
     if {k.lower() for k in key} != {k.lower() for k in wanted}:
         what = (
             f"the PER columns and the rank ({', '.join(wanted)})"
             if ranked
             else f"the updating AGGREGATE's keys ({', '.join(wanted)}), as no rank is selected"
+            if chain.producer is not None
+            else f"the PRIMARY KEY of source '{chain.source}' ({', '.join(wanted)}), as no "
+            "rank is selected"
         )
         reporter.error(
             Code.E0742,
