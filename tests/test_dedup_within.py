@@ -421,6 +421,32 @@ def test_within_keeps_every_value_exactly_in_both_forms(
     assert len(within_rule(EXACT_BATCHES, interval=10, delay=1, key=values_key)) == 7
 
 
+def test_a_checkpoint_kept_by_the_row_form_is_refused_to_the_pandas_form(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Spark runs the two forms as different operators and fails a checkpoint the other
+    wrote (STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA, seen when this test
+    ran before the guard knew): after two micro-batches in the row form, the pandas form
+    is refused by the restart guard before Spark starts, nothing written."""
+    flow = tmp_path / "issue.flow"
+    flow.write_text(ISSUE, encoding="utf-8")
+    chosen = spark_plan.within_form
+    monkeypatch.setattr(spark_plan, "within_form", lambda schema: (False, "forced"))
+    for index, batch in enumerate(BATCHES[:2]):
+        write_batch(tmp_path / "in", index, batch)
+        job = compiled(ISSUE, flow, "rows")
+        report = run_job(job, available_now=True, master="local[2]", out=io.StringIO())
+        assert all(q.error is None for q in report.queries), report
+    written = sorted(p for p in tmp_path.rglob("*") if p.is_file())
+    monkeypatch.setattr(spark_plan, "within_form", chosen)
+    with pytest.raises(flowc.CompileError) as refused:
+        run_job(compiled(ISSUE, flow, "pandas"), available_now=True, out=io.StringIO())
+    errors = [d for d in refused.value.diagnostics if d.severity is flowc.Severity.ERROR]
+    assert {d.code for d in errors} == {"E0820"}, errors
+    assert all("now has form pandas" in d.message for d in errors), errors
+    assert sorted(p for p in tmp_path.rglob("*") if p.is_file()) == written
+
+
 BATCH_MODE = """\
 SET max_parallelism = 16;
 SET execution.mode = batch;
