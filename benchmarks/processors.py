@@ -1,7 +1,9 @@
 """flowc's stateful processors against Spark's own operators, rows per second.
 
-``DEDUPLICATE ON id WITHIN INTERVAL 1 MINUTE`` runs as flowc's ``transformWithState``
-processor (docs/language.md, "DEDUPLICATE WITHIN on Spark"); Spark's nearest native forms
+``DEDUPLICATE ON id WITHIN INTERVAL 1 MINUTE`` runs as flowc's processor in the pandas form
+the plan chooses for this input (``transformWithStateInPandas``) and, edited in the
+program, in the row form (``transformWithState``) (docs/language.md, "DEDUPLICATE WITHIN
+on Spark"); Spark's nearest native forms
 are Spark's ``dropDuplicatesWithinWatermark(['id'])`` (a key kept until the watermark
 passes its first row's time plus the watermark delay: what flowc does not run, as it
 ignores the interval; run here by editing the generated program), ``DEDUPLICATE ON id,
@@ -63,14 +65,23 @@ class Form:
     processor: bool
     #: Spark's bounded deduplication in place of ``dropDuplicates`` in the program.
     within_watermark: bool = False
+    #: The processor's row form, where the plan chose the pandas form (edited in the program).
+    rows: bool = False
 
 
 FORMS = (
     Form(
         "within",
-        "processor: DEDUPLICATE ON id WITHIN 1 MINUTE",
+        "processor (pandas form): DEDUPLICATE ON id WITHIN 1 MINUTE",
         "DEDUPLICATE ON id WITHIN INTERVAL 1 MINUTE",
         True,
+    ),
+    Form(
+        "within-rows",
+        "processor (row form): DEDUPLICATE ON id WITHIN 1 MINUTE",
+        "DEDUPLICATE ON id WITHIN INTERVAL 1 MINUTE",
+        True,
+        rows=True,
     ),
     Form(
         "watermark",
@@ -130,12 +141,16 @@ def run_once(spark: object, form: Form, data: str, checkpoint: str) -> Measured:
     job = flowc.compile(JOB.format(path=data, step=form.step), "processors.flow", for_spark=True)
     assert bool(job.spark_plan.within_deduplicators) == form.processor, form
     program = load_program(job)
-    if form.within_watermark:
+    if form.within_watermark or form.rows:
         text = generate_pyspark(job)
-        assert text.count(".dropDuplicates([") == 1
+        old, new = (
+            (", pandas=True)", ")")
+            if form.rows
+            else (".dropDuplicates([", ".dropDuplicatesWithinWatermark([")
+        )
+        assert text.count(old) == 1
         program.__dict__.clear()
-        edited = text.replace(".dropDuplicates([", ".dropDuplicatesWithinWatermark([")
-        exec(compile(edited, "<processors benchmark>", "exec"), program.__dict__)
+        exec(compile(text.replace(old, new), "<processors benchmark>", "exec"), program.__dict__)
     started = time.perf_counter()
     queries = program.start_queries(spark, checkpoint, True)
     for query in queries:

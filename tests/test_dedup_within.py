@@ -22,7 +22,10 @@ and at most one more without data that moves the watermark on; each run a restar
 from __future__ import annotations
 
 import io
-from collections.abc import Callable, Hashable, Iterable
+import json
+from collections.abc import Callable, Hashable, Iterable, Iterator
+from datetime import datetime
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -31,15 +34,21 @@ import pytest
 import flowc
 from flowc.cli.main import main
 from flowc.runtime.run import run_job
+from flowc.spark import spark_plan
 from flowc.spark.codegen import generate_pyspark
-from tests.helpers.files import read_json_dir
+from tests.helpers.files import committed_files, read_json_dir
 from tests.helpers.minute_events import Row, at, minutes, write_batch
 
 # ---------------------------------------------------------------- the rules, in Python
 
 
-def within_rule(batches: list[list[Row]], interval: float, delay: float) -> list[Row]:
-    """DEDUPLICATE ON id WITHIN ``interval`` minutes, as the language defines it.
+def within_rule(
+    batches: list[list[Row]],
+    interval: float,
+    delay: float,
+    key: Callable[[Row], Hashable] = lambda r: r["id"],
+) -> list[Row]:
+    """DEDUPLICATE ON id (or ``key``) WITHIN ``interval`` minutes, as the language defines it.
 
     Per micro-batch in event-time order: a row is dropped when it is late (at or behind the
     watermark: the largest event time of the earlier micro-batches minus ``delay``) or less
@@ -54,9 +63,9 @@ def within_rule(batches: list[list[Row]], interval: float, delay: float) -> list
             t = minutes(row["ts"])
             if t <= watermark:
                 continue
-            if row["id"] in kept and abs(t - kept[row["id"]]) < interval:
+            if key(row) in kept and abs(t - kept[key(row)]) < interval:
                 continue
-            kept[row["id"]] = t
+            kept[key(row)] = t
             out.append(row)
         times = [minutes(r["ts"]) for r in batch if r["ts"] is not None]
         watermark = max(watermark, max(times, default=watermark + delay) - delay)
@@ -112,6 +121,27 @@ def test_the_rules_on_hand_worked_rows() -> None:
 
 # ---------------------------------------------------------------- the processor
 
+
+@pytest.fixture(params=["pandas", "rows"])
+def form(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each test of the processor runs in both forms: the plan's (the pandas form, for
+    inputs of the types it carries exactly) and the row form, forced."""
+    if request.param == "rows":
+        monkeypatch.setattr(
+            spark_plan, "within_form", lambda schema: (False, "the row form, forced by the test")
+        )
+    return str(request.param)
+
+
+def compiled(text: str, path: Path, form: str) -> flowc.CompiledJob:
+    """``text`` compiled for Spark, each DEDUPLICATE ... WITHIN in ``form``."""
+    job = flowc.compile(text, str(path), for_spark=True)
+    assert job.spark_plan.within_deduplicators
+    for found in job.spark_plan.within_deduplicators.values():
+        assert found.pandas == (form == "pandas"), found.form_why
+    return job
+
+
 ISSUE = """\
 SET max_parallelism = 16;
 CREATE SOURCE ev (id BIGINT, v STRING, ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL 1 MINUTE)
@@ -149,8 +179,39 @@ def test_within_runs_as_a_processor_the_plan_names() -> None:
     assert "DEDUPLICATE ... WITHIN" in job.spark_plan.state_store.reason
     text = "\n".join(job.spark_plan.to_text())
     assert "deduplicate within: line 6: DEDUPLICATE ON id WITHIN INTERVAL 10 MINUTES" in text
+    assert found.pandas and "transformWithStateInPandas processor" in text
+    assert "rows move as pandas DataFrames" in text
     program = generate_pyspark(job)
     assert "= deduplicate_within(kept_" in program and "class DeduplicateWithin(" in program
+    assert ", pandas=True)" in program and "class DeduplicateWithinPandas(" in program
+
+
+@pytest.mark.parametrize(
+    ("column", "pandas"),
+    [
+        ("x BIGINT, n INT, s SMALLINT, t TINYINT, b BOOLEAN, d DECIMAL(38, 18), day DATE", True),
+        ("x DOUBLE", False),
+        ("x FLOAT", False),
+        ("x BINARY", False),
+        ("x ARRAY<BIGINT>", False),
+        ("x STRUCT<y: BIGINT>", False),
+        ("x MAP<STRING, BIGINT>", False),
+    ],
+)
+def test_the_form_follows_the_input_types(column: str, pandas: bool) -> None:
+    """The pandas form only where every column's type is one it is shown to carry exactly
+    (the test above); any other column, nested too, keeps the row form, and the plan says
+    which column."""
+    text = ISSUE.replace("ts TIMESTAMP,", f"ts TIMESTAMP, {column},")
+    job = flowc.compile(text, "form.flow", for_spark=True)
+    (found,) = job.spark_plan.within_deduplicators.values()
+    assert found.pandas == pandas
+    program = generate_pyspark(job)
+    assert ("class DeduplicateWithinPandas(" in program) == pandas
+    if not pandas:
+        kind = column.split(" ", 1)[1]
+        assert f"column 'x' is {kind}, which the pandas form is not shown" in found.to_text()
+        assert "transformWithState processor" in found.to_text()
 
 
 BATCHES: list[list[Row]] = [
@@ -200,7 +261,7 @@ def window_counts(rows: list[Row], closed_before: float) -> dict[float, int]:
 
 
 def test_within_keeps_the_rules_rows_across_micro_batches_and_restarts(
-    spark: Any, tmp_path: Path
+    spark: Any, tmp_path: Path, form: str
 ) -> None:
     """Five micro-batches, each its own run on the same checkpoints: the kept rows equal the
     rule's, and a window after the processor counts them (its time column kept the
@@ -209,7 +270,7 @@ def test_within_keeps_the_rules_rows_across_micro_batches_and_restarts(
     flow.write_text(ISSUE, encoding="utf-8")
     for index, batch in enumerate(BATCHES):
         write_batch(tmp_path / "in", index, batch)
-        job = flowc.compile(ISSUE, str(flow), for_spark=True)
+        job = compiled(ISSUE, flow, form)
         report = run_job(job, available_now=True, master="local[2]", out=io.StringIO())
         assert all(q.error is None for q in report.queries), report
     (kept_state,) = [h for q in report.queries if q.name == "o" for h in q.state]
@@ -228,6 +289,164 @@ def test_within_keeps_the_rules_rows_across_micro_batches_and_restarts(
     assert counted == window_counts(wanted, watermark)
 
 
+EXACT = """\
+SET max_parallelism = 4;
+CREATE SOURCE ev (id BIGINT, big BIGINT, n INT, sm SMALLINT, tn TINYINT, flag BOOLEAN, s STRING,
+    d DECIMAL(38, 18), day DATE, c TIMESTAMP, ts TIMESTAMP,
+    WATERMARK FOR ts AS ts - INTERVAL 1 MINUTE)
+  WITH (connector = 'files', path = 'in', format = 'json');
+CREATE SINK by_id WITH (connector = 'files', path = 'out/by_id', format = 'json');
+CREATE SINK by_values WITH (connector = 'files', path = 'out/by_values', format = 'json');
+INSERT INTO by_id FROM ev |> DEDUPLICATE ON id WITHIN INTERVAL 10 MINUTES;
+INSERT INTO by_values FROM ev |> DEDUPLICATE ON s, d, c, day, flag WITHIN INTERVAL 10 MINUTES;
+"""
+BIG = 2**53 + 1
+#: Two instants an hour apart that New York's clocks both read 01:30 (DST ends).
+FIRST_0130, SECOND_0130 = "2024-11-03T05:30:00.001Z", "2024-11-03T06:30:00Z"
+FULL: Row = {
+    "id": BIG,
+    "big": BIG,
+    "n": 2**31 - 1,
+    "sm": -(2**15),
+    "tn": 127,
+    "flag": True,
+    "s": "a\u0000b",
+    "d": "12345678901234567890.123456789012345678",
+    "day": "2024-01-01",
+    "c": FIRST_0130,
+}
+NULLS: Row = dict.fromkeys(FULL)
+EXACT_BATCHES: list[list[Row]] = [
+    [
+        {**FULL, "ts": at(0)},
+        {**NULLS, "id": BIG - 1, "c": SECOND_0130, "ts": at(1)},  # 2^53: another key
+        {
+            **NULLS,
+            "big": -(2**63),
+            "n": -(2**31),
+            "sm": 2**15 - 1,
+            "tn": -128,
+            "flag": False,
+            "s": "",
+            "d": "-0.000000000000000001",
+            "day": "9999-12-31",
+            "c": "2300-01-01T00:00:00Z",  # beyond pandas' nanoseconds
+            "ts": at(2),
+        },
+        {**FULL, "s": "a\u0000b", "c": SECOND_0130, "ts": at(3)},  # values: c's other 01:30
+        {**FULL, "ts": at(4)},  # FULL's repeat: dropped by both
+    ],
+    # watermark 10:03
+    [
+        {**FULL, "big": None, "ts": at(12)},  # 12 after FULL: kept by both
+        {**NULLS, "id": BIG - 1, "c": SECOND_0130, "ts": at(5)},  # 4 after: dropped by both
+        {**NULLS, "ts": at(6)},  # a NULL id 4 after the NULL id at 2: dropped
+    ],
+    # watermark 10:11
+    [
+        {**FULL, "ts": at(11)},  # late
+        {**NULLS, "id": BIG - 1, "c": SECOND_0130, "ts": at(30)},
+        {**NULLS, "ts": at(13)},  # 11 after the NULL id at 2: kept
+    ],
+]
+
+
+def instant(text: str | None) -> datetime | None:
+    return None if text is None else datetime.fromisoformat(text)
+
+
+def exact(row: Row) -> tuple[object, ...]:
+    """A row's values as compared: DECIMAL as Decimal, TIMESTAMP its instant (``c``) or
+    minutes after 10:00 (``ts``), a column the sink left out NULL."""
+    d = row.get("d")
+    return (
+        row.get("id"),
+        row.get("big"),
+        row.get("n"),
+        row.get("sm"),
+        row.get("tn"),
+        row.get("flag"),
+        row.get("s"),
+        None if d is None else Decimal(str(d)),
+        row.get("day"),
+        instant(row.get("c")),
+        minutes(row["ts"]),
+    )
+
+
+def read_exact(folder: Path) -> list[tuple[object, ...]]:
+    """A JSON sink's rows, its numbers read exactly (a DECIMAL's digits as written)."""
+    return sorted(
+        (
+            exact(json.loads(line, parse_float=Decimal))
+            for part in committed_files(folder)
+            for line in part.read_text(encoding="utf-8").splitlines()
+            if line
+        ),
+        key=repr,
+    )
+
+
+@pytest.fixture
+def new_york(spark: Any) -> Iterator[Any]:
+    """The session in a zone whose clocks read one hour twice: pandas gets its wall time."""
+    before = spark.conf.get("spark.sql.session.timeZone")
+    spark.conf.set("spark.sql.session.timeZone", "America/New_York")
+    yield spark
+    spark.conf.set("spark.sql.session.timeZone", before)
+
+
+def test_within_keeps_every_value_exactly_in_both_forms(
+    new_york: Any, tmp_path: Path, form: str
+) -> None:
+    """Both forms write the kept rows' values as read, across micro-batches and restarts:
+    BIGINT 2^53 + 1 as key and value beside 2^53, each integer type's bounds, NULL in every
+    column and as a key, a STRING with NUL, DECIMAL(38, 18), DATE 9999-12-31, TIMESTAMPs in
+    the hour New York's clocks read twice and beyond pandas' nanosecond range."""
+    flow = tmp_path / "exact.flow"
+    flow.write_text(EXACT, encoding="utf-8")
+    for index, batch in enumerate(EXACT_BATCHES):
+        write_batch(tmp_path / "in", index, batch)
+        job = compiled(EXACT, flow, form)
+        report = run_job(job, available_now=True, master="local[2]", out=io.StringIO())
+        assert all(q.error is None for q in report.queries), report
+
+    def values_key(r: Row) -> Hashable:
+        return (r["s"], r["d"] and Decimal(r["d"]), instant(r["c"]), r["day"], r["flag"])
+
+    for sink, key in (("by_id", lambda r: r["id"]), ("by_values", values_key)):
+        wanted = within_rule(EXACT_BATCHES, interval=10, delay=1, key=key)
+        assert read_exact(tmp_path / "out" / sink) == sorted(map(exact, wanted), key=repr), sink
+    assert len(within_rule(EXACT_BATCHES, interval=10, delay=1)) == 6
+    assert len(within_rule(EXACT_BATCHES, interval=10, delay=1, key=values_key)) == 7
+
+
+def test_a_checkpoint_kept_by_the_row_form_is_refused_to_the_pandas_form(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Spark runs the two forms as different operators and fails a checkpoint the other
+    wrote (STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA, seen when this test
+    ran before the guard knew): after two micro-batches in the row form, the pandas form
+    is refused by the restart guard before Spark starts, nothing written."""
+    flow = tmp_path / "issue.flow"
+    flow.write_text(ISSUE, encoding="utf-8")
+    chosen = spark_plan.within_form
+    monkeypatch.setattr(spark_plan, "within_form", lambda schema: (False, "forced"))
+    for index, batch in enumerate(BATCHES[:2]):
+        write_batch(tmp_path / "in", index, batch)
+        job = compiled(ISSUE, flow, "rows")
+        report = run_job(job, available_now=True, master="local[2]", out=io.StringIO())
+        assert all(q.error is None for q in report.queries), report
+    written = sorted(p for p in tmp_path.rglob("*") if p.is_file())
+    monkeypatch.setattr(spark_plan, "within_form", chosen)
+    with pytest.raises(flowc.CompileError) as refused:
+        run_job(compiled(ISSUE, flow, "pandas"), available_now=True, out=io.StringIO())
+    errors = [d for d in refused.value.diagnostics if d.severity is flowc.Severity.ERROR]
+    assert {d.code for d in errors} == {"E0820"}, errors
+    assert all("now has form pandas" in d.message for d in errors), errors
+    assert sorted(p for p in tmp_path.rglob("*") if p.is_file()) == written
+
+
 BATCH_MODE = """\
 SET max_parallelism = 16;
 SET execution.mode = batch;
@@ -238,13 +457,13 @@ INSERT INTO o FROM ev |> DEDUPLICATE ON id WITHIN INTERVAL 10 MINUTES;
 """
 
 
-def test_within_in_batch_mode_keeps_the_rules_rows(spark: Any, tmp_path: Path) -> None:
+def test_within_in_batch_mode_keeps_the_rules_rows(spark: Any, tmp_path: Path, form: str) -> None:
     """Batch mode reads every file at once: no row is late, each key's rows in time order."""
     flow = tmp_path / "batch.flow"
     flow.write_text(BATCH_MODE, encoding="utf-8")
     for index, batch in enumerate(BATCHES):
         write_batch(tmp_path / "in", index, batch)
-    job = flowc.compile(BATCH_MODE, str(flow), for_spark=True)
+    job = compiled(BATCH_MODE, flow, form)
     (found,) = job.spark_plan.within_deduplicators.values()
     assert not found.streaming
     report = run_job(job, master="local[2]", out=io.StringIO())

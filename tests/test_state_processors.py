@@ -194,6 +194,24 @@ def test_within_key_groups_changed_is_refused() -> None:
     assert got is Verdict.COMPATIBLE
 
 
+def test_within_changing_form_is_refused() -> None:
+    """A DOUBLE column makes DEDUPLICATE ... WITHIN run in the row form, which Spark runs as
+    another operator than the pandas form (it fails the other's checkpoint): refused both
+    ways; the same form either side (no DOUBLE, or one kept) is compatible."""
+    double = WITHIN.replace("v BIGINT,", "v BIGINT, x DOUBLE,")
+    (query,) = _manifest(WITHIN).queries
+    (operator,) = query.operators
+    assert operator.processor is not None and operator.processor.parameter("form") is not None
+    for old, new in ((WITHIN, double), (double, WITHIN)):
+        got, messages = _verdict(old, new)
+        assert got is Verdict.INCOMPATIBLE
+        assert any("form" in m and "STREAMING_STATEFUL_OPERATOR" in m for m in messages), messages
+    assert _verdict(double, double.replace("x DOUBLE", "y DOUBLE"))[0] is Verdict.COMPATIBLE
+    assert _verdict(WITHIN, WITHIN.replace("v BIGINT,", "v BIGINT, y INT,"))[0] is (
+        Verdict.COMPATIBLE
+    )
+
+
 def test_batch_over_keeps_no_processor_state() -> None:
     (query,) = _manifest("SET execution.mode = batch;\n" + OVER).queries
     assert all(o.processor is None for o in query.operators)

@@ -34,6 +34,7 @@ from flowc.spark.generated_runtime import (
     CHANGELOG_HELPERS,
     CHANGELOG_JOIN_HELPERS,
     DEDUPLICATE_WITHIN_HELPERS,
+    DEDUPLICATE_WITHIN_PANDAS_HELPERS,
     FAILURE_HELPERS,
     FUNCTION_HELPERS,
     FUNCTION_NOT_LOADED,
@@ -158,7 +159,11 @@ class PysparkGenerator(SourceWriter, StepWriter, SinkWriter):
         if self.spark_plan.watermark_readers:
             self.copy_functions(source_text(WATERMARK_HELPERS))
         if self.spark_plan.within_deduplicators:
-            within: tuple[Callable[..., object], ...] = DEDUPLICATE_WITHIN_HELPERS
+            within: tuple[Callable[..., object], ...] = (
+                DEDUPLICATE_WITHIN_PANDAS_HELPERS
+                if any(d.pandas for d in self.spark_plan.within_deduplicators.values())
+                else DEDUPLICATE_WITHIN_HELPERS
+            )
             if not (self.parsed_sources or upserts):  # the ones that copy ``quoted``
                 within = (quoted, *within)
             self.copy_functions(source_text(within))

@@ -321,7 +321,8 @@ class StepWriter(ProgramText):
             raise UnsupportedOnSpark("DEDUPLICATE ... WITHIN without one event-time column")
         self.w(
             f"{df} = deduplicate_within({df}, [{columns}], {found.column!r}, "
-            f"{found.within_ms}, {found.key_groups}, {found.streaming})",
+            f"{found.within_ms}, {found.key_groups}, {found.streaming}"
+            f"{', pandas=True' if found.pandas else ''})",
             1,
         )
 

@@ -25,6 +25,7 @@ from flowc.program import BUCKET_COLUMN, WATERMARK_COLUMN
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
+    import pandas as pd  # type: ignore[import-untyped]  # no stubs installed
     from pyspark import cloudpickle
     from pyspark.errors import PySparkException
     from pyspark.sql import Column, DataFrame, Row, SparkSession, Window
@@ -1076,31 +1077,162 @@ class DeduplicateWithin(StatefulProcessor):
         pass
 
 
+class DeduplicateWithinPandas(DeduplicateWithin):
+    """DeduplicateWithin in the pandas form (``transformWithStateInPandas``), for inputs
+    whose every column PySpark's pandas conversion carries exactly (the plan's
+    ``within_form``): the same rule and the same state (a key's text is the row form's),
+    each key group's rows as DataFrames, their columns ``inputs`` by position. Spark runs
+    it with ``preferIntExtensionDtype``, so a BIGINT arrives as a Python int, never a float (one
+    that did fails the micro-batch); a TIMESTAMP column arrives as a local wall time that
+    a daylight-saving overlap makes ambiguous, so it is written back from its epoch
+    microseconds (column ``micros[name]``, made before) as a UTC instant."""
+
+    def __init__(
+        self, keys: list[str], millis: str, group: str, within: int, state: StructType | None,
+        inputs: list[str], output: list[str], micros: dict[str, str], integers: list[str],
+    ) -> None:
+        super().__init__(keys, millis, group, within, state)
+        self.inputs = inputs
+        self.output = output
+        self.micros = micros
+        self.integers = integers
+
+    def handleInputRows(
+        self, key: tuple[object, ...], rows: Iterator[pd.DataFrame], timerValues: TimerValues
+    ) -> Iterator[pd.DataFrame]:
+        import pandas as pd
+
+        mark = timerValues.getCurrentWatermarkInMs() if self.state is not None else 0
+        kept = self.load(mark)
+        frame = pd.concat(list(rows), ignore_index=True)
+        frame.columns = self.inputs  # the worker's names are a namedtuple's: _3 for __flowc_x
+        for name in self.integers:
+            if frame[name].dtype.kind == 'f':
+                raise ValueError(f'column {name!r} arrived as {frame[name].dtype}: the pandas '
+                                 'form needs preferIntExtensionDtype, set by deduplicate_within')
+        frame = frame[frame[self.millis].notna()]
+        frame = frame.iloc[frame[self.millis].astype('int64').argsort(kind='stable')]
+        keep = self.kept_positions(kept, frame)
+        if keep:
+            chosen = frame.iloc[keep]
+            yield pd.DataFrame({
+                name: pd.to_datetime(pd.array(chosen[self.micros[name]].tolist(), dtype='Int64'),
+                                     unit='us', utc=True)
+                if name in self.micros
+                else chosen[name].reset_index(drop=True) if chosen[name].dtype.kind in 'iub'
+                else pd.Series(self.plain(chosen[name].tolist()), dtype=object)
+                for name in self.output
+            })
+        if self.state is not None:
+            self.store(kept)
+
+    @staticmethod
+    def plain(values: list[object]) -> list[object]:
+        """A column's values with NULL as None: pandas hands it as NA, or as NaN where a
+        column's values are all NULL or STRING (no FLOAT or DOUBLE comes here), which
+        PySpark's conversion back fails on in a STRING column."""
+        import pandas as pd
+
+        return [None if v is None or v is pd.NA or v != v else v for v in values]
+
+    def kept_positions(self, kept: dict[str, int], frame: pd.DataFrame) -> list[int]:
+        """The positions in ``frame`` (its rows in time order) of the rows kept, ``kept``
+        updated. A key's values are the row form's: NULL None, a TIMESTAMP its instant."""
+        import pandas as pd
+
+        columns: list[list[object]] = []
+        for name in self.keys:
+            if name in self.micros:
+                columns.append([None if pd.isna(v) else ('instant', int(v) / 1_000_000)
+                                for v in frame[self.micros[name]].tolist()])
+            else:
+                columns.append(self.plain(frame[name].tolist()))
+        texts: dict[tuple[object, ...], str] = {}
+        plain = self.PLAIN
+        within = self.within
+        positions = []
+        times = frame[self.millis].astype('int64').tolist()
+        for position, (values, at) in enumerate(zip(zip(*columns, strict=True), times,
+                                                    strict=True)):
+            text = texts.get(values) if all(type(v) in plain for v in values) else None
+            if text is None:
+                text = repr(self.identity(values))
+                if all(type(v) in plain for v in values):
+                    texts[values] = text
+            before = kept.get(text)
+            if before is not None and abs(at - before) < within:
+                continue
+            kept[text] = at
+            positions.append(position)
+        return positions
+
+    def handleExpiredTimer(
+        self, key: tuple[object, ...], timerValues: TimerValues, expiredTimerInfo: object
+    ) -> Iterator[pd.DataFrame]:
+        self.store(self.load(timerValues.getCurrentWatermarkInMs()))
+        yield from ()
+
+
 def deduplicate_within(
-    df: DataFrame, keys: list[str], column: str, within: int, groups: int, streaming: bool
+    df: DataFrame, keys: list[str], column: str, within: int, groups: int, streaming: bool,
+    pandas: bool = False,
 ) -> DataFrame:
     """``df`` deduplicated ON ``keys`` WITHIN ``within`` ms of event time ``column`` by a
     DeduplicateWithin processor per key group (a hash of the ON columns, MAP ones left out
     as Spark hashes none, into ``groups`` groups), which reads the time as epoch
     milliseconds (Spark's ``unix_millis``, whatever the session's time zone). Its two
     columns are named apart from the input's. Streaming, ``column`` stays the output's
-    event time."""
+    event time. ``pandas``: the pandas form (DeduplicateWithinPandas), each TIMESTAMP
+    column's epoch microseconds beside it, for an input of the types the plan found it
+    exact for (checked again here: another is a bug in flowc)."""
     taken = set(df.columns)
     millis, group = '__flowc_event_ms', '__flowc_key_group'
     while millis in taken or group in taken:
         millis, group = millis + '_', group + '_'
     fields = {f.name: f for f in df.schema.fields}
     hashed = [F.col(quoted(k)) for k in keys if 'map<' not in fields[k].dataType.simpleString()]
-    timed = df.withColumns({
+    added = {
         millis: F.unix_millis(F.col(quoted(column))),
         group: F.pmod(F.hash(*hashed, F.lit(0)), F.lit(groups)),
-    })
+    }
+    micros: dict[str, str] = {}
+    integers: list[str] = [millis]
+    if pandas:
+        exact = ('bigint', 'int', 'smallint', 'tinyint', 'boolean', 'string', 'date', 'timestamp')
+        for f in df.schema.fields:
+            kind = f.dataType.simpleString()
+            if kind not in exact and not kind.startswith('decimal('):
+                raise ValueError(f'the pandas form of DEDUPLICATE WITHIN got column {f.name!r} '
+                                 f'of type {kind}, which it does not carry exactly')
+            if kind in ('bigint', 'int', 'smallint', 'tinyint'):
+                integers.append(f.name)
+            if kind == 'timestamp':
+                micros[f.name] = millis + '_us_' + str(len(micros))
+                while micros[f.name] in taken:
+                    micros[f.name] += '_'
+                added[micros[f.name]] = F.unix_micros(F.col(quoted(f.name)))
+                integers.append(micros[f.name])
+    # a TIMESTAMP reaches pandas in nanoseconds (years 1677 to 2262 only): all but the
+    # event time, whose watermark drops late rows before the processor, go as microseconds
+    timed = df.withColumns(added).drop(*[n for n in micros if n != column])
     state = StructType(
         [StructField('key', StringType(), False), StructField('at', LongType(), False)]
     ) if streaming else None
-    return timed.groupBy(F.col(group)).transformWithState(
-        DeduplicateWithin(keys, millis, group, within, state),
-        StructType([StructField(f.name, f.dataType, f.nullable) for f in df.schema.fields]),
+    output = StructType([StructField(f.name, f.dataType, f.nullable) for f in df.schema.fields])
+    if not pandas:
+        return timed.groupBy(F.col(group)).transformWithState(
+            DeduplicateWithin(keys, millis, group, within, state),
+            output,
+            'Append',
+            'EventTime' if streaming else 'None',
+            eventTimeColumnName=column if streaming else '',
+        )
+    df.sparkSession.conf.set('spark.sql.execution.pythonUDF.pandas.preferIntExtensionDtype',
+                             'true')
+    return timed.groupBy(F.col(group)).transformWithStateInPandas(
+        DeduplicateWithinPandas(keys, millis, group, within, state, timed.columns, df.columns,
+                                micros, integers),
+        output,
         'Append',
         'EventTime' if streaming else 'None',
         eventTimeColumnName=column if streaming else '',
@@ -1818,6 +1950,8 @@ WATERMARK_HELPERS = (WatermarkReader, read_watermark)
 
 #: What a program with a DEDUPLICATE ... WITHIN carries (and ``quoted``).
 DEDUPLICATE_WITHIN_HELPERS = (DeduplicateWithin, deduplicate_within)
+#: And with one in the pandas form (before ``deduplicate_within``).
+DEDUPLICATE_WITHIN_PANDAS_HELPERS = (DeduplicateWithin, DeduplicateWithinPandas, deduplicate_within)
 
 #: What a program with an updating step consumed by another carries (and ``quoted``).
 CHANGELOG_HELPERS = (ChangelogOperator, changelog_operator)

@@ -58,6 +58,7 @@ from flowc.program import (
     OverStep,
     Program,
     RenameStep,
+    Schema,
     SelectStep,
     SetStep,
     SinkDef,
@@ -240,6 +241,10 @@ class WithinDeduplicator:
     within_ms: int
     key_groups: int
     streaming: bool
+    #: The input moves to the processor as pandas DataFrames (``transformWithStateInPandas``)
+    #: rather than Row objects; ``form_why`` says why (:func:`within_form`).
+    pandas: bool = False
+    form_why: str = ""
 
     @property
     def line(self) -> int:
@@ -248,20 +253,48 @@ class WithinDeduplicator:
     def to_text(self) -> str:
         keys = ", ".join(self.keys)
         groups = f"{self.key_groups} key groups by a hash of {keys}"
+        api = "transformWithStateInPandas" if self.pandas else "transformWithState"
+        form = f"; {self.form_why}" if self.form_why else ""
         if not self.streaming:
             return (
                 f"line {self.line}: DEDUPLICATE ON {keys} WITHIN {self.within} runs as a "
-                f"transformWithState processor over {groups}: each key's rows in "
+                f"{api} processor over {groups}: each key's rows in "
                 f"'{self.column}' order, a row kept when it is the key's first, or the "
-                "interval or more from the row kept before it"
+                f"interval or more from the row kept before it{form}"
             )
         return (
             f"line {self.line}: DEDUPLICATE ON {keys} WITHIN {self.within} runs as a "
-            f"transformWithState processor (event time, {groups}): a row is kept when it "
+            f"{api} processor (event time, {groups}): a row is kept when it "
             f"is its key's first, or the interval or more by '{self.column}' from the key's "
             "kept row, whose time each key group's state lists until the watermark passes it "
-            f"by the interval; '{self.column}' keeps its watermark"
+            f"by the interval; '{self.column}' keeps its watermark{form}"
         )
+
+
+#: The column types the pandas form of a processor carries exactly, each shown by a test
+#: on real Spark (tests/test_dedup_within.py): integers through pandas' nullable extension
+#: types (``preferIntExtensionDtype``), a TIMESTAMP rebuilt from its epoch microseconds.
+PANDAS_EXACT_TYPES = re.compile(
+    r"BIGINT|INT|SMALLINT|TINYINT|BOOLEAN|STRING|DATE|TIMESTAMP|DECIMAL\(\d+, ?\d+\)"
+)
+
+
+def within_form(schema: Schema) -> tuple[bool, str]:
+    """Whether a DEDUPLICATE ... WITHIN over ``schema`` runs in the pandas form, and why:
+    only when every column has a type PySpark's pandas conversion is shown to carry
+    exactly both ways (a NaN DOUBLE comes back NULL; nested values are not shown)."""
+    for column in schema:
+        if not PANDAS_EXACT_TYPES.fullmatch(column.type):
+            return False, (
+                f"rows move as Row objects: column '{column.name}' is {column.type}, which "
+                "the pandas form is not shown to carry exactly (a NaN FLOAT or DOUBLE "
+                "comes back NULL)"
+            )
+    return True, (
+        "rows move as pandas DataFrames, not Row objects: every column's type is one the "
+        "pandas form carries exactly (integers as pandas' nullable integers, a TIMESTAMP "
+        "rebuilt from its epoch microseconds)"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -919,6 +952,7 @@ def _within_deduplicators(
             if len(columns) != 1 or millis is None:
                 continue
             (column,) = columns
+            pandas, why = within_form(step.schema)
             found[node] = WithinDeduplicator(
                 node_id=node,
                 span=step.span,
@@ -929,6 +963,8 @@ def _within_deduplicators(
                 key_groups=graph.nodes[node].max_parallelism
                 or compute_default_max_parallelism(graph.nodes[node].parallelism),
                 streaming=not batch,
+                pandas=pandas,
+                form_why=why,
             )
     return found
 

@@ -867,6 +867,23 @@ def within_processor(within: WithinDeduplicator) -> ProcessorState:
                 "group, its kept time is lost and a repeat within the interval is kept",
                 within.key_groups,
             ),
+            # only in the pandas form, so the manifests of the row form's checkpoints,
+            # written before it existed, still compare equal
+            *(
+                (
+                    ProcessorParameter(
+                        "form",
+                        "pandas",
+                        ParameterRule.SAME.value,
+                        "Spark runs the pandas form (transformWithStateInPandas) and the row "
+                        "form (transformWithState) as different operators and fails a "
+                        "checkpoint the other wrote (STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_"
+                        "STATE_METADATA); the form follows the input's column types",
+                    ),
+                )
+                if within.pandas
+                else ()
+            ),
         ),
         row=(),
     )
