@@ -157,7 +157,7 @@ def test_state_rescaled_2_4_1_across_three_runs(spark: Any, tmp_path: Path, kind
 
 
 def test_kill_during_the_repartition_leaves_the_old_checkpoint(
-    spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    spark: Any, tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
     kind = "keyed"
     checkpoint = tmp_path / ".flowc-checkpoints" / "job" / "o"
@@ -171,7 +171,7 @@ def test_kill_during_the_repartition_leaves_the_old_checkpoint(
     flows = [str(tmp_path / "old.flow"), str(tmp_path / "job.flow")]
     roots = ["--against", str(tmp_path / ".flowc-checkpoints")]
     assert cli.main(["diff", *flows, *roots]) == 0
-    said = capsys.readouterr().out
+    said = capfd.readouterr().out
     assert "warning[E0821]: query 'o' plans 4 shuffle partitions" in said
     assert "flowc run repartitions the state into 4 before the query starts" in said
     staging = Path(str(checkpoint) + STAGING)
@@ -199,15 +199,11 @@ def test_kill_during_the_repartition_leaves_the_old_checkpoint(
     assert sorted(str(p.relative_to(checkpoint)) for p in checkpoint.rglob("*")) == before
     assert _offsets_partitions(checkpoint) == (0, 2)
     # flowc rescale drops the half-done copy and rescales; the next run has nothing to do.
-    done = subprocess.run(
-        [sys.executable, "-m", "flowc", "rescale", "job.flow", "--master", "local[2]"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-    )
-    assert done.returncode == 0, done.stderr
-    assert f"removed {staging}, left by an interrupted rescale" in done.stderr
-    assert "rescale: query 'o': state now in 4 partitions (batch 1" in done.stderr
+    capfd.readouterr()
+    assert cli.main(["rescale", str(tmp_path / "job.flow"), "--master", "local[2]"]) == 0
+    said = capfd.readouterr().err
+    assert f"removed {staging}, left by an interrupted rescale" in said
+    assert "rescale: query 'o': state now in 4 partitions (batch 1" in said
     assert not staging.exists() and _offsets_partitions(checkpoint) == (1, 4)
     report, out = _run(tmp_path, kind, 4)
     assert report.rescaled == [] and "E0821" not in out
