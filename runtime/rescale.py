@@ -124,8 +124,10 @@ def obstacle(
     provider: str | None,
     operators: Iterable[str] | None,
     version: tuple[int, int] | None,
+    kinds: Iterable[str] = (),
 ) -> str | None:
-    """Why the checkpoint in ``folder`` cannot be repartitioned, or None when it can."""
+    """Why the checkpoint in ``folder`` cannot be repartitioned, or None when it can;
+    ``operators`` are Spark's names of its stateful operators, ``kinds`` flowc's."""
     if version is not None and version < FIRST_SPARK:
         return (
             f"PySpark {version[0]}.{version[1]} has no offline state repartition "
@@ -137,6 +139,12 @@ def obstacle(
             f"its state is in {shown}, which Spark's repartition refuses "
             "(STATE_REPARTITION_INVALID_CHECKPOINT.UNSUPPORTED_PROVIDER): only the RocksDB "
             "store can be repartitioned"
+        )
+    if "global_aggregate" in kinds:
+        return (
+            "an aggregate without a key keeps its state in one partition whatever the count, "
+            "and Spark's repartition fails on the partitions it left empty (measured: "
+            "CANNOT_READ_STREAMING_STATE_FILE)"
         )
     if operators is None:
         return "Spark's state metadata (state/<n>/_metadata) cannot be read"

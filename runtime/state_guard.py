@@ -264,6 +264,7 @@ def guard_state(
             (_offsets_conf(query.folder) or {}).get(PROVIDER_CLASS_CONF),
             None if (ops := spark_operators(query.folder)) is None else [o.name for o in ops],
             version,
+            [o.kind for o in query.state.operators],
         )
         if why is not None:
             errors.append(_not_rescalable(job, query, why))

@@ -283,6 +283,8 @@ def test_why_a_checkpoint_cannot_be_repartitioned(tmp_path: Path) -> None:
     processor = obstacle(str(tmp_path), ROCKSDB_PROVIDER, ["transformWithStateInPySparkExec"],
                          (4, 3))  # fmt: skip
     assert processor is not None and "transformWithStateInPySparkExec" in processor
+    keyless = obstacle(str(tmp_path), ROCKSDB_PROVIDER, ok, (4, 3), ["global_aggregate"])
+    assert keyless is not None and "an aggregate without a key" in keyless
     (tmp_path / "offsets" / "4").write_text((tmp_path / "offsets" / "3").read_text())
     uncommitted = obstacle(str(tmp_path), ROCKSDB_PROVIDER, ok, (4, 3))
     assert uncommitted is not None and "last micro-batch (4) did not commit" in uncommitted
