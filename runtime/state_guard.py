@@ -215,7 +215,18 @@ def guard_state(
                 said += recover(query.folder)
                 said += settle(query.folder, _sink_log(query, base_dir))
         except (OSError, RescaleFailed) as error:
-            errors.append(_not_rescalable(job, query, f"an interrupted rescale: {error}"))
+            errors.append(
+                Diagnostic(
+                    Code.E0826,
+                    Severity.ERROR,
+                    f"the checkpoint of query '{query.state.name}' is in the middle of a "
+                    f"rescale a kill interrupted, and flowc could not finish or undo it: {error}",
+                    _scale_span(job, query),
+                    f"the old checkpoint is {_shown(query.folder + KEPT)} (or "
+                    f"{_shown(query.folder)} itself): put it back at {_shown(query.folder)} "
+                    "and run again",
+                )
+            )
             continue
         if query.state.name in reset:
             continue
