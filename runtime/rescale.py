@@ -11,7 +11,8 @@ the RocksDB store (the HDFS-backed one is refused, UNSUPPORTED_PROVIDER), and on
 operators Spark knows a partition key for (:data:`ACCEPTED`).
 
 It is not atomic: a kill between ``offsets/N+1`` and ``commits/N+1`` leaves a checkpoint
-whose next run replays N+1 at the new count on the old state layout. flowc therefore
+Spark refuses to run (STREAMING_UNFINISHED_REPARTITION_DETECTED, measured) until the
+repartition is retried at that count, with half-written state files. flowc therefore
 repartitions a copy (``<folder>.rescale-new``), writes :data:`MARKER` in it when Spark
 is done, and swaps it in by two renames; :func:`recover` (run before anything else looks
 at the folder) finishes or undoes a swap a kill interrupted. The old checkpoint stays
