@@ -952,7 +952,8 @@ class Code(StrEnum):
     E0821 = (
         "E0821",
         "state-rescaled",
-        "an edit that rescales the state (parallelism, max_parallelism, shuffle partitions)",
+        "an edit that rescales the state: a new parallelism or number of shuffle partitions "
+        "(flowc run repartitions the state first), a new max_parallelism (Spark ignores it)",
         "state.md",
     )
     E0822 = ("E0822", "state-unreadable", "a checkpoint whose state flowc cannot read", "state.md")
@@ -972,6 +973,14 @@ class Code(StrEnum):
         "E0825",
         "state-kept-output-changes",
         "an edit the state survives, but that changes what the job reads or writes from now on",
+        "state.md",
+    )
+    E0826 = (
+        "E0826",
+        "state-not-rescalable",
+        "a new parallelism for a checkpoint whose state flowc cannot repartition (the "
+        "HDFS-backed store, a Spark older than 4.2, an operator not handled, a batch that "
+        "did not commit)",
         "state.md",
     )
     E0830 = (

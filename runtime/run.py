@@ -38,6 +38,7 @@ from flowc.runtime.failures import (
     summary,
 )
 from flowc.runtime.ownership import check_sink_ownership
+from flowc.runtime.rescale import Rescaled, RescaleFailed
 from flowc.runtime.state_guard import StateGuard, guard_state
 from flowc.runtime.state_report import HeldState, held_state, state_lines
 from flowc.spark.codegen import generate_pyspark
@@ -108,6 +109,8 @@ class RunReport:
     stopped_by_user: bool = False
     #: The log file holding Spark's output or the full text of a failure, if any.
     log_file: str | None = None
+    #: The queries whose state flowc moved to new partitions before they started.
+    rescaled: list[dict[str, object]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -115,6 +118,7 @@ class RunReport:
             "duration_s": round(self.duration_s, 3),
             "stopped_by_user": self.stopped_by_user,
             "log_file": self.log_file,
+            "rescaled": self.rescaled,
             "queries": [q.to_json() for q in self.queries],
         }
 
@@ -189,6 +193,13 @@ def run_job(
     guard = guard_state(job, checkpoints, base, reset_state, out)
     check_sink_ownership(job, checkpoints, base)  # before Spark: folders flowc refuses
     check_processor_packages(job)  # before Spark: a processor's workers need their packages
+    if remote is not None and guard.rescales:
+        names = ", ".join(f"'{r.query}'" for r in guard.rescales)
+        raise SparkRefused(
+            f"error: the state of query {names} must be repartitioned to the plan's partitions "
+            "first, and Spark Connect has no offline state repartition (Spark Classic only): "
+            "run flowc rescale on the job here first, or set the parallelism back\n"
+        )
     report = RunReport(job=job.program.settings.job_name, log_file=log_file)
     failure_log = FailureLog(job, checkpoint_dir, base_dir, log_file)
     started = time.monotonic()
@@ -200,17 +211,57 @@ def run_job(
         _check_packages(job, spark)
     if job.spark_plan.batch:
         return _run_batch(module, spark, job, report, started, out, remote, failure_log)
+    try:  # before any query starts: the state moved to the plan's partitions
+        guard.rescale(spark, out)
+    except RescaleFailed as error:
+        raise SparkRefused(
+            f"error: the state could not be repartitioned (the checkpoint is as it was): {error}"
+        ) from None
+    report.rescaled = [r.to_json() for r in guard.rescaled]
     watched: list[StartedQuery] = []
     try:
-        return _run_streaming(
+        report = _run_streaming(
             module, spark, job, report, started, out, available_now, checkpoints, guard,
             failure_log, remote, poll_seconds, watched,
         )  # fmt: skip
+        guard.finished()
+        return report
     except _gone_or_failed() as raised:
         ended = _jvm_ended(job, readable(raised), remote, watched, failure_log)
         if ended is None:
             raise
         raise ended from None
+
+
+def rescale_job(
+    job: CompiledJob,
+    *,
+    queries: Sequence[str] = (),
+    checkpoint_dir: str | None = None,
+    master: str = "local[*]",
+    base_dir: str | None = None,
+    out: TextIO = sys.stderr,
+) -> list[Rescaled]:
+    """``flowc rescale``: move the state of the job's queries (``queries``, or all) to
+    the plan's partitions, as ``flowc run`` would before starting them, and start none.
+    Refusals are CompileError (E0826, E0820) before Spark starts; RescaleFailed leaves
+    the checkpoint as it was."""
+    module = load_program(job)
+    folder = base_dir if base_dir is not None else str(Path(job.file).parent)
+    base = os.path.abspath(folder)
+    checkpoints = checkpoint_root(job.spark_plan, checkpoint_dir, base)
+    guard = guard_state(job, checkpoints, base, (), out)
+    unknown = [q for q in queries if q not in {p.name for p in job.spark_plan.queries}]
+    if unknown:
+        raise ValueError(f"--query {unknown[0]}: the job has no query of that name")
+    if queries:
+        guard.rescales = [r for r in guard.rescales if r.query in queries]
+    if not guard.rescales:
+        out.write("rescale: every query's state is already in the plan's partitions\n")
+        return []
+    spark = module.start_session(master, None, quiet=True)
+    guard.rescale(spark, out)
+    return guard.rescaled
 
 
 def _run_streaming(

@@ -15,7 +15,11 @@ the next run, before any JVM starts, :func:`guard_state` compares it with the ne
 - refuses an incompatible edit: E0820, an error at the changed line that shows the old
   definition and the ways out (revert, a new ``--checkpoint-dir``, or
   ``flowc run --reset-state QUERY``);
-- warns about a rescaled operator (E0821): Spark keeps the first run's partitions;
+- rescales: where the checkpoint froze another number of shuffle partitions than the
+  plan's, :meth:`StateGuard.rescale` repartitions the state before the queries start
+  (``flowc.runtime.rescale``; an E0821 warning says so), or E0826 refuses where it cannot
+  (the HDFS-backed store, Spark before 4.2, an operator not handled); a new
+  max_parallelism is a warning (E0821): Spark ignores it;
 - warns about a checkpoint without a readable manifest (E0822: plain Spark or an older
   flowc): what Spark's own files tell (``offsets/<n>``'s shuffle partitions; each
   operator's name, partitions and key schema in ``state/<n>/_metadata``) is checked, an
@@ -46,6 +50,20 @@ from flowc.errorcodes import Code
 from flowc.job import CompiledJob
 from flowc.runtime.failures import spark_errors
 from flowc.runtime.ownership import latest_batch
+from flowc.runtime.rescale import (
+    COMPACT_INTERVAL_CONF,
+    DEFAULT_COMPACT_INTERVAL,
+    KEPT,
+    Rescale,
+    Rescaled,
+    RescaleFailed,
+    obstacle,
+    recover,
+    repartition,
+    settle,
+    spark_version,
+)
+from flowc.spans import Span
 from flowc.state import (
     INCOMPATIBLE_CODE,
     Finding,
@@ -110,6 +128,26 @@ class StateGuard:
     warnings: list[Diagnostic] = field(default_factory=list)
     #: Folders --reset-state moved aside: (from, to).
     moved: list[tuple[str, str]] = field(default_factory=list)
+    #: Queries whose state :meth:`rescale` moves to the plan's partitions.
+    rescales: list[Rescale] = field(default_factory=list)
+    #: The rescales done, for the run's report.
+    rescaled: list[Rescaled] = field(default_factory=list)
+
+    def rescale(self, spark: Any, out: TextIO | None = None) -> None:
+        """With Spark started and before any query: repartition each query's state that
+        the guard found frozen at another count (RescaleFailed leaves it as it was)."""
+        for rescale in self.rescales:
+            self.rescaled.append(repartition(spark, rescale, out))
+            for query in self.queries:
+                if query.state.name == rescale.query:
+                    query.frozen = rescale.after
+
+    def finished(self) -> None:
+        """After the run: a rescaled query that committed a batch no longer needs its old
+        checkpoint kept aside (the next run would remove it otherwise)."""
+        for rescale in self.rescales:
+            with suppress(OSError, RescaleFailed):
+                settle(rescale.folder, rescale.sink_log)
 
     def started(self, started: Iterable[Any] = ()) -> list[str]:
         """After the queries started: write each one's manifest beside its checkpoint
@@ -140,12 +178,16 @@ def guard_state(
     base_dir: str,
     reset_state: Sequence[str] = (),
     out: TextIO | None = None,
+    repair: bool = True,
 ) -> StateGuard:
     """Before Spark starts: move aside the checkpoints of ``reset_state``, then compare
     every query's old manifest with the new plan. Raises CompileError (E0820) on an
     incompatible edit; warnings (E0821, E0822) are written to ``out`` and kept.
     ``base_dir`` is the folder the job's relative paths start from; a name in
-    ``reset_state`` that is no query of the job is a ValueError."""
+    ``reset_state`` that is no query of the job is a ValueError. ``repair`` (flowc run;
+    not flowc diff, which only reads) finishes or undoes a rescale a kill interrupted.
+    A query whose checkpoint froze another partition count than the plan's is in
+    ``rescales`` (an E0821 warning says so) or refused (E0826)."""
     manifest = describe_state(job, base_dir)
     guard = StateGuard(manifest)
     if job.spark_plan.batch:
@@ -157,15 +199,36 @@ def guard_state(
             f"--reset-state {unknown[0]}: the job has no query of that name "
             f"(its queries: {', '.join(names)})"
         )
+    errors: list[Diagnostic] = []
     root = _local(checkpoint_root)
     for state in manifest.queries:
         folder = None if root is None else os.path.join(os.path.abspath(root), *state.checkpoint)
         guard.queries.append(_Query(state, folder))
-    errors: list[Diagnostic] = []
     reset = set(reset_state)
     old_states: list[QueryState] = []
+    said: list[str] = []
     for query in guard.queries:
-        if query.folder is None or query.state.name in reset:
+        if query.folder is None:
+            continue
+        try:  # a rescale a kill interrupted: finish it or undo it, before anything reads
+            if repair:
+                said += recover(query.folder)
+                said += settle(query.folder, _sink_log(query, base_dir))
+        except (OSError, RescaleFailed) as error:
+            errors.append(
+                Diagnostic(
+                    Code.E0826,
+                    Severity.ERROR,
+                    f"the checkpoint of query '{query.state.name}' is in the middle of a "
+                    f"rescale a kill interrupted, and flowc could not finish or undo it: {error}",
+                    _scale_span(job, query),
+                    f"the old checkpoint is {_shown(query.folder + KEPT)} (or "
+                    f"{_shown(query.folder)} itself): put it back at {_shown(query.folder)} "
+                    "and run again",
+                )
+            )
+            continue
+        if query.state.name in reset:
             continue
         if not _is_checkpoint(query.folder):
             continue
@@ -194,10 +257,45 @@ def guard_state(
         for name, finding in comparison.findings():
             if finding.aspect == "state_store":
                 continue  # E0824 above says it from the store the checkpoint froze
+            if finding.aspect in _RESCALING:
+                continue  # the rescale below says what happens to the partitions
             if finding.verdict is Verdict.INCOMPATIBLE:
                 errors.append(_diagnostic(job, name, finding, Severity.ERROR))
             elif finding.verdict is Verdict.RESCALED or finding.warning:
                 guard.warnings.append(_diagnostic(job, name, finding, Severity.WARNING))
+    version = spark_version()
+    for query in guard.queries:
+        planned = query.state.shuffle_partitions
+        if query.frozen is None or not query.state.operators or query.frozen == planned:
+            continue
+        if query.state.name in reset or query.folder is None:
+            continue
+        why = obstacle(
+            query.folder,
+            (_offsets_conf(query.folder) or {}).get(PROVIDER_CLASS_CONF),
+            None if (ops := spark_operators(query.folder)) is None else [o.name for o in ops],
+            version,
+            [o.kind for o in query.state.operators],
+        )
+        if why is not None:
+            errors.append(_not_rescalable(job, query, why))
+            continue
+        conf = dict(job.program.settings.spark_conf)
+        try:
+            interval = int(conf.get(COMPACT_INTERVAL_CONF, DEFAULT_COMPACT_INTERVAL))
+        except ValueError:
+            interval = DEFAULT_COMPACT_INTERVAL
+        guard.rescales.append(
+            Rescale(
+                query.state.name,
+                query.folder,
+                query.frozen,
+                planned,
+                _sink_log(query, base_dir),
+                interval,
+            )
+        )
+        guard.warnings.append(_rescaling(job, query))
     if errors:
         everything = sorted(
             [*errors, *guard.warnings],
@@ -212,6 +310,8 @@ def guard_state(
             if out is not None and not moved:
                 out.write(f"reset-state: query '{query.state.name}' has no checkpoint yet\n")
     if out is not None:
+        for line in said:
+            out.write(line + "\n")
         for source, target in guard.moved:
             out.write(f"reset-state: moved {_shown(source)} aside to {_shown(target)}\n")
         if guard.warnings:
@@ -457,20 +557,6 @@ def _unmanifested(
     if query.frozen is not None:
         checked.append(f"its {query.frozen} shuffle partitions")
     warnings: list[Diagnostic] = []
-    planned = state.shuffle_partitions
-    if query.frozen is not None and state.operators and query.frozen != planned:
-        warnings.append(
-            Diagnostic(
-                Code.E0821,
-                Severity.WARNING,
-                f"query '{state.name}' plans {planned} shuffle partitions, but its checkpoint "
-                f"froze {query.frozen}: Spark keeps the state in {query.frozen} and ignores "
-                "the new value",
-                span,
-                "to spread the state over new partitions, start the query over (a new "
-                f"--checkpoint-dir, or flowc run --reset-state {state.name})",
-            )
-        )
     if state.operators or problem is not None:
         known = f"checked from Spark's files: {', '.join(checked)}; " if checked else ""
         warnings.append(
@@ -527,6 +613,67 @@ def _operator_problem(
             ways_out(query),
         )
     return None
+
+
+# ---------------------------------------------------------------- rescaling
+
+#: The findings a rescale answers: flowc moves the state to the plan's partitions.
+_RESCALING = frozenset({"parallelism", "shuffle_partitions"})
+
+
+def _sink_log(query: _Query, base_dir: str) -> str | None:
+    """The query's files sink's commit log folder, on this machine."""
+    sink = query.state.sink
+    if sink.connector != "files" or sink.path is None:
+        return None
+    local = _local(sink.path)
+    if local is None:
+        return None
+    return os.path.join(os.path.abspath(os.path.join(base_dir, local)), "_spark_metadata")
+
+
+def _scale_span(job: CompiledJob, query: _Query) -> Span:
+    """The parallelism setting (the query where the job sets none)."""
+    settings = job.program.settings
+    return (
+        settings.spans.get("spark.sql.shuffle.partitions")
+        or settings.spans.get("parallelism")
+        or query.state.location.span
+    )
+
+
+def _rescaling(job: CompiledJob, query: _Query) -> Diagnostic:
+    """E0821: what flowc run does before the query starts."""
+    state = query.state
+    return Diagnostic(
+        Code.E0821,
+        Severity.WARNING,
+        f"query '{state.name}' plans {state.shuffle_partitions} shuffle partitions, and its "
+        f"checkpoint keeps the state in {query.frozen}: flowc run repartitions the state into "
+        f"{state.shuffle_partitions} before the query starts (Spark's offline state "
+        "repartition, on a copy of the checkpoint swapped in when done)",
+        _scale_span(job, query),
+        f"the old checkpoint is kept beside it ({os.path.basename(query.folder or '')}"
+        f"{KEPT}) until the query commits a batch",
+    )
+
+
+def _not_rescalable(job: CompiledJob, query: _Query, why: str) -> Diagnostic:
+    """E0826 at the parallelism setting (the query where the job sets none)."""
+    state = query.state
+    span = _scale_span(job, query)
+    return Diagnostic(
+        Code.E0826,
+        Severity.ERROR,
+        f"query '{state.name}' plans {state.shuffle_partitions} shuffle partitions, but its "
+        f"checkpoint keeps the state in {query.frozen}, and flowc cannot repartition it: "
+        f"{why}",
+        span,
+        f"set the parallelism back to {query.frozen} to go on from the checkpoint; or start "
+        f"the query over with empty state (flowc run --reset-state {state.name}, or a new "
+        "--checkpoint-dir), with SET state.backend.type = 'rocksdb' to be able to rescale "
+        "it later",
+    )
 
 
 # ---------------------------------------------------------------- --reset-state

@@ -326,7 +326,7 @@ def test_exchange_parallelism_and_spark_changes(
     assert changes == [("parallelism", 2, 4), ("parallelism", 2, 4)]
     kinds = [s["kind"] for s in document["plan"]["spark"]]
     assert kinds == ["shuffle_partitions", "exchange_changed"]
-    assert "ignores the new one" in document["plan"]["spark"][0]["message"]
+    assert "flowc run repartitions the state" in document["plan"]["spark"][0]["message"]
 
     old, new, _, _ = MATRIX["max parallelism"]
     _, document = _json(tmp_path, capsys, old, new)

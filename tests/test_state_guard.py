@@ -33,8 +33,6 @@ from flowc.runtime.state_guard import (
     STATE_MANIFEST,
     StateGuard,
     guard_state,
-    read_manifest,
-    spark_operators,
 )
 from flowc.state import (
     StateManifest,
@@ -382,25 +380,21 @@ def _counts(rows: list[dict[str, Any]]) -> Counter[tuple[str, str]]:
     return Counter((r["k"], r["z"]) for r in rows)
 
 
-def test_parallelism_changed_runs_on_the_checkpoints_partitions(
-    spark: Any, bases: Callable[[str], Base]
+def test_parallelism_changed_on_the_default_store_is_refused(
+    bases: Callable[[str], Base],
 ) -> None:
+    """The default store (hashmap: Spark's HDFS-backed one) cannot be repartitioned
+    (tests/test_rescale.py rescales RocksDB's): E0826 before Spark, at the setting."""
     base = bases("keyed")
     text = base.text.replace("SET parallelism = 2;", "SET parallelism = 3;")
-    _, out = _run(base.folder, text)
-    assert "warning[E0821]" in out and "parallelism 2 → 3" in out
-    assert "keeps the state in the 2 partitions of the first run" in out
-    assert _keyed_result(spark) == _counts(ROWS_A + ROWS_B)
-    operators = spark_operators(str(base.checkpoint))
-    assert operators is not None and [o.partitions for o in operators] == [2]
-    written = read_manifest(str(base.checkpoint))
-    assert not isinstance(written, str) and written is not None
-    assert (written.shuffle_partitions, written.state_partitions) == (3, 2)
-    assert written.operators[0].parallelism == 3
-    # The next restart of the same program is checked against it: nothing to say.
     job = flowc.compile(text, str(base.folder / "job.flow"), for_spark=True)
-    again = guard_state(job, str(base.folder / ".flowc-checkpoints"), str(base.folder))
-    assert again.warnings == []
+    before = _files(base.folder)
+    with pytest.raises(CompileError) as raised:
+        guard_state(job, str(base.folder / ".flowc-checkpoints"), str(base.folder))
+    codes = [(d.code, d.severity) for d in raised.value.diagnostics]
+    assert ("E0826", Severity.ERROR) in codes
+    assert not any(code == "E0821" for code, _ in codes)
+    assert _files(base.folder) == before
 
 
 def test_max_parallelism_changed_runs_with_a_warning(

@@ -119,7 +119,7 @@ def diff_against(args: argparse.Namespace, old: CompiledJob, new: CompiledJob) -
             return CheckpointCheck(root, old_folder, error.diagnostics, "not checked")
         folder = old_folder
     try:
-        guard = guard_state(job, checkpoint_root=root, base_dir=base, reset_state=())
+        guard = guard_state(job, checkpoint_root=root, base_dir=base, reset_state=(), repair=False)
     except CompileError as error:
         return CheckpointCheck(root, folder, error.diagnostics, _checked(job, folder))
     return CheckpointCheck(root, folder, tuple(guard.warnings), _checked(job, folder))

@@ -131,6 +131,26 @@ def _parser() -> argparse.ArgumentParser:
     _trust_options(run)
     _color_option(run)
 
+    rescale = commands.add_parser(
+        "rescale",
+        help="move a stopped job's state to the plan's partitions, as flowc run would first",
+    )
+    rescale.add_argument("file", metavar="FILE")
+    _mode_options(rescale, "rescale")
+    rescale.add_argument(
+        "--query",
+        action="append",
+        default=[],
+        metavar="QUERY",
+        help="rescale only QUERY (an INSERT's sink); default: every query",
+    )
+    rescale.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
+    rescale.add_argument(
+        "--checkpoint-dir", help="where queries keep checkpoints (default: beside the file)"
+    )
+    _trust_options(rescale)
+    _color_option(rescale)
+
     diff = commands.add_parser(
         "diff",
         help="what an edit does to a job's state and plans: exit 1 when state would be lost",
@@ -254,10 +274,10 @@ def _command(name: str) -> Callable[[argparse.Namespace], int]:
         from flowc.cli import compile as cli_compile
 
         return cli_compile.check if name == "check" else cli_compile.compile_file
-    if name == "run":
+    if name in ("run", "rescale"):
         from flowc.cli import run as cli_run
 
-        return cli_run.run
+        return cli_run.run if name == "run" else cli_run.rescale
     if name == "diff":
         from flowc.cli import diff as cli_diff
 

@@ -112,6 +112,47 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_ERRORS if failed else EXIT_USAGE if report_failed else EXIT_OK
 
 
+def rescale(args: argparse.Namespace) -> int:
+    """``flowc rescale FILE``: the state of a stopped job's queries moved to the plan's
+    partitions (its SET parallelism, or --set), as ``flowc run`` does before starting."""
+    text = read_source(args.file)
+    overrides = command_line_overrides(args)
+    sources = {args.file: text, COMMAND_LINE: command_line_text(overrides)}
+    try:
+        job = compile_source(args, text, args.file, overrides=overrides)
+    except CompileError as error:
+        print_diagnostics(error.diagnostics, sources, "text", args.color)
+        return EXIT_ERRORS
+    if job.spark_plan.batch:
+        raise UsageError("flowc rescale: a batch job keeps no checkpoint, no state to rescale")
+    from flowc.runtime.failures import log_path, spark_output
+    from flowc.runtime.rescale import RescaleFailed
+    from flowc.runtime.run import rescale_job
+
+    log = log_path(job, args.checkpoint_dir, args.base_dir)
+    try:
+        with spark_output(log) as terminal:
+            rescale_job(
+                job,
+                queries=args.query,
+                checkpoint_dir=args.checkpoint_dir,
+                master=args.master,
+                base_dir=args.base_dir,
+                out=terminal,
+            )
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+    except CompileError as error:
+        print_diagnostics(error.diagnostics, sources, "text", args.color)
+        return EXIT_ERRORS
+    except RescaleFailed as error:
+        write_stderr(
+            f"error: the state could not be repartitioned (the checkpoint is as it was): {error}\n"
+        )
+        return EXIT_ERRORS
+    return EXIT_OK
+
+
 def _reset_names(job: CompiledJob, names: list[str]) -> list[str]:
     """``--reset-state QUERY``: each a query of the job (an INSERT's sink), else exit 2."""
     queries = [q.name for q in job.spark_plan.queries]

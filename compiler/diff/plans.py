@@ -282,8 +282,8 @@ def _spark_changes(old: Side, new: Side, pairs: dict[int, int]) -> tuple[SparkCh
     if before.shuffle_partitions != after.shuffle_partitions:
         stateful = any(q.stateful for q in before.queries) and not before.batch
         note = (
-            ": on an existing checkpoint Spark keeps the first run's count for stateful "
-            "queries and ignores the new one; rescaling state needs a new checkpoint"
+            ": on an existing checkpoint flowc run repartitions the state of stateful queries "
+            "to the new count before they start (RocksDB store only, else refused: E0826)"
             if stateful
             else ""
         )

@@ -11,8 +11,8 @@ Shuffle partitions: Spark keeps a stateful query's state in exactly
 (a later change is silently ignored). Each partition costs a state store per micro-batch
 (measured here on PySpark 4.3: 246 ms per batch at 1 partition, 331 ms at 4, 5.2 s at
 Spark's default 200). flowc therefore uses the stateful operators' parallelism, not
-their key groups: local runs stay fast, and the plan says that rescaling state later
-needs a new checkpoint (where Flink could rescale up to max parallelism).
+their key groups: local runs stay fast, and the plan says that a later change is
+repartitioned offline by ``flowc run`` (runtime/rescale.py; RocksDB store only).
 ``SET spark.sql.shuffle.partitions`` overrides it.
 
 Every planned exchange runs: the generated program excludes Catalyst's
@@ -585,6 +585,27 @@ class SparkPlan:
         return lines
 
 
+def _rescaling(partitions: int, store: StateStore, processor: bool) -> str:
+    """What a later change of parallelism does to a stateful query's state on Spark."""
+    frozen = f"state lives in {partitions} partitions, frozen in the checkpoint"
+    if processor:
+        return (
+            f"{frozen}; flowc does not repartition a stateful processor's state yet, so a "
+            "later change of parallelism is refused (E0826)"
+        )
+    if store.backend == "rocksdb":
+        return (
+            f"{frozen}: on a later change of parallelism flowc run first repartitions it "
+            "into the new count (Spark's offline state repartition: every key re-hashed, "
+            "where Flink would move whole key groups)"
+        )
+    return (
+        f"{frozen}; the {store.backend} store cannot be repartitioned, so a later change of "
+        "parallelism is refused (E0826): choose state.backend.type = 'rocksdb' to be able "
+        "to rescale"
+    )
+
+
 def build_spark_plan(program: Program, tree: TransformationTree, graph: StreamGraph) -> SparkPlan:
     """The Spark realization of the job's StreamGraph (the ``spark`` section of its plans)."""
     settings = program.settings
@@ -618,6 +639,13 @@ def build_spark_plan(program: Program, tree: TransformationTree, graph: StreamGr
     deduplicators = _within_deduplicators(program, tree, graph, batch)
     overs = _over_aggregators(program, tree, graph, batch)
     changelogs = {} if batch else _changelog_processors(program, tree, graph)
+    state_store = choose_state_store(
+        settings,
+        bool(stateful_nodes) or bool(readers),
+        processors=bool(readers) or bool(deduplicators) or (bool(overs) and not batch),
+        updating=bool(changelogs),
+        joins_only=all(c.kind == "JOIN" for c in changelogs.values()),
+    )
     queries = []
     exchanges: dict[tuple[int, int], SparkExchange] = {}
     job_segment = checkpoint_segment(settings.job_name)
@@ -666,10 +694,16 @@ def build_spark_plan(program: Program, tree: TransformationTree, graph: StreamGr
                     else f"{root}/{job_segment}/{segment}"
                 ),
                 exchanges=tuple(query_exchanges),
-                rescaling=(
-                    f"state lives in {partitions} partitions, frozen in the checkpoint: a later "
-                    "change of parallelism keeps them (Spark ignores the new value); rescaling "
-                    "state needs a new checkpoint"
+                rescaling=_rescaling(
+                    partitions,
+                    state_store,
+                    any(
+                        n.id in deduplicators
+                        or n.id in overs
+                        or n.id in changelogs
+                        or n.id in readers
+                        for n in nodes
+                    ),
                 )
                 if stateful and not batch
                 else None,
@@ -688,13 +722,7 @@ def build_spark_plan(program: Program, tree: TransformationTree, graph: StreamGr
         batch=batch,
         shuffle_partitions=partitions,
         shuffle_partitions_reason=reason,
-        state_store=choose_state_store(
-            settings,
-            bool(stateful_nodes) or bool(readers),
-            processors=bool(readers) or bool(deduplicators) or (bool(overs) and not batch),
-            updating=bool(changelogs),
-            joins_only=all(c.kind == "JOIN" for c in changelogs.values()),
-        ),
+        state_store=state_store,
         queries=tuple(queries),
         exchanges=exchanges,
         step_nodes=dict(tree.step_nodes),

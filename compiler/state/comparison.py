@@ -129,11 +129,13 @@ def _query_findings(old: QueryState, new: QueryState) -> Iterator[Finding]:
                 Verdict.RESCALED,
                 "shuffle_partitions",
                 f"query '{name}': spark.sql.shuffle.partitions is now "
-                f"{new.shuffle_partitions}, but Spark keeps this query's state in the "
-                f"{old.state_partitions} partitions of its first run (frozen in the "
-                f"checkpoint) and ignores the new value",
-                "to spread the state over new partitions, start the query over (a new "
-                f"--checkpoint-dir, or flowc run --reset-state {name})",
+                f"{new.shuffle_partitions}; the checkpoint keeps this query's state in "
+                f"{old.state_partitions} partitions, and flowc run repartitions it into "
+                f"{new.shuffle_partitions} before the query starts (Spark's offline state "
+                "repartition)",
+                "the repartition needs the RocksDB store and Spark 4.2 or later (else flowc "
+                f"run refuses, E0826: set it back, or start over with flowc run "
+                f"--reset-state {name})",
                 old.location,
                 new.location,
             )

@@ -392,11 +392,13 @@ def _compare_scale(
         note(
             Verdict.RESCALED,
             "parallelism",
-            f"{new.name}: parallelism {old.parallelism} → {new.parallelism}: Spark keeps the "
-            f"state in the {partitions} partitions of the first run (frozen in the checkpoint) "
-            f"and runs this operator on {partitions}, not {new_query.shuffle_partitions}; {flink}",
-            f"to run on {new_query.shuffle_partitions} partitions, start the query over (a new "
-            f"--checkpoint-dir, or {restart})",
+            f"{new.name}: parallelism {old.parallelism} → {new.parallelism}: the checkpoint "
+            f"keeps the state in {partitions} partitions; flowc run repartitions it into "
+            f"{new_query.shuffle_partitions} before the query starts (Spark's offline state "
+            f"repartition); {flink}",
+            "the repartition needs the RocksDB store and Spark 4.2 or later (else flowc run "
+            f"refuses, E0826: set the parallelism back to {partitions}, or start over with "
+            f"{restart})",
         )
     if old.max_parallelism != new.max_parallelism:
         note(

@@ -250,7 +250,8 @@ _MEANING_SPARK_CONF = ("spark.sql.session.timeZone", "spark.sql.ansi.enabled", "
 SETTING_RULES: dict[str, Rule] = {
     "parallelism": Rule(
         Effect.WARNED,
-        "rescaled (E0821): Spark keeps the state in the first run's partitions",
+        "rescaled (E0821): flowc run repartitions the state to the new count before the "
+        "query starts (RocksDB store, Spark 4.2+; else refused, E0826)",
         elsewhere=True,
     ),
     "max_parallelism": Rule(
@@ -260,7 +261,8 @@ SETTING_RULES: dict[str, Rule] = {
     ),
     "spark.sql.shuffle.partitions": Rule(
         Effect.WARNED,
-        "rescaled (E0821): frozen in the checkpoint, the new value is ignored",
+        "rescaled (E0821): frozen in the checkpoint; flowc run repartitions the state to the "
+        "new value before the query starts (RocksDB store, Spark 4.2+; else refused, E0826)",
         elsewhere=True,
     ),
     "chaining": Rule(Effect.ALLOWED, "Flink's chains: Spark runs the same operators"),
