@@ -794,19 +794,63 @@ class ChangeFlow:
 
 
 def _retracting_consumer(insert: InsertDef) -> Step | None:
-    """The INSERT's last step when it is an AGGREGATE without WINDOW, with keys, and the
-    INSERT reads the source itself (as flowc.spark.changelog_chains.updating_chain asks,
-    which then runs it as a processor): streaming, it can take a CDC source's changes,
-    retracting each -U/-D row's contribution (docs/language.md, "Updating pipelines on
-    Spark"). Through a view it could not: the view's rows would reach Spark's own
-    aggregation, which counts a retraction as a row."""
+    """The INSERT's last AGGREGATE when it has no WINDOW, has keys, only projections that
+    keep its keys follow it (:func:`carries_changes`) and the INSERT reads the source
+    itself (as flowc.spark.changelog_chains.updating_chain asks, which then runs it as a
+    processor): streaming, it can take a CDC source's changes, retracting each -U/-D row's
+    contribution (docs/language.md, "Updating pipelines on Spark"). Through a view it
+    could not: the view's rows would reach Spark's own aggregation, which counts a
+    retraction as a row."""
     steps = insert.stream.steps
     if not steps or not isinstance(insert.stream.origin, FromSource):
         return None  # through a view: flowc.spark.changelog_chains runs no processor for it
-    last = steps[-1]
-    if isinstance(last, AggregateStep) and last.window is None and last.keys:
-        return last
+    last = last_aggregate(steps)
+    if last is None:
+        return None
+    consumer = steps[last]
+    assert isinstance(consumer, AggregateStep)
+    if (
+        consumer.window is None
+        and consumer.keys
+        and carries_changes(steps[last + 1 :], consumer.keys)
+    ):
+        return consumer
     return None
+
+
+def last_aggregate(steps: tuple[Step, ...] | list[Step]) -> int | None:
+    """The index of the last AGGREGATE among ``steps``, None without one."""
+    found = [i for i, step in enumerate(steps) if isinstance(step, AggregateStep)]
+    return found[-1] if found else None
+
+
+def carries_changes(steps: tuple[Step, ...] | list[Step], keys: tuple[str, ...]) -> bool:
+    """Whether ``steps`` after an AGGREGATE consuming updates only select plain columns
+    (no ``*``, no qualified name, no CURRENT_WATERMARK), rename or drop columns, keeping each
+    of its ``keys`` under its own name: each then passes every change on with its kind, and
+    the sink's key still names the AGGREGATE's rows. Flink SQL's outer SELECT of a GROUP BY
+    (``SELECT k, COUNT(*) AS n ... GROUP BY k``, an INSERT's columns named as the sink's)
+    lowers to such a SELECT after the AGGREGATE."""
+    for step in steps:
+        if isinstance(step, SelectStep):
+            if step.watermark is not None or not all(
+                _plain_column(item.expr.tree) for item in step.node.items
+            ):
+                return False
+        elif not isinstance(step, RenameStep | DropStep):
+            return False
+    for key in keys:
+        held = frozenset({key})
+        for step in steps:
+            held = step.passes_on(held)
+        if key not in held:
+            return False
+    return True
+
+
+def _plain_column(tree: exp.Expr) -> bool:
+    """An unqualified column read as it is."""
+    return isinstance(tree, exp.Column) and isinstance(tree.this, exp.Identifier) and not tree.table
 
 
 #: The steps a JOIN consuming a CDC source's changes may have after it: projections,

@@ -132,3 +132,56 @@ def test_batch_mode_refuses_it() -> None:
     with pytest.raises(CompileError) as raised:
         flowc.compile(text, "job.flow", for_spark=True)
     assert any(d.code == Code.E0299 for d in raised.value.diagnostics)
+
+
+#: The same job as Flink users write it: the GROUP BY's outer SELECT (its columns named
+#: as the sink's, by position) lowers to a SELECT after the AGGREGATE, which passes each
+#: change on; it was refused (E0299) while the AGGREGATE had to end the INSERT.
+FLINK_PROGRAM = """\
+SET sql.dialect = 'flink';
+SET max_parallelism = 8;
+CREATE TABLE customers (id BIGINT, country STRING, score BIGINT)
+  WITH ('connector' = 'files', 'path' = 'in', 'format' = 'debezium-json');
+CREATE TABLE per_country (country STRING, customers BIGINT, best BIGINT, total BIGINT,
+    worst BIGINT, PRIMARY KEY (country) NOT ENFORCED)
+  WITH ('connector' = 'files', 'path' = 'out/per_country', 'format' = 'json');
+INSERT INTO per_country
+SELECT country, COUNT(*), MAX(score), SUM(score) AS total, MIN(score) AS worst
+FROM customers WHERE id > 0 GROUP BY country;
+"""
+
+
+def test_the_flink_sql_group_by_over_a_cdc_source_across_micro_batches_and_restarts(
+    spark: Any, tmp_path: Path
+) -> None:
+    flow = tmp_path / "job.flow"
+    wanted = expected_tables(BATCHES)
+    for index, batch in enumerate(BATCHES):
+        write_file(tmp_path / "in", index, batch)
+        job = flowc.compile(FLINK_PROGRAM, str(flow), for_spark=True)
+        (processor,) = job.spark_plan.changelog_processors.values()
+        assert processor.consumer
+        report = run_job(job, available_now=True, master="local[2]", out=io.StringIO())
+        assert all(q.error is None for q in report.queries), report
+        rows = upsert_table(tmp_path / "out" / "per_country")
+        got = {r["country"]: (r["customers"], r["total"], r["best"], r["worst"]) for r in rows}
+        assert got == wanted[index], index
+
+
+@pytest.mark.parametrize(
+    ("select", "code"),
+    [
+        # computed after the AGGREGATE: the SELECT would read a -U or -D row as a new one
+        ("SELECT UPPER(country), COUNT(*), MAX(score), SUM(score), MIN(score)", Code.E0299),
+        # the SQL lowering computes this in the AGGREGATE, which does not retract it
+        ("SELECT country, COUNT(*) * 2, MAX(score), SUM(score), MIN(score)", Code.E0741),
+    ],
+)
+def test_a_computing_select_after_the_group_by_stays_refused(select: str, code: Code) -> None:
+    """Only projections keeping the keys pass each change on as it is."""
+    text = FLINK_PROGRAM.replace(
+        "SELECT country, COUNT(*), MAX(score), SUM(score) AS total, MIN(score) AS worst", select
+    )
+    with pytest.raises(CompileError) as raised:
+        flowc.compile(text, "job.flow", for_spark=True)
+    assert any(d.code == code for d in raised.value.diagnostics), raised.value

@@ -36,7 +36,9 @@ from flowc.program import (
     Step,
     Stream,
     TopStep,
+    carries_changes,
     cdc_top,
+    last_aggregate,
     streams_from_source,
 )
 from flowc.sql.spark_sql import UnsupportedOnSpark, select_columns
@@ -55,7 +57,8 @@ class UpdatingChain:
     identified by that AGGREGATE's keys, which hold the PER columns), through KEY BY
     steps only; the consumer's rows go straight to the sink. Without a
     producer, the updates are a CDC source's (``source``, debezium-json), reaching the
-    consumer through row-wise steps and KEY BY. ``input`` is the consumer's input row."""
+    consumer through row-wise steps and KEY BY, its rows the sink through projections
+    keeping its keys (``carrying``). ``input`` is the consumer's input row."""
 
     producer: TopStep | AggregateStep | None
     consumer: AggregateStep | TopStep
@@ -68,8 +71,8 @@ class UpdatingChain:
     #: A TOP consumer's upsert key as the sink's columns name it: the PER columns and the
     #: rank, or the row keys (after the projections following the TOP).
     sink_key: tuple[str, ...] = ()
-    #: The projections (by ``id``) between the AGGREGATE and the TOP and after the TOP:
-    #: each passes every change on with its kind.
+    #: The projections (by ``id``) between the AGGREGATE and the TOP and after the TOP,
+    #: or after an AGGREGATE consumer: each passes every change on with its kind.
     carrying: frozenset[int] = frozenset()
 
     def origin_text(self, keyword: str) -> str:
@@ -281,20 +284,29 @@ def _insert_only_source(program: Program, stream: Stream) -> bool:
 
 def _cdc_chain(program: Program, insert: InsertDef, schema: Schema) -> UpdatingChain | None:
     """A CDC source's changes into an AGGREGATE (streaming): the source's row-wise steps
-    and KEY BY, then the AGGREGATE without WINDOW, with keys, as the INSERT's last step."""
+    and KEY BY, then the AGGREGATE without WINDOW, with keys, the INSERT's last one,
+    followed only by projections keeping its keys (:func:`carries_changes`: the SQL form's
+    outer SELECT)."""
     if program.settings.execution_mode == "batch":
         return None
     steps = insert.stream.steps
-    if not steps:
+    last = last_aggregate(steps)
+    if last is None:
         return None
-    *before, consumer = steps
+    before, consumer, after = steps[:last], steps[last], steps[last + 1 :]
     if not isinstance(consumer, AggregateStep) or consumer.window is not None:
         return None
     if not consumer.keys or not all(isinstance(s, CHANGE_KEEPING_STEPS) for s in before):
         return None
+    if not carries_changes(after, consumer.keys):
+        return None
     assert isinstance(insert.stream.origin, FromSource)
     return UpdatingChain(
-        None, consumer, before[-1].schema if before else schema, insert.stream.origin.name
+        None,
+        consumer,
+        before[-1].schema if before else schema,
+        insert.stream.origin.name,
+        carrying=frozenset(map(id, after)),
     )
 
 
