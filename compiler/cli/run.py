@@ -35,15 +35,23 @@ if TYPE_CHECKING:
     from flowc.runtime.run import RunReport
 
 
-def run(args: argparse.Namespace) -> int:
+def _compiled(args: argparse.Namespace) -> tuple[CompiledJob | None, dict[str, str]]:
+    """FILE's job with its --set overrides, and the texts diagnostics point into
+    (an override's are on the command line, shown as its --set KEY=VALUE); None where it
+    does not compile, its diagnostics printed."""
     text = read_source(args.file)
     overrides = command_line_overrides(args)
-    # Diagnostics about an override are on the command line, shown as its --set KEY=VALUE.
     sources = {args.file: text, COMMAND_LINE: command_line_text(overrides)}
     try:
-        job = compile_source(args, text, args.file, overrides=overrides)
+        return compile_source(args, text, args.file, overrides=overrides), sources
     except CompileError as error:
         print_diagnostics(error.diagnostics, sources, "text", args.color)
+        return None, sources
+
+
+def run(args: argparse.Namespace) -> int:
+    job, sources = _compiled(args)
+    if job is None:
         return EXIT_ERRORS
     blockers = run_blockers(job)  # what check only warns of, but Spark fails on at start
     if blockers:
@@ -83,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
         raise NotRunnable(str(error)) from None
     except SparkRefused as error:
         if error.diagnostic is not None:
-            print_diagnostics([error.diagnostic], {args.file: text}, "text", args.color)
+            print_diagnostics([error.diagnostic], sources, "text", args.color)
         else:
             sys.stderr.write(error.text)
         return EXIT_ERRORS
@@ -106,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
             sys.stderr.write(f"error: query '{query.name}' failed: {query.error}\n")
     placed = [q.failure for q in failed if q.failure is not None]
     if placed:
-        print_diagnostics(placed, {args.file: text}, "text", args.color)
+        print_diagnostics(placed, sources, "text", args.color)
     if report.stopped_by_user:
         return 130
     return EXIT_ERRORS if failed else EXIT_USAGE if report_failed else EXIT_OK
@@ -115,13 +123,8 @@ def run(args: argparse.Namespace) -> int:
 def rescale(args: argparse.Namespace) -> int:
     """``flowc rescale FILE``: the state of a stopped job's queries moved to the plan's
     partitions (its SET parallelism, or --set), as ``flowc run`` does before starting."""
-    text = read_source(args.file)
-    overrides = command_line_overrides(args)
-    sources = {args.file: text, COMMAND_LINE: command_line_text(overrides)}
-    try:
-        job = compile_source(args, text, args.file, overrides=overrides)
-    except CompileError as error:
-        print_diagnostics(error.diagnostics, sources, "text", args.color)
+    job, sources = _compiled(args)
+    if job is None:
         return EXIT_ERRORS
     if job.spark_plan.batch:
         raise UsageError("flowc rescale: a batch job keeps no checkpoint, no state to rescale")
