@@ -94,6 +94,24 @@ INSERT INTO totals FROM customers
         False,
         ("id", "name", "total", "n", "biggest"),
     ),
+    "two_aggregates_full_join": (
+        "json",
+        "customer_id, cid",
+        """CREATE VIEW order_stats AS FROM orders
+  |> WHERE amount > 3 AND customer_id IS NOT NULL
+  |> KEY BY customer_id
+  |> AGGREGATE sum(amount) AS big_total, count(*) AS big_n, max(amount) AS big_max
+  |> RENAME customer_id AS cid;
+INSERT INTO totals FROM orders
+  |> KEY BY customer_id
+  |> AGGREGATE sum(amount) AS total, count(*) AS n, max(amount) AS biggest
+  |> FULL JOIN order_stats ON customer_id = cid
+  |> SELECT customer_id, cid, total, big_total, big_n;
+""",
+        (True, True),
+        True,
+        ("customer_id", "cid", "total", "big_total", "big_n"),
+    ),
 }
 
 
@@ -107,7 +125,7 @@ def customer(i: int, name: str) -> Values:
 
 
 #: Per micro-batch: the orders and the customers' envelopes (an append-only customers
-#: source reads the creates' rows only: CDC_ONLY envelopes are left out for it).
+#: source reads each customer's first create only: customer_batches).
 BATCHES: list[tuple[list[Order], list[Envelope]]] = [
     # customer 20's orders before the customer; order 3 without a customer id
     ([(1, 10, 5), (2, 20, 7), (3, None, 4)], [("c", None, customer(10, "ann"))]),
@@ -165,25 +183,34 @@ def write_batch(root: Path, case: str, index: int) -> None:
 
 def flink_table(case: str, upto: int) -> dict[Values, Values]:
     """Flink's changelog of the INSERT over the first ``upto`` micro-batches (each batch's
-    orders, then its customers), materialized by the sink's key; rows in the sink's
-    columns."""
+    orders, then its customers, or the second AGGREGATE's changes), materialized by the
+    sink's key; rows in the sink's columns."""
     _, key, rest, preserved, aggregate_left, columns = CASES[case]
     filtered = "amount > 0" in rest
     side = 0 if aggregate_left else 1
     held: dict[object, list[int]] = {}
+    big: dict[object, list[int]] = {}
     records: list[Record] = []
     for (orders, _), envelopes in zip(BATCHES[:upto], customer_batches(case), strict=False):
         kept = [o for o in orders if o[2] > 0 or not filtered]
         records += group_aggregate([(o[1], o[2]) for o in kept], held, side)
-        records += envelope_records(1 - side, envelopes)
-    if aggregate_left:
+        if "order_stats" in rest:  # the other side: the orders over 3 with a customer id
+            over = [(o[1], o[2]) for o in orders if o[2] > 3 and o[1] is not None]
+            records += group_aggregate(over, big, 1 - side)
+        else:
+            records += envelope_records(1 - side, envelopes)
+    aggregated = ("customer_id", "total", "n", "biggest")
+    if "order_stats" in rest:
+        changes = flink_join(records, ([0], [0]), (4, 4), preserved)
+        names = (*aggregated, "cid", "big_total", "big_n", "big_max")
+    elif aggregate_left:
         changes = flink_join(records, ([0], [0]), (4, 2), preserved)
-        names = ("customer_id", "total", "n", "biggest", "id", "name")
+        names = (*aggregated, "id", "name")
     else:
         changes = flink_join(records, ([0], [0]), (2, 4), preserved)
-        names = ("id", "name", "customer_id", "total", "n", "biggest")
+        names = ("id", "name", *aggregated)
     projected = [(kind, tuple(row[names.index(c)] for c in columns)) for kind, row in changes]
-    return materialized(projected, [columns.index(key)])
+    return materialized(projected, [columns.index(k.strip()) for k in key.split(",")])
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -196,7 +223,10 @@ def test_a_join_over_an_aggregates_updates_across_micro_batches_and_restarts(
     flow.write_text(text, encoding="utf-8")
     job = flowc.compile(text, str(flow), for_spark=True)
     processors = sorted(job.spark_plan.changelog_processors.values(), key=lambda p: p.kind)
-    assert [(p.kind, p.consumer) for p in processors] == [("AGGREGATE", False), ("JOIN", True)]
+    producers = 2 if "order_stats" in CASES[case][2] else 1
+    assert [(p.kind, p.consumer) for p in processors] == [("AGGREGATE", False)] * producers + [
+        ("JOIN", True)
+    ]
     assert "because the JOIN on line" in processors[0].to_text()
     wanted = [flink_table(case, upto) for upto in RUNS]
     assert any(None in row for row in wanted[-1].values()) == any(preserved)
@@ -210,7 +240,8 @@ def test_a_join_over_an_aggregates_updates_across_micro_batches_and_restarts(
         report = run_job(job, available_now=True, master="local[2]", out=io.StringIO())
         assert all(q.error is None for q in report.queries), report
         rows = [tuple(r.get(c) for c in columns) for r in upsert_table(tmp_path / "out" / "totals")]
-        got = {(row[columns.index(key)],): row for row in rows}
+        at = [columns.index(k.strip()) for k in key.split(",")]
+        got = {tuple(row[i] for i in at): row for row in rows}
         assert len(got) == len(rows), rows
         assert got == wanted[run], (case, run)
 

@@ -526,3 +526,42 @@ def test_flinks_collected_join_over_a_group_by_is_the_one_computed_in_plain_pyth
         computed = flink_join(records, ([0], [0]), (4, 2), preserved)
         assert materialized(computed, at) == flink, kind
     assert any(None in row for row in flink.values()) == any(preserved), flink
+
+
+#: An append stream JOINed with a CDC source into an upsert sink: Flink 2.3 refuses the
+#: INSERT as written (the join has no upsert key); flowc's modes are those of its plan
+#: with ON CONFLICT DO DEDUPLICATE, as for a JOIN over an AGGREGATE's updates.
+CDC_JOIN_INTO_UPSERT = f"""
+    {ORDERS}
+    {CUSTOMERS}
+    CREATE TABLE o (order_id BIGINT, customer_id BIGINT, name STRING,
+      PRIMARY KEY (order_id, customer_id) NOT ENFORCED)
+      WITH ('connector' = 'files', 'path' = 'out', 'format' = 'json');
+    INSERT INTO o SELECT order_id, orders.customer_id, name
+      FROM orders JOIN customers ON orders.customer_id = customers.id;
+"""
+
+
+def test_a_join_over_changes_into_an_upsert_sink_has_flinks_deduplicating_modes(
+    tmp_path: Path,
+) -> None:
+    checked_flink_python()
+    statements = as_flink_sql(textwrap.dedent(CDC_JOIN_INTO_UPSERT), tmp_path)
+    plans: dict[str, list[list[object]] | str] = ask_flink(
+        PROBE,
+        {
+            "as_written": statements,
+            "deduplicated": [*statements[:-1], statements[-1] + " ON CONFLICT DO DEDUPLICATE"],
+        },
+    )
+    refused = plans["as_written"]
+    assert isinstance(refused, str) and "upsert key that differs" in refused, refused
+    plan = plans["deduplicated"]
+    assert not isinstance(plan, str), plan
+    program = "SET sql.dialect = 'flink';\n" + textwrap.dedent(CDC_JOIN_INTO_UPSERT)
+    job = flowc.compile(program, "d.flow")
+    assert not [d for d in job.diagnostics if d.severity.name == "ERROR"], job.diagnostics
+    assert flowc_modes(job.stream_graph) == flink_modes(plan)
+    flink = [mode for _, kind, mode in plan if kind == "Join"]
+    ours = [n.changelog_mode for n in job.stream_graph.nodes.values() if "Join" in n.name]
+    assert ours == flink == ["I,UB,UA,D"], (ours, flink)
