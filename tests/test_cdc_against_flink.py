@@ -402,6 +402,13 @@ AGGREGATE_JOINS = {
         INSERT INTO o SELECT t.customer_id, c.name, t.total FROM {ORDER_TOTALS}
           LEFT JOIN customers c ON c.id = t.customer_id;
     """,
+    "append_right_join_aggregate_into_print": f"""
+        {ORDERS}
+        {APPEND_CUSTOMERS}
+        {PRINTED}
+        INSERT INTO o SELECT c.id, c.name, t.total FROM customers c
+          RIGHT JOIN {ORDER_TOTALS} ON c.id = t.customer_id;
+    """,
     "append_full_join_aggregate_into_print": f"""
         {ORDERS}
         {APPEND_CUSTOMERS}
