@@ -17,6 +17,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import random
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +35,9 @@ from tests.helpers.cdc_join_flink import (
     flink_join,
     group_aggregate,
     materialized,
+    upserted,
 )
+from tests.helpers.fake_state import Handle
 from tests.helpers.files import upsert_table
 
 Envelope = tuple[str, Values | None, Values | None]
@@ -375,3 +378,89 @@ def test_the_state_manifest_holds_the_producer_and_the_join() -> None:
     assert comparison.verdict is Verdict.INCOMPATIBLE, messages
     assert any("row_keys" in m for m in messages), messages
     assert compare(manifest, manifest).verdict is not Verdict.INCOMPATIBLE
+
+
+#: Per JOIN kind (the AGGREGATE on the left, customers on the right): the preserved sides
+#: and the sink key's positions in the joined row (customer_id, total, n, biggest, id,
+#: name): the preserved sides' join columns, both for FULL.
+PROCESSOR_KINDS = {
+    "inner": ((False, False), [4]),
+    "left": ((True, False), [0]),
+    "right": ((False, True), [4]),
+    "full": ((True, True), [0, 4]),
+}
+
+
+def random_batches(rng: random.Random) -> list[list[tuple[str, Values]]]:
+    """Micro-batches of orders ("o", (customer_id, amount)) and customers' changes
+    ("c", kind and row): a consistent log (one row per id at a time)."""
+    live: dict[int, Values] = {}
+    batches = []
+    for _ in range(rng.randint(1, 6)):
+        batch: list[tuple[str, Values]] = []
+        for _ in range(rng.randint(0, 6)):
+            if rng.random() < 0.6:
+                batch.append(("o", (rng.choice([1, 2, 3, None]), rng.randint(-2, 5))))
+                continue
+            i = rng.randint(1, 3)
+            if i not in live:
+                live[i] = (i, rng.choice("abc"))
+                batch.append(("c", ("+I", live[i])))
+            elif rng.random() < 0.6:
+                old, live[i] = live[i], (i, rng.choice("abc"))
+                batch += [("c", ("-U", old)), ("c", ("+U", live[i]))]
+            else:
+                batch.append(("c", ("-D", live.pop(i))))
+        batches.append(batch)
+    return batches
+
+
+@pytest.mark.parametrize("kind", sorted(PROCESSOR_KINDS))
+def test_the_processors_end_each_micro_batch_with_flinks_table(
+    kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The producer ChangelogOperator (sum, count, max per customer_id) into the
+    ChangelogJoin with a CDC customers side, both run by their own handleInputRows in
+    plain Python (state in memory, tests/helpers/fake_state.py) over random micro-batches:
+    the join's changelog applied as an upsert sink applies it is, after every micro-batch,
+    Flink's table (its GroupAggregate and join record by record, materialized by key)."""
+    from pyspark.sql import Row as SparkRow
+    from pyspark.sql import types
+
+    from flowc.spark import generated_runtime
+
+    monkeypatch.setattr(generated_runtime, "Row", SparkRow, raising=False)
+    for name in ("StructType", "StructField", "BinaryType"):
+        monkeypatch.setattr(generated_runtime, name, getattr(types, name), raising=False)
+    preserved, at = PROCESSOR_KINDS[kind]
+    left = ["customer_id", "total", "n", "biggest"]
+    right = ["id", "name"]
+    order = SparkRow("customer_id", "amount")
+    side_row = SparkRow(*left, *right, "__flowc_side", "__flowc_op")
+    for seed in range(40):
+        rng = random.Random(seed)
+        producer = generated_runtime.ChangelogOperator(
+            "aggregate", ["customer_id"], ["customer_id", "amount"],
+            [("sum", "amount"), ("count", None), ("max", "amount")],
+            0, False, False, "__flowc_order", "__flowc_key_group", False,
+        )  # fmt: skip
+        join = generated_runtime.ChangelogJoin(
+            left, right, ["customer_id"], ["id"], at, left + right, preserved
+        )
+        producer.init(Handle())
+        join.init(Handle())
+        ours: list[tuple[str, Values]] = []
+        records: list[Record] = []
+        held: dict[object, list[int]] = {}
+        for batch in random_batches(rng):
+            orders = [values for what, values in batch if what == "o"]
+            changes = [values for what, values in batch if what == "c"]
+            emitted = list(producer.handleInputRows((0,), iter([order(*o) for o in orders]), None))
+            rows = [side_row(*tuple(r)[:-1], None, None, 0, r["__flowc_op"]) for r in emitted]
+            rows += [side_row(None, None, None, None, *v, 1, k) for k, v in changes]
+            out = join.handleInputRows((0,), iter(rows), None)
+            ours += [(r["__flowc_op"], tuple(r)[:-1]) for r in out]
+            records += group_aggregate(orders, held, 0)  # type: ignore[arg-type]
+            records += [(1, k, v) for k, v in changes]
+            flink = flink_join(records, ([0], [0]), (4, 2), preserved)
+            assert upserted(ours, at) == materialized(flink, at), (seed, batch)
