@@ -862,12 +862,16 @@ PROJECTION_STEPS = (SelectStep, ExtendStep, DropStep, RenameStep)
 @dataclass(frozen=True, slots=True)
 class CdcJoin:
     """An INSERT reading a source JOINed (ON equalities of one column of each side) with
-    another source, each read through row-wise steps and KEY BY, one of them or both CDC:
-    Flink's regular join consuming updates, inner or outer (docs/language.md, "A JOIN over
-    a CDC source's changes"). ``source``: the CDC sources' names, for messages; ``changes``
-    whether the (stream, other) side is CDC; ``pairs`` are the (stream column, other
-    column) equalities, ``left`` and ``right`` the JOIN's input rows, ``after`` the
-    projections after it."""
+    another source, each read through row-wise steps and KEY BY, one of them or both CDC
+    or an AGGREGATE's updates: Flink's regular join consuming updates, inner or outer
+    (docs/language.md, "A JOIN over a CDC source's changes" and "A JOIN over an
+    AGGREGATE's updates"). ``source``: the CDC sources' names, for messages; ``changes``
+    whether the (stream, other) side carries changes; ``pairs`` are the (stream column,
+    other column) equalities, ``left`` and ``right`` the JOIN's input rows, ``after`` the
+    projections after it. ``producers``: per side the AGGREGATE (no WINDOW, with keys,
+    over insert-only rows) whose changelog the side carries, None for a source's rows;
+    ``carrying`` the steps (by ``id``) between such an AGGREGATE and the JOIN, which pass
+    each change on with its kind."""
 
     join: JoinStep
     source: str
@@ -877,6 +881,8 @@ class CdcJoin:
     after: tuple[Step, ...]
     kind: JoinKind = JoinKind.INNER
     changes: tuple[bool, bool] = (False, True)
+    producers: tuple[AggregateStep | None, AggregateStep | None] = (None, None)
+    carrying: frozenset[int] = frozenset()
 
     @property
     def preserved(self) -> tuple[bool, bool]:
@@ -886,16 +892,77 @@ class CdcJoin:
             self.kind in (JoinKind.RIGHT, JoinKind.FULL),
         )
 
+    @property
+    def origin(self) -> str:
+        """What the JOIN's changes come from, as messages name it."""
+        named = []
+        if self.source:
+            plural = "s" if self.source.count("' and '") else ""
+            named.append(f"CDC source{plural} '{self.source}'")
+        named += [f"the AGGREGATE on line {p.span.line}" for p in self.producers if p]
+        return " and ".join(named)
+
+
+#: Steps between an AGGREGATE whose updates a JOIN consumes and the JOIN: each passes
+#: every change on with its kind, one row per change (as :data:`UPSERT_KEEPING_STEPS`).
+_AFTER_PRODUCER = (WhereStep, SelectStep, ExtendStep, SetStep, DropStep, RenameStep, KeyByStep)
+
+
+@dataclass(frozen=True, slots=True)
+class _JoinInput:
+    """One side of a JOIN over changes: its source, its steps up to the JOIN (through
+    views read by nothing else), and the AGGREGATE producing its changes, if any."""
+
+    source: SourceDef
+    steps: tuple[Step, ...]
+    producer: AggregateStep | None
+
+    @property
+    def changes(self) -> bool:
+        return self.source.changelog or self.producer is not None
+
+    def carrying(self) -> set[int]:
+        if self.producer is None:
+            return set()
+        at = next(i for i, s in enumerate(self.steps) if s is self.producer)
+        return {id(s) for s in self.steps[at + 1 :]}
+
+
+def _join_input(
+    program: Program, streams: list[Stream], steps: tuple[Step, ...]
+) -> _JoinInput | None:
+    """``steps`` (from the source of ``streams[0]``) as one side of a JOIN over changes:
+    row-wise steps and KEY BY, or over a source that is no CDC source those, an AGGREGATE
+    without WINDOW with keys, then :data:`_AFTER_PRODUCER` steps; None otherwise."""
+    origin = streams[0].origin
+    assert isinstance(origin, FromSource)
+    source = program.source(origin.name)
+    if any(s.inputs or _regroups(s) for s in steps):
+        return None
+    stateful = [i for i, s in enumerate(steps) if not isinstance(s, CHANGE_KEEPING_STEPS)]
+    if not stateful:
+        # a source's rows: read directly (through a view the JOIN is refused, E0299)
+        return _JoinInput(source, steps, None) if len(streams) == 1 else None
+    if source.changelog or len(stateful) != 1:
+        return None  # an AGGREGATE over changes, or a second stateful step
+    at = stateful[0]
+    producer = steps[at]
+    if not isinstance(producer, AggregateStep) or producer.window is not None:
+        return None
+    if not producer.keys or not all(isinstance(s, _AFTER_PRODUCER) for s in steps[at + 1 :]):
+        return None
+    return _JoinInput(source, steps, producer)
+
 
 def cdc_join(program: Program, insert: InsertDef) -> CdcJoin | None:
     """The INSERT's CDC join (streaming), None where its steps are not one: neither side
-    CDC, a condition other than equalities, a stateful step besides the JOIN, a step
-    after it other than a projection, a column of the two sides' rows named twice, ``c.*``
-    after it."""
+    CDC nor an AGGREGATE's updates, a condition other than equalities, another stateful
+    step, a step after it other than a projection, a column of the two sides' rows named
+    twice, ``c.*`` after it. Each side may read views that nothing else reads (Flink's
+    SQL form lowers a subquery to one)."""
     stream = insert.stream
-    if program.settings.execution_mode == "batch" or not isinstance(stream.origin, FromSource):
+    if program.settings.execution_mode == "batch":
         return None
-    main = program.source(stream.origin.name)
     joined = [i for i, step in enumerate(stream.steps) if step.inputs]
     if len(joined) != 1:
         return None
@@ -904,22 +971,25 @@ def cdc_join(program: Program, insert: InsertDef) -> CdcJoin | None:
     if not isinstance(join, JoinStep) or len(join.inputs) != 1:
         return None
     (other,) = join.inputs
-    if not isinstance(other.origin, FromSource):
+    main_streams = streams_from_source(program, stream)
+    other_streams = streams_from_source(program, other)
+    if main_streams is None or other_streams is None:
         return None
-    cdc = program.source(other.origin.name)
-    changes = (main.changelog, cdc.changelog)
+    viewed = tuple(step for s in main_streams[:-1] for step in s.steps)
+    main = _join_input(program, main_streams, (*viewed, *stream.steps[:at]))
+    cdc = _join_input(
+        program, other_streams, tuple(step for s in other_streams for step in s.steps)
+    )
+    if main is None or cdc is None:
+        return None
+    changes = (main.changes, cdc.changes)
     if not any(changes):
         return None  # two insert-only sides: Spark's own stream-stream join
-    before, after = stream.steps[:at], stream.steps[at + 1 :]
-    if not all(
-        isinstance(s, CHANGE_KEEPING_STEPS) and not s.inputs and not _regroups(s)
-        for s in (*other.steps, *before)
-    ):
-        return None
+    after = stream.steps[at + 1 :]
     if not all(isinstance(s, PROJECTION_STEPS) and not _regroups(s) for s in after):
         return None
-    left = before[-1].schema if before else main.output_schema
-    right = other.steps[-1].schema if other.steps else cdc.output_schema
+    left = main.steps[-1].schema if main.steps else main.source.output_schema
+    right = cdc.steps[-1].schema if cdc.steps else cdc.source.output_schema
     names = [c.name.lower() for c in (*left, *right)]
     if len(set(names)) != len(names):
         return None
@@ -929,8 +999,19 @@ def cdc_join(program: Program, insert: InsertDef) -> CdcJoin | None:
     types = {c.name: c.type.upper() for c in (*left, *right)}
     if any(types[a] != types[b] or types[a] in ("FLOAT", "DOUBLE") for a, b in pairs):
         return None  # both sides' keys hashed alike, and equal where Spark's equality is
-    named = "' and '".join(s.name for s, c in ((main, changes[0]), (cdc, changes[1])) if c)
-    return CdcJoin(join, named, pairs, left, right, after, JoinKind(join.node.kind), changes)
+    named = "' and '".join(s.source.name for s in (main, cdc) if s.source.changelog)
+    return CdcJoin(
+        join,
+        named,
+        pairs,
+        left,
+        right,
+        after,
+        JoinKind(join.node.kind),
+        changes,
+        (main.producer, cdc.producer),
+        frozenset(main.carrying() | cdc.carrying()),
+    )
 
 
 def _equalities(

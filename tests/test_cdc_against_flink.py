@@ -20,6 +20,7 @@ from tests.helpers.cdc_join_flink import (
     Record,
     envelope_records,
     flink_join,
+    group_aggregate,
     materialized,
     upserted,
 )
@@ -367,3 +368,207 @@ def test_a_top_without_its_rank_has_flinks_deduplicating_modes(
     modes = flowc_modes(job.stream_graph)
     assert ("rank", "I,UB,UA,D") in modes
     assert modes == flink_modes(plan)
+
+
+#: A JOIN over an AGGREGATE's updates (Flink's regular join over a GROUP BY; flowc's
+#: producer ChangelogOperator into ChangelogJoin): the GroupAggregate I,UB,UA, the Join
+#: the union of its inputs' kinds (I,UB,UA over an append side; with a CDC side or an
+#: outer kind I,UB,UA,D), into print sinks, and into an upsert sink, which Flink takes only
+#: with ON CONFLICT DO DEDUPLICATE (the join has no upsert key) and whose table flowc writes.
+ORDER_TOTALS = "(SELECT customer_id, SUM(amount) AS total FROM orders GROUP BY customer_id) t"
+APPEND_CUSTOMERS = """CREATE TABLE customers (id BIGINT, name STRING, country STRING)
+          WITH ('connector' = 'files', 'path' = 'in', 'format' = 'json');"""
+PRINTED = "CREATE TABLE o (id BIGINT, name STRING, total BIGINT) WITH ('connector' = 'print');"
+AGGREGATE_JOINS = {
+    "append_join_aggregate_into_print": f"""
+        {ORDERS}
+        {APPEND_CUSTOMERS}
+        {PRINTED}
+        INSERT INTO o SELECT c.id, c.name, t.total FROM customers c
+          JOIN {ORDER_TOTALS} ON c.id = t.customer_id;
+    """,
+    "cdc_join_aggregate_into_print": f"""
+        {ORDERS}
+        {CUSTOMERS}
+        {PRINTED}
+        INSERT INTO o SELECT c.id, c.name, t.total FROM customers c
+          JOIN {ORDER_TOTALS} ON c.id = t.customer_id;
+    """,
+    "aggregate_left_join_append_into_print": f"""
+        {ORDERS}
+        {APPEND_CUSTOMERS}
+        CREATE TABLE o (customer_id BIGINT, name STRING, total BIGINT)
+          WITH ('connector' = 'print');
+        INSERT INTO o SELECT t.customer_id, c.name, t.total FROM {ORDER_TOTALS}
+          LEFT JOIN customers c ON c.id = t.customer_id;
+    """,
+    "append_right_join_aggregate_into_print": f"""
+        {ORDERS}
+        {APPEND_CUSTOMERS}
+        {PRINTED}
+        INSERT INTO o SELECT c.id, c.name, t.total FROM customers c
+          RIGHT JOIN {ORDER_TOTALS} ON c.id = t.customer_id;
+    """,
+    "append_full_join_aggregate_into_print": f"""
+        {ORDERS}
+        {APPEND_CUSTOMERS}
+        CREATE TABLE o (id BIGINT, customer_id BIGINT, total BIGINT)
+          WITH ('connector' = 'print');
+        INSERT INTO o SELECT c.id, t.customer_id, t.total FROM customers c
+          FULL JOIN {ORDER_TOTALS} ON c.id = t.customer_id;
+    """,
+    "append_join_aggregate_into_upsert": f"""
+        {ORDERS}
+        {APPEND_CUSTOMERS}
+        CREATE TABLE o (id BIGINT, name STRING, total BIGINT, PRIMARY KEY (id) NOT ENFORCED)
+          WITH ('connector' = 'files', 'path' = 'out', 'format' = 'json');
+        INSERT INTO o SELECT c.id, c.name, t.total FROM customers c
+          JOIN {ORDER_TOTALS} ON c.id = t.customer_id;
+    """,
+}
+
+
+@pytest.fixture(scope="module")
+def aggregate_join_plans(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> dict[str, list[list[object]] | str]:
+    checked_flink_python()
+    folder = tmp_path_factory.mktemp("in")
+    asked = {}
+    for name, program in AGGREGATE_JOINS.items():
+        statements = as_flink_sql(textwrap.dedent(program), folder)
+        asked[name] = statements
+        if "upsert" in name:
+            asked[f"{name}_deduplicated"] = [
+                *statements[:-1],
+                statements[-1] + " ON CONFLICT DO DEDUPLICATE",
+            ]
+    plans: dict[str, list[list[object]] | str] = ask_flink(PROBE, asked)
+    return plans
+
+
+@pytest.mark.parametrize("case", sorted(AGGREGATE_JOINS))
+def test_a_join_over_an_aggregates_updates_has_flinks_modes(
+    case: str, aggregate_join_plans: dict[str, list[list[object]] | str]
+) -> None:
+    """The GroupAggregate's, the Join's and the sink input's modes; into an upsert sink
+    Flink refuses the INSERT as written (no upsert key), and flowc's modes are those of
+    its plan with ON CONFLICT DO DEDUPLICATE."""
+    plan = aggregate_join_plans[case]
+    if "upsert" in case:
+        assert isinstance(plan, str) and "upsert key that differs" in plan, plan
+        plan = aggregate_join_plans[f"{case}_deduplicated"]
+    assert not isinstance(plan, str), plan
+    program = "SET sql.dialect = 'flink';\n" + textwrap.dedent(AGGREGATE_JOINS[case])
+    job = flowc.compile(program, "d.flow")
+    assert not [d for d in job.diagnostics if d.severity.name == "ERROR"], job.diagnostics
+    modes = flowc_modes(job.stream_graph)
+    assert ("aggregate", "I,UB,UA") in modes
+    assert modes == flink_modes(plan)
+    flink = [mode for _, kind, mode in plan if kind == "Join"]
+    ours = [n.changelog_mode for n in job.stream_graph.nodes.values() if "Join" in n.name]
+    assert ours == flink, (ours, flink)
+    if "upsert" in case:  # it runs on Spark, as the two processors
+        job = flowc.compile(program, "d.flow", for_spark=True)
+        kinds = sorted(p.kind for p in job.spark_plan.changelog_processors.values())
+        assert kinds == ["AGGREGATE", "JOIN"], kinds
+
+
+#: Orders (customer_id, amount) for the GROUP BY, and the customers' envelopes (id, name).
+AGGREGATED_ORDERS: list[tuple[object, int]] = [(10, 5), (20, 7), (10, 2), (None, 4), (30, 1)]
+AGGREGATED_CUSTOMERS: list[tuple[str, tuple[object, ...] | None, tuple[object, ...] | None]] = [
+    ("c", None, (10, "ann")),
+    ("c", None, (20, "bob")),
+    ("u", (10, "ann"), (10, "anne")),
+    ("d", (20, "bob"), None),  # total 20 padded again (LEFT)
+    ("c", None, (40, "dan")),
+]
+
+
+@pytest.mark.parametrize("kind", ["", "LEFT", "FULL"])
+def test_flinks_collected_join_over_a_group_by_is_the_one_computed_in_plain_python(
+    tmp_path: Path, kind: str
+) -> None:
+    """Flink 2.3 runs the GROUP BY (SUM, COUNT, MAX) JOINed with a CDC table; the table
+    its changelog leaves, keyed by the aggregate's key (and the customer's id for FULL),
+    is the one plain Python computes record by record (tests/helpers/cdc_join_flink.py's
+    GroupAggregate then its join), which tests/test_aggregate_join.py holds flowc's
+    processors to on Spark, with the orders read first or the customers first."""
+    checked_flink_python()
+    (tmp_path / "orders").mkdir()
+    (tmp_path / "customers").mkdir()
+    (tmp_path / "orders" / "part.json").write_text(
+        "".join(json.dumps({"customer_id": k, "amount": v}) + "\n" for k, v in AGGREGATED_ORDERS),
+        encoding="utf-8",
+    )
+
+    def record(values: tuple[object, ...] | None) -> dict[str, object] | None:
+        return None if values is None else {"id": values[0], "name": values[1]}
+
+    (tmp_path / "customers" / "part.json").write_text(
+        "".join(
+            json.dumps({"before": record(b), "after": record(a), "op": op}) + "\n"
+            for op, b, a in AGGREGATED_CUSTOMERS
+        ),
+        encoding="utf-8",
+    )
+    ddl = [
+        f"CREATE TABLE orders (customer_id BIGINT, amount BIGINT) WITH ('connector' = "
+        f"'filesystem', 'path' = '{tmp_path / 'orders'}', 'format' = 'json')",
+        f"CREATE TABLE customers (id BIGINT, name STRING) WITH ('connector' = "
+        f"'filesystem', 'path' = '{tmp_path / 'customers'}', 'format' = 'debezium-json')",
+    ]
+    query = (
+        "SELECT * FROM (SELECT customer_id, SUM(amount) AS total, COUNT(*) AS n, "
+        f"MAX(amount) AS biggest FROM orders GROUP BY customer_id) t {kind} JOIN customers "
+        "ON t.customer_id = customers.id"
+    )
+    collected: dict[str, list[list[Any]]] = ask_flink(COLLECT, {"q": [*ddl, query]})
+    at = [0, 4] if kind == "FULL" else [0]
+    flink = materialized([(k, tuple(r)) for k, r in collected["q"]], at)
+    preserved = (kind in ("LEFT", "FULL"), kind == "FULL")
+    aggregated = group_aggregate(AGGREGATED_ORDERS, {}, 0)
+    customers = envelope_records(1, AGGREGATED_CUSTOMERS)
+    for records in (aggregated + customers, customers + aggregated):
+        computed = flink_join(records, ([0], [0]), (4, 2), preserved)
+        assert materialized(computed, at) == flink, kind
+    assert any(None in row for row in flink.values()) == any(preserved), flink
+
+
+#: An append stream JOINed with a CDC source into an upsert sink: Flink 2.3 refuses the
+#: INSERT as written (the join has no upsert key); flowc's modes are those of its plan
+#: with ON CONFLICT DO DEDUPLICATE, as for a JOIN over an AGGREGATE's updates.
+CDC_JOIN_INTO_UPSERT = f"""
+    {ORDERS}
+    {CUSTOMERS}
+    CREATE TABLE o (order_id BIGINT, customer_id BIGINT, name STRING,
+      PRIMARY KEY (order_id, customer_id) NOT ENFORCED)
+      WITH ('connector' = 'files', 'path' = 'out', 'format' = 'json');
+    INSERT INTO o SELECT order_id, orders.customer_id, name
+      FROM orders JOIN customers ON orders.customer_id = customers.id;
+"""
+
+
+def test_a_join_over_changes_into_an_upsert_sink_has_flinks_deduplicating_modes(
+    tmp_path: Path,
+) -> None:
+    checked_flink_python()
+    statements = as_flink_sql(textwrap.dedent(CDC_JOIN_INTO_UPSERT), tmp_path)
+    plans: dict[str, list[list[object]] | str] = ask_flink(
+        PROBE,
+        {
+            "as_written": statements,
+            "deduplicated": [*statements[:-1], statements[-1] + " ON CONFLICT DO DEDUPLICATE"],
+        },
+    )
+    refused = plans["as_written"]
+    assert isinstance(refused, str) and "upsert key that differs" in refused, refused
+    plan = plans["deduplicated"]
+    assert not isinstance(plan, str), plan
+    program = "SET sql.dialect = 'flink';\n" + textwrap.dedent(CDC_JOIN_INTO_UPSERT)
+    job = flowc.compile(program, "d.flow")
+    assert not [d for d in job.diagnostics if d.severity.name == "ERROR"], job.diagnostics
+    assert flowc_modes(job.stream_graph) == flink_modes(plan)
+    flink = [mode for _, kind, mode in plan if kind == "Join"]
+    ours = [n.changelog_mode for n in job.stream_graph.nodes.values() if "Join" in n.name]
+    assert ours == flink == ["I,UB,UA,D"], (ours, flink)

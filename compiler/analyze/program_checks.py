@@ -99,7 +99,8 @@ def check_changes_consumed(ctx: Context, program: Program) -> None:
             "with a PRIMARY KEY passed on unchanged (no EXPLODE before it; after it only "
             "SELECT of plain columns, DROP, RENAME), or a JOIN (inner, LEFT, RIGHT or FULL) "
             "of the INSERT's source with another source ON equal columns of one type, each "
-            "side read through row-wise steps and KEY BY, followed by SELECT, EXTEND, DROP "
+            "side read through row-wise steps and KEY BY (or an AGGREGATE without WINDOW, "
+            "with keys, over a source that is no CDC source), followed by SELECT, EXTEND, DROP "
             "or RENAME only (no `relation.*`), take changes so far; read the "
             "source into a memory or console sink, or into an upsert sink keyed by its "
             "PRIMARY KEY",

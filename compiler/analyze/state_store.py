@@ -96,9 +96,11 @@ UPDATING_PROCESSORS = (
 )
 
 
-#: Why a job whose only processors are JOINs over a CDC source's changes runs on RocksDB.
+#: Why a job whose only processors are JOINs over changes (and the AGGREGATEs producing
+#: them) runs on RocksDB.
 JOIN_PROCESSORS = (
-    "a JOIN over a CDC source's changes runs as a transformWithState processor, which Spark "
+    "a JOIN over changes (a CDC source's, or an AGGREGATE's with the AGGREGATE producing "
+    "them) runs as a transformWithState processor, which Spark "
     "runs only on RocksDB (STORE_BACKEND_NOT_SUPPORTED_FOR_TWS on the other store), and a "
     "job's store is one for all its queries"
 )

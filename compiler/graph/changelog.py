@@ -50,6 +50,7 @@ from flowc.program import (
     WhereStep,
     WindowAggregateStep,
     WindowTopStep,
+    cdc_join,
     cdc_top,
 )
 from flowc.vocabulary import JoinKind, NodeKind
@@ -271,11 +272,15 @@ def infer_changelog_modes(
             node_id = tree.step_nodes.get(id(step))
             if node_id is not None:
                 by_node.setdefault(node_id, step)
-    # A TOP over a CDC source's changes without its rank has no upsert key in Flink 2.3:
-    # the table flowc writes is its ON CONFLICT DO DEDUPLICATE one, whose
-    # SinkUpsertMaterializer reads UPDATE_BEFORE (asked of Flink 2.3: the Rank I,UB,UA,D).
+    # A TOP over a CDC source's changes without its rank, and a JOIN over changes (a CDC
+    # source's or an AGGREGATE's), have no upsert key in Flink 2.3: the table flowc writes
+    # is its ON CONFLICT DO DEDUPLICATE one, whose SinkUpsertMaterializer reads
+    # UPDATE_BEFORE (asked of Flink 2.3: the Rank I,UB,UA,D; the Join over a GROUP BY
+    # I,UB,UA).
     materialized = {
-        i.span for i in program.inserts if (top := cdc_top(program, i)) and not top.ranked
+        i.span
+        for i in program.inserts
+        if ((top := cdc_top(program, i)) and not top.ranked) or cdc_join(program, i)
     }
     upsert_sinks = {
         i.span: is_upsert(sink.connector, sink.mode) and i.span not in materialized

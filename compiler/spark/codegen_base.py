@@ -90,7 +90,8 @@ class ProgramText:
         self.unqualified: set[int] = set()
         for insert in self.program.inserts:  # a CDC join's changes go on to its sink
             joined = cdc_join(self.program, insert)
-            if joined is not None:
+            if joined is not None and not self.batch:
+                self.change_reading |= joined.carrying  # an AGGREGATE's changes to the JOIN
                 for step in joined.after:
                     self.change_reading.add(id(step))
                     self.unqualified.add(id(step))

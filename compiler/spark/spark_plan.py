@@ -370,6 +370,8 @@ class ChangelogProcessor:
     #: A JOIN's kind where it is outer (LEFT, RIGHT, FULL): its rows without a match are
     #: emitted padded; empty otherwise.
     outer: str = ""
+    #: A producer whose changelog a JOIN consumes (not an AGGREGATE or a TOP).
+    feeds_join: bool = False
 
     @property
     def line(self) -> int:
@@ -644,7 +646,7 @@ def build_spark_plan(program: Program, tree: TransformationTree, graph: StreamGr
         bool(stateful_nodes) or bool(readers),
         processors=bool(readers) or bool(deduplicators) or (bool(overs) and not batch),
         updating=bool(changelogs),
-        joins_only=all(c.kind == "JOIN" for c in changelogs.values()),
+        joins_only=all(c.kind == "JOIN" or c.feeds_join for c in changelogs.values()),
     )
     queries = []
     exchanges: dict[tuple[int, int], SparkExchange] = {}
@@ -1014,11 +1016,25 @@ def _changelog_processors(
                 consumer=True,
                 key_groups=graph.nodes[node].max_parallelism
                 or compute_default_max_parallelism(graph.nodes[node].parallelism),
-                other=f"the changes of source{'s' if all(joined.changes) else ''} "
-                f"'{joined.source}' (debezium-json)",
+                other=f"the changes of {joined.origin}",
                 row_keys=join_row_key(program, insert, joined),
                 outer=joined.kind.value if any(joined.preserved) else "",
             )
+            for made_by in joined.producers:
+                made = tree.step_nodes.get(id(made_by)) if made_by is not None else None
+                if made_by is None or made is None or made not in graph.nodes:
+                    continue
+                found[made] = ChangelogProcessor(
+                    node_id=made,
+                    span=made_by.span,
+                    kind="AGGREGATE",
+                    keys=made_by.keys,
+                    consumer=False,
+                    key_groups=graph.nodes[made].max_parallelism
+                    or compute_default_max_parallelism(graph.nodes[made].parallelism),
+                    other=f"the JOIN on line {joined.join.span.line}",
+                    feeds_join=True,
+                )
         chain = updating_chain(program, insert)
         if chain is None:
             continue

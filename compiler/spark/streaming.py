@@ -167,9 +167,12 @@ def check_stateful_operators(query: Query, lineage: Lineage, reporter: _OncePerP
     if query.mode == "append":
         return
     chain = updating_chain(lineage.program, query.insert)
+    joined = cdc_join(lineage.program, query.insert)
     for step in query.stateful:
         if chain is not None and step is chain.consumer:
             continue  # its processor consumes the updates (check_updating_chains)
+        if joined is not None and step is joined.join:
+            continue  # ChangelogJoin consumes an AGGREGATE's updates (check_cdc_joins)
         if lineage.aggregates_before(query.insert, step):
             reporter.error(
                 Code.E0702,
@@ -990,7 +993,7 @@ def check_cdc_joins(query: Query, lineage: Lineage, reporter: _OncePerPlace) -> 
     joined = cdc_join(program, query.insert)
     if joined is None:
         return
-    origin = f"changes of CDC source{'s' if all(joined.changes) else ''} '{joined.source}'"
+    origin = f"changes of {joined.origin}"
     chosen = store_other_than_rocksdb(program.settings)
     if chosen is not None:
         reporter.error(
@@ -1001,6 +1004,18 @@ def check_cdc_joins(query: Query, lineage: Lineage, reporter: _OncePerPlace) -> 
             help="SET state.backend.type = 'rocksdb' (or leave it out): Spark runs "
             "transformWithState processors only on RocksDB",
         )
+    for producer in joined.producers:
+        if producer is None:
+            continue
+        for item in _uncomputed_calls(producer):
+            reporter.error(
+                Code.E0741,
+                f"{query.where}: the AGGREGATE runs as a processor, as the JOIN on line "
+                f"{joined.join.span.line} consumes its updates, and computes only count, sum, "
+                f"avg, min and max of a column: not '{item.expr.text}'",
+                item.expr.span,
+                help=_CALLS_HELP,
+            )
     sink = program.sink(query.insert.sink)
     wanted = join_key_columns(joined)
     pairs = " and ".join(wanted)

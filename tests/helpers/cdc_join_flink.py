@@ -112,3 +112,21 @@ def envelope_records(
             assert before is not None
             out.append((side, "-D", before))
     return out
+
+
+def group_aggregate(
+    rows: Iterable[tuple[object, int]], held: dict[object, list[int]], side: int
+) -> list[Record]:
+    """Flink's GroupAggregate of SUM, COUNT(*) and MAX of a value per key over insert-only
+    ``rows`` (key, value), record by record, as one side of a join: per row its key's +I
+    (the first) or -U old then +U new, rows (key, sum, count, max). ``held``: each key's
+    [sum, count, max], updated in place (so later calls continue it)."""
+    out: list[Record] = []
+    for key, value in rows:
+        old = held.get(key)
+        new = [value, 1, value] if old is None else [old[0] + value, old[1] + 1, max(old[2], value)]
+        held[key] = new
+        if old is not None:
+            out.append((side, "-U", (key, *old)))
+        out.append((side, "+I" if old is None else "+U", (key, *new)))
+    return out
