@@ -37,6 +37,7 @@ from importlib import metadata
 from typing import Any, TextIO
 
 from flowc.analyze.state_store import ROCKSDB_PROVIDER
+from flowc.runtime.failures import readable, spark_errors
 from flowc.runtime.ownership import latest_batch
 
 #: Spark's operators its repartition accepts (StatePartitionKeyExtractorFactory, Spark
@@ -292,8 +293,6 @@ def _write_atomically(path: str, text: str) -> None:
 def repartition(spark: Any, rescale: Rescale, out: TextIO | None = None) -> Rescaled:
     """Repartition a copy of the checkpoint with Spark, then swap it in; RescaleFailed
     leaves the checkpoint as it was."""
-    from flowc.runtime.failures import readable, spark_errors
-
     folder = rescale.folder
     recover(folder)
     staging = folder + STAGING

@@ -67,6 +67,7 @@ LAZY_ALLOWED: dict[tuple[str, str], str] = {
     ("flowc.cli.lsp", "flowc.lsp.server"): "pygls, an optional dependency (flowc[lsp])",
     ("flowc.cli.run", "flowc.runtime.failures"): _RUNTIME,
     ("flowc.cli.run", "flowc.runtime.run"): _RUNTIME,
+    ("flowc.cli.run", "flowc.runtime.rescale"): _RUNTIME,
     ("flowc.cli.test", "flowc.runtime.failures"): _RUNTIME,
     ("flowc.cli.test", "flowc.runtime.run"): _RUNTIME,
     ("flowc.cli.test", "flowc.runtime.user_tests"): _RUNTIME,
