@@ -24,7 +24,6 @@ from typing import Any
 import pytest
 
 import flowc
-from flowc.diagnostics import CompileError, Severity
 from flowc.errorcodes import Code
 from flowc.runtime.run import run_job
 from flowc.state import Verdict, compare, describe_state
@@ -37,6 +36,7 @@ from tests.helpers.cdc_join_flink import (
     materialized,
     upserted,
 )
+from tests.helpers.compile_errors import compile_errors
 from tests.helpers.fake_state import Handle
 from tests.helpers.files import upsert_table
 
@@ -247,16 +247,6 @@ def test_a_join_over_an_aggregates_updates_across_micro_batches_and_restarts(
         got = {tuple(row[i] for i in at): row for row in rows}
         assert len(got) == len(rows), rows
         assert got == wanted[run], (case, run)
-
-
-def compile_errors(text: str) -> list[tuple[str, int, str]]:
-    with pytest.raises(CompileError) as raised:
-        flowc.compile(text, "job.flow", for_spark=True)
-    return [
-        (d.code.value, d.span.line, d.message)
-        for d in raised.value.diagnostics
-        if d.severity is Severity.ERROR
-    ]
 
 
 #: An append-only customers source, in place of the CDC one.

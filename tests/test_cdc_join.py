@@ -24,9 +24,9 @@ from typing import Any
 import pytest
 
 import flowc
-from flowc.diagnostics import CompileError, Severity
 from flowc.errorcodes import Code
 from flowc.runtime.run import run_job
+from tests.helpers.compile_errors import compile_errors
 from tests.helpers.fake_state import Handle
 from tests.helpers.files import upsert_table
 
@@ -155,16 +155,6 @@ def test_a_join_with_a_cdc_source_across_micro_batches_and_restarts(
         }
         assert len(got) == len(rows), rows
         assert got == wanted[run], run
-
-
-def compile_errors(text: str) -> list[tuple[str, int, str]]:
-    with pytest.raises(CompileError) as raised:
-        flowc.compile(text, "job.flow", for_spark=True)
-    return [
-        (d.code.value, d.span.line, d.message)
-        for d in raised.value.diagnostics
-        if d.severity is Severity.ERROR
-    ]
 
 
 @pytest.mark.parametrize(

@@ -25,7 +25,6 @@ from typing import Any
 import pytest
 
 import flowc
-from flowc.diagnostics import CompileError, Severity
 from flowc.errorcodes import Code
 from flowc.runtime.run import run_job
 from flowc.spark.codegen import generate_pyspark
@@ -38,6 +37,7 @@ from tests.helpers.cdc_join_flink import (
     materialized,
     upserted,
 )
+from tests.helpers.compile_errors import compile_errors
 from tests.helpers.fake_state import Handle
 from tests.helpers.files import upsert_table
 
@@ -295,16 +295,6 @@ def join_row() -> Any:
     from pyspark.sql import Row as SparkRow
 
     return SparkRow("lid", "lkey", "lv", "rid", "rkey", "rv", "__flowc_side", "__flowc_op")
-
-
-def compile_errors(text: str) -> list[tuple[str, int, str]]:
-    with pytest.raises(CompileError) as raised:
-        flowc.compile(text, "job.flow", for_spark=True)
-    return [
-        (d.code.value, d.span.line, d.message)
-        for d in raised.value.diagnostics
-        if d.severity is Severity.ERROR
-    ]
 
 
 @pytest.mark.parametrize(

@@ -27,9 +27,9 @@ from typing import Any
 import pytest
 
 import flowc
-from flowc.diagnostics import CompileError, Severity
 from flowc.errorcodes import Code
 from flowc.runtime.run import run_job
+from tests.helpers.compile_errors import compile_errors
 from tests.helpers.fake_state import Handle
 from tests.helpers.files import upsert_table
 from tests.helpers.flink import ask_flink, requires_flink
@@ -330,17 +330,6 @@ def test_the_processor_refuses_a_key_held_twice(monkeypatch: pytest.MonkeyPatch)
     assert batch(("-U", ann), ("+U", ann_up)) == [("-U", ann), ("+U", ann_up)]
     with pytest.raises(ValueError, match="FLOWC_TOP_KEY_TWICE"):
         batch(("+I", (1, "FR", 7)))
-
-
-def compile_errors(text: str) -> list[tuple[str, int, str]]:
-    """The errors compiling ``text`` for Spark gives: code, line, message."""
-    try:
-        job = flowc.compile(text, "job.flow", for_spark=True)
-    except CompileError as error:
-        found = error.diagnostics
-    else:
-        found = job.diagnostics
-    return [(d.code.value, d.span.line, d.message) for d in found if d.severity is Severity.ERROR]
 
 
 PIPE = SOURCE + (
