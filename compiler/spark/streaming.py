@@ -303,7 +303,8 @@ def check_join_state_bounds(query: Query, lineage: Lineage, reporter: _OncePerPl
                 f"{query.where}: this JOIN over changes keeps every row of both sides in "
                 "state forever (a row taken back by a -U or -D leaves it)",
                 node.keyword_span,
-                help="a JOIN over a CDC source's changes has no time to bound its state by "
+                help="a JOIN over changes (a CDC source's or an AGGREGATE's) has no time to "
+                "bound its state by "
                 "(a time bound in ON over changes is E0299, as Flink plans no interval join "
                 "over updates); Flink keeps its rows until a state TTL expires them, which "
                 "flowc does not run",
