@@ -730,6 +730,11 @@ class Program:
     _index: dict[str, SourceDef | SinkDef | ViewDef] = field(
         default_factory=dict, compare=False, repr=False, init=False
     )
+    #: How many streams read each view (:func:`view_readers`), counted on first use and
+    #: kept under one key by ``setdefault``: threads sharing the program keep one count.
+    _view_readers: dict[str, Counter[str | None]] = field(
+        default_factory=dict, compare=False, repr=False, init=False
+    )
 
     def _lookup(self, name: str) -> SourceDef | SinkDef | ViewDef:
         """By name (one namespace for all three), from an index built on first use."""
@@ -831,14 +836,8 @@ def carries_changes(steps: tuple[Step, ...] | list[Step], keys: tuple[str, ...])
     the sink's key still names the AGGREGATE's rows. Flink SQL's outer SELECT of a GROUP BY
     (``SELECT k, COUNT(*) AS n ... GROUP BY k``, an INSERT's columns named as the sink's)
     lowers to such a SELECT after the AGGREGATE."""
-    for step in steps:
-        if isinstance(step, SelectStep):
-            if step.watermark is not None or not all(
-                _plain_column(item.expr.tree) for item in step.node.items
-            ):
-                return False
-        elif not isinstance(step, RenameStep | DropStep):
-            return False
+    if not all(_plain_projection(step, star=False) for step in steps):
+        return False
     for key in keys:
         held = frozenset({key})
         for step in steps:
@@ -846,11 +845,6 @@ def carries_changes(steps: tuple[Step, ...] | list[Step], keys: tuple[str, ...])
         if key not in held:
             return False
     return True
-
-
-def _plain_column(tree: exp.Expr) -> bool:
-    """An unqualified column read as it is."""
-    return isinstance(tree, exp.Column) and isinstance(tree.this, exp.Identifier) and not tree.table
 
 
 #: The steps a JOIN consuming a CDC source's changes may have after it: projections,
@@ -903,11 +897,6 @@ class CdcJoin:
         return " and ".join(named)
 
 
-#: Steps between an AGGREGATE whose updates a JOIN consumes and the JOIN: each passes
-#: every change on with its kind, one row per change (as :data:`UPSERT_KEEPING_STEPS`).
-_AFTER_PRODUCER = (WhereStep, SelectStep, ExtendStep, SetStep, DropStep, RenameStep, KeyByStep)
-
-
 @dataclass(frozen=True, slots=True)
 class _JoinInput:
     """One side of a JOIN over changes: its source, its steps up to the JOIN (through
@@ -933,7 +922,8 @@ def _join_input(
 ) -> _JoinInput | None:
     """``steps`` (from the source of ``streams[0]``) as one side of a JOIN over changes:
     row-wise steps and KEY BY, or over a source that is no CDC source those, an AGGREGATE
-    without WINDOW with keys, then :data:`_AFTER_PRODUCER` steps; None otherwise."""
+    without WINDOW with keys, then :data:`UPSERT_KEEPING_STEPS` (each passes every change
+    on with its kind, one row per change); None otherwise."""
     origin = streams[0].origin
     assert isinstance(origin, FromSource)
     source = program.source(origin.name)
@@ -949,7 +939,7 @@ def _join_input(
     producer = steps[at]
     if not isinstance(producer, AggregateStep) or producer.window is not None:
         return None
-    if not producer.keys or not all(isinstance(s, _AFTER_PRODUCER) for s in steps[at + 1 :]):
+    if not producer.keys or not all(isinstance(s, UPSERT_KEEPING_STEPS) for s in steps[at + 1 :]):
         return None
     return _JoinInput(source, steps, producer)
 
@@ -1050,14 +1040,18 @@ def _qualified(node: object) -> bool:
 
 
 def view_readers(program: Program) -> Counter[str | None]:
-    """How many streams read each view (a JOIN's or UNION ALL's other side included)."""
+    """How many streams read each view (a JOIN's or UNION ALL's other side included),
+    counted once per program: each INSERT's CDC join and Top-N asks, several passes over."""
+    counted = program._view_readers.get("readers")
+    if counted is not None:
+        return counted
     readers: Counter[str | None] = Counter()
     pending = [*(v.stream for v in program.views), *(i.stream for i in program.inserts)]
     while pending:
         stream = pending.pop()
         readers[view_of(stream.origin)] += 1
         pending.extend(other for step in stream.steps for other in step.inputs)
-    return readers
+    return program._view_readers.setdefault("readers", readers)
 
 
 def streams_from_source(program: Program, stream: Stream) -> list[Stream] | None:
@@ -1139,16 +1133,16 @@ def cdc_top(program: Program, insert: InsertDef) -> CdcTop | None:
     return CdcTop(top, source, tuple(identity), tuple(after), schema, bool(rank))
 
 
-def _plain_projection(step: Step) -> bool:
-    """A step that only selects (plain columns or ``*``), renames or drops columns: it
-    passes each change on as it is."""
+def _plain_projection(step: Step, star: bool = True) -> bool:
+    """A step that only selects (unqualified plain columns, or ``*`` where ``star``),
+    renames or drops columns: it passes each change on as it is."""
     if isinstance(step, RenameStep | DropStep):
         return True
     if not isinstance(step, SelectStep) or step.watermark is not None:
         return False
     for item in step.node.items:
         tree = item.expr.tree
-        if isinstance(tree, exp.Star):
+        if star and isinstance(tree, exp.Star):
             continue
         if not isinstance(tree, exp.Column) or not isinstance(tree.this, exp.Identifier):
             return False
