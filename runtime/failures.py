@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import logging
 import os
 import re
 import sys
@@ -248,6 +249,36 @@ def spark_output(path: str) -> Iterator[TextIO]:
         os.dup2(saved, 2)
         os.close(saved)
         terminal.close()
+
+
+class Py4jToLog(logging.Filter):
+    """py4j reports each call into a JVM that has ended on the *root* logger
+    (``logging.exception`` in ``GatewayClient.send_command``), with a Python traceback;
+    once the diagnostic has said the JVM ended, those records go to Spark's log, not to
+    the terminal (seen in CI: a traceback after E0807, written at the process's exit)."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__()
+        self.path = path
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if f"{os.sep}py4j{os.sep}" not in record.pathname:
+            return True
+        try:
+            with open(self.path, "a", encoding="utf-8", errors="backslashreplace") as log:
+                log.write(logging.Formatter().format(record) + "\n")
+        except OSError:
+            pass
+        return False
+
+
+def py4j_to_log(path: str) -> None:
+    """From now on, py4j's log records (its own loggers' and the root logger's) go to the
+    log at ``path``."""
+    logging.getLogger("py4j").disabled = True
+    root = logging.getLogger()
+    if not any(isinstance(f, Py4jToLog) for f in root.filters):
+        root.addFilter(Py4jToLog(path))
 
 
 def record(path: str, title: str, error: BaseException) -> None:

@@ -8,7 +8,6 @@ pyspark (through the generated program); the compiler never does.
 from __future__ import annotations
 
 import importlib.util
-import logging
 import os
 import re
 import signal
@@ -33,6 +32,7 @@ from flowc.runtime.failures import (
     code_of,
     explain,
     jvm_ended,
+    py4j_to_log,
     readable,
     spark_errors,
     summary,
@@ -454,11 +454,9 @@ def _jvm_ended(
             return None
     if exit_code is None:
         return None
-    # py4j logs each later call into the ended JVM with a traceback on standard error
-    # (seen in CI after the diagnostic, at exit): the diagnostic has said what happened.
-    logging.getLogger("py4j").disabled = True
     spark_log = log.path
     path = log.record("Spark's JVM ended", error)
+    py4j_to_log(path)
     diagnostic = jvm_ended(job, exit_code, running, spark_log, path)
     return SparkRefused(f"error[{diagnostic.code}]: {diagnostic.message}\n", diagnostic)
 

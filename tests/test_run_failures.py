@@ -242,3 +242,37 @@ def test_a_checkpoint_a_changed_top_cannot_use_is_placed_at_the_top() -> None:
     assert diagnostic is not None and diagnostic.code == CHECKPOINT_INCOMPATIBLE
     line = TOP_JOB.splitlines()[6]
     assert (diagnostic.span.line, diagnostic.span.column) == (7, line.index("TOP") + 1)
+
+
+PY4J_AFTER_THE_JVM_ENDED = """
+import logging, sys
+import py4j.java_gateway
+from flowc.runtime.failures import py4j_to_log
+
+py4j_to_log(sys.argv[1])
+# What GatewayClient.send_command runs on a call into the ended JVM: the root logger's
+# logging.exception, from py4j's own file.
+code = "try:\\n    raise ConnectionResetError(104, 'reset')\\nexcept OSError:\\n" \\
+    "    logging.exception('Exception while sending command.')\\n"
+exec(compile(code, py4j.java_gateway.__file__, "exec"), {"logging": logging})
+logging.error("not py4j's")
+"""
+
+
+def test_py4js_tracebacks_after_the_jvm_ended_go_to_the_log(tmp_path: Path) -> None:
+    """Once E0807 is said, py4j's root-logger tracebacks of later calls into the ended JVM
+    are written to Spark's log, not the terminal; other log records are untouched."""
+    log = tmp_path / "spark.log"
+    done = subprocess.run(
+        [sys.executable, "-c", PY4J_AFTER_THE_JVM_ENDED, str(log)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    assert "sending command" not in done.stderr
+    assert "not py4j's" in done.stderr
+    text = log.read_text(encoding="utf-8")
+    assert "Exception while sending command." in text
+    assert "Traceback" in text and "ConnectionResetError" in text
