@@ -943,6 +943,13 @@ class Code(StrEnum):
         "pandas, pyarrow or protobuf",
         "current_watermark-on-spark",
     )
+    E0817 = (
+        "E0817",
+        "spark-missing",
+        "flowc run, rescale or test where Python has no pyspark (the compiler alone is "
+        "installed)",
+        "install.md",
+    )
     E0820 = (
         "E0820",
         "state-incompatible",

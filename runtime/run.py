@@ -645,7 +645,7 @@ def check_processor_packages(job: CompiledJob) -> None:
                 f"{', '.join(missing)} in Python, and {sys.executable} has not got "
                 f"{'it' if len(missing) == 1 else 'them'}",
                 first[1],
-                "pip install 'flowc[processors]' into this interpreter (Spark's Python "
+                "pip install 'flowc[spark]' into this interpreter (Spark's Python "
                 "workers run it too)",
             )
         ]

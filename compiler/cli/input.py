@@ -8,12 +8,16 @@ The command modules (:mod:`flowc.cli.compile`, :mod:`flowc.cli.run`, ...) share 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import stat
+import sys
 from collections.abc import Mapping
 
 from flowc import driver
 from flowc.cli.output import UsageError
+from flowc.diagnostics import Diagnostic, Severity
+from flowc.errorcodes import Code
 from flowc.job import CompiledJob
 from flowc.limits import MAX_SOURCE_CHARS
 from flowc.spans import undecodable_at
@@ -25,6 +29,7 @@ __all__ = [
     "STAGE_FORMATS",
     "compile_source",
     "read_source",
+    "spark_missing",
 ]
 
 FORMATS = ("text", "json", "dot", "mermaid")
@@ -148,4 +153,23 @@ def compile_source(
         overrides=overrides,
         trusted=not args.untrusted,
         base_dir=args.base_dir,
+    )
+
+
+def spark_missing(job: CompiledJob, command: str) -> Diagnostic | None:
+    """E0817 at the job's first INSERT where this Python has no pyspark: ``pip install
+    flowc`` is the compiler alone (docs/install.md); running a job needs the ``spark``
+    extra. Checked before anything starts, so a light install says what to install
+    rather than failing on an import."""
+    if importlib.util.find_spec("pyspark") is not None:
+        return None
+    span = job.program.inserts[0].span if job.program.inserts else job.program.span
+    return Diagnostic(
+        Code.E0817,
+        Severity.ERROR,
+        f"flowc {command} needs Spark, and {sys.executable} has no pyspark "
+        "(flowc is installed without Spark)",
+        span,
+        "pip install 'flowc[spark]' into this interpreter (PySpark 4, and pandas, pyarrow "
+        "and protobuf for its stateful processors; Spark needs Java 17)",
     )

@@ -12,7 +12,12 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from flowc.cli.input import command_line_overrides, compile_source, read_source
+from flowc.cli.input import (
+    command_line_overrides,
+    compile_source,
+    read_source,
+    spark_missing,
+)
 from flowc.cli.output import (
     EXIT_ERRORS,
     EXIT_OK,
@@ -54,6 +59,9 @@ def run(args: argparse.Namespace) -> int:
     if job is None:
         return EXIT_ERRORS
     blockers = run_blockers(job)  # what check only warns of, but Spark fails on at start
+    missing = spark_missing(job, "run")
+    if missing is not None:
+        blockers = [*blockers, missing]
     if blockers:
         print_diagnostics(blockers, sources, "text", args.color)
         return EXIT_ERRORS
@@ -128,6 +136,10 @@ def rescale(args: argparse.Namespace) -> int:
         return EXIT_ERRORS
     if job.spark_plan.batch:
         raise UsageError("flowc rescale: a batch job keeps no checkpoint, no state to rescale")
+    missing = spark_missing(job, "rescale")
+    if missing is not None:
+        print_diagnostics([missing], sources, "text", args.color)
+        return EXIT_ERRORS
     from flowc.runtime.failures import log_path, spark_output
     from flowc.runtime.rescale import RescaleFailed
     from flowc.runtime.run import rescale_job

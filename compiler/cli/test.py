@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from flowc.cli.compile import render_stage
-from flowc.cli.input import compile_source, read_source
+from flowc.cli.input import compile_source, read_source, spark_missing
 from flowc.cli.output import (
     EXIT_ERRORS,
     EXIT_OK,
@@ -75,6 +75,11 @@ def _run_tests(args: argparse.Namespace, run: TestRun) -> None:
             # On standard output: standard error is Spark's log file here.
             write_stdout(render_text(list(error.diagnostics), sources, color=False))
             run.outcomes.append(TestOutcome(test_path, "(file)", 0.0, error="does not compile"))
+            continue
+        missing = spark_missing(job, "test")
+        if missing is not None:
+            write_stdout(render_text([missing], {job_path: text}, color=False))
+            run.outcomes.append(TestOutcome(test_path, "(job)", 0.0, error="no pyspark"))
             continue
         from flowc.runtime.run import load_program
         from flowc.runtime.user_tests import run_test
