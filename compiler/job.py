@@ -12,12 +12,49 @@ from flowc.graph.job_graph import JobGraph
 from flowc.graph.physical import PhysicalPlan
 from flowc.graph.stream_graph import StreamGraph
 from flowc.graph.transformations import TransformationTree
-from flowc.program import Program
+from flowc.program import Column, Program
+from flowc.spans import Span
 from flowc.spark.spark_plan import SparkPlan
 from flowc.sql.python_functions import PythonFunction
+from flowc.sql.spark_sql import quote_name
 from flowc.trust.policy import TrustPolicy
 
 T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class SinkOutput:
+    """What one INSERT writes: its sink, and the columns of the rows it hands the sink as
+    Spark types them, so a platform can create the sink's table, or check its readers,
+    before the job runs (docs/api.md). ``tests/test_api.py`` compares them with the
+    DataFrame the generated program hands Spark's writer."""
+
+    #: The sink's name, and its connector (``files``, ``postgres``, ``kafka``, ...).
+    sink: str
+    connector: str
+    #: The query's output mode on Spark: ``append``, ``update`` or ``complete``.
+    output_mode: str
+    #: The columns an upsert sink keeps one row per; None where the sink appends.
+    key: tuple[str, ...] | None
+    #: In the order written; each ``type`` is Spark SQL's (``BIGINT``, ``ARRAY<STRING>``).
+    columns: tuple[Column, ...]
+    #: The INSERT (or the query written as a statement) that writes them.
+    span: Span
+
+    @property
+    def ddl(self) -> str:
+        """The columns as Spark's DDL (``StructType.fromDDL`` reads it)."""
+        return ", ".join(f"{quote_name(c.name)} {c.type}" for c in self.columns)
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "sink": self.sink,
+            "connector": self.connector,
+            "output_mode": self.output_mode,
+            "key": None if self.key is None else list(self.key),
+            "columns": [c.to_json() for c in self.columns],
+            "line": self.span.line,
+        }
 
 
 @dataclass(slots=True)
@@ -60,6 +97,34 @@ class CompiledJob:
     def spark_diagnostics(self) -> tuple[Diagnostic, ...]:
         """What stops the job on Spark only: the streaming rules, then the backend's checks."""
         return (*self.streaming_diagnostics, *self.backend_diagnostics)
+
+    def outputs(self) -> tuple[SinkOutput, ...]:
+        """What each INSERT writes, in the program's order (one per Spark query)."""
+        return tuple(
+            SinkOutput(
+                sink=insert.sink,
+                connector=query.connector,
+                output_mode=query.output_mode,
+                key=query.upsert_key,
+                columns=tuple(Column(c.name, c.type) for c in insert.stream.schema),
+                span=insert.span,
+            )
+            for insert, query in zip(self.program.inserts, self.spark_plan.queries, strict=True)
+        )
+
+    def pyspark_program(self) -> str:
+        """The PySpark program ``flowc run`` runs: one Python module, importable without
+        flowc, whose ``main()`` runs the job and ``start_queries(spark, checkpoint_dir,
+        available_now)`` starts its queries in a session of the caller's. Only a job
+        compiled ``for_spark=True`` has one: Spark's own limits are errors there."""
+        if not self.for_spark:
+            raise ValueError(
+                "the PySpark program of a job compiled without for_spark=True: compile it "
+                "with flowc.compile(..., for_spark=True), which checks Spark's own limits"
+            )
+        from flowc.spark.codegen import generate_pyspark
+
+        return generate_pyspark(self)
 
 
 class Stage(Generic[T]):
