@@ -40,7 +40,7 @@ from flowc.runtime.failures import (
 from flowc.runtime.ownership import check_sink_ownership
 from flowc.runtime.rescale import Rescaled, RescaleFailed
 from flowc.runtime.state_guard import StateGuard, guard_state
-from flowc.runtime.state_report import HeldState, held_state, state_lines
+from flowc.runtime.state_report import NO_WATERMARK, HeldState, held_state, state_lines
 from flowc.spark.codegen import generate_pyspark
 from flowc.spark.spark_plan import checkpoint_root
 from flowc.sql.spark_sql import UnsupportedOnSpark
@@ -792,7 +792,9 @@ class Progress:
     query: str
     batch: int
     rows: int
-    input_rate: float
+    #: None where Spark has no rate: the first micro-batch a query runs has no earlier
+    #: trigger to measure from, and Spark leaves the rate out (its JSON drops a NaN).
+    input_rate: float | None
     processed_rate: float
     batch_ms: int
     watermark: str
@@ -809,10 +811,10 @@ class Progress:
             query=name,
             batch=int(progress["batchId"]),
             rows=int(progress.get("numInputRows") or 0),
-            input_rate=float(progress.get("inputRowsPerSecond") or 0.0),
+            input_rate=_rate(progress.get("inputRowsPerSecond")),
             processed_rate=float(progress.get("processedRowsPerSecond") or 0.0),
             batch_ms=int(durations.get("triggerExecution") or 0),
-            watermark=str((progress.get("eventTime") or {}).get("watermark", "-")),
+            watermark=_watermark((progress.get("eventTime") or {}).get("watermark")),
             state_rows=sum(int(s.get("numRowsTotal") or 0) for s in states),
             written=int((progress.get("sink") or {}).get("numOutputRows", -1)),
             rerun=rerun,
@@ -823,10 +825,22 @@ class Progress:
             f"[{self.query}] batch {self.batch}: {self.rows} rows in"
             + (f" ({RERUN_NOTE}), " if self.rerun else ", ")
             + (f"{self.written} written, " if self.written >= 0 else "")
-            + f"{self.input_rate:.1f} in/s, "
-            f"{self.processed_rate:.1f} processed/s, {self.batch_ms} ms, "
+            + (f"{self.input_rate:.1f} in/s, " if self.input_rate is not None else "")
+            + f"{self.processed_rate:.1f} processed/s, {self.batch_ms} ms, "
             f"watermark {self.watermark}, state rows {self.state_rows}\n"
         )
+
+
+def _rate(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float) else None
+
+
+def _watermark(value: object) -> str:
+    """The progress's watermark, ``-`` for a query without one, ``none yet`` for one
+    whose rows have not set it (Spark says the epoch)."""
+    if value is None:
+        return "-"
+    return "none yet" if value == NO_WATERMARK else str(value)
 
 
 def progress_table(latest: dict[str, Progress]) -> Any:
@@ -851,7 +865,7 @@ def progress_table(latest: dict[str, Progress]) -> Any:
         table.add_row(
             p.query,
             str(p.batch),
-            f"{p.input_rate:,.1f}" + ("*" if p.rerun else ""),
+            ("-" if p.input_rate is None else f"{p.input_rate:,.1f}") + ("*" if p.rerun else ""),
             f"{p.processed_rate:,.1f}",
             str(p.batch_ms),
             p.watermark,

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from flowc.spark.spark_plan import SparkPlan, SparkQuery
 
 #: Spark's watermark before any event time was seen.
-_NO_WATERMARK = "1970-01-01T00:00:00.000Z"
+NO_WATERMARK = "1970-01-01T00:00:00.000Z"
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +52,7 @@ def held_state(
     watermark = (
         _readable(str(event_time["watermark"]))
         if isinstance(event_time, Mapping)
-        and event_time.get("watermark") not in (None, _NO_WATERMARK)
+        and event_time.get("watermark") not in (None, NO_WATERMARK)
         else None
     )
     nodes = [plan.stateful[i] for i in query.stateful]
@@ -138,7 +138,9 @@ def _note(kind: str, rows: int, watermark: str | None, within: bool = False) -> 
         return "keys remembered, so that later repeats are dropped"
     if kind in ("keyed_aggregate", "aggregate"):
         return "running results per key: later input updates them"
-    return f"rows held in state; results complete up to {watermark or 'no watermark yet'}"
+    if watermark is None:
+        return "rows held in state; no watermark yet to complete results"
+    return f"rows held in state; results complete up to {watermark}"
 
 
 def state_lines(query: str, held: Sequence[HeldState]) -> list[str]:

@@ -245,6 +245,23 @@ def test_text_shows_the_new_line_the_old_definition_and_the_ways_out(
     assert lines[-1] == "not ok: the edit would lose or corrupt state (1 incompatible)"
 
 
+def test_a_line_still_there_is_not_said_to_be_gone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An AGGREGATE whose text is unchanged but whose input's type changed: the finding
+    points at the line in the new file and says no 'was' (nothing to show) and never
+    'no longer in' (the operator is there)."""
+    sum_of_v = AGG.replace("count(*)", "sum(v)")
+    old, new = _files(tmp_path, sum_of_v, sum_of_v.replace("v BIGINT", "v DOUBLE"))
+    code, out, _ = _diff(capsys, old, new)
+    assert code == 1
+    lines = out.splitlines()
+    assert lines[0].startswith("error[E0820]: Keyed Aggregate: 'n' is now sum(v) (DOUBLE)")
+    assert lines[1].endswith(f"--> {new}:13:6")
+    assert "no longer in" not in out and "= was:" not in out
+    assert lines[5].startswith("   = help: ")
+
+
 def test_rescaled_is_a_warning_and_exit_0(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -906,6 +906,27 @@ def test_plain_progress_lines_off_a_terminal() -> None:
     )
 
 
+def test_a_first_batch_shows_no_placeholder_rate_or_watermark() -> None:
+    """Spark's first micro-batch of a run has no input rate (its JSON leaves the NaN
+    out) and a query whose event-time column saw no row yet says the epoch as its
+    watermark: neither is shown as if it were a measure ('0.0 in/s', 1970)."""
+    from flowc.runtime.run import ProgressDisplay
+
+    first = {k: v for k, v in PROGRESS.items() if k != "inputRowsPerSecond"}
+    first["eventTime"] = {"watermark": "1970-01-01T00:00:00.000Z"}
+    out = io.StringIO()
+    display = ProgressDisplay(out)
+    display.update([FakeQuery("per_user", first)])
+    display.update([FakeQuery("no_time", {**first, "batchId": 4, "eventTime": {}})])
+    display.close()
+    first_line, second_line = out.getvalue().splitlines()
+    assert first_line == (
+        "[per_user] batch 3: 40 rows in, 6 written, 80.0 processed/s, 512 ms, "
+        "watermark none yet, state rows 10"
+    )
+    assert " in/s" not in second_line and "watermark -," in second_line
+
+
 def test_live_table_on_a_terminal() -> None:
     from flowc.runtime.run import ProgressDisplay
 

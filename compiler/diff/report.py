@@ -254,10 +254,11 @@ def _finding_text(
             lines.append(f"{paint.blue(f'{at.line} |')} {shown}")
             caret = " " * min(start, len(shown)) + "^" * width
             lines.append(f"{gutter} {paint.blue('|')} {head(caret)}")
-        if old is not None and finding.new is not None and old.text != finding.new.text:
-            lines.append(f"{gutter} {paint.blue('=')} was: {old.text} ({old.file}:{old.line})")
-        elif old is not None:
+        if old is not None and finding.new is None:
             lines.append(f"{gutter} {paint.blue('=')} no longer in {new_file}")
+        elif old is not None and finding.new is not None and old.text != finding.new.text:
+            # (the same text: the message says what changed under it, a type or an input)
+            lines.append(f"{gutter} {paint.blue('=')} was: {old.text} ({old.file}:{old.line})")
     if finding.help:
         gutter = " " * len(str(at.line)) if at is not None else ""
         lines.append(f"{gutter} {paint.blue('=')} {paint.bold('help')}: {finding.help}")
