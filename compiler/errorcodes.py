@@ -946,8 +946,7 @@ class Code(StrEnum):
     E0817 = (
         "E0817",
         "spark-missing",
-        "flowc run, rescale or test where Python has no pyspark (the compiler alone is "
-        "installed)",
+        "flowc run, rescale or test where Python has no pyspark (the compiler alone is installed)",
         "install.md",
     )
     E0820 = (
