@@ -13,7 +13,7 @@ from stages import COMBINATIONS, EMITTED, ROOT, STAGE_FORMATS
 from flowc.cli.main import main
 
 CLEAN = "examples/wordcount.flow"  # compiles without warnings
-WARNS = "examples/clicks_per_user.flow"  # compiles with a W0001 warning
+WARNS = "examples/clicks_per_user.flow"  # at parallelism 100 (not 8): a W0001 warning
 BROKEN = "examples/errors/unknown_column.flow"
 SYNTAX_ERROR = "examples/errors/syntax.flow"
 
@@ -111,9 +111,12 @@ def test_output_file_in_a_missing_folder_is_a_usage_error(
 
 
 def test_warnings_go_to_stderr_and_leave_stdout_parseable(
-    capsys: pytest.CaptureFixture[str],
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    assert main(["compile", WARNS, "--emit", "jobgraph", "--format", "json"]) == 0
+    warns = tmp_path / "clicks_per_user.flow"
+    text = (ROOT / WARNS).read_text(encoding="utf-8")
+    warns.write_text(text.replace("parallelism = 8,", "parallelism = 100,"), encoding="utf-8")
+    assert main(["compile", str(warns), "--emit", "jobgraph", "--format", "json"]) == 0
     captured = capsys.readouterr()
     assert json.loads(captured.out)["stage"] == "jobgraph"
     assert "warning[W0001]" in captured.err

@@ -11,7 +11,10 @@ from flowc.analyze.context import Context
 from flowc.analyze.step_common import keyword
 from flowc.analyze.upsert_sinks import upsert_key as upsert_key_of
 from flowc.errorcodes import Code
-from flowc.flink.keygroups import compute_default_max_parallelism
+from flowc.flink.keygroups import (
+    DEFAULT_LOWER_BOUND_MAX_PARALLELISM,
+    compute_default_max_parallelism,
+)
 from flowc.program import (
     CdcUpsert,
     Hints,
@@ -209,7 +212,14 @@ def check_hints(ctx: Context, program: Program) -> None:
 
 
 def check_stateful_max_parallelism(ctx: Context, program: Program) -> None:
-    """W0001: a stateful step's key groups are fixed by its first run's max_parallelism."""
+    """W0001 where a stateful step's default max parallelism moves with its parallelism.
+
+    Below parallelism 86 Flink's default is 128 key groups whatever the parallelism, so a
+    later parallelism change keeps them and leaving it unset costs nothing; above, the
+    default is 1.5x the parallelism, so a later change of parallelism changes the key
+    groups too, which Flink cannot restore state across (nor flowc's plans keep). Spark
+    has no key groups (docs/state.md): the warning is about the plans and a Flink run,
+    and says so, where it matters only."""
     settings = program.settings
     if settings.max_parallelism is not None:
         return
@@ -217,15 +227,18 @@ def check_stateful_max_parallelism(ctx: Context, program: Program) -> None:
         if step.stateful and step.hints.max_parallelism is None:
             parallelism = step.hints.parallelism or settings.parallelism
             key_groups = compute_default_max_parallelism(parallelism)
+            if key_groups <= DEFAULT_LOWER_BOUND_MAX_PARALLELISM:
+                continue
             keyword_span = step.window.keyword_span if step.window else step.node.keyword_span
             ctx.reporter.warning(
                 Code.W0001,
-                f"stateful {keyword(step.window or step.node)} without max_parallelism: "
-                f"its state is split into {key_groups} key groups on the first run, "
-                "fixed for the life of its checkpoints",
+                f"stateful {keyword(step.window or step.node)} at parallelism {parallelism} "
+                f"without max_parallelism: its default, {key_groups} key groups, moves with "
+                "the parallelism, so a later parallelism change would change its key groups",
                 keyword_span,
-                help="SET max_parallelism = <n>; (or a max_parallelism hint), as Flink "
-                "advises for every stateful job",
+                help="SET max_parallelism = <n>; (or a max_parallelism hint) to fix the key "
+                "groups of Flink's plans; Spark's state has none and is repartitioned on a "
+                "rescale whatever this setting (docs/state.md)",
             )
 
 
