@@ -18,7 +18,7 @@ import json
 import os
 import random
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from flowc.runtime.rescale import KEPT, MARKER
+from flowc.runtime.rescale import COMPACT_INTERVAL_CONF, KEPT, MARKER
 from tests.helpers.files import T0, read_json_dir
 from tests.helpers.rescale import offsets_partitions, run_flow
 
@@ -45,6 +45,8 @@ PARALLELISM = (2, 4, 1)
 #: cross runs, and every row is ahead of the watermark of the runs before.
 SPAN = 50
 MTIME = 1_800_000_000
+#: The files sink's compaction interval in the session (see :func:`compacting`).
+COMPACT_EVERY = 3
 
 
 def _source(name: str) -> str:
@@ -232,8 +234,24 @@ def _across(new: Result, kind: Kind, run: int) -> bool:
     )
 
 
+@pytest.fixture
+def compacting(spark: Any) -> Iterator[int]:
+    """The session's files sinks compact their commit log every 3 batches, which the job
+    does not set (spark-defaults.conf could): the entry flowc adds for the repartition's
+    batch must follow the session, and batch 2 is a compaction batch."""
+    before = spark.conf.get(COMPACT_INTERVAL_CONF, None)
+    spark.conf.set(COMPACT_INTERVAL_CONF, str(COMPACT_EVERY))
+    yield COMPACT_EVERY
+    if before is None:
+        spark.conf.unset(COMPACT_INTERVAL_CONF)
+    else:
+        spark.conf.set(COMPACT_INTERVAL_CONF, before)
+
+
 @pytest.mark.parametrize("name", list(KINDS))
-def test_stateful_kind_rescaled_2_4_1(spark: Any, tmp_path: Path, name: str) -> None:
+def test_stateful_kind_rescaled_2_4_1(
+    spark: Any, compacting: int, tmp_path: Path, name: str
+) -> None:
     kind = KINDS[name]
     checkpoint = tmp_path / ".flowc-checkpoints" / "job" / "o"
     seen = Input([], [])
@@ -259,4 +277,7 @@ def test_stateful_kind_rescaled_2_4_1(spark: Any, tmp_path: Path, name: str) -> 
         latest, partitions = offsets_partitions(checkpoint)
         assert partitions == p and latest > done["batch"]
         assert not Path(str(checkpoint) + KEPT).exists() and not (checkpoint / MARKER).exists()
+        if (done["batch"] + 1) % compacting == 0:
+            compacted = tmp_path / "out" / "_spark_metadata" / f"{done['batch']}.compact"
+            assert compacted.is_file()
         assert _across(new, kind, run), "a result needs the state from before the rescale"
