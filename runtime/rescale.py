@@ -79,7 +79,9 @@ class Rescale:
     after: int
     #: The query's files sink's commit log folder, if it writes to one on this machine.
     sink_log: str | None
-    #: ``spark.sql.streaming.fileSink.log.compactInterval`` as the job sets it.
+    #: ``spark.sql.streaming.fileSink.log.compactInterval`` as the job sets it (the
+    #: session's value, which spark-defaults.conf may set too, wins: see
+    #: :func:`session_compact_interval`).
     compact_interval: int = DEFAULT_COMPACT_INTERVAL
 
 
@@ -290,6 +292,19 @@ def _write_atomically(path: str, text: str) -> None:
 # ---------------------------------------------------------------- with Spark
 
 
+def session_compact_interval(spark: Any, default: int) -> int:
+    """The files sink's compaction interval the query will use: the session's conf (the
+    job's SET, or spark-defaults.conf where the job sets none), else ``default``."""
+    try:
+        value = spark.conf.get(COMPACT_INTERVAL_CONF, str(default))
+    except spark_errors():
+        return default
+    try:
+        return int(value)
+    except (ValueError, TypeError):
+        return default
+
+
 def repartition(spark: Any, rescale: Rescale, out: TextIO | None = None) -> Rescaled:
     """Repartition a copy of the checkpoint with Spark, then swap it in; RescaleFailed
     leaves the checkpoint as it was."""
@@ -303,6 +318,7 @@ def repartition(spark: Any, rescale: Rescale, out: TextIO | None = None) -> Resc
         )
         out.flush()
     started = time.monotonic()
+    interval = session_compact_interval(spark, rescale.compact_interval)
     shutil.copytree(folder, staging, symlinks=True)
     try:
         spark._streamingCheckpointManager.repartition(staging, rescale.after, True)
@@ -321,7 +337,7 @@ def repartition(spark: Any, rescale: Rescale, out: TextIO | None = None) -> Resc
         "after": rescale.after,
         "batch": batch,
         "kept": kept,
-        "compact_interval": rescale.compact_interval,
+        "compact_interval": interval,
     }
     _write_atomically(os.path.join(staging, MARKER), json.dumps(record, indent=2) + "\n")
     _sync_tree(staging)
@@ -334,7 +350,7 @@ def repartition(spark: Any, rescale: Rescale, out: TextIO | None = None) -> Resc
     if aside != kept:
         shutil.rmtree(aside)
     if rescale.sink_log is not None:
-        align_sink_log(rescale.sink_log, batch, rescale.compact_interval)
+        align_sink_log(rescale.sink_log, batch, interval)
     seconds = time.monotonic() - started
     done = Rescaled(rescale.query, rescale.before, rescale.after, batch, seconds, kept)
     if out is not None:

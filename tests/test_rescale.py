@@ -41,6 +41,7 @@ from flowc.runtime.rescale import (
 from flowc.runtime.run import RunReport, run_job
 from flowc.runtime.state_guard import guard_state, read_manifest
 from tests.helpers.files import read_json_dir
+from tests.helpers.rescale import offsets_partitions, run_flow
 
 HEAD = """SET parallelism = {p};
 SET state.backend.type = 'rocksdb';
@@ -87,15 +88,7 @@ def _write(folder: Path, run: int, files: int) -> list[dict[str, Any]]:
 
 
 def _run(folder: Path, kind: str, p: int) -> tuple[RunReport, str]:
-    text = PROGRAMS[kind].format(p=p)
-    flow = folder / "job.flow"
-    flow.write_text(text, encoding="utf-8")
-    job = flowc.compile(text, str(flow), for_spark=True)
-    out = io.StringIO()
-    report = run_job(job, available_now=True, master="local[2]", out=out)
-    for query in report.queries:
-        assert query.error is None, query.error
-    return report, out.getvalue()
+    return run_flow(folder, PROGRAMS[kind].format(p=p))
 
 
 def _expected(kind: str, rows: list[dict[str, Any]]) -> Counter[tuple[Any, ...]]:
@@ -120,13 +113,6 @@ def _actual(spark: Any, kind: str, folder: Path) -> Counter[tuple[Any, ...]]:
     return Counter((r["k"], r["v"]) for r in read)
 
 
-def _offsets_partitions(checkpoint: Path) -> tuple[int, int]:
-    """The latest batch and the shuffle partitions its offsets froze."""
-    latest = max(int(n.name) for n in (checkpoint / "offsets").iterdir() if n.name.isdigit())
-    conf = json.loads((checkpoint / "offsets" / str(latest)).read_text().splitlines()[1])
-    return latest, int(conf["conf"]["spark.sql.shuffle.partitions"])
-
-
 @pytest.mark.parametrize("kind", ["keyed", "dedup"])
 def test_state_rescaled_2_4_1_across_three_runs(spark: Any, tmp_path: Path, kind: str) -> None:
     checkpoint = tmp_path / ".flowc-checkpoints" / "job" / "o"
@@ -134,17 +120,17 @@ def test_state_rescaled_2_4_1_across_three_runs(spark: Any, tmp_path: Path, kind
     report, out = _run(tmp_path, kind, 2)
     assert report.rescaled == [] and "rescale" not in out
     assert _actual(spark, kind, tmp_path) == _expected(kind, everything)
-    assert _offsets_partitions(checkpoint) == (1, 2)
+    assert offsets_partitions(checkpoint) == (1, 2)
     for run, (before, after) in enumerate([(2, 4), (4, 1)], start=1):
         everything += _write(tmp_path, run, 1)
-        last, _ = _offsets_partitions(checkpoint)
+        last, _ = offsets_partitions(checkpoint)
         report, out = _run(tmp_path, kind, after)
         assert f"warning[E0821]: query 'o' plans {after} shuffle partitions" in out
         assert f"moving its state from {before} to {after} partitions" in out
         (done,) = report.rescaled
         assert (done["partitions_before"], done["partitions_after"]) == (before, after)
         assert done["batch"] == last + 1  # the repartition's batch, then the new file's
-        assert _offsets_partitions(checkpoint) == (last + 2, after)
+        assert offsets_partitions(checkpoint) == (last + 2, after)
         assert _actual(spark, kind, tmp_path) == _expected(kind, everything)
         manifest = read_manifest(str(checkpoint))
         assert manifest is not None and not isinstance(manifest, str)
@@ -197,14 +183,14 @@ def test_kill_during_the_repartition_leaves_the_old_checkpoint(
         process.wait()
     assert not (staging / "commits" / "1").exists(), "the kill came after Spark's commit"
     assert sorted(str(p.relative_to(checkpoint)) for p in checkpoint.rglob("*")) == before
-    assert _offsets_partitions(checkpoint) == (0, 2)
+    assert offsets_partitions(checkpoint) == (0, 2)
     # flowc rescale drops the half-done copy and rescales; the next run has nothing to do.
     capfd.readouterr()
     assert cli.main(["rescale", str(tmp_path / "job.flow"), "--master", "local[2]"]) == 0
     said = capfd.readouterr().err
     assert f"removed {staging}, left by an interrupted rescale" in said
     assert "rescale: query 'o': state now in 4 partitions (batch 1" in said
-    assert not staging.exists() and _offsets_partitions(checkpoint) == (1, 4)
+    assert not staging.exists() and offsets_partitions(checkpoint) == (1, 4)
     report, out = _run(tmp_path, kind, 4)
     assert report.rescaled == [] and "E0821" not in out
     assert _actual(spark, kind, tmp_path) == _expected(kind, everything)
@@ -229,7 +215,7 @@ def test_a_kill_between_the_two_renames_is_finished_or_undone(tmp_path: Path) ->
     _fake_checkpoint(staging, 4, 4)
     (staging / MARKER).write_text(json.dumps({"batch": 4}))
     assert recover(str(folder)) == [f"rescale: finished the interrupted swap of {folder}"]
-    assert _offsets_partitions(folder) == (4, 4) and kept.is_dir() and not staging.exists()
+    assert offsets_partitions(folder) == (4, 4) and kept.is_dir() and not staging.exists()
     # A copy without the marker never replaces anything: the kept one comes back.
     (tmp_path / "other").mkdir()
     folder = tmp_path / "other" / "o"
@@ -238,12 +224,12 @@ def test_a_kill_between_the_two_renames_is_finished_or_undone(tmp_path: Path) ->
     _fake_checkpoint(staging, 4, 4)
     done = recover(str(folder))
     assert done[0] == f"rescale: undid the interrupted swap of {folder}"
-    assert _offsets_partitions(folder) == (3, 2) and not staging.exists()
+    assert offsets_partitions(folder) == (3, 2) and not staging.exists()
     # With the checkpoint in place, a copy left over is dropped, whatever it holds.
     _fake_checkpoint(staging, 4, 4)
     (staging / MARKER).write_text(json.dumps({"batch": 4}))
     recover(str(folder))
-    assert _offsets_partitions(folder) == (3, 2) and not staging.exists()
+    assert offsets_partitions(folder) == (3, 2) and not staging.exists()
 
 
 def test_the_sink_log_gets_the_repartition_batch(tmp_path: Path) -> None:
