@@ -101,6 +101,40 @@ UPDATING["sql_top_n_over_a_group_by_in_a_cte"] = flink_sql(
     f"({TOP_OF_SUMS.format('sums')}) WHERE rn <= 3;\n",
 )
 
+#: A TOP 1 by the rowtime attribute ascending (Flink 2.3: insert-only, its keep-first row by
+#: event time; tests/test_rowtime_first_row.py runs it on Spark), and the near forms that
+#: stay updating.
+ROWTIME_SOURCE = """
+CREATE TABLE t (k STRING, v BIGINT, ts TIMESTAMP(3), WATERMARK FOR ts AS ts - INTERVAL '2' SECOND)
+  WITH ('connector' = 'datagen');
+"""
+ROWTIME_SINK = (
+    "CREATE TABLE o (k STRING, v BIGINT, ts TIMESTAMP(3)) WITH ('connector' = 'console');\n"
+)
+
+
+def _first_rows(order: str, keep: str = "rn = 1", partition: str = "PARTITION BY k ") -> str:
+    return ROWTIME_SINK + (
+        f"INSERT INTO o SELECT k, v, ts FROM (SELECT *, ROW_NUMBER() OVER ({partition}"
+        f"ORDER BY {order}) AS rn FROM t) WHERE {keep};\n"
+    )
+
+
+UPDATING["rowtime_first_row"] = flink_sql(ROWTIME_SOURCE, _first_rows("ts ASC"))
+UPDATING["rowtime_first_row_then_v"] = flink_sql(ROWTIME_SOURCE, _first_rows("ts ASC, v"))
+UPDATING["rowtime_first_row_one_group"] = flink_sql(
+    ROWTIME_SOURCE, _first_rows("ts ASC", partition="")
+)
+UPDATING["rowtime_first_row_rank_selected"] = flink_sql(
+    ROWTIME_SOURCE,
+    "CREATE TABLE r (k STRING, v BIGINT, ts TIMESTAMP(3), rn BIGINT)\n"
+    "  WITH ('connector' = 'console');\n"
+    "INSERT INTO r SELECT k, v, ts, rn FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY k "
+    "ORDER BY ts ASC) AS rn FROM t) WHERE rn = 1;\n",
+)
+UPDATING["rowtime_first_two_rows"] = flink_sql(ROWTIME_SOURCE, _first_rows("ts ASC", "rn <= 2"))
+UPDATING["rowtime_last_row"] = flink_sql(ROWTIME_SOURCE, _first_rows("ts DESC"))
+
 #: Where flowc's modes are not Flink's (reported, not bent).
 DIFFERENCES: dict[str, str] = {
     "top_n_per_window_after_a_window_aggregate": (

@@ -20,6 +20,14 @@ MAX descending, MIN ascending, over an insert-only input; a key column is consta
 Flink 2.3 also finds a SUM that only grows from a WHERE bounding its argument (its
 column intervals): flowc does not, and plans that one as the RetractStrategy Rank.
 Otherwise it is the RetractStrategy Rank, which needs it.
+
+A TOP 1 whose first BY expression is an event-time attribute (a source's WATERMARK column,
+read unchanged through row-wise steps) ascending, over an insert-only input, is
+insert-only (asked of Flink 2.3: ``Rank(strategy=[AppendFastStrategy], ...,
+orderBy=[ROWTIME ts ASC])``, ``changelogMode=[I]``, with or without PER, the rank
+selected or a second BY expression): Flink emits each group's first row once, when the
+watermark passes its time (RowTimeDeduplicateKeepFirstRowFunction), and drops late rows
+(:func:`rowtime_first_tops`).
 """
 
 from __future__ import annotations
@@ -40,13 +48,17 @@ from flowc.program import (
     DimensionJoinStep,
     DropStep,
     ExtendStep,
+    FromSource,
+    FromView,
     JoinStep,
+    OverStep,
     Program,
     RenameStep,
     SelectStep,
     Step,
     Stream,
     TopStep,
+    UnionStep,
     WhereStep,
     WindowAggregateStep,
     WindowTopStep,
@@ -105,11 +117,18 @@ def is_interval_join(step: JoinStep, times: frozenset[str]) -> bool:
 
 
 def produced(
-    step: Step | None, inputs: ModifyKinds, times: frozenset[str] = frozenset()
+    step: Step | None,
+    inputs: ModifyKinds,
+    times: frozenset[str] = frozenset(),
+    rowtime_tops: Container[int] = (),
 ) -> ModifyKinds:
     """The kinds of change ``step`` emits, given the union of its inputs' (Flink's
     ModifyKindSetTrait per physical node); None is a node of no step (row-wise).
-    ``times``: the sources' event-time columns (an interval join's bounds read them)."""
+    ``times``: the sources' event-time columns (an interval join's bounds read them);
+    ``rowtime_tops``: the TOPs (by ``id``) of :func:`rowtime_first_tops`."""
+    if isinstance(step, TopStep) and id(step) in rowtime_tops and inputs.insert_only:
+        # Flink's keep-first row by event time: each group's first row, once, final.
+        return INSERT_ONLY
     if isinstance(step, AggregateStep):
         # GroupAggregate: INSERT and UPDATE; DELETE only when its input retracts rows.
         return ModifyKinds(update=True, delete=not inputs.insert_only)
@@ -242,6 +261,65 @@ def is_update_fast(
     return True
 
 
+def time_attributes(program: Program, stream: Stream, upto: int | None = None) -> frozenset[str]:
+    """The columns still Flink's event-time attributes after ``stream``'s first ``upto``
+    steps: a source's WATERMARK column, read unchanged (selected, renamed) through row-wise
+    steps and KEY BY, as Flink keeps a rowtime attribute through a Calc; none from a CDC
+    source. So a TOP reading one has an insert-only input. flowc keeps none
+    after a stateful step, a JOIN or an OVER (Flink keeps one through some of them: such a
+    TOP is then planned as an updating Rank, a known difference: docs/language.md)."""
+    chain: list[tuple[Stream, int | None]] = [(stream, upto)]
+    while isinstance(chain[-1][0].origin, FromView):  # a loop: views may chain deep
+        chain.append((program.view(chain[-1][0].origin.name).stream, None))
+    origin = chain[-1][0].origin
+    columns: frozenset[str] = frozenset()
+    if isinstance(origin, FromSource) and not program.source(origin.name).changelog:
+        watermark = program.source(origin.name).watermark
+        columns = frozenset({watermark.column} if watermark is not None else ())
+    # else a CDC source's changes (no insert-only input), a side output or malformed
+    # records: not followed
+    for current, last in reversed(chain):
+        for step in current.steps[:last]:
+            if step.stateful or step.inputs or isinstance(step, OverStep | UnionStep):
+                columns = frozenset()
+            else:
+                columns = step.passes_on(columns)
+    return columns
+
+
+def rowtime_first(step: TopStep, times: frozenset[str], alone: bool = False) -> bool:
+    """Whether ``step`` is TOP 1 whose first BY expression is one of the event-time
+    attributes ``times`` (of its input) ascending, which Flink 2.3 plans insert-only;
+    ``alone``: and the only BY expression, which Flink runs as its keep-first row by event
+    time (RowTimeDeduplicateKeepFirstRowFunction). With a second BY expression Flink runs
+    FastTop1Function, which emits updates (+U) and drops no late row, though its plan
+    says insert-only (asked of Flink 2.3; docs/language.md, "Top-N")."""
+    first = step.node.order[0] if step.node.order else None
+    return (
+        step.node.count == 1
+        and (len(step.node.order) == 1 or not alone)
+        and first is not None
+        and not first.descending
+        and isinstance(first.expr.tree, exp.Column)
+        and not first.expr.tree.table
+        and first.expr.tree.name in times
+    )
+
+
+def rowtime_first_tops(program: Program, alone: bool = False) -> frozenset[int]:
+    """The TOPs (by ``id``) of :func:`rowtime_first` in the program's views and INSERTs
+    (each reads an insert-only input: :func:`time_attributes`); ``alone`` as there."""
+    found: set[int] = set()
+    streams = [v.stream for v in program.views] + [i.stream for i in program.inserts]
+    for stream in streams:
+        for index, step in enumerate(stream.steps):
+            if isinstance(step, TopStep) and rowtime_first(
+                step, time_attributes(program, stream, index), alone
+            ):
+                found.add(id(step))
+    return frozenset(found)
+
+
 def kinds_of_input(
     node: StreamNode, kinds: dict[int, ModifyKinds], changes: Container[int] = ()
 ) -> ModifyKinds:
@@ -288,6 +366,7 @@ def infer_changelog_modes(
         for sink in (program.sink(i.sink),)
     }
     times = frozenset(s.watermark.column for s in program.sources if s.watermark is not None)
+    rowtime_tops = rowtime_first_tops(program)
     changes = changelog_sources(program, tree)
     order = _topological(graph)
     kinds: dict[int, ModifyKinds] = {}
@@ -295,7 +374,9 @@ def infer_changelog_modes(
         kinds[node.id] = (
             changes.get(node.id, INSERT_ONLY)
             if node.kind is NodeKind.SOURCE
-            else produced(by_node.get(node.id), kinds_of_input(node, kinds, changes), times)
+            else produced(
+                by_node.get(node.id), kinds_of_input(node, kinds, changes), times, rowtime_tops
+            )
         )
     update_fast = {n.id for n in order if is_update_fast(graph, n, by_node, kinds)}
     filtered = _filtered_updates(graph, order, by_node, kinds)

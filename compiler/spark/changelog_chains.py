@@ -19,6 +19,7 @@ from sqlglot import exp
 
 from flowc.analyze.upsert_sinks import upsert_key
 from flowc.fast_dataclass import dataclass
+from flowc.graph.changelog import rowtime_first_tops
 from flowc.program import (
     CHANGE_KEEPING_STEPS,
     ROW_WISE_STEPS,
@@ -106,6 +107,8 @@ def updating_chain(program: Program, insert: InsertDef) -> UpdatingChain | None:
     producer, consumer = steps[first], steps[second]
     if not isinstance(producer, TopStep | AggregateStep) or producer.window is not None:
         return None
+    if id(producer) in rowtime_first_tops(program, alone=True):
+        return None  # insert-only (Flink's keep-first row by event time): no updates
     if not isinstance(consumer, AggregateStep):
         return None
     if consumer.window is not None or not consumer.keys or steps[second + 1 :]:

@@ -26,7 +26,13 @@ from flowc.catalog import is_upsert
 from flowc.diagnostics import Reporter
 from flowc.errorcodes import Code
 from flowc.fast_dataclass import dataclass
-from flowc.graph.changelog import INSERT_ONLY, ModifyKinds, is_interval_join, produced
+from flowc.graph.changelog import (
+    INSERT_ONLY,
+    ModifyKinds,
+    is_interval_join,
+    produced,
+    rowtime_first_tops,
+)
 from flowc.program import (
     AggregateStep,
     DimensionJoinStep,
@@ -123,6 +129,8 @@ class _Walk:
             s.watermark.column for s in program.sources if s.watermark is not None
         )
         self.lineage = Lineage(program)
+        #: The TOPs that keep each group's first row by event time (insert-only).
+        self.rowtime_tops = rowtime_first_tops(program)
         self.views: dict[str, tuple[Changes, ...]] = {}
         self.seen: set[tuple[Code, Span]] = set()
         self.covered: list[Span] = []
@@ -195,7 +203,7 @@ class _Walk:
             return Changes(kinds, producer, main.windowed and not step.inputs, final)
         if isinstance(step, TopStep) and main.windowed and _per_window(step):
             return NONE
-        out = produced(step, kinds, self.times)
+        out = produced(step, kinds, self.times, self.rowtime_tops)
         if out.insert_only:
             return NONE
         if out == kinds and producer is not None and not _makes_updates(step):

@@ -39,6 +39,7 @@ from flowc.spark.generated_runtime import (
     FUNCTION_HELPERS,
     FUNCTION_NOT_LOADED,
     OVER_HELPERS,
+    ROWTIME_FIRST_HELPERS,
     SESSION_HELPERS,
     TABLE_VERSIONS_REFUSED,
     TEMPORAL_JOIN_HELPERS,
@@ -118,6 +119,8 @@ class PysparkGenerator(SourceWriter, StepWriter, SinkWriter):
                 types.update(("DoubleType", "LongType"))
             if self.spark_plan.changelog_processors:
                 types.update(("BinaryType", "LongType", "StringType"))
+            if self.spark_plan.rowtime_firsts:
+                types.update(("BinaryType", "LongType"))
             w(f"from pyspark.sql.types import {', '.join(sorted(types))}")
         w("")
         w(f"JOB_NAME = {settings.job_name!r}")
@@ -184,6 +187,17 @@ class PysparkGenerator(SourceWriter, StepWriter, SinkWriter):
             ):
                 changelog = (quoted, *changelog)
             self.copy_functions(source_text(changelog))
+        if self.spark_plan.rowtime_firsts:
+            firsts: tuple[Callable[..., object], ...] = ROWTIME_FIRST_HELPERS
+            if not (
+                self.parsed_sources
+                or upserts
+                or self.spark_plan.within_deduplicators
+                or self.spark_plan.over_aggregators
+                or self.spark_plan.changelog_processors
+            ):
+                firsts = (quoted, *firsts)
+            self.copy_functions(source_text(firsts))
         for source in self.program.sources:
             self.source(source)
         self.main()

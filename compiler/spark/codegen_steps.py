@@ -425,6 +425,18 @@ class StepWriter(ProgramText):
                 1,
             )
             return
+        first = self.spark_plan.rowtime_firsts.get(self.spark_plan.step_nodes[id(step)])
+        if first is not None:
+            # Flink's keep-first row by event time (docs/language.md, "Top-N"): a processor
+            # with Flink's lateness, not min_by, which a late row would change.
+            rank = repr(node.rank.value) if node.rank is not None else "None"
+            struct = f"struct({', '.join(order)})"
+            w(
+                f"{df} = rowtime_first_row({df}, {list(step.keys)!r}, {first.column!r}, "
+                f"F.expr({struct!r}), {rank})",
+                1,
+            )
+            return
         function = "max_by" if primary else "min_by"
         # Always a struct, one field or more: max_by skips a row whose order is NULL, and
         # a struct is never NULL, so such a row still counts, lowest (docs/language.md).

@@ -1502,6 +1502,125 @@ def over_aggregate(
         'Append',
         'EventTime',
     )
+
+class RowtimeFirstRow(StatefulProcessor):
+    """Flink's keep-first row by event time (a TOP 1 whose first BY is a rowtime attribute
+    ascending: RowTimeDeduplicateKeepFirstRowFunction) per group: a row whose time (epoch
+    ms in column ``millis``) is behind the micro-batch's watermark is late and dropped
+    (Flink's ``rowtime < currentWatermark``); otherwise it becomes the group's candidate
+    where it comes first in the order (its time, then ``order``), a candidate kept from an
+    earlier micro-batch winning ties (Flink replaces it only by a strictly earlier time).
+    The candidate is emitted once the watermark reaches its time (an event-time timer at
+    it, as Flink's), then the group is done and every later row of it ignored. State: the
+    candidate (pickled) and whether the group is done."""
+
+    def __init__(self, columns: list[str], millis: str, order: str, rank: bool) -> None:
+        self.columns = columns
+        self.millis = millis
+        self.order = order
+        self.rank = rank
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        self.handle = handle
+        self.best = handle.getValueState('best', StructType(
+            [StructField('row', BinaryType(), False), StructField('at', LongType(), False)]))
+        self.done = handle.getValueState(
+            'done', StructType([StructField('done', LongType(), False)]))
+
+    @staticmethod
+    def ordered(value: object) -> Any:
+        """A sort key ordering values as Spark orders them: NULL lowest, NaN highest,
+        structs and arrays field by field."""
+        if value is None:
+            return (0,)
+        if isinstance(value, float) and value != value:
+            return (2,)
+        if isinstance(value, dict):
+            return (1, tuple(RowtimeFirstRow.ordered(v) for v in value.values()))
+        if isinstance(value, list | tuple):
+            return (1, tuple(RowtimeFirstRow.ordered(v) for v in value))
+        return (1, value)
+
+    def emitted(self, mark: int) -> Iterator[Row]:
+        """The candidate, once the watermark ``mark`` reached its time; the group done."""
+        import pickle
+
+        stored = self.best.get()
+        if stored is None or stored[1] > mark:
+            return
+        values = pickle.loads(stored[0])
+        self.best.clear()
+        self.done.update((1,))
+        for timer in list(self.handle.listTimers()):
+            self.handle.deleteTimer(timer)
+        output = Row(*self.columns, *(['__flowc_rank'] if self.rank else []))
+        yield output(*values, *([1] if self.rank else []))
+
+    def handleInputRows(
+        self, key: tuple[object, ...], rows: Iterator[Row], timerValues: TimerValues
+    ) -> Iterator[Row]:
+        import pickle
+
+        mark = timerValues.getCurrentWatermarkInMs()
+        if self.done.get() is not None:
+            return
+        best: tuple[tuple[int, Any], Row] | None = None
+        for row in rows:
+            at = row[self.millis]
+            if at is None or at < mark:
+                continue  # late (or no time, which Flink's watermark assigner refuses)
+            rank = (at, self.ordered(row[self.order]))
+            if best is None or rank < best[0]:
+                best = (rank, row)
+        if best is not None:
+            stored = self.best.get()
+            at = best[0][0]
+            if stored is None or at < stored[1]:
+                self.best.update((pickle.dumps([best[1][c] for c in self.columns]), at))
+                for timer in list(self.handle.listTimers()):
+                    self.handle.deleteTimer(timer)
+                self.handle.registerTimer(at)
+        yield from self.emitted(mark)
+
+    def handleExpiredTimer(
+        self, key: tuple[object, ...], timerValues: TimerValues, expiredTimerInfo: object
+    ) -> Iterator[Row]:
+        yield from self.emitted(timerValues.getCurrentWatermarkInMs())
+
+    def close(self) -> None:
+        pass
+
+
+def rowtime_first_row(
+    df: DataFrame, keys: list[str], column: str, order: Column, rank: str | None,
+) -> DataFrame:
+    """``df``'s first row per ``keys`` (one group without) by event time ``column``, then
+    ``order``, as Flink's keep-first row by event time: a RowtimeFirstRow processor per
+    key. The input's watermark is taken off its columns, so Spark leaves the late rows to
+    the processor (Flink's rule: behind the watermark, not at it)."""
+    taken = set(df.columns)
+    millis, group, ordering = '__flowc_event_ms', '__flowc_key_group', '__flowc_order'
+    while millis in taken or group in taken or ordering in taken:
+        millis, group, ordering = millis + '_', group + '_', ordering + '_'
+    fields = df.schema.fields
+    plain = df.select(*[F.col(quoted(f.name)).alias(f.name, metadata={}) for f in fields])
+    timed = plain.withColumns({
+        millis: F.unix_millis(F.col(quoted(column))),
+        group: F.lit(0),
+        ordering: order,
+    })
+    grouping = [F.col(quoted(k)) for k in keys] or [F.col(group)]
+    result = StructType(
+        [StructField(f.name, f.dataType, True) for f in fields]
+        + ([StructField('__flowc_rank', LongType(), True)] if rank is not None else []))
+    out = timed.groupBy(*grouping).transformWithState(
+        RowtimeFirstRow([f.name for f in fields], millis, ordering, rank is not None),
+        result, 'Append', 'EventTime')
+    if rank is None:
+        return out
+    return out.withColumnRenamed('__flowc_rank', rank)
+
+
 class ChangelogOperator(StatefulProcessor):
     """A TOP (``kind`` 'top') or an AGGREGATE ('aggregate') whose output a later stateful
     step consumes as Flink's changelog: rows with their kind in column ``__flowc_op``
@@ -1958,6 +2077,10 @@ CHANGELOG_HELPERS = (ChangelogOperator, changelog_operator)
 
 #: What a program with a JOIN consuming a CDC source's changes carries (and ``quoted``).
 CHANGELOG_JOIN_HELPERS = (ChangelogJoin, changelog_join)
+
+#: What a program with a TOP keeping each group's first row by event time carries (and
+#: ``quoted``).
+ROWTIME_FIRST_HELPERS = (RowtimeFirstRow, rowtime_first_row)
 
 #: What a program with an OVER step carries (and ``quoted``).
 OVER_HELPERS = (stored_schema, OverAggregate, flink_average_over, over_aggregate)

@@ -45,6 +45,7 @@ from flowc.analyze.upsert_sinks import upsert_key
 from flowc.catalog import is_upsert, partition_columns
 from flowc.fast_dataclass import dataclass
 from flowc.flink.keygroups import compute_default_max_parallelism
+from flowc.graph.changelog import rowtime_first_tops
 from flowc.graph.stream_graph import StreamEdge, StreamGraph, StreamNode
 from flowc.graph.transformations import TransformationTree
 from flowc.program import (
@@ -347,6 +348,40 @@ class OverAggregator:
 
 
 @dataclass(frozen=True, slots=True)
+class RowtimeFirst:
+    """A TOP 1 whose first BY is an event-time attribute ascending, over insert-only rows:
+    Flink's insert-only keep-first row by event time (docs/language.md, "Top-N"). Streaming,
+    a stateful processor (``transformWithState``, event time, rows grouped by the PER
+    ``keys``, one group without) keeps each group's candidate until the watermark reaches
+    its time, emits it once, and drops the rows behind the watermark as late, as Flink
+    does; Spark's ``min_by`` aggregation would let a late row replace it."""
+
+    node_id: int
+    span: Span
+    keys: tuple[str, ...]
+    column: str
+    #: The BY order as written (its first expression is ``column``).
+    order: str
+
+    @property
+    def line(self) -> int:
+        return self.span.line
+
+    def to_text(self) -> str:
+        keys = f"PER {', '.join(self.keys)}" if self.keys else "one group"
+        return (
+            f"line {self.line}: TOP 1 BY {self.order} runs as a transformWithState processor "
+            f"(event time, grouped by {keys}), not Spark's min_by, because '{self.column}' is "
+            "an event-time attribute, which makes it Flink's insert-only keep-first row: a "
+            f"row whose '{self.column}' is behind the micro-batch's watermark is late and "
+            "dropped; the group's first row in the order (one kept from an earlier "
+            "micro-batch winning ties of its time) waits in state until the watermark reaches "
+            "its time, is then written once, and every later row of the group is ignored; "
+            "the state keeps, per group, that row and whether it was written"
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class ChangelogProcessor:
     """A TOP or AGGREGATE of an updating pipeline (:mod:`flowc.spark.changelog_chains`),
     streaming: a stateful processor (``transformWithState``, rows grouped by a hash of
@@ -473,6 +508,9 @@ class SparkPlan:
     #: The TOP and AGGREGATE steps of updating pipelines, by node id: streaming, each runs
     #: as a processor emitting a changelog.
     changelog_processors: dict[int, ChangelogProcessor] = field(default_factory=dict)
+    #: The TOPs keeping each group's first row by event time, by node id: streaming, each
+    #: runs as a processor.
+    rowtime_firsts: dict[int, RowtimeFirst] = field(default_factory=dict)
 
     @property
     def processors(self) -> bool:
@@ -483,6 +521,7 @@ class SparkPlan:
             or self.within_deduplicators
             or (not self.batch and self.over_aggregators)
             or self.changelog_processors
+            or self.rowtime_firsts
         )
 
     @property
@@ -527,6 +566,8 @@ class SparkPlan:
             data["over_aggregators"] = [
                 o.to_text() for _, o in sorted(self.over_aggregators.items())
             ]
+        if self.rowtime_firsts:
+            data["rowtime_firsts"] = [r.to_text() for _, r in sorted(self.rowtime_firsts.items())]
         return data
 
     def to_text(self) -> list[str]:
@@ -553,6 +594,7 @@ class SparkPlan:
         lines += [
             f"  updating: {c.to_text()}" for _, c in sorted(self.changelog_processors.items())
         ]
+        lines += [f"  first row: {r.to_text()}" for _, r in sorted(self.rowtime_firsts.items())]
         for query in self.queries:
             lines.append(
                 f"  query '{query.name}': writes {query.connector} sink '{query.sink}', output "
@@ -641,10 +683,14 @@ def build_spark_plan(program: Program, tree: TransformationTree, graph: StreamGr
     deduplicators = _within_deduplicators(program, tree, graph, batch)
     overs = _over_aggregators(program, tree, graph, batch)
     changelogs = {} if batch else _changelog_processors(program, tree, graph)
+    firsts = {} if batch else _rowtime_firsts(program, tree, graph)
     state_store = choose_state_store(
         settings,
         bool(stateful_nodes) or bool(readers),
-        processors=bool(readers) or bool(deduplicators) or (bool(overs) and not batch),
+        processors=bool(readers)
+        or bool(deduplicators)
+        or (bool(overs) and not batch)
+        or bool(firsts),
         updating=bool(changelogs),
         joins_only=all(c.kind == "JOIN" or c.feeds_join for c in changelogs.values()),
     )
@@ -654,7 +700,7 @@ def build_spark_plan(program: Program, tree: TransformationTree, graph: StreamGr
     root = (
         settings.checkpoint_dir if settings.checkpoint_dir is not None else DEFAULT_CHECKPOINT_ROOT
     )
-    rewrites = _distinct_rewrites(program, tree)
+    rewrites = _distinct_rewrites(program, tree, frozenset(firsts))
     hashed = _HashedOutputs(graph, _node_steps(program, tree), static_joins)
     for insert, sink_id in zip(program.inserts, graph.sinks, strict=True):
         nodes = _upstream(graph, sink_id)
@@ -704,6 +750,7 @@ def build_spark_plan(program: Program, tree: TransformationTree, graph: StreamGr
                         or n.id in overs
                         or n.id in changelogs
                         or n.id in readers
+                        or n.id in firsts
                         for n in nodes
                     ),
                 )
@@ -741,6 +788,7 @@ def build_spark_plan(program: Program, tree: TransformationTree, graph: StreamGr
         within_deduplicators=deduplicators,
         over_aggregators=overs,
         changelog_processors=changelogs,
+        rowtime_firsts=firsts,
         functions=_function_lines(program),
         processing_time=tuple(
             f"source '{s.name}': {s.proctime} is current_timestamp(), the start time of "
@@ -869,8 +917,11 @@ def _static_joins(
     )
 
 
-def _distinct_rewrites(program: Program, tree: TransformationTree) -> dict[int, list[str]]:
-    """Per StreamGraph node, how its distinct aggregates run on Spark."""
+def _distinct_rewrites(
+    program: Program, tree: TransformationTree, processed: frozenset[int] = frozenset()
+) -> dict[int, list[str]]:
+    """Per StreamGraph node, how its distinct aggregates and TOPs run on Spark (but the
+    TOPs of nodes ``processed``, which run as processors the plan lists)."""
     out: dict[int, list[str]] = {}
     streams = [v.stream for v in program.views] + [i.stream for i in program.inserts]
     for stream in streams:
@@ -878,6 +929,8 @@ def _distinct_rewrites(program: Program, tree: TransformationTree) -> dict[int, 
             if id(step) not in tree.step_nodes:
                 continue
             if isinstance(step, TopStep | WindowTopStep):
+                if tree.step_nodes[id(step)] in processed:
+                    continue
                 out.setdefault(tree.step_nodes[id(step)], []).append(_top_realization(step.node))
                 continue
             if not isinstance(step, AggregateStep | WindowAggregateStep):
@@ -1065,6 +1118,39 @@ def _changelog_processors(
                 or compute_default_max_parallelism(graph.nodes[node].parallelism),
                 other=other,
                 row_keys=identity if consumer else (),
+            )
+    return found
+
+
+def _rowtime_firsts(
+    program: Program, tree: TransformationTree, graph: StreamGraph
+) -> dict[int, RowtimeFirst]:
+    """The TOPs a query runs that keep each group's first row by event time, the time
+    their only BY expression (:func:`~flowc.graph.changelog.rowtime_first_tops`), by node
+    id (streaming only). With a second BY expression Flink's runtime emits updates and
+    drops no late row: Spark's min_by then gives its final table."""
+    tops = rowtime_first_tops(program, alone=True)
+    found: dict[int, RowtimeFirst] = {}
+    if not tops:
+        return found
+    for stream in [*(v.stream for v in program.views), *(i.stream for i in program.inserts)]:
+        for step in stream.steps:
+            if not isinstance(step, TopStep) or id(step) not in tops:
+                continue
+            node = tree.step_nodes.get(id(step))
+            if node is None or node not in graph.nodes or graph.nodes[node].changelog_mode != "I":
+                continue
+            first = step.node.order[0].expr.tree
+            assert isinstance(first, exp.Column)  # rowtime_first's
+            found[node] = RowtimeFirst(
+                node_id=node,
+                span=step.span,
+                keys=step.keys,
+                column=first.name,
+                order=", ".join(
+                    f"{' '.join(i.expr.text.split())} {'DESC' if i.descending else 'ASC'}"
+                    for i in step.node.order
+                ),
             )
     return found
 

@@ -25,6 +25,7 @@ from flowc.catalog import is_upsert
 from flowc.diagnostics import Reporter
 from flowc.errorcodes import Code
 from flowc.fast_dataclass import dataclass
+from flowc.graph.changelog import rowtime_first_tops
 from flowc.program import (
     AggregateStep,
     CdcJoin,
@@ -154,6 +155,20 @@ def check_complete_mode(query: Query, lineage: Lineage, reporter: _OncePerPlace)
             help="complete mode rewrites the whole result each batch; use mode = 'append' "
             "or 'update', or AGGREGATE the stream",
         )
+    if query.mode != "complete":
+        return
+    for step in query.stateful:
+        if id(step) in lineage.rowtime_tops:
+            reporter.error(
+                Code.E0701,
+                f"{query.where}: complete mode rewrites the whole result, and TOP 1 BY an "
+                "event time ascending writes each group's first row once (Flink's "
+                "keep-first row by event time, a processor on Spark, which has no complete "
+                "mode)",
+                _keyword(step),
+                help="write the rows with mode = 'append' (each group's row once) or to an "
+                "upsert sink (mode = 'update' with the PER columns as key)",
+            )
 
 
 def check_stateful_operators(query: Query, lineage: Lineage, reporter: _OncePerPlace) -> None:
@@ -222,6 +237,8 @@ def check_appended_aggregations(query: Query, lineage: Lineage, reporter: _OnceP
         window = step.window
         if window is None and set(step.keys) & lineage.columns_before(query.insert, step):
             continue  # grouped by a watermarked column: a group is final once it passes
+        if id(step) in lineage.rowtime_tops and step is query.stateful[-1]:
+            continue  # keeps each group's first row by event time: final once written
         if window is None:
             reporter.error(
                 Code.E0704,
@@ -1331,11 +1348,21 @@ class Lineage:
         #: without one no column anywhere carries a watermark (nothing to work out).
         self._any_watermark = any(s.watermark is not None for s in program.sources)
         #: Whether any windowed AGGREGATE asks for window_time (else there is none to find).
+        self._rowtime_tops: frozenset[int] | None = None
         self._asks_window_time = any(
             isinstance(step, WindowAggregateStep) and step.window_time is not None
             for stream in [*(v.stream for v in program.views), *(i.stream for i in program.inserts)]
             for step in steps_within(stream)
         )
+
+    @property
+    def rowtime_tops(self) -> frozenset[int]:
+        """The TOPs keeping each group's first row by event time (by ``id``): a processor
+        writes each group's row once (:func:`~flowc.graph.changelog.rowtime_first_tops`,
+        the time the only BY expression)."""
+        if self._rowtime_tops is None:
+            self._rowtime_tops = rowtime_first_tops(self.program, alone=True)
+        return self._rowtime_tops
 
     def place(self, insert: InsertDef, target: Step) -> tuple[Stream, int] | None:
         """Where ``target`` stands in the INSERT's lineage: its stream and index."""

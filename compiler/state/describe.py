@@ -52,6 +52,7 @@ from flowc.spans import Span
 from flowc.spark.spark_plan import (
     ChangelogProcessor,
     OverAggregator,
+    RowtimeFirst,
     WatermarkReader,
     WithinDeduplicator,
 )
@@ -649,6 +650,9 @@ class _Describer:
         changelog = self.plan.changelog_processors.get(node_id)
         if changelog is not None:
             return changelog_processor(changelog)
+        first = self.plan.rowtime_firsts.get(node_id)
+        if first is not None:
+            return rowtime_first_processor(first, info.env, info.schema)
         return None
 
     def _keys_location(self, node: StreamNode) -> Location | None:
@@ -886,6 +890,32 @@ def within_processor(within: WithinDeduplicator) -> ProcessorState:
             ),
         ),
         row=(),
+    )
+
+
+def rowtime_first_processor(first: RowtimeFirst, env: Env, schema: Schema) -> ProcessorState:
+    """RowtimeFirstRow's state per PER key: the key's candidate row (pickled: the input's
+    columns by place) and its time, and whether the key's row was written. Spark's min_by
+    aggregation kept other state under the same operator (the group's rows as a struct):
+    the restart guard refuses the change either way (a RowtimeFirstRow state beside none
+    is another operator's)."""
+    order = state_column(first.column, schema, env).lineage
+    return ProcessorState(
+        name="RowtimeFirstRow",
+        keyed_by=f"PER {', '.join(first.keys)}" if first.keys else "one group",
+        parameters=(
+            ProcessorParameter(
+                "order",
+                order,
+                ParameterRule.SAME.value,
+                "the kept candidate's time is this column's: another column's times would "
+                "be compared with it and with the watermark",
+            ),
+        ),
+        row=tuple(
+            StateColumn(c.name, c.type, lineage)
+            for c, (_, _, lineage) in zip(schema, env, strict=False)
+        ),
     )
 
 

@@ -23,6 +23,10 @@ from flowc.state.manifest import (
 )
 from flowc.vocabulary import StateKind
 
+#: The processor of a TOP keeping each group's first row by event time, whose state is
+#: not the min_by aggregation's the same TOP ran as before (flowc.state.describe).
+ROWTIME_FIRST = "RowtimeFirstRow"
+
 
 def compare_operator(
     old_query: QueryState,
@@ -226,6 +230,17 @@ def _compare_values(
         _compare_join(old.join, new.join, new.name, lineage, incompatible)
     if old.processor is not None and new.processor is not None:
         _compare_processor(old.processor, new.processor, new.name, lineage, incompatible, note)
+    elif ROWTIME_FIRST in {p.name for p in (old.processor, new.processor) if p is not None}:
+        # Spark's min_by aggregation and the processor keep a TOP's state differently
+        was, now = (
+            (p.name if p is not None else "Spark's min_by aggregation")
+            for p in (old.processor, new.processor)
+        )
+        incompatible(
+            "processor",
+            f"{new.name} now runs as {now}, its state was kept by {was}: one would read the "
+            "other's state with another meaning",
+        )
 
 
 def _compare_processor(
