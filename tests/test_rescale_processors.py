@@ -14,7 +14,10 @@ the input so far; the OVER's rows that waited for the watermark at a rescale, of
 without a row in the next run, can only come out of their timer, so the timers fire after
 a rescale; the WITHIN drops rows only the state carried across the rescale remembers.
 A changelog AGGREGATE over a CDC source (a value per key group, no timer) into an upsert
-sink is rescaled the same way, its table equal to plain Python after each run.
+sink is rescaled the same way, its table equal to plain Python after each run; a
+``flowc rescale`` of it killed (-9) while Spark writes the copy leaves the checkpoint as it
+was (Spark reads the original through the metadata's absolute paths, and writes nothing
+there), and the next run rescales and answers right.
 
 Spark starts a Python worker per processor and micro-batch to plan it (its pre-init
 runner), which must connect back in time: a CURRENT_WATERMARK filter before the WITHIN
@@ -27,13 +30,17 @@ from __future__ import annotations
 import io
 import json
 import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import flowc
 from flowc.analyze.state_store import ROCKSDB_PROVIDER
 from flowc.cli import main as cli
-from flowc.runtime.rescale import KEPT, foreign_schema, obstacle
+from flowc.runtime.rescale import KEPT, STAGING, foreign_schema, obstacle
 from flowc.runtime.run import RunReport, run_job
 from tests.helpers.files import read_json_dir, upsert_table
 from tests.helpers.minute_events import Row, at, minutes, write_batch
@@ -242,6 +249,57 @@ def test_a_changelog_aggregate_rescaled_2_4_1_across_three_runs(spark: Any, tmp_
         table = upsert_table(tmp_path / "out")
         got = {r["country"]: (r["customers"], r["total"], r["best"]) for r in table}
         assert got == _per_country(CHANGES[: run + 1]), run
+
+
+def test_a_kill_during_a_processors_repartition_leaves_the_old_checkpoint(
+    spark: Any, tmp_path: Path
+) -> None:
+    """``flowc rescale`` killed (-9) while Spark writes the repartitioned copy of the
+    changelog AGGREGATE's checkpoint: the checkpoint is as it was, and the next run at the
+    new parallelism drops the half-done copy, rescales and answers right."""
+    flow = tmp_path / "job.flow"
+    checkpoint = tmp_path / ".flowc-checkpoints" / "job" / "per_country"
+    _write_changes(tmp_path, 0)
+    flow.write_text(CDC.format(p=2), encoding="utf-8")
+    job = flowc.compile(CDC.format(p=2), str(flow), for_spark=True)
+    first = run_job(job, available_now=True, master="local[2]", out=io.StringIO())
+    assert [q.error for q in first.queries] == [None]
+    before = _tree(checkpoint)
+    last = max(int(n.name) for n in (checkpoint / "commits").iterdir() if n.name.isdigit())
+    flow.write_text(CDC.format(p=4), encoding="utf-8")
+    staging = Path(str(checkpoint) + STAGING)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "flowc", "rescale", "job.flow", "--master", "local[2]"],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 180
+    try:
+        # Spark has written the repartition's offsets in the copy, not yet its commit.
+        while not (staging / "offsets" / str(last + 1)).exists():
+            assert process.poll() is None, "flowc rescale ended before the repartition began"
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        os.killpg(process.pid, signal.SIGKILL)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+    assert not (staging / "commits" / str(last + 1)).exists(), "killed after Spark's commit"
+    assert _tree(checkpoint) == before
+    _write_changes(tmp_path, 1)
+    job = flowc.compile(CDC.format(p=4), str(flow), for_spark=True)
+    out = io.StringIO()
+    report = run_job(job, available_now=True, master="local[2]", out=out)
+    assert [q.error for q in report.queries] == [None], out.getvalue()
+    assert f"removed {staging}, left by an interrupted rescale" in out.getvalue()
+    (done,) = report.rescaled
+    assert (done["partitions_before"], done["partitions_after"], done["batch"]) == (2, 4, last + 1)
+    table = upsert_table(tmp_path / "out")
+    got = {r["country"]: (r["customers"], r["total"], r["best"]) for r in table}
+    assert got == _per_country(CHANGES[:2])
 
 
 # ---------------------------------------------------------------- without Spark

@@ -592,9 +592,7 @@ def _rescaling(partitions: int, store: StateStore, processor: bool) -> str:
     frozen = f"state lives in {partitions} partitions, frozen in the checkpoint"
     if store.backend == "rocksdb":
         moved = (
-            "; a processor's lists, values and timers move by its grouping key"
-            if processor
-            else ""
+            "; a processor's lists, values and timers move by its grouping key" if processor else ""
         )
         return (
             f"{frozen}: on a later change of parallelism flowc run first repartitions it "
