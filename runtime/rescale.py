@@ -41,8 +41,15 @@ from flowc.runtime.failures import readable, spark_errors
 from flowc.runtime.ownership import latest_batch
 
 #: Spark's operators its repartition accepts (StatePartitionKeyExtractorFactory, Spark
-#: 4.3) that flowc has checked. Spark also takes transformWithState processors, whose
-#: operator metadata names schema files by absolute path: not yet checked here.
+#: 4.3) that flowc has checked, flowc's processors (OVER, DEDUPLICATE ... WITHIN,
+#: CURRENT_WATERMARK, the changelog AGGREGATE, TOP and JOIN) among them: Spark's
+#: TransformWithStatePartitionKeyExtractorFactory takes every column family of a
+#: transformWithState (value, list and map state, both indexes of its timers, TTL) by
+#: its grouping key. Their operator metadata (``_metadata/v2/<batch>``) names the schema
+#: files by absolute path, the original checkpoint's; the copy keeps those paths (Spark's
+#: StateRewriter reads the schemas through them, from the original, which the copy
+#: equals, and OfflineStateRepartitionRunner writes them unchanged into the new batch's
+#: metadata), and the swap puts the copy at that path: measured on PySpark 4.3.
 ACCEPTED = frozenset(
     {
         "stateStoreSave",
@@ -50,6 +57,8 @@ ACCEPTED = frozenset(
         "dedupeWithinWatermark",
         "sessionWindowStateStoreSaveExec",
         "symmetricHashJoin",
+        "transformWithStateInPySparkExec",
+        "transformWithStateInPandasExec",
     }
 )
 #: The first Spark with the offline state repartition.
@@ -158,6 +167,13 @@ def obstacle(
             f"its state includes {', '.join(refused)}, which flowc does not repartition yet "
             f"(it does {', '.join(sorted(ACCEPTED))})"
         )
+    foreign = foreign_schema(folder)
+    if foreign is not None:
+        return (
+            f"a processor's operator metadata names its state schema at {foreign}, outside "
+            "the checkpoint (it was moved since that was written): Spark's repartition "
+            "would read the schema from there"
+        )
     offsets = latest_batch(os.path.join(folder, "offsets"))
     commits = latest_batch(os.path.join(folder, "commits"))
     if commits is None:
@@ -167,6 +183,36 @@ def obstacle(
             f"its last micro-batch ({offsets}) did not commit: repartitioning would skip "
             "it, and a files sink would get its rows twice"
         )
+    return None
+
+
+def foreign_schema(folder: str) -> str | None:
+    """A schema file a processor's latest operator metadata (``state/<n>/_metadata/v2/
+    <batch>``) names outside ``folder``, or None. The repartition reads the schemas
+    through these absolute paths, and the swap makes them the copy's own only when they
+    are under ``folder``."""
+    state = os.path.join(folder, "state")
+    inside = os.path.realpath(folder) + os.sep
+    try:
+        operators = [n for n in os.listdir(state) if n.isdigit()]
+    except OSError:
+        return None
+    for operator in operators:
+        v2 = os.path.join(state, operator, "_metadata", "v2")
+        latest = latest_batch(v2)
+        if latest is None:
+            continue
+        try:
+            with open(os.path.join(v2, str(latest)), encoding="utf-8") as handle:
+                handle.readline()
+                stores = json.loads(handle.readline()).get("stateStoreInfo") or []
+        except (OSError, ValueError, AttributeError):
+            continue  # unreadable: Spark's own repartition says why
+        for store in stores:
+            for path in store.get("stateSchemaFilePaths") or []:
+                local = path[len("file:") :] if path.startswith("file:") else path
+                if not os.path.realpath(local).startswith(inside):
+                    return str(path)
     return None
 
 

@@ -266,9 +266,8 @@ def test_why_a_checkpoint_cannot_be_repartitioned(tmp_path: Path) -> None:
     hdfs = obstacle(str(tmp_path), HDFS_PROVIDER, ok, (4, 3))
     assert hdfs is not None and "the HDFS-backed store" in hdfs
     assert obstacle(str(tmp_path), None, ok, (4, 3)) == hdfs  # Spark's default store
-    processor = obstacle(str(tmp_path), ROCKSDB_PROVIDER, ["transformWithStateInPySparkExec"],
-                         (4, 3))  # fmt: skip
-    assert processor is not None and "transformWithStateInPySparkExec" in processor
+    other = obstacle(str(tmp_path), ROCKSDB_PROVIDER, ["flatMapGroupsWithStateExec"], (4, 3))
+    assert other is not None and "flatMapGroupsWithStateExec" in other
     keyless = obstacle(str(tmp_path), ROCKSDB_PROVIDER, ok, (4, 3), ["global_aggregate"])
     assert keyless is not None and "an aggregate without a key" in keyless
     (tmp_path / "offsets" / "4").write_text((tmp_path / "offsets" / "3").read_text())

@@ -632,16 +632,14 @@ class SparkPlan:
 def _rescaling(partitions: int, store: StateStore, processor: bool) -> str:
     """What a later change of parallelism does to a stateful query's state on Spark."""
     frozen = f"state lives in {partitions} partitions, frozen in the checkpoint"
-    if processor:
-        return (
-            f"{frozen}; flowc does not repartition a stateful processor's state yet, so a "
-            "later change of parallelism is refused (E0826)"
-        )
     if store.backend == "rocksdb":
+        moved = (
+            "; a processor's lists, values and timers move by its grouping key" if processor else ""
+        )
         return (
             f"{frozen}: on a later change of parallelism flowc run first repartitions it "
             "into the new count (Spark's offline state repartition: every key re-hashed, "
-            "where Flink would move whole key groups)"
+            f"where Flink would move whole key groups{moved})"
         )
     return (
         f"{frozen}; the {store.backend} store cannot be repartitioned, so a later change of "
