@@ -280,6 +280,18 @@ def test_text_json_and_page_carry_the_lines() -> None:
     assert all(f"state: {t}" in page for t in texts)
 
 
+def test_the_rescaling_line_of_an_aggregate_without_a_key_says_refused() -> None:
+    """flowc refuses to repartition an aggregate without a key (E0826, docs/state.md); on
+    RocksDB a keyed aggregate's line says flowc run repartitions it."""
+    spark = plan()
+    assert spark.state_store.backend == "rocksdb"
+    unkeyed = spark.query("global_aggregate").rescaling
+    keyed = spark.query("keyed_aggregate").rescaling
+    assert unkeyed is not None and keyed is not None
+    assert "E0826" in unkeyed and "without a key" in unkeyed
+    assert "flowc run first repartitions it" in keyed and "E0826" not in keyed
+
+
 def test_a_batch_job_keeps_no_state_to_lay_out() -> None:
     """Batch mode reads its bounded input once: no state between runs, no state lines
     (what batch mode refuses, CURRENT_WATERMARK and OVER, left out)."""
