@@ -122,7 +122,7 @@ class StatePartitions:
 
     def _flink(self) -> str:
         if not self.keyed:
-            return "Flink keeps no keyed state for it"
+            return "Flink keeps no state for it (its operator reads its own watermark)"
         groups = f"key groups 0-{self.max_parallelism - 1} (max parallelism {self.max_parallelism})"
         subtasks = _subtasks(self.max_parallelism, self.parallelism)
         if not any(self.flink_keys):
@@ -173,11 +173,15 @@ class StatePartitions:
             )
         if self.spread is Spread.ONE_GROUP:
             return "at N partitions the one group moves whole (murmur3 mod N)"
-        if self.spread in (Spread.KEY_GROUPS, Spread.ROW_BUCKETS):
-            unit = "key group" if self.spread is Spread.KEY_GROUPS else "bucket"
+        if self.spread is Spread.ROW_BUCKETS:
             return (
-                f"repartitioned to N, each {unit} moves whole to murmur3({unit}) mod N, as "
-                "Flink moves whole key groups, though not as contiguous ranges"
+                "repartitioned to N, each bucket moves whole to murmur3(bucket) mod N, and the "
+                "next run hashes rows into N buckets"
+            )
+        if self.spread is Spread.KEY_GROUPS:
+            return (
+                "repartitioned to N, each key group moves whole to murmur3(key group) mod N, "
+                "as Flink moves whole key groups, though not as contiguous ranges"
             )
         unit = "key" if any(self.spark_keys) else "window"
         return (
