@@ -36,6 +36,7 @@ from flowc.flink.keygroups import (
 from flowc.graph.job_graph import JobVertex
 from flowc.graph.stream_graph import StreamNode
 from flowc.program import Step, WindowAggregateStep, WindowTopStep
+from flowc.spans import Span
 from flowc.vocabulary import Operator, Partitioner, WindowKind
 
 #: Key-group runs in the JSON at most (as the physical plan's vertices).
@@ -62,7 +63,8 @@ class StatePartitions:
     node_id: int
     name: str
     uid: str | None
-    line: int
+    #: The step that keeps the state (its operator's span).
+    span: Span
     #: Flink's key per keyed input (a join's two sides in order); () where Flink keeps no
     #: keyed state (a CURRENT_WATERMARK reader), ``((),)`` for a keyed input with no key.
     flink_keys: tuple[tuple[str, ...], ...]
@@ -107,7 +109,7 @@ class StatePartitions:
         return {
             "operator": self.name,
             "uid": self.uid,
-            "line": self.line,
+            "span": self.span.to_json(),
             "flink": flink,
             "spark": spark,
             "text": self.to_text(),
@@ -116,7 +118,7 @@ class StatePartitions:
     def to_text(self) -> str:
         uid = f" [uid {self.uid}]" if self.uid else ""
         return (
-            f"{self.name}{uid} (line {self.line}): {self._flink()}; {self._spark()}; "
+            f"{self.name}{uid} (line {self.span.line}): {self._flink()}; {self._spark()}; "
             f"{self._rescaled()}"
         )
 
@@ -236,7 +238,7 @@ def describe_state(
         node_id=node.id,
         name=node.name,
         uid=node.uid,
-        line=node.span.line,
+        span=node.span,
         flink_keys=flink_keys,
         parallelism=parallelism,
         max_parallelism=max_parallelism,
