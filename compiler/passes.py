@@ -124,7 +124,7 @@ def _spark_checks(job: CompiledJob, reporter: Reporter) -> tuple[Diagnostic, ...
 
 
 def _spark_plan(job: CompiledJob, reporter: Reporter) -> SparkPlan:
-    return build_spark_plan(job.program, job.transformations, job.stream_graph)
+    return build_spark_plan(job.program, job.transformations, job.stream_graph, job.job_graph)
 
 
 def _physical_plan(job: CompiledJob, reporter: Reporter) -> PhysicalPlan:

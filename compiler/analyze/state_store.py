@@ -10,8 +10,11 @@ on this project's 2-core machines the HDFS-backed store runs a keyed aggregation
 times as fast as RocksDB at 100k and 1M keys, but keeps the state on the heap, and with
 Spark's default 1g heap it ran out at 1M keys where RocksDB did not. So flowc keeps Flink's
 default, ``hashmap``, and says in the plan to choose ``rocksdb`` for state of millions of
-keys. When RocksDB is chosen, changelog checkpointing is on unless the program says
-otherwise: it writes each batch's changes instead of a snapshot, measured 17-36% faster.
+keys, or for a job that may rescale: only RocksDB's state can be repartitioned, and
+switching the default would not move existing checkpoints (Spark freezes the store in
+them) but warn on every run of them (docs/state.md, "The default state store"). When
+RocksDB is chosen, changelog checkpointing is on unless the program says otherwise: it
+writes each batch's changes instead of a snapshot, measured 17-36% faster.
 
 Spark freezes the provider class in a query's checkpoint (offsets/<n>) and ignores a
 later change (docs/state.md): ``flowc run`` warns (E0824).
@@ -38,7 +41,9 @@ MEASURED = (
     "Flink's default; measured faster than rocksdb on a keyed aggregation at 1k, 100k and "
     "1M keys (BENCHMARKS.md, State stores), but it keeps the state on the JVM's heap, which "
     "Spark's default 1g ran out of at 1M keys: for state of millions of keys SET "
-    "state.backend.type = 'rocksdb'"
+    "state.backend.type = 'rocksdb'; and only rocksdb's state can be repartitioned to a new "
+    "parallelism: choose it before the first run of a job that may rescale (docs/state.md, "
+    "The default state store)"
 )
 
 

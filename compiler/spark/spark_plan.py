@@ -46,6 +46,7 @@ from flowc.catalog import is_upsert, partition_columns
 from flowc.fast_dataclass import dataclass
 from flowc.flink.keygroups import compute_default_max_parallelism
 from flowc.graph.changelog import rowtime_first_tops
+from flowc.graph.job_graph import JobGraph, JobVertex
 from flowc.graph.stream_graph import StreamEdge, StreamGraph, StreamNode
 from flowc.graph.transformations import TransformationTree
 from flowc.program import (
@@ -74,10 +75,11 @@ from flowc.program import (
 )
 from flowc.spans import Span
 from flowc.spark.changelog_chains import join_row_key, updating_chain
+from flowc.spark.state_partitions import StatePartitions, describe_state
 from flowc.spark.streaming import Lineage, reads_watermark, steps_within, top_groups
 from flowc.sql.spark_distinct import UnsupportedDistinct, rewrite_distinct
 from flowc.sql.spark_sql import interval_millis, registered_name
-from flowc.vocabulary import STATEFUL_OPERATORS, NodeKind, Operator, Partitioner
+from flowc.vocabulary import STATEFUL_OPERATORS, NodeKind, Operator, Partitioner, WindowKind
 
 DEFAULT_CHECKPOINT_ROOT = ".flowc-checkpoints"
 
@@ -143,6 +145,9 @@ class SparkQuery:
     exchanges: tuple[SparkExchange, ...]
     rescaling: str | None
     stateful: tuple[int, ...]
+    #: Per stateful operator (and CURRENT_WATERMARK reader): Flink's key groups beside
+    #: the Spark partitions its state is in (streaming only).
+    state: tuple[StatePartitions, ...] = ()
     #: How Spark runs what it has no streaming operator for (distinct aggregates), one
     #: line each: ``line 9: COUNT(DISTINCT b) runs as ...``.
     rewrites: tuple[str, ...] = ()
@@ -177,6 +182,8 @@ class SparkQuery:
         }
         if self.rescaling is not None:
             data["rescaling"] = self.rescaling
+        if self.state:
+            data["state"] = [s.to_json() for s in self.state]
         if self.rewrites:
             data["rewrites"] = list(self.rewrites)
         if self.partition_by:
@@ -604,6 +611,7 @@ class SparkPlan:
             lines.append(f"    checkpoint: {query.checkpoint_location}")
             if query.rescaling is not None:
                 lines.append(f"    rescaling: {query.rescaling}")
+            lines += [f"    state: {s.to_text()}" for s in query.state]
             if query.partition_by:
                 folders = "/".join(f"{c}=<value>" for c in query.partition_by)
                 lines.append(
@@ -629,9 +637,16 @@ class SparkPlan:
         return lines
 
 
-def _rescaling(partitions: int, store: StateStore, processor: bool) -> str:
-    """What a later change of parallelism does to a stateful query's state on Spark."""
+def _rescaling(partitions: int, store: StateStore, processor: bool, unkeyed: bool = False) -> str:
+    """What a later change of parallelism does to a stateful query's state on Spark;
+    ``unkeyed``: it runs an aggregate without a key, which flowc does not repartition."""
     frozen = f"state lives in {partitions} partitions, frozen in the checkpoint"
+    if unkeyed and store.backend == "rocksdb" and not processor:
+        return (
+            f"{frozen}; an aggregate without a key keeps its state in partition 0 whatever "
+            "the count, and Spark's repartition fails on the others, so flowc refuses a "
+            "later change of parallelism (E0826)"
+        )
     if store.backend == "rocksdb":
         moved = (
             "; a processor's lists, values and timers move by its grouping key" if processor else ""
@@ -648,8 +663,11 @@ def _rescaling(partitions: int, store: StateStore, processor: bool) -> str:
     )
 
 
-def build_spark_plan(program: Program, tree: TransformationTree, graph: StreamGraph) -> SparkPlan:
-    """The Spark realization of the job's StreamGraph (the ``spark`` section of its plans)."""
+def build_spark_plan(
+    program: Program, tree: TransformationTree, graph: StreamGraph, job_graph: JobGraph
+) -> SparkPlan:
+    """The Spark realization of the job's StreamGraph (the ``spark`` section of its plans);
+    ``job_graph`` gives each stateful operator's Flink key groups beside its partitions."""
     settings = program.settings
     batch = settings.execution_mode == "batch"
     static_joins = _static_joins(program, tree)
@@ -700,6 +718,7 @@ def build_spark_plan(program: Program, tree: TransformationTree, graph: StreamGr
     )
     rewrites = _distinct_rewrites(program, tree, frozenset(firsts))
     hashed = _HashedOutputs(graph, _node_steps(program, tree), static_joins)
+    vertices = {op.node_id: v for v in job_graph.vertices.values() for op in v.operators}
     for insert, sink_id in zip(program.inserts, graph.sinks, strict=True):
         nodes = _upstream(graph, sink_id)
         stateful = tuple(n.id for n in nodes if n.id in stateful_nodes)
@@ -751,10 +770,29 @@ def build_spark_plan(program: Program, tree: TransformationTree, graph: StreamGr
                         or n.id in firsts
                         for n in nodes
                     ),
+                    unkeyed=any(
+                        isinstance(step, AggregateStep) and not step.keys
+                        for step in (hashed.steps.get(n) for n in stateful)
+                    ),
                 )
                 if stateful and not batch
                 else None,
                 stateful=stateful,
+                state=()
+                if batch
+                else tuple(
+                    _state_partitions(
+                        n,
+                        vertices.get(n.id),
+                        hashed.steps.get(n.id),
+                        partitions,
+                        deduplicators,
+                        changelogs,
+                        readers,
+                    )
+                    for n in nodes
+                    if n.id in stateful_nodes or n.id in readers
+                ),
                 partition_by=partition_columns(str(dict(sink.options)["partition_by"]))
                 if "partition_by" in dict(sink.options)
                 else (),
@@ -796,6 +834,29 @@ def build_spark_plan(program: Program, tree: TransformationTree, graph: StreamGr
             for s in program.sources
             if s.proctime is not None
         ),
+    )
+
+
+def _state_partitions(
+    node: StreamNode,
+    vertex: JobVertex | None,
+    step: Step | None,
+    partitions: int,
+    deduplicators: dict[int, WithinDeduplicator],
+    changelogs: dict[int, ChangelogProcessor],
+    readers: dict[int, WatermarkReader],
+) -> StatePartitions:
+    """One operator's state layout; a processor's own key groups or buckets where it
+    groups rows by them."""
+    processor = deduplicators.get(node.id) or changelogs.get(node.id)
+    reader = readers.get(node.id)
+    return describe_state(
+        node,
+        vertex,
+        step,
+        partitions,
+        processor_groups=(processor.keys, processor.key_groups) if processor else None,
+        buckets=reader.buckets if reader is not None else None,
     )
 
 
@@ -1288,6 +1349,32 @@ def _exchange(
             "of its join",
         )
     if strategy == Partitioner.HASH and consumer.operator in STATEFUL_OPERATORS:
+        step = hashed.steps.get(consumer.id) if hashed is not None else None
+        window = isinstance(step, WindowTopStep) or (
+            isinstance(step, WindowAggregateStep) and step.window.kind != WindowKind.SESSION
+        )
+        if window:  # Spark groups by the window too: each window of a key hashed apart
+            hashed_keys = ", ".join((*keys, "window"))
+            return make(
+                ExchangeKind.STATEFUL,
+                partitions,
+                f"groupBy({', '.join((*keys, 'window'))})",
+                f"HashPartitioning([{hashed_keys}], {partitions})",
+                True,
+                f"the stateful {consumer.name}'s own exchange: rows with equal keys and "
+                "window meet in one state partition (Flink keys by the keys alone)",
+            )
+        if not keys and isinstance(step, WindowAggregateStep):  # a session without a key
+            return make(
+                ExchangeKind.STATEFUL,
+                partitions,
+                "groupBy(constant, session)",
+                f"HashPartitioning([constant], {partitions})",
+                True,
+                "a session window without a key groups every row under one constant key: "
+                "one partition gets them all, as Flink's windowAll sends every row to its "
+                "single subtask",
+            )
         if not keys:
             return make(
                 ExchangeKind.STATEFUL,
@@ -1301,7 +1388,7 @@ def _exchange(
         operation = "join" if consumer.operator == Operator.JOIN else "groupBy"
         windowed = consumer.operator in (Operator.WINDOW, Operator.WINDOW_RANK)
         if (
-            not windowed  # a window is a key of its own
+            not windowed  # a session's state is keyed by the session too
             and hashed is not None
             and _names(keys) in hashed.of(producer.id)
         ):
