@@ -3,9 +3,9 @@ language.md, "A JOIN over a TOP's updates"): the TOP runs as a producer Changelo
 emitting Flink's changelog, the JOIN as the ChangelogJoin consuming it.
 
 Real Spark, five micro-batches (input files with increasing modification times, one per
-source per micro-batch) in three runs on one checkpoint (restarts after the second and
-the fourth), for a TOP 1 in a view JOINed with a CDC source, a TOP 2 with its rank LEFT
-JOIN a source, and the SQL form (a source LEFT JOIN a ROW_NUMBER subquery); each upsert
+source per micro-batch) in two runs on one checkpoint (a restart after the third), for a
+TOP 1 in a view JOINed with a CDC source, a TOP 2 with its rank LEFT JOIN a source, and
+the SQL form (a source LEFT JOIN a ROW_NUMBER subquery); each upsert
 table against plain Python computing Flink's semantics record by record (the Rank's
 changelog per bid, tests/helpers/rank_flink.py, then the join, tests/helpers/
 cdc_join_flink.py), materialized by the sink's key. The processors over random
@@ -129,8 +129,9 @@ BATCHES: list[tuple[list[Bid], list[Envelope]]] = [
     ([(3, 11, 6.0), (1, 14, 9.5)], [("c", None, (12, "cyd")), ("c", None, (14, "eve"))]),
 ]
 
-#: The micro-batches each run reads: restarts after the second and the fourth.
-RUNS = [2, 4, 5]
+#: The micro-batches each run reads: a restart after the third (one restart keeps the
+#: module's Spark time small; tests/test_aggregate_join.py restarts the same processors twice).
+RUNS = [3, 5]
 
 
 def people_batches(case: str) -> list[list[Envelope]]:
@@ -207,7 +208,7 @@ def test_a_join_over_a_tops_updates_across_micro_batches_and_restarts(
     assert "because the JOIN on line" in processors[1].to_text()
     wanted = [flink_table(case, upto) for upto in RUNS]
     assert any(None in row for row in wanted[-1].values()) == any(preserved)
-    assert wanted[0] != wanted[1] != wanted[2]  # each run changes the table
+    assert wanted[0] != wanted[1]  # each run changes the table
     done = 0
     for run, upto in enumerate(RUNS):
         for index in range(done, upto):

@@ -347,9 +347,9 @@ def _report_unknown(
 #: PROCTIME() outside a source's columns: flowc reads it only as a declared column (and,
 #: inline, as a ROW_NUMBER's ORDER BY ... ASC kept at rn = 1, Flink's deduplication).
 _PROCTIME_HELP = (
-    "declare the processing time as a column of the source (CREATE TABLE ... (..., pt AS "
-    "PROCTIME())) and read pt here: flowc takes PROCTIME() inline only as ROW_NUMBER() "
-    "OVER (PARTITION BY k ORDER BY PROCTIME() ASC) kept at rn = 1"
+    "declare the processing time as a column of the source (`pt AS PROCTIME()` among its "
+    "columns) and read pt here: flowc takes PROCTIME() inline only as ROW_NUMBER() OVER "
+    "(PARTITION BY k ORDER BY PROCTIME() ASC) kept at rn = 1"
 )
 
 
