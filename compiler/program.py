@@ -857,15 +857,16 @@ PROJECTION_STEPS = (SelectStep, ExtendStep, DropStep, RenameStep)
 class CdcJoin:
     """An INSERT reading a source JOINed (ON equalities of one column of each side) with
     another source, each read through row-wise steps and KEY BY, one of them or both CDC
-    or an AGGREGATE's updates: Flink's regular join consuming updates, inner or outer
-    (docs/language.md, "A JOIN over a CDC source's changes" and "A JOIN over an
-    AGGREGATE's updates"). ``source``: the CDC sources' names, for messages; ``changes``
-    whether the (stream, other) side carries changes; ``pairs`` are the (stream column,
-    other column) equalities, ``left`` and ``right`` the JOIN's input rows, ``after`` the
-    projections after it. ``producers``: per side the AGGREGATE (no WINDOW, with keys,
-    over insert-only rows) whose changelog the side carries, None for a source's rows;
-    ``carrying`` the steps (by ``id``) between such an AGGREGATE and the JOIN, which pass
-    each change on with its kind."""
+    or an AGGREGATE's or a TOP's updates: Flink's regular join consuming updates, inner or
+    outer (docs/language.md, "A JOIN over a CDC source's changes", "A JOIN over an
+    AGGREGATE's updates" and "A JOIN over a TOP's updates"). ``source``: the CDC sources'
+    names, for messages; ``changes`` whether the (stream, other) side carries changes;
+    ``pairs`` are the (stream column, other column) equalities, ``left`` and ``right`` the
+    JOIN's input rows, ``after`` the projections after it. ``producers``: per side the
+    AGGREGATE (no WINDOW, with keys) or the TOP (no WINDOW), over insert-only rows, whose
+    changelog the side carries, None for a source's rows; ``carrying`` the steps (by
+    ``id``) between such a producer and the JOIN, which pass each change on with its
+    kind."""
 
     join: JoinStep
     source: str
@@ -875,7 +876,10 @@ class CdcJoin:
     after: tuple[Step, ...]
     kind: JoinKind = JoinKind.INNER
     changes: tuple[bool, bool] = (False, True)
-    producers: tuple[AggregateStep | None, AggregateStep | None] = (None, None)
+    producers: tuple[AggregateStep | TopStep | None, AggregateStep | TopStep | None] = (
+        None,
+        None,
+    )
     carrying: frozenset[int] = frozenset()
 
     @property
@@ -893,18 +897,18 @@ class CdcJoin:
         if self.source:
             plural = "s" if self.source.count("' and '") else ""
             named.append(f"CDC source{plural} '{self.source}'")
-        named += [f"the AGGREGATE on line {p.span.line}" for p in self.producers if p]
+        named += [f"the {_keyword(p)} on line {p.span.line}" for p in self.producers if p]
         return " and ".join(named)
 
 
 @dataclass(frozen=True, slots=True)
 class _JoinInput:
     """One side of a JOIN over changes: its source, its steps up to the JOIN (through
-    views read by nothing else), and the AGGREGATE producing its changes, if any."""
+    views read by nothing else), and the AGGREGATE or TOP producing its changes, if any."""
 
     source: SourceDef
     steps: tuple[Step, ...]
-    producer: AggregateStep | None
+    producer: AggregateStep | TopStep | None
 
     @property
     def changes(self) -> bool:
@@ -922,8 +926,9 @@ def _join_input(
 ) -> _JoinInput | None:
     """``steps`` (from the source of ``streams[0]``) as one side of a JOIN over changes:
     row-wise steps and KEY BY, or over a source that is no CDC source those, an AGGREGATE
-    without WINDOW with keys, then :data:`UPSERT_KEEPING_STEPS` (each passes every change
-    on with its kind, one row per change); None otherwise."""
+    without WINDOW with keys or a TOP without WINDOW (Flink's Rank over insert-only rows,
+    I,UB,UA,D), then :data:`UPSERT_KEEPING_STEPS` (each passes every change on with its
+    kind, one row per change); None otherwise."""
     origin = streams[0].origin
     assert isinstance(origin, FromSource)
     source = program.source(origin.name)
@@ -937,16 +942,24 @@ def _join_input(
         return None  # an AGGREGATE over changes, or a second stateful step
     at = stateful[0]
     producer = steps[at]
-    if not isinstance(producer, AggregateStep) or producer.window is not None:
+    if isinstance(producer, AggregateStep):
+        if producer.window is not None or not producer.keys:
+            return None
+    elif not isinstance(producer, TopStep):
         return None
-    if not producer.keys or not all(isinstance(s, UPSERT_KEEPING_STEPS) for s in steps[at + 1 :]):
+    if not all(isinstance(s, UPSERT_KEEPING_STEPS) for s in steps[at + 1 :]):
         return None
     return _JoinInput(source, steps, producer)
 
 
+def _keyword(step: Step) -> str:
+    """A producer's keyword, as messages name it."""
+    return "TOP" if isinstance(step, TopStep) else "AGGREGATE"
+
+
 def cdc_join(program: Program, insert: InsertDef) -> CdcJoin | None:
     """The INSERT's CDC join (streaming), None where its steps are not one: neither side
-    CDC nor an AGGREGATE's updates, a condition other than equalities, another stateful
+    CDC nor an AGGREGATE's or a TOP's updates, a condition other than equalities, another stateful
     step, a step after it other than a projection, a column of the two sides' rows named
     twice, ``c.*`` after it. Each side may read views that nothing else reads (Flink's
     SQL form lowers a subquery to one)."""

@@ -12,6 +12,8 @@ from typing import Any
 import pytest
 
 import flowc
+from flowc.diagnostics import CompileError
+from flowc.spark.codegen import generate_pyspark
 from flowc.vocabulary import Operator
 from tests.helpers.files import Row, read_json_dir, write_batches
 from tests.helpers.plans import job_graph_json
@@ -41,6 +43,37 @@ PIPE = """INSERT INTO firsts FROM Orders |> DEDUPLICATE ON order_id
 
 def test_flink_deduplication_plans_as_deduplicate() -> None:
     assert job_graph_json(HEAD + DEDUP) == job_graph_json(HEAD + PIPE)
+
+
+def test_proctime_inline_plans_as_deduplicate_too() -> None:
+    """``ORDER BY PROCTIME() ASC`` inline, which Flink 2.3 takes (its plan: a Rank whose
+    output is insert-only, the first row per key), is the declared column's
+    deduplication: the same JobGraph as the pipe's DEDUPLICATE, the same Spark program as
+    the declared column's."""
+    inline = DEDUP.replace("ORDER BY proctime ASC", "ORDER BY PROCTIME() ASC")
+    assert job_graph_json(HEAD + inline) == job_graph_json(HEAD + PIPE)
+    ours, declared = (flowc.compile(HEAD + q, "job.flow", for_spark=True) for q in (inline, DEDUP))
+    assert generate_pyspark(ours) == generate_pyspark(declared)
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        DEDUP.replace("ORDER BY proctime ASC", "ORDER BY PROCTIME() DESC"),
+        DEDUP.replace("ORDER BY proctime ASC", "ORDER BY PROCTIME() ASC").replace(
+            "row_num = 1", "row_num <= 2"
+        ),
+    ],
+    ids=["last_row", "two_rows"],
+)
+def test_proctime_inline_elsewhere_says_to_declare_it(query: str) -> None:
+    """Any other inline PROCTIME() (Flink's Rank over it) is refused at the call, its hint
+    the declared column, not a function of another name."""
+    with pytest.raises(CompileError) as refused:
+        flowc.compile(HEAD + query, "job.flow", for_spark=True)
+    (found,) = [d for d in refused.value.diagnostics if d.severity.name == "ERROR"]
+    assert found.code == "E0230" and found.span.line == 13, found
+    assert "pt AS PROCTIME()" in (found.help or ""), found
 
 
 @pytest.mark.parametrize(

@@ -412,7 +412,7 @@ class ChangelogProcessor:
     #: A JOIN's kind where it is outer (LEFT, RIGHT, FULL): its rows without a match are
     #: emitted padded; empty otherwise.
     outer: str = ""
-    #: A producer whose changelog a JOIN consumes (not an AGGREGATE or a TOP).
+    #: A producer (an AGGREGATE or a TOP) whose changelog a JOIN consumes.
     feeds_join: bool = False
 
     @property
@@ -1139,7 +1139,7 @@ def _changelog_processors(
                 found[made] = ChangelogProcessor(
                     node_id=made,
                     span=made_by.span,
-                    kind="AGGREGATE",
+                    kind="TOP" if isinstance(made_by, TopStep) else "AGGREGATE",
                     keys=made_by.keys,
                     consumer=False,
                     key_groups=graph.nodes[made].max_parallelism

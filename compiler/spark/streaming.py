@@ -194,9 +194,21 @@ def check_stateful_operators(query: Query, lineage: Lineage, reporter: _OncePerP
                 f"{query.where}: Spark runs {_keyword_text(step)} after an aggregation only in "
                 "append mode",
                 _keyword(step),
-                help="write this query with mode = 'append' (windowed aggregates over "
+                help=_JOIN_AFTER_UPDATES_HELP
+                if isinstance(step, JoinStep)
+                else "write this query with mode = 'append' (windowed aggregates over "
                 "watermarked columns), or write the aggregation to a sink of its own",
             )
+
+
+#: E0702's help at a JOIN: the updates a JOIN does consume, before append mode.
+_JOIN_AFTER_UPDATES_HELP = (
+    "a JOIN consumes the updates of one AGGREGATE (without WINDOW, with keys) or one TOP "
+    "(without WINDOW) over insert-only rows, read directly or through views that nothing "
+    'else reads, into an upsert sink (docs/language.md, "A JOIN over a TOP\'s updates"); '
+    "else write this query with mode = 'append' (windowed aggregates over watermarked "
+    "columns), or write the aggregation to a sink of its own"
+)
 
 
 def check_session_windows(query: Query, lineage: Lineage, reporter: _OncePerPlace) -> None:
@@ -320,11 +332,10 @@ def check_join_state_bounds(query: Query, lineage: Lineage, reporter: _OncePerPl
                 f"{query.where}: this JOIN over changes keeps every row of both sides in "
                 "state forever (a row taken back by a -U or -D leaves it)",
                 node.keyword_span,
-                help="a JOIN over changes (a CDC source's or an AGGREGATE's) has no time to "
-                "bound its state by "
-                "(a time bound in ON over changes is E0299, as Flink plans no interval join "
-                "over updates); Flink keeps its rows until a state TTL expires them, which "
-                "flowc does not run",
+                help="a JOIN over changes (a CDC source's, an AGGREGATE's or a TOP's) has no "
+                "time to bound its state by (a time bound in ON over changes is E0299, as "
+                "Flink plans no interval join over updates); Flink keeps its rows until a "
+                "state TTL expires them, which flowc does not run",
             )
             continue
         if node.kind != JoinKind.INNER:
@@ -1023,8 +1034,8 @@ def check_cdc_joins(query: Query, lineage: Lineage, reporter: _OncePerPlace) -> 
             "transformWithState processors only on RocksDB",
         )
     for producer in joined.producers:
-        if producer is None:
-            continue
+        if not isinstance(producer, AggregateStep):
+            continue  # none, or a TOP: its ORDER BY is any expression
         for item in _uncomputed_calls(producer):
             reporter.error(
                 Code.E0741,

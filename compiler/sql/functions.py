@@ -340,8 +340,17 @@ def _report_unknown(
         Code.E0230,
         f"unknown function '{name}'",
         call_span(expr, node, positions),
-        help=_function_hint(node, name),
+        help=_PROCTIME_HELP if name.lower() == "proctime" else _function_hint(node, name),
     )
+
+
+#: PROCTIME() outside a source's columns: flowc reads it only as a declared column (and,
+#: inline, as a ROW_NUMBER's ORDER BY ... ASC kept at rn = 1, Flink's deduplication).
+_PROCTIME_HELP = (
+    "declare the processing time as a column of the source (`pt AS PROCTIME()` among its "
+    "columns) and read pt here: flowc takes PROCTIME() inline only as ROW_NUMBER() OVER "
+    "(PARTITION BY k ORDER BY PROCTIME() ASC) kept at rn = 1"
+)
 
 
 def _report_window_function(

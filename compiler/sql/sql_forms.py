@@ -725,7 +725,11 @@ class _Expansion:
         if not rows.expressions:
             rows.set("expressions", [exp.Star()])
         partition = list(window.args.get("partition_by") or [])
-        read, added = _rank_inputs(rows, [o.this for o in order.expressions] + partition)
+        deduplicates = self.keeps_first_row(outer, rank, count[0], order.expressions, partition)
+        # a deduplication reads no order (its PROCTIME() inline is no column of the rows)
+        ordered = [] if deduplicates else [o.this for o in order.expressions]
+        read, added = _rank_inputs(rows, ordered + partition)
+        read = [*([exp.null()] * (len(order.expressions) - len(ordered))), *read]
         span = self.positions.span(window)
         step = ast.Top(
             count=count[0],
@@ -749,7 +753,7 @@ class _Expansion:
             span=span,
         )
         first: ast.Step = step
-        if self.keeps_first_row(outer, rank, count[0], order.expressions, partition):
+        if deduplicates:
             first = ast.Deduplicate(
                 columns=step.per,
                 within=None,
@@ -780,12 +784,21 @@ class _Expansion:
         """Flink's deduplication: ``ROW_NUMBER() OVER (PARTITION BY k ORDER BY pt ASC)``
         kept at ``rn = 1``, ``pt`` a processing-time attribute, is the first row of each
         key as it arrives (Flink's insert-only Deduplicate, not a Rank): flowc's
-        DEDUPLICATE. Only when the query around it does not read the rank."""
+        DEDUPLICATE. So is ``ORDER BY PROCTIME() ASC`` inline (Flink 2.3 plans it as a
+        Rank whose output is insert-only, the first row of each key). Only when the query
+        around it does not read the rank."""
         if count != 1 or len(order) != 1 or not partition or order[0].args.get("desc"):
             return False
         column = order[0].this
+        if is_proctime_call(column):
+            return self.reads_no_rank(outer, rank)
         if not isinstance(column, exp.Column) or column.name not in self.proctimes:
             return False
+        return self.reads_no_rank(outer, rank)
+
+    @staticmethod
+    def reads_no_rank(outer: exp.Select, rank: str) -> bool:
+        """Whether the query around a ROW_NUMBER reads neither its rank nor ``*``."""
         return not any(
             isinstance(node, exp.Star) or (isinstance(node, exp.Column) and node.name == rank)
             for item in outer.expressions
