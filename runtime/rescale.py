@@ -39,6 +39,7 @@ from typing import Any, TextIO
 from flowc.analyze.state_store import ROCKSDB_PROVIDER
 from flowc.runtime.failures import readable, spark_errors
 from flowc.runtime.ownership import latest_batch
+from flowc.state.manifest import StatefulOperator
 
 #: Spark's operators its repartition accepts (StatePartitionKeyExtractorFactory, Spark
 #: 4.3) that flowc has checked, flowc's processors (OVER, DEDUPLICATE ... WITHIN,
@@ -132,6 +133,24 @@ def spark_version() -> tuple[int, int] | None:
         return None
 
 
+#: The kinds of state Spark keeps in partition 0 whatever the count (a SinglePartition
+#: aggregation), which its repartition hashes elsewhere: the manifest's kind of an
+#: aggregate without a key, and :func:`state_kinds`' name for a TOP without one.
+GLOBAL_AGGREGATE = "global_aggregate"
+GLOBAL_TOP = "global_top"
+
+
+def state_kinds(operators: Iterable[StatefulOperator]) -> list[str]:
+    """The operators' kinds as :func:`obstacle` reads them: a TOP without a key that runs
+    as Spark's aggregation (not as a processor, whose state is keyed) is ``global_top``."""
+    return [
+        GLOBAL_TOP
+        if o.kind == "rank" and not o.keys and o.processor is None
+        else o.kind
+        for o in operators
+    ]
+
+
 def obstacle(
     folder: str,
     provider: str | None,
@@ -153,11 +172,19 @@ def obstacle(
             "(STATE_REPARTITION_INVALID_CHECKPOINT.UNSUPPORTED_PROVIDER): only the RocksDB "
             "store can be repartitioned"
         )
-    if "global_aggregate" in kinds:
+    kinds = set(kinds)
+    if GLOBAL_AGGREGATE in kinds:
         return (
             "an aggregate without a key keeps its state in one partition whatever the count, "
             "and Spark's repartition fails on the partitions it left empty (measured: "
             "CANNOT_READ_STREAMING_STATE_FILE)"
+        )
+    if GLOBAL_TOP in kinds:
+        return (
+            "a TOP without a key (Spark's aggregation without grouping) keeps its state in "
+            "partition 0 whatever the count, and Spark's repartition moves its one key to "
+            "another partition, where the next run would not read it (measured: 2 -> 4 put "
+            "it in partition 2)"
         )
     if operators is None:
         return "Spark's state metadata (state/<n>/_metadata) cannot be read"

@@ -62,6 +62,7 @@ from flowc.runtime.rescale import (
     repartition,
     settle,
     spark_version,
+    state_kinds,
 )
 from flowc.spans import Span
 from flowc.state import (
@@ -275,7 +276,7 @@ def guard_state(
             (_offsets_conf(query.folder) or {}).get(PROVIDER_CLASS_CONF),
             None if (ops := spark_operators(query.folder)) is None else [o.name for o in ops],
             version,
-            [o.kind for o in query.state.operators],
+            state_kinds(query.state.operators),
         )
         if why is not None:
             errors.append(_not_rescalable(job, query, why))

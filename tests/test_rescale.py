@@ -275,6 +275,37 @@ def test_why_a_checkpoint_cannot_be_repartitioned(tmp_path: Path) -> None:
     assert uncommitted is not None and "last micro-batch (4) did not commit" in uncommitted
 
 
+KEYLESS_TOP = """SET state.backend.type = 'rocksdb';
+CREATE SOURCE s (k BIGINT, v BIGINT) WITH (connector = 'files', path = 'in', format = 'json');
+CREATE SINK o WITH (connector = 'files', path = 'out', format = 'json', mode = 'update', key = 'k');
+INSERT INTO o FROM s |> TOP 1 BY v DESC{per};
+"""
+
+
+@pytest.mark.parametrize("per", ["", " PER k"])
+def test_a_top_without_a_key_is_not_repartitioned(tmp_path: Path, per: str) -> None:
+    """A TOP without PER (Spark's aggregation without grouping: partition 0 whatever the
+    count) is refused, as a global aggregate is: Spark's repartition hashes its one key
+    into another partition, which the next run would not read (measured 2 -> 4: partition
+    2). A TOP PER k is hashed by k both ways and is repartitioned. The plan says which."""
+    from flowc.runtime.rescale import state_kinds
+    from flowc.state import describe_state
+
+    job = flowc.compile(KEYLESS_TOP.format(per=per), "job.flow", for_spark=True)
+    (query,) = describe_state(job).queries
+    _fake_checkpoint(tmp_path, 3, 2)
+    ok = ["stateStoreSave"]
+    why = obstacle(str(tmp_path), ROCKSDB_PROVIDER, ok, (4, 3), state_kinds(query.operators))
+    (planned,) = job.spark_plan.queries
+    assert planned.rescaling is not None
+    if per:
+        assert why is None
+        assert "flowc run first repartitions it" in planned.rescaling
+    else:
+        assert why is not None and "a TOP without a key" in why
+        assert "TOP without a key" in planned.rescaling and "E0826" in planned.rescaling
+
+
 def test_hdfs_store_refuses_a_new_parallelism_before_spark(
     spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

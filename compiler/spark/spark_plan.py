@@ -639,13 +639,14 @@ class SparkPlan:
 
 def _rescaling(partitions: int, store: StateStore, processor: bool, unkeyed: bool = False) -> str:
     """What a later change of parallelism does to a stateful query's state on Spark;
-    ``unkeyed``: it runs an aggregate without a key, which flowc does not repartition."""
+    ``unkeyed``: it runs an aggregate or a TOP without a key as Spark's aggregation, which
+    flowc does not repartition."""
     frozen = f"state lives in {partitions} partitions, frozen in the checkpoint"
-    if unkeyed and store.backend == "rocksdb" and not processor:
+    if unkeyed and store.backend == "rocksdb":
         return (
-            f"{frozen}; an aggregate without a key keeps its state in partition 0 whatever "
-            "the count, and Spark's repartition fails on the others, so flowc refuses a "
-            "later change of parallelism (E0826)"
+            f"{frozen}; an aggregate or TOP without a key keeps its state in partition 0 "
+            "whatever the count, and Spark's repartition moves it elsewhere, so flowc "
+            "refuses a later change of parallelism (E0826)"
         )
     if store.backend == "rocksdb":
         moved = (
@@ -771,8 +772,11 @@ def build_spark_plan(
                         for n in nodes
                     ),
                     unkeyed=any(
-                        isinstance(step, AggregateStep) and not step.keys
-                        for step in (hashed.steps.get(n) for n in stateful)
+                        isinstance(step, AggregateStep | TopStep)
+                        and not step.keys
+                        and n not in changelogs
+                        and n not in firsts
+                        for n, step in ((n, hashed.steps.get(n)) for n in stateful)
                     ),
                 )
                 if stateful and not batch
