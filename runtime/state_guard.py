@@ -83,15 +83,28 @@ UNVERIFIED_CODE = Code.E0822
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+):")
 
+_PROCESSOR_KINDS = frozenset(
+    {
+        "over_aggregate",
+        "deduplicate",
+        "processor",
+        "rank",
+        "keyed_aggregate",
+        "global_aggregate",
+        "join",
+    }
+)
 #: Spark's names for its stateful operators (state/<n>/_metadata/metadata) → flowc's kinds.
 SPARK_OPERATORS: dict[str, frozenset[str]] = {
     "stateStoreSave": frozenset({"keyed_aggregate", "global_aggregate", "window_aggregate"}),
     "sessionWindowStateStoreSaveExec": frozenset({"session_window"}),
     "dedupe": frozenset({"deduplicate"}),
     "symmetricHashJoin": frozenset({"join"}),
-    # flowc's processors (OVER, DEDUPLICATE ... WITHIN, CURRENT_WATERMARK); their metadata
-    # is under _metadata/v2/<batch> (measured on PySpark 4.3)
-    "transformWithStateInPySparkExec": frozenset({"over_aggregate", "deduplicate", "processor"}),
+    # flowc's processors (OVER, DEDUPLICATE ... WITHIN, CURRENT_WATERMARK, keep-first by
+    # event time, the steps consuming updates); their metadata is under
+    # _metadata/v2/<batch> (measured on PySpark 4.3); the pandas form has a name of its own
+    "transformWithStateInPySparkExec": _PROCESSOR_KINDS,
+    "transformWithStateInPandasExec": _PROCESSOR_KINDS,
 }
 #: flowc's type names → Spark's JSON type names (in a state schema file).
 _SPARK_TYPES = {
