@@ -1,15 +1,16 @@
 """The rescale matrix (issue 29): each stateful operator kind with event time, rescaled
 2 -> 4 -> 1 on real Spark.
 
-A tumbling-window aggregate, a session-window aggregate, an interval join and an inner
-JOIN without a time bound run three times on the RocksDB store, at parallelism 2, then 4,
-then 1, with new input files (later modification times) before each run: ``flowc run``
-repartitions the state before the second and third runs, and after every run the sink
-holds exactly what Flink's semantics give over all the input so far, computed here in
-plain Python (a window or a session once the watermark passed its end, every matching
-pair of a join). The input is drawn so that a result of each rescaled run combines rows
-read before the rescale with rows read after it: a key's state in the wrong partition
-loses or splits it. No row is behind the watermark (checked), so neither engine drops one.
+A tumbling-window aggregate, a session-window aggregate, a window Top-1 per key, an
+interval join and an inner JOIN without a time bound run three times on the RocksDB
+store, at parallelism 2, then 4, then 1, with new input files (later modification times)
+before each run: ``flowc run`` repartitions the state before the second and third runs,
+and after every run the sink holds exactly what Flink's semantics give over all the
+input so far, computed here in plain Python (a window or a session once the watermark
+passed its end, every matching pair of a join). The input is drawn so that a result of
+each rescaled run combines rows read before the rescale with rows read after it: a key's
+state in the wrong partition loses or splits it. No row is behind the watermark
+(checked), so neither engine drops one.
 """
 
 from __future__ import annotations
@@ -73,6 +74,9 @@ STEPS = {
         f"INSERT INTO o FROM l |> KEY BY k |> WINDOW SESSION(ts, INTERVAL {GAP.seconds} "
         "SECONDS)\n  |> AGGREGATE count(*) AS n, min(v) AS lo, max(v) AS hi;\n"
     ),
+    "window_top": (
+        "INSERT INTO o FROM l |> WINDOW TUMBLE(ts, INTERVAL 1 MINUTE)\n  |> TOP 1 BY v ASC PER k;\n"
+    ),
     "interval_join": (
         "INSERT INTO o FROM l |> JOIN r ON l.k = r.k\n"
         f"  AND r.ts BETWEEN l.ts - INTERVAL {BOUND.seconds} SECONDS "
@@ -86,7 +90,7 @@ STEPS = {
 
 
 def _program(kind: str, p: int) -> str:
-    sources = "l" if kind in ("window", "session") else "lr"
+    sources = "l" if kind in ("window", "session", "window_top") else "lr"
     return HEAD.format(p=p) + "".join(_source(s) for s in sources) + STEPS[kind]
 
 
@@ -127,7 +131,7 @@ def _write(folder: Path, kind: str, run: int, seen: Input) -> None:
     """The run's file of each source, modified after every file before it."""
     rng = random.Random(f"{kind}-{run}")
     for name, rows, first, count in (("l", seen.left, 0, 8), ("r", seen.right, 500, 6)):
-        if name == "r" and kind in ("window", "session"):
+        if name == "r" and kind in ("window", "session", "window_top"):
             continue
         drawn = _draw(rng, run, first, count)
         if rows:  # no row behind the watermark: neither engine drops one
@@ -153,6 +157,22 @@ def _windows(seen: Input) -> Result:
     return Counter(
         (k, start, start + MINUTE, len(vs), min(vs), max(vs))
         for (k, start), vs in groups.items()
+        if start + MINUTE <= watermark
+    )
+
+
+def _window_tops(seen: Input) -> Result:
+    """Flink's window Top-1 per key, the least v first: each window's row emitted once the
+    watermark reaches the window's end (v is unique: no ties)."""
+    first: dict[tuple[str, datetime], Row] = {}
+    for row in seen.left:
+        group = (row["k"], _epoch_floor(_time(row), MINUTE))
+        if group not in first or row["v"] < first[group]["v"]:
+            first[group] = row
+    watermark = seen.watermark()
+    return Counter(
+        (k, row["v"], _time(row), start, start + MINUTE)
+        for (k, start), row in first.items()
         if start + MINUTE <= watermark
     )
 
@@ -195,11 +215,17 @@ class Kind:
     columns: tuple[str, ...]
     #: The columns holding input rows' v (each names its run).
     sources: tuple[str, ...]
+    #: A Top-N's result is one input row: it needs the state from before the rescale
+    #: when that row was read before it (the least v of a window two runs share).
+    kept_row: bool = False
 
 
 KINDS = {
     "window": Kind(_windows, ("k", "window_start", "window_end", "n", "lo", "hi"), ("lo", "hi")),
     "session": Kind(_sessions, ("k", "window_start", "window_end", "n", "lo", "hi"), ("lo", "hi")),
+    "window_top": Kind(
+        _window_tops, ("k", "v", "ts", "window_start", "window_end"), ("v",), kept_row=True
+    ),
     "interval_join": Kind(lambda seen: _pairs(seen, True), ("k", "lv", "rv"), ("lv", "rv")),
     "join": Kind(lambda seen: _pairs(seen, False), ("k", "lv", "rv"), ("lv", "rv")),
 }
@@ -228,6 +254,8 @@ def _across(new: Result, kind: Kind, run: int) -> bool:
     """Whether one of the run's new results combines rows of an earlier run with rows of
     this one: it needs the state the rescale moved."""
     index = [kind.columns.index(c) for c in kind.sources]
+    if kind.kept_row:
+        return any(row[index[0]] // 1000 < run for row in new)
     return any(
         min(row[i] // 1000 for i in index) < run == max(row[i] // 1000 for i in index)
         for row in new
