@@ -481,7 +481,7 @@ class StepWriter(ProgramText):
         if changelog is not None:
             calls = []
             for item, name in zip(node.items, names, strict=True):
-                call = changelog_call(item.expr.tree)
+                call = changelog_call(item.expr.tree, None)
                 assert call is not None  # the streaming rules refuse the others (E0741)
                 calls.append((*call, name))
             w(

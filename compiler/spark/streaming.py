@@ -40,6 +40,7 @@ from flowc.program import (
     JoinStep,
     Program,
     RenameStep,
+    Schema,
     SelectStep,
     SetStep,
     Step,
@@ -179,9 +180,23 @@ def check_stateful_operators(query: Query, lineage: Lineage, reporter: _OncePerP
                 f"{query.where}: Spark runs {_keyword_text(step)} after an aggregation only in "
                 "append mode",
                 _keyword(step),
-                help="write this query with mode = 'append' (windowed aggregates over "
+                help=_RUNNING_HELP
+                if lineage.running_results_before(query.insert, step)
+                else "write this query with mode = 'append' (windowed aggregates over "
                 "watermarked columns), or write the aggregation to a sink of its own",
             )
+
+
+#: E0702's help after an AGGREGATE or TOP without WINDOW, whose running results append
+#: mode cannot write (offering it would change the query's meaning).
+_RUNNING_HELP = (
+    "flowc runs only some steps over another's running results, as changelog processors "
+    '(docs/language.md, "Updating pipelines on Spark"): an AGGREGATE with keys over one '
+    "AGGREGATE's or TOP's updates through KEY BY and plain column selections (after one inner "
+    "JOIN of two sources at most), a TOP over an AGGREGATE's, a JOIN on equalities over an "
+    "AGGREGATE's; mode = 'append' cannot run this (a result without WINDOW is never final): "
+    "reshape the query as one of those, or write the first aggregation to a sink of its own"
+)
 
 
 def check_session_windows(query: Query, lineage: Lineage, reporter: _OncePerPlace) -> None:
@@ -918,7 +933,7 @@ def check_updating_chains(query: Query, lineage: Lineage, reporter: _OncePerPlac
         )
     if isinstance(producer, AggregateStep):
         consumed = f"the {keyword(consumer.node)} on line {consumer.span.line} consumes its updates"
-        for item in _uncomputed_calls(producer):
+        for item in _uncomputed_calls(producer, chain.producer_input):
             reporter.error(
                 Code.E0741,
                 f"{query.where}: the AGGREGATE runs as a processor, as {consumed}, and "
@@ -930,7 +945,7 @@ def check_updating_chains(query: Query, lineage: Lineage, reporter: _OncePerPlac
     if isinstance(consumer, TopStep):
         _check_top_over_updates(query, program, chain, origin, reporter)
         return
-    for item in _uncomputed_calls(consumer):
+    for item in _uncomputed_calls(consumer, chain.input):
         reporter.error(
             Code.E0741,
             f"{query.where}: the AGGREGATE reads the updates of the {origin}, and "
@@ -971,14 +986,14 @@ _CALLS_HELP = (
 )
 
 
-def _uncomputed_calls(step: AggregateStep) -> list[ast.SelectItem]:
+def _uncomputed_calls(step: AggregateStep, input: Schema) -> list[ast.SelectItem]:
     """The items of an updating pipeline's AGGREGATE its processor does not compute
-    (:func:`~flowc.spark.changelog_chains.changelog_call`; an avg of a DECIMAL, whose
-    result is the avg's DECIMAL type)."""
+    (:func:`~flowc.spark.changelog_chains.changelog_call`, over ``input``, the step's
+    input row; an avg of a DECIMAL, whose result is the avg's DECIMAL type)."""
     found = []
     values = step.schema[len(step.keys) :]
     for item, column in zip(step.node.items, values, strict=True):
-        call = changelog_call(item.expr.tree)
+        call = changelog_call(item.expr.tree, input)
         if call is None or (call[0] == "avg" and column.type.lower().startswith("decimal")):
             found.append(item)
     return found
@@ -1008,7 +1023,7 @@ def check_cdc_joins(query: Query, lineage: Lineage, reporter: _OncePerPlace) -> 
     for producer in joined.producers:
         if producer is None:
             continue
-        for item in _uncomputed_calls(producer):
+        for item in _uncomputed_calls(producer, ()):
             reporter.error(
                 Code.E0741,
                 f"{query.where}: the AGGREGATE runs as a processor, as the JOIN on line "
@@ -1562,6 +1577,25 @@ class Lineage:
                 listed[id(step)] = times + 1
                 twice.append(step)
         return twice
+
+    def running_results_before(self, insert: InsertDef, target: Step) -> bool:
+        """Whether an AGGREGATE or TOP without WINDOW runs upstream of ``target`` (on any
+        of its inputs): its results change as rows arrive and are never final, so append
+        mode cannot write them (E0704). Walked only for a diagnostic."""
+        found = self._place(insert, target)
+        if found is None:
+            return False
+        todo: list[tuple[Stream, int | None]] = [found, *((o, None) for o in target.inputs)]
+        while todo:
+            stream, upto = todo.pop()
+            for step in stream.steps[:upto]:
+                if isinstance(step, AggregateStep | TopStep) and step.window is None:
+                    return True
+                todo.extend((other, None) for other in step.inputs)
+            read = self._origin_stream(stream)
+            if read is not None:
+                todo.append(read)
+        return False
 
     def aggregates_before(self, insert: InsertDef, target: Step) -> bool:
         """Whether an aggregation runs upstream of ``target`` (on any of its inputs)."""
