@@ -76,6 +76,20 @@ FROM (
 ) Q
 GROUP BY Q.category;
 """,
+    # Nexmark's own text: a comma join, every condition in WHERE (the expiry bound tested
+    # after Spark's join: a join filter)
+    "nexmark_comma_join": PROGRAM.split("INSERT INTO")[0]
+    + """\
+INSERT INTO per_category
+SELECT Q.category, AVG(Q.final) AS avg_final
+FROM (
+  SELECT MAX(B.price) AS final, A.category
+  FROM auction A, bid B
+  WHERE A.id = B.auction AND B.date_time BETWEEN A.date_time AND A.expires
+  GROUP BY A.id, A.category
+) Q
+GROUP BY Q.category;
+""",
 }
 FORMS = {"pipe": PROGRAM, **SQL_FORMS}
 

@@ -355,7 +355,9 @@ def check_join_time_columns(query: Query, lineage: Lineage, reporter: _OncePerPl
     getOneSideStateWatermarkPredicate): ``b.t <= a.expires`` evicts an auction once the
     watermark passes its ``date_time``, long before it expires, and later matches are lost
     (Nexmark q4; docs/language.md). Refused where a range condition of ON reads a
-    TIMESTAMP column that carries no watermark beside a watermarked one."""
+    TIMESTAMP column that carries no watermark beside a watermarked one, unless the JOIN is
+    INNER and each such condition is one of ON's conjuncts, which Spark then tests after
+    the join (:func:`join_filter`)."""
     for step in query.stateful:
         if not isinstance(step, JoinStep) or step.node.condition is None:
             continue
@@ -363,24 +365,89 @@ def check_join_time_columns(query: Query, lineage: Lineage, reporter: _OncePerPl
         right = lineage.watermarked(step.inputs[0])
         if not left or not right:
             continue  # a side without a watermark: Spark derives no bound from it
+        if join_filter(step, left, right) is not None:
+            continue
         marked = left | right
-        times = {c.name for c in step.schema if c.type.lower().startswith("timestamp")}
+        times = _time_columns(step)
         for node in step.node.condition.tree.walk():
             other = _bounded_below(node, times - marked, marked)
             if not other:
                 continue
+            inner = step.node.kind == JoinKind.INNER
             reporter.error(
                 Code.E0760,
                 f"{query.where}: Spark would drop this JOIN's rows from state once the "
                 f"watermark passes their WATERMARK column, though '{other[0]}' (no "
                 "watermark) still lets them match: later matches would be lost",
                 step.node.condition.span,
-                help=f"test the comparison with '{other[0]}' in a WHERE after the JOIN "
-                "(Flink's meaning, kept out of Spark's join condition), or bound ON by "
-                "watermarked columns only (b.t BETWEEN a.t AND a.t + INTERVAL ...) where "
+                help=(
+                    f"make the comparison with '{other[0]}' a condition of its own, ANDed "
+                    "with the others (flowc then tests it after Spark's join, which for an "
+                    "INNER JOIN means the same), or bound ON "
+                    if inner
+                    else f"no form of this bound runs on Spark in a {step.node.kind} JOIN's "
+                    "ON (a WHERE after it would also drop the unmatched rows it keeps): bound "
+                    "ON "
+                )
+                + "by watermarked columns only (b.t BETWEEN a.t AND a.t + INTERVAL ...) where "
                 "that is the meaning wanted",
             )
             break
+
+
+def _time_columns(step: JoinStep) -> set[str]:
+    return {c.name for c in step.schema if c.type.lower().startswith("timestamp")}
+
+
+@dataclass(frozen=True, slots=True)
+class JoinFilter:
+    """An INNER stream-stream JOIN's ON as Spark runs it: ``kept`` in Spark's join
+    condition, ``moved`` tested right after the join. Each moved condition bounds a
+    TIMESTAMP column without a watermark (``columns``) from below by a watermarked one
+    (E0760's case: Spark would evict rows by their WATERMARK column too early); a
+    conjunct of an INNER JOIN's ON means the same as that filter after it, which
+    Catalyst leaves there (the program excludes PushPredicateThroughJoin)."""
+
+    kept: exp.Expr
+    moved: tuple[exp.Expr, ...]
+    columns: tuple[str, ...]
+
+
+def join_filter(
+    step: JoinStep, left: frozenset[str] | set[str], right: frozenset[str] | set[str]
+) -> JoinFilter | None:
+    """The INNER JOIN's ON split as Spark runs it (:class:`JoinFilter`), both sides
+    watermarked (``left``, ``right``: their watermarked columns); None where no condition
+    needs moving, or where one is no conjunct of ON (inside an OR, a NOT, a CASE): then
+    E0760. A BETWEEN conjunct with one end to move is split into its two comparisons."""
+    condition = step.node.condition
+    if step.node.kind != JoinKind.INNER or condition is None or not left or not right:
+        return None
+    marked = set(left) | set(right)
+    unmarked = _time_columns(step) - marked
+    tree = condition.tree
+    conjuncts = list(tree.flatten()) if isinstance(tree, exp.And) else [tree]
+    kept: list[exp.Expr] = []
+    moved: list[exp.Expr] = []
+    columns: set[str] = set()
+    for part in (p.unnest() for p in conjuncts):
+        halves = (
+            [
+                exp.LTE(this=part.args["low"].copy(), expression=part.this.copy()),
+                exp.LTE(this=part.this.copy(), expression=part.args["high"].copy()),
+            ]
+            if isinstance(part, exp.Between) and _bounded_below(part, unmarked, marked)
+            else [part]
+        )
+        for half in halves:
+            found = _bounded_below(half, unmarked, marked)
+            columns.update(found)
+            (moved if found else kept).append(half.copy() if found else half)
+    if not moved or not kept:
+        return None
+    if any(_bounded_below(n, unmarked, marked) for k in kept for n in k.walk()):
+        return None  # a bound inside another condition: not one Spark can test apart
+    return JoinFilter(exp.and_(*kept), tuple(moved), tuple(sorted(columns)))
 
 
 def _bounded_below(
