@@ -6,11 +6,12 @@ output feeds another stateful step Spark refuses the query (E0702). flowc runs t
 found here as Flink does: the updating step (the producer) as a processor emitting Flink's
 changelog ('+I', '-U', '+U', '-D' in column ``__flowc_op``), the AGGREGATE after it (the
 consumer) as a processor that retracts a row's contribution and adds the new one, and the
-upsert sink applying the consumer's changelog by key. A TOP over an AGGREGATE's updates
-is found through views read by nothing else and through steps that only select or rename
-columns (the SQL ``ROW_NUMBER()`` form over a ``GROUP BY`` lowers so), the AGGREGATE's keys
-traced by name. Every other consumer of updates stays refused (E0702). One pass over the
-INSERT's steps (and its views'): linear.
+upsert sink applying the consumer's changelog by key. A TOP or an AGGREGATE over an
+AGGREGATE's updates is found through views read by nothing else and through steps that
+only select or rename columns (the SQL ``ROW_NUMBER()`` form over a ``GROUP BY``, and a
+``GROUP BY`` over a ``GROUP BY`` subquery, lower so), the AGGREGATE's keys traced by
+name. Every other consumer of updates stays refused (E0702). One pass over the INSERT's
+steps (and its views'): linear.
 """
 
 from __future__ import annotations
