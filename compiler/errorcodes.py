@@ -846,8 +846,9 @@ class Code(StrEnum):
         "E0760",
         "join-bound-other-time",
         "a stream-stream JOIN bounding the other side's time by a TIMESTAMP column that "
-        "carries no watermark (e.g. `b.t <= a.expires`): Spark would evict rows by their "
-        "watermark column too early",
+        "carries no watermark (e.g. `b.t <= a.expires`) where flowc cannot test the bound "
+        "after Spark's join (an outer JOIN, or a bound inside another condition): Spark "
+        "would evict rows by their watermark column too early",
         "tables-and-dimension-joins",
     )
     E0761 = (

@@ -17,6 +17,7 @@ from __future__ import annotations
 import textwrap
 
 import pytest
+from stages import ROOT
 
 import flowc
 from tests.helpers.changelog_flink import PROBE, as_flink_sql, flink_modes, flowc_modes
@@ -134,6 +135,19 @@ UPDATING["rowtime_first_row_rank_selected"] = flink_sql(
 )
 UPDATING["rowtime_first_two_rows"] = flink_sql(ROWTIME_SOURCE, _first_rows("ts ASC", "rn <= 2"))
 UPDATING["rowtime_last_row"] = flink_sql(ROWTIME_SOURCE, _first_rows("ts DESC"))
+
+
+#: Nexmark q4 as Flink SQL (examples/flink_sql/nexmark_q4.flow: a GROUP BY over a GROUP BY
+#: subquery over a regular join) and in Nexmark's own text (a comma join, all in WHERE).
+NEXMARK_Q4 = (ROOT / "examples" / "flink_sql" / "nexmark_q4.flow").read_text(encoding="utf-8")
+UPDATING["nexmark_q4_example"] = NEXMARK_Q4
+UPDATING["nexmark_q4_comma_join"] = NEXMARK_Q4.replace(
+    "FROM auctions A JOIN bids B ON A.id = B.auction AND B.date_time >= A.date_time\n"
+    "  WHERE B.date_time <= A.expires",
+    "FROM auctions A, bids B\n"
+    "  WHERE A.id = B.auction AND B.date_time BETWEEN A.date_time AND A.expires",
+)
+assert UPDATING["nexmark_q4_comma_join"] != NEXMARK_Q4
 
 #: Where flowc's modes are not Flink's (reported, not bent).
 DIFFERENCES: dict[str, str] = {

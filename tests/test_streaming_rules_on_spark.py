@@ -743,3 +743,32 @@ def test_the_boundary_cases_compile_for_spark(program: str) -> None:
     """Complete mode with a stateful aggregation among them: E0701 must not refuse it."""
     job = flowc.compile(program, "job.flow", for_spark=True)
     assert spark_codes(job) == set()
+
+
+#: A window count per key, then a window count of those (update mode): append mode runs it
+#: with the same final rows, each window written once.
+WINDOWS_OF_WINDOWS_IN_UPDATE = (
+    source("s", "k BIGINT, v BIGINT, ts TIMESTAMP", watermark="10 SECONDS")
+    + "SET max_parallelism = 16;\n"
+    + "CREATE SINK u9 WITH (connector = 'noop', mode = 'update');\n"
+    + "INSERT INTO u9 FROM s |> KEY BY k |> WINDOW TUMBLE(ts, INTERVAL 1 MINUTE)\n"
+    + "  |> AGGREGATE count(*) AS n\n"
+    + "  |> WINDOW TUMBLE(window_end, INTERVAL 1 MINUTE) |> AGGREGATE sum(n) AS total;\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("program", "offered"),
+    [(TWO_AGGREGATIONS_IN_UPDATE, False), (WINDOWS_OF_WINDOWS_IN_UPDATE, True)],
+    ids=["after_a_running_aggregate", "after_windows"],
+)
+def test_e0702_offers_append_mode_only_after_windows(program: str, offered: bool) -> None:
+    """E0702's help offers mode = 'append' only where the earlier aggregations are
+    windowed (final once written): after a running AGGREGATE, append mode would mean
+    something else (and is E0704), so the help names what flowc runs instead."""
+    with pytest.raises(flowc.CompileError) as caught:
+        flowc.compile(program, "job.flow", for_spark=True)
+    (found,) = [d for d in caught.value.diagnostics if d.code == "E0702"]
+    assert found.help is not None
+    assert ("mode = 'append'" in found.help and "cannot" not in found.help) is offered
+    assert ("Updating pipelines on Spark" in found.help) is not offered

@@ -6,11 +6,12 @@ output feeds another stateful step Spark refuses the query (E0702). flowc runs t
 found here as Flink does: the updating step (the producer) as a processor emitting Flink's
 changelog ('+I', '-U', '+U', '-D' in column ``__flowc_op``), the AGGREGATE after it (the
 consumer) as a processor that retracts a row's contribution and adds the new one, and the
-upsert sink applying the consumer's changelog by key. A TOP over an AGGREGATE's updates
-is found through views read by nothing else and through steps that only select or rename
-columns (the SQL ``ROW_NUMBER()`` form over a ``GROUP BY`` lowers so), the AGGREGATE's keys
-traced by name. Every other consumer of updates stays refused (E0702). One pass over the
-INSERT's steps (and its views'): linear.
+upsert sink applying the consumer's changelog by key. A TOP or an AGGREGATE over an
+AGGREGATE's updates is found through views read by nothing else and through steps that
+only select or rename columns (the SQL ``ROW_NUMBER()`` form over a ``GROUP BY``, and a
+``GROUP BY`` over a ``GROUP BY`` subquery, lower so), the AGGREGATE's keys traced by
+name. Every other consumer of updates stays refused (E0702). One pass over the INSERT's
+steps (and its views'): linear.
 """
 
 from __future__ import annotations
@@ -75,6 +76,8 @@ class UpdatingChain:
     #: The projections (by ``id``) between the AGGREGATE and the TOP and after the TOP,
     #: or after an AGGREGATE consumer: each passes every change on with its kind.
     carrying: frozenset[int] = frozenset()
+    #: The producer's input row (its qualified columns read by name: :func:`changelog_call`).
+    producer_input: Schema = ()
 
     def origin_text(self, keyword: str) -> str:
         """What produces the updates, as a diagnostic names it."""
@@ -84,23 +87,47 @@ class UpdatingChain:
 
 
 def updating_chain(program: Program, insert: InsertDef) -> UpdatingChain | None:
-    """The INSERT's updating chain, None where its steps are not one (views, JOINs and
-    UNION ALLs, a third stateful step, a step between the two other than KEY BY, a step
-    after the consumer; for a TOP over an AGGREGATE, see :func:`_top_over_updates`)."""
+    """The INSERT's updating chain, None where its steps are not one (UNION ALLs, an outer
+    JOIN, a third stateful step, a step between the two other than KEY BY or a projection,
+    a step after the consumer other than a projection keeping its keys; for a TOP over an
+    AGGREGATE, see :func:`_top_over_updates`)."""
     found = _top_over_updates(program, insert) or _top_over_changes(program, insert)
     if found is not None:
         return found
     stream = insert.stream
-    if not isinstance(stream.origin, FromSource):
+    if isinstance(stream.origin, FromSource) and program.source(stream.origin.name).changelog:
+        if any(step.inputs for step in stream.steps):
+            return None
+        return _cdc_chain(program, insert, program.source(stream.origin.name).schema)
+    return _aggregate_over_updates(program, insert)
+
+
+def _aggregate_over_updates(program: Program, insert: InsertDef) -> UpdatingChain | None:
+    """An AGGREGATE without WINDOW with keys (the consumer) over the updates of a TOP or
+    an AGGREGATE without WINDOW (the producer) over a source that is no CDC source: the
+    INSERT's steps and those of the views it reads, each read by nothing else (Flink SQL's
+    ``GROUP BY`` over a ``GROUP BY`` subquery lowers to such a view, ending with the
+    producer and the projection of the subquery's SELECT list). Nexmark q4's shape has an
+    inner stream-stream JOIN with another source, read through row-wise steps only (an
+    insert-only join: Flink's regular join of two append streams emits no retraction),
+    before an AGGREGATE producer, row-wise steps and KEY BY around it. Between producer and
+    consumer only KEY BY and projections (:func:`_projection`), after the consumer only
+    projections keeping its keys (:func:`~flowc.program.carries_changes`: the outer SELECT
+    list): each passes every change on with its kind."""
+    steps = _steps_through_views(program, insert.stream)
+    if steps is None:
         return None
-    steps = stream.steps
-    joined = [i for i, step in enumerate(steps) if step.inputs]
-    source = program.source(stream.origin.name)
-    if joined:
-        return _joined_chain(program, insert) if not source.changelog else None
     stateful = [i for i, step in enumerate(steps) if step.stateful]
-    if source.changelog:
-        return _cdc_chain(program, insert, source.schema)
+    joined = [i for i, step in enumerate(steps) if step.inputs]
+    if joined:
+        if len(stateful) != 3 or joined != stateful[:1]:
+            return None
+        join = steps[joined[0]]
+        if not isinstance(join, JoinStep) or join.node.kind is not JoinKind.INNER:
+            return None
+        if len(join.inputs) != 1 or not _insert_only_source(program, join.inputs[0]):
+            return None
+        stateful = stateful[1:]
     if len(stateful) != 2:
         return None
     first, second = stateful
@@ -109,13 +136,33 @@ def updating_chain(program: Program, insert: InsertDef) -> UpdatingChain | None:
         return None
     if id(producer) in rowtime_first_tops(program, alone=True):
         return None  # insert-only (Flink's keep-first row by event time): no updates
-    if not isinstance(consumer, AggregateStep):
+    if joined and not isinstance(producer, AggregateStep):
         return None
-    if consumer.window is not None or not consumer.keys or steps[second + 1 :]:
+    if joined and not all(
+        isinstance(s, CHANGE_KEEPING_STEPS) for s in steps[:first] if s is not steps[joined[0]]
+    ):
         return None
-    if not all(isinstance(step, KeyByStep) for step in steps[first + 1 : second]):
+    if not isinstance(consumer, AggregateStep) or consumer.window is not None:
         return None
-    return UpdatingChain(producer, consumer, steps[second - 1].schema)
+    between = [s for s in steps[first + 1 : second] if not isinstance(s, KeyByStep)]
+    after = steps[second + 1 :]
+    if not consumer.keys or _traced(between, producer.schema) is None:
+        return None
+    if not carries_changes(after, consumer.keys):
+        return None
+    origin = streams_from_source(program, insert.stream)
+    assert origin is not None and isinstance(origin[0].origin, FromSource)
+    return UpdatingChain(
+        producer,
+        consumer,
+        steps[second - 1].schema,
+        carrying=frozenset(id(s) for s in [*between, *after]),
+        producer_input=(
+            steps[first - 1].schema
+            if first
+            else program.source(origin[0].origin.name).output_schema
+        ),
+    )
 
 
 def _top_over_updates(program: Program, insert: InsertDef) -> UpdatingChain | None:
@@ -246,37 +293,6 @@ def _projection(step: Step) -> list[tuple[str, str]] | None:
     return pairs
 
 
-def _joined_chain(program: Program, insert: InsertDef) -> UpdatingChain | None:
-    """Nexmark q4's shape: one inner stream-stream JOIN of the INSERT's source with
-    another source read through row-wise steps only (an insert-only join: Flink's regular
-    join of two append streams emits no retraction), row-wise steps and KEY BY around it,
-    then an AGGREGATE without WINDOW, KEY BY steps, and an AGGREGATE with keys ending the
-    INSERT."""
-    steps = insert.stream.steps
-    stateful = [i for i, step in enumerate(steps) if step.stateful]
-    if len(stateful) != 3:
-        return None
-    join, first, second = stateful
-    step = steps[join]
-    if not isinstance(step, JoinStep) or step.node.kind is not JoinKind.INNER:
-        return None
-    if len(step.inputs) != 1 or not _insert_only_source(program, step.inputs[0]):
-        return None
-    before = steps[:join] + steps[join + 1 : first]
-    if not all(isinstance(s, CHANGE_KEEPING_STEPS) and not s.inputs for s in before):
-        return None
-    producer, consumer = steps[first], steps[second]
-    if not isinstance(producer, AggregateStep) or not isinstance(consumer, AggregateStep):
-        return None
-    if producer.window is not None or consumer.window is not None or not consumer.keys:
-        return None
-    if steps[second + 1 :]:
-        return None
-    if not all(isinstance(s, KeyByStep) for s in steps[first + 1 : second]):
-        return None
-    return UpdatingChain(producer, consumer, steps[second - 1].schema)
-
-
 def _insert_only_source(program: Program, stream: Stream) -> bool:
     """A JOIN's other side as the chain takes it: a source that is no CDC source, read
     through row-wise steps only."""
@@ -313,17 +329,24 @@ def _cdc_chain(program: Program, insert: InsertDef, schema: Schema) -> UpdatingC
     )
 
 
-def changelog_call(expr: exp.Expr) -> tuple[str, str | None] | None:
+def changelog_call(expr: exp.Expr, input: Schema | None) -> tuple[str, str | None] | None:
     """An AGGREGATE item as (function, column or None for ``*``) when the retracting
-    aggregate computes it; None otherwise."""
+    aggregate computes it; None otherwise. The processor reads a column by its name, so a
+    qualified one (``MAX(B.price)``, as Flink SQL writes it) only where ``input``, the
+    AGGREGATE's input row, holds that name once, of that relation (``None``: the
+    streaming rules have checked so, as the code generator asks after them)."""
     if not isinstance(expr, exp.Count | exp.Sum | exp.Avg | exp.Min | exp.Max):
         return None
     argument = expr.this
     if isinstance(argument, exp.Star) and isinstance(expr, exp.Count):
         return ("count", None)
-    if isinstance(argument, exp.Column) and not argument.table:
-        return (expr.sql_name().lower(), argument.name)
-    return None
+    if not isinstance(argument, exp.Column) or not isinstance(argument.this, exp.Identifier):
+        return None
+    if argument.table and input is not None:
+        named = [c for c in input if c.name.lower() == argument.name.lower()]
+        if len(named) != 1 or (named[0].qualifier or "").lower() != argument.table.lower():
+            return None
+    return (expr.sql_name().lower(), argument.name)
 
 
 def join_row_key(program: Program, insert: InsertDef, joined: CdcJoin) -> tuple[str, ...]:

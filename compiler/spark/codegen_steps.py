@@ -54,7 +54,9 @@ from flowc.sql.spark_sql import (
     quote_name,
     reversed_order,
     select_columns,
+    spark_text,
     sql_of,
+    with_call_names,
 )
 from flowc.sql.sqltypes import type_text
 from flowc.vocabulary import JoinKind, WindowKind
@@ -493,7 +495,7 @@ class StepWriter(ProgramText):
         if changelog is not None:
             calls = []
             for item, name in zip(node.items, names, strict=True):
-                call = changelog_call(item.expr.tree)
+                call = changelog_call(item.expr.tree, None)
                 assert call is not None  # the streaming rules refuse the others (E0741)
                 calls.append((*call, name))
             w(
@@ -549,6 +551,9 @@ class StepWriter(ProgramText):
             )
             return
         condition = sql_of(node.condition)
+        split = self.spark_plan.join_filters.get(join_node)
+        if split is not None:  # E0760's bounds tested after Spark's join (JoinFilter)
+            condition = spark_text(with_call_names(split.kept))
         temporal = join_node in self.spark_plan.temporal_joins
         if temporal:
             # Each version is valid from its time until its key's next version: the row
@@ -574,6 +579,8 @@ class StepWriter(ProgramText):
             f"{_SPARK_JOIN_TYPES[JoinKind(node.kind)]!r}){dropped}",
             1,
         )
+        for moved in split.moved if split is not None else ():
+            self.w(f"{df} = {df}.where(F.expr({spark_text(with_call_names(moved))!r}))", 1)
 
     def route(self, step: RouteStep, df: str, view_name: str | None) -> None:
         """Rows go to the first branch whose condition holds; the rest stay on the main output."""

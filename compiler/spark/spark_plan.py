@@ -57,6 +57,7 @@ from flowc.program import (
     DropStep,
     ExtendStep,
     InsertDef,
+    JoinStep,
     OverStep,
     Program,
     RenameStep,
@@ -76,10 +77,24 @@ from flowc.program import (
 from flowc.spans import Span
 from flowc.spark.changelog_chains import join_row_key, updating_chain
 from flowc.spark.state_partitions import StatePartitions, describe_state
-from flowc.spark.streaming import Lineage, reads_watermark, steps_within, top_groups
+from flowc.spark.streaming import (
+    JoinFilter,
+    Lineage,
+    join_filter,
+    reads_watermark,
+    steps_within,
+    top_groups,
+)
 from flowc.sql.spark_distinct import UnsupportedDistinct, rewrite_distinct
-from flowc.sql.spark_sql import interval_millis, registered_name
-from flowc.vocabulary import STATEFUL_OPERATORS, NodeKind, Operator, Partitioner, WindowKind
+from flowc.sql.spark_sql import interval_millis, registered_name, spark_text
+from flowc.vocabulary import (
+    STATEFUL_OPERATORS,
+    JoinKind,
+    NodeKind,
+    Operator,
+    Partitioner,
+    WindowKind,
+)
 
 DEFAULT_CHECKPOINT_ROOT = ".flowc-checkpoints"
 
@@ -518,6 +533,9 @@ class SparkPlan:
     #: The TOPs keeping each group's first row by event time, by node id: streaming, each
     #: runs as a processor.
     rowtime_firsts: dict[int, RowtimeFirst] = field(default_factory=dict)
+    #: The INNER stream-stream JOINs whose ON Spark runs split, by node id: conditions
+    #: bounding a column without watermark tested after the join (E0760's case).
+    join_filters: dict[int, JoinFilter] = field(default_factory=dict)
 
     @property
     def processors(self) -> bool:
@@ -575,6 +593,10 @@ class SparkPlan:
             ]
         if self.rowtime_firsts:
             data["rowtime_firsts"] = [r.to_text() for _, r in sorted(self.rowtime_firsts.items())]
+        if self.join_filters:
+            data["join_filters"] = [
+                _join_filter_text(self.stateful[n], f) for n, f in sorted(self.join_filters.items())
+            ]
         return data
 
     def to_text(self) -> list[str]:
@@ -602,6 +624,10 @@ class SparkPlan:
             f"  updating: {c.to_text()}" for _, c in sorted(self.changelog_processors.items())
         ]
         lines += [f"  first row: {r.to_text()}" for _, r in sorted(self.rowtime_firsts.items())]
+        lines += [
+            f"  join filter: {_join_filter_text(self.stateful[n], f)}"
+            for n, f in sorted(self.join_filters.items())
+        ]
         for query in self.queries:
             lines.append(
                 f"  query '{query.name}': writes {query.connector} sink '{query.sink}', output "
@@ -701,6 +727,7 @@ def build_spark_plan(
     overs = _over_aggregators(program, tree, graph, batch)
     changelogs = {} if batch else _changelog_processors(program, tree, graph)
     firsts = {} if batch else _rowtime_firsts(program, tree, graph)
+    join_filters = {} if batch else _join_filters(program, tree, graph, changelogs)
     state_store = choose_state_store(
         settings,
         bool(stateful_nodes) or bool(readers),
@@ -829,6 +856,7 @@ def build_spark_plan(
         over_aggregators=overs,
         changelog_processors=changelogs,
         rowtime_firsts=firsts,
+        join_filters=join_filters,
         functions=_function_lines(program),
         processing_time=tuple(
             f"source '{s.name}': {s.proctime} is current_timestamp(), the start time of "
@@ -1070,6 +1098,50 @@ def _watermark_reads(
             if read is not None:
                 found[tree.step_nodes[id(step)]] = (step, read)
     return found
+
+
+def _join_filters(
+    program: Program,
+    tree: TransformationTree,
+    graph: StreamGraph,
+    changelogs: dict[int, ChangelogProcessor],
+) -> dict[int, JoinFilter]:
+    """The INNER stream-stream JOINs a streaming query runs with part of their ON after
+    the join (:func:`~flowc.spark.streaming.join_filter`), by node id; a JOIN run as a
+    changelog processor is not Spark's join."""
+    found: dict[int, JoinFilter] = {}
+    if not any(
+        isinstance(step, JoinStep) and step.node.kind == JoinKind.INNER
+        for stream in [*(v.stream for v in program.views), *(i.stream for i in program.inserts)]
+        for step in steps_within(stream)
+    ):
+        return found
+    lineage = Lineage(program)
+    for insert in program.inserts:
+        for step in lineage.steps(insert.stream):
+            if not isinstance(step, JoinStep) or id(step) not in tree.step_nodes:
+                continue
+            node = tree.step_nodes[id(step)]
+            if node in found or node in changelogs or node not in graph.nodes:
+                continue
+            split = join_filter(
+                step, lineage.columns_before(insert, step), lineage.watermarked(step.inputs[0])
+            )
+            if split is not None:
+                found[node] = split
+    return found
+
+
+def _join_filter_text(node: StreamNode, split: JoinFilter) -> str:
+    """What Spark's join runs of the ON, and what it tests after the join, and why."""
+    columns = ", ".join(f"'{c}'" for c in split.columns)
+    return (
+        f"{node.name} (line {node.span.line}): Spark joins ON {spark_text(split.kept)} and "
+        f"tests {' AND '.join(spark_text(m) for m in split.moved)} right after the join: a "
+        f"bound on {columns} (no watermark) in Spark's join condition would evict rows by "
+        "their WATERMARK column too early (E0760's case); for an INNER JOIN the filter "
+        "after it means the same"
+    )
 
 
 def _within_deduplicators(

@@ -41,6 +41,7 @@ from flowc.program import (
     JoinStep,
     Program,
     RenameStep,
+    Schema,
     SelectStep,
     SetStep,
     Step,
@@ -194,20 +195,48 @@ def check_stateful_operators(query: Query, lineage: Lineage, reporter: _OncePerP
                 f"{query.where}: Spark runs {_keyword_text(step)} after an aggregation only in "
                 "append mode",
                 _keyword(step),
-                help=_JOIN_AFTER_UPDATES_HELP
+                help=_join_after_updates_help(lineage.running_results_before(query.insert, step))
                 if isinstance(step, JoinStep)
+                else _RUNNING_HELP
+                if lineage.running_results_before(query.insert, step)
                 else "write this query with mode = 'append' (windowed aggregates over "
                 "watermarked columns), or write the aggregation to a sink of its own",
             )
 
 
-#: E0702's help at a JOIN: the updates a JOIN does consume, before append mode.
+#: E0702's help at a JOIN: the updates a JOIN does consume.
 _JOIN_AFTER_UPDATES_HELP = (
     "a JOIN consumes the updates of one AGGREGATE (without WINDOW, with keys) or one TOP "
     "(without WINDOW) over insert-only rows, read directly or through views that nothing "
-    'else reads, into an upsert sink (docs/language.md, "A JOIN over a TOP\'s updates"); '
-    "else write this query with mode = 'append' (windowed aggregates over watermarked "
-    "columns), or write the aggregation to a sink of its own"
+    'else reads, into an upsert sink (docs/language.md, "A JOIN over a TOP\'s updates")'
+)
+
+
+def _join_after_updates_help(running: bool) -> str:
+    """E0702's help at a JOIN: what it consumes, then append mode only where no running
+    result (an AGGREGATE or TOP without WINDOW) comes before it."""
+    if running:
+        return (
+            f"{_JOIN_AFTER_UPDATES_HELP}; mode = 'append' cannot run this (a result without "
+            "WINDOW is never final): reshape the query, or write the aggregation to a sink "
+            "of its own"
+        )
+    return (
+        f"{_JOIN_AFTER_UPDATES_HELP}; else write this query with mode = 'append' (windowed "
+        "aggregates over watermarked columns), or write the aggregation to a sink of its own"
+    )
+
+
+#: E0702's help after an AGGREGATE or TOP without WINDOW, whose running results append
+#: mode cannot write (offering it would change the query's meaning).
+_RUNNING_HELP = (
+    "flowc runs only some steps over another's running results, as changelog processors "
+    '(docs/language.md, "Updating pipelines on Spark"): an AGGREGATE with keys over one '
+    "AGGREGATE's or TOP's updates through KEY BY and plain column selections (after one inner "
+    "JOIN of two sources at most), a TOP over an AGGREGATE's, a JOIN on equalities over an "
+    "AGGREGATE's or a TOP's; mode = 'append' cannot run this (a result without WINDOW is "
+    "never final): reshape the query as one of those, or write the first aggregation to a "
+    "sink of its own"
 )
 
 
@@ -368,7 +397,9 @@ def check_join_time_columns(query: Query, lineage: Lineage, reporter: _OncePerPl
     getOneSideStateWatermarkPredicate): ``b.t <= a.expires`` evicts an auction once the
     watermark passes its ``date_time``, long before it expires, and later matches are lost
     (Nexmark q4; docs/language.md). Refused where a range condition of ON reads a
-    TIMESTAMP column that carries no watermark beside a watermarked one."""
+    TIMESTAMP column that carries no watermark beside a watermarked one, unless the JOIN is
+    INNER and each such condition is one of ON's conjuncts, which Spark then tests after
+    the join (:func:`join_filter`)."""
     for step in query.stateful:
         if not isinstance(step, JoinStep) or step.node.condition is None:
             continue
@@ -376,24 +407,89 @@ def check_join_time_columns(query: Query, lineage: Lineage, reporter: _OncePerPl
         right = lineage.watermarked(step.inputs[0])
         if not left or not right:
             continue  # a side without a watermark: Spark derives no bound from it
+        if join_filter(step, left, right) is not None:
+            continue
         marked = left | right
-        times = {c.name for c in step.schema if c.type.lower().startswith("timestamp")}
+        times = _time_columns(step)
         for node in step.node.condition.tree.walk():
             other = _bounded_below(node, times - marked, marked)
             if not other:
                 continue
+            inner = step.node.kind == JoinKind.INNER
             reporter.error(
                 Code.E0760,
                 f"{query.where}: Spark would drop this JOIN's rows from state once the "
                 f"watermark passes their WATERMARK column, though '{other[0]}' (no "
                 "watermark) still lets them match: later matches would be lost",
                 step.node.condition.span,
-                help=f"test the comparison with '{other[0]}' in a WHERE after the JOIN "
-                "(Flink's meaning, kept out of Spark's join condition), or bound ON by "
-                "watermarked columns only (b.t BETWEEN a.t AND a.t + INTERVAL ...) where "
+                help=(
+                    f"make the comparison with '{other[0]}' a condition of its own, ANDed "
+                    "with the others (flowc then tests it after Spark's join, which for an "
+                    "INNER JOIN means the same), or bound ON "
+                    if inner
+                    else f"no form of this bound runs on Spark in a {step.node.kind} JOIN's "
+                    "ON (a WHERE after it would also drop the unmatched rows it keeps): bound "
+                    "ON "
+                )
+                + "by watermarked columns only (b.t BETWEEN a.t AND a.t + INTERVAL ...) where "
                 "that is the meaning wanted",
             )
             break
+
+
+def _time_columns(step: JoinStep) -> set[str]:
+    return {c.name for c in step.schema if c.type.lower().startswith("timestamp")}
+
+
+@dataclass(frozen=True, slots=True)
+class JoinFilter:
+    """An INNER stream-stream JOIN's ON as Spark runs it: ``kept`` in Spark's join
+    condition, ``moved`` tested right after the join. Each moved condition bounds a
+    TIMESTAMP column without a watermark (``columns``) from below by a watermarked one
+    (E0760's case: Spark would evict rows by their WATERMARK column too early); a
+    conjunct of an INNER JOIN's ON means the same as that filter after it, which
+    Catalyst leaves there (the program excludes PushPredicateThroughJoin)."""
+
+    kept: exp.Expr
+    moved: tuple[exp.Expr, ...]
+    columns: tuple[str, ...]
+
+
+def join_filter(
+    step: JoinStep, left: frozenset[str] | set[str], right: frozenset[str] | set[str]
+) -> JoinFilter | None:
+    """The INNER JOIN's ON split as Spark runs it (:class:`JoinFilter`), both sides
+    watermarked (``left``, ``right``: their watermarked columns); None where no condition
+    needs moving, or where one is no conjunct of ON (inside an OR, a NOT, a CASE): then
+    E0760. A BETWEEN conjunct with one end to move is split into its two comparisons."""
+    condition = step.node.condition
+    if step.node.kind != JoinKind.INNER or condition is None or not left or not right:
+        return None
+    marked = set(left) | set(right)
+    unmarked = _time_columns(step) - marked
+    tree = condition.tree
+    conjuncts = list(tree.flatten()) if isinstance(tree, exp.And) else [tree]
+    kept: list[exp.Expr] = []
+    moved: list[exp.Expr] = []
+    columns: set[str] = set()
+    for part in (p.unnest() for p in conjuncts):
+        halves = (
+            [
+                exp.LTE(this=part.args["low"].copy(), expression=part.this.copy()),
+                exp.LTE(this=part.this.copy(), expression=part.args["high"].copy()),
+            ]
+            if isinstance(part, exp.Between) and _bounded_below(part, unmarked, marked)
+            else [part]
+        )
+        for half in halves:
+            found = _bounded_below(half, unmarked, marked)
+            columns.update(found)
+            (moved if found else kept).append(half.copy() if found else half)
+    if not moved or not kept:
+        return None
+    if any(_bounded_below(n, unmarked, marked) for k in kept for n in k.walk()):
+        return None  # a bound inside another condition: not one Spark can test apart
+    return JoinFilter(exp.and_(*kept), tuple(moved), tuple(sorted(columns)))
 
 
 def _bounded_below(
@@ -946,7 +1042,7 @@ def check_updating_chains(query: Query, lineage: Lineage, reporter: _OncePerPlac
         )
     if isinstance(producer, AggregateStep):
         consumed = f"the {keyword(consumer.node)} on line {consumer.span.line} consumes its updates"
-        for item in _uncomputed_calls(producer):
+        for item in _uncomputed_calls(producer, chain.producer_input):
             reporter.error(
                 Code.E0741,
                 f"{query.where}: the AGGREGATE runs as a processor, as {consumed}, and "
@@ -958,7 +1054,7 @@ def check_updating_chains(query: Query, lineage: Lineage, reporter: _OncePerPlac
     if isinstance(consumer, TopStep):
         _check_top_over_updates(query, program, chain, origin, reporter)
         return
-    for item in _uncomputed_calls(consumer):
+    for item in _uncomputed_calls(consumer, chain.input):
         reporter.error(
             Code.E0741,
             f"{query.where}: the AGGREGATE reads the updates of the {origin}, and "
@@ -999,14 +1095,14 @@ _CALLS_HELP = (
 )
 
 
-def _uncomputed_calls(step: AggregateStep) -> list[ast.SelectItem]:
+def _uncomputed_calls(step: AggregateStep, input: Schema) -> list[ast.SelectItem]:
     """The items of an updating pipeline's AGGREGATE its processor does not compute
-    (:func:`~flowc.spark.changelog_chains.changelog_call`; an avg of a DECIMAL, whose
-    result is the avg's DECIMAL type)."""
+    (:func:`~flowc.spark.changelog_chains.changelog_call`, over ``input``, the step's
+    input row; an avg of a DECIMAL, whose result is the avg's DECIMAL type)."""
     found = []
     values = step.schema[len(step.keys) :]
     for item, column in zip(step.node.items, values, strict=True):
-        call = changelog_call(item.expr.tree)
+        call = changelog_call(item.expr.tree, input)
         if call is None or (call[0] == "avg" and column.type.lower().startswith("decimal")):
             found.append(item)
     return found
@@ -1036,7 +1132,7 @@ def check_cdc_joins(query: Query, lineage: Lineage, reporter: _OncePerPlace) -> 
     for producer in joined.producers:
         if not isinstance(producer, AggregateStep):
             continue  # none, or a TOP: its ORDER BY is any expression
-        for item in _uncomputed_calls(producer):
+        for item in _uncomputed_calls(producer, ()):
             reporter.error(
                 Code.E0741,
                 f"{query.where}: the AGGREGATE runs as a processor, as the JOIN on line "
@@ -1600,6 +1696,25 @@ class Lineage:
                 listed[id(step)] = times + 1
                 twice.append(step)
         return twice
+
+    def running_results_before(self, insert: InsertDef, target: Step) -> bool:
+        """Whether an AGGREGATE or TOP without WINDOW runs upstream of ``target`` (on any
+        of its inputs): its results change as rows arrive and are never final, so append
+        mode cannot write them (E0704). Walked only for a diagnostic."""
+        found = self._place(insert, target)
+        if found is None:
+            return False
+        todo: list[tuple[Stream, int | None]] = [found, *((o, None) for o in target.inputs)]
+        while todo:
+            stream, upto = todo.pop()
+            for step in stream.steps[:upto]:
+                if isinstance(step, AggregateStep | TopStep) and step.window is None:
+                    return True
+                todo.extend((other, None) for other in step.inputs)
+            read = self._origin_stream(stream)
+            if read is not None:
+                todo.append(read)
+        return False
 
     def aggregates_before(self, insert: InsertDef, target: Step) -> bool:
         """Whether an aggregation runs upstream of ``target`` (on any of its inputs)."""

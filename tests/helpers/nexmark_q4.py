@@ -1,6 +1,8 @@
 """Nexmark q4's auctions and bids over five micro-batches, as the tests of its join
 (tests/test_interval_join_filter.py) and of q4's updating pipeline
-(tests/test_nexmark_q4.py) write them, and Flink's regular join of them in plain Python."""
+(tests/test_nexmark_q4.py) write them, Flink's regular join of them in plain Python, and
+q4's result over any auctions and bids (also examples/flink_sql/nexmark_q4.flow's, in
+tests/test_flink_sql_examples.py)."""
 
 from __future__ import annotations
 
@@ -36,3 +38,22 @@ def flink_join(batches: list[tuple[list[Row], list[Row]]]) -> list[tuple[int, in
         for b in bids
         if a["id"] == b["auction"] and a["date_time"] <= b["date_time"] <= a["expires"]
     )
+
+
+def closing_averages(auctions: list[Row], bids: list[Row]) -> dict[int, float]:
+    """Flink's q4 over these rows: each auction's closing price (its highest bid between
+    its start and its expiry, both included) averaged per category; an auction without
+    such a bid counts in none."""
+    final: dict[int, tuple[int, float]] = {}
+    for a in auctions:
+        prices = [
+            float(b["price"])
+            for b in bids
+            if b["auction"] == a["id"] and a["date_time"] <= b["date_time"] <= a["expires"]
+        ]
+        if prices:
+            final[a["id"]] = (a["category"], max(prices))
+    per_category: dict[int, list[float]] = {}
+    for category, price in final.values():
+        per_category.setdefault(category, []).append(price)
+    return {c: sum(values) / len(values) for c, values in per_category.items()}
