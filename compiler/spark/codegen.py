@@ -189,6 +189,8 @@ class PysparkGenerator(SourceWriter, StepWriter, SinkWriter):
             self.copy_functions(source_text(changelog))
         if self.spark_plan.rowtime_firsts:
             firsts: tuple[Callable[..., object], ...] = ROWTIME_FIRST_HELPERS
+            if self.spark_plan.changelog_processors:  # spark_order is copied already
+                firsts = tuple(f for f in firsts if f not in CHANGELOG_HELPERS)
             if not (
                 self.parsed_sources
                 or upserts

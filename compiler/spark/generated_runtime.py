@@ -1503,6 +1503,20 @@ def over_aggregate(
         'EventTime',
     )
 
+def spark_order(value: object) -> Any:
+    """A sort key ordering values as Spark orders them: NULL lowest, NaN highest, structs
+    (the processors' rows hand them as dicts) and arrays field by field."""
+    if value is None:
+        return (0,)
+    if isinstance(value, float) and value != value:
+        return (2,)
+    if isinstance(value, dict):
+        return (1, tuple(spark_order(v) for v in value.values()))
+    if isinstance(value, list | tuple):
+        return (1, tuple(spark_order(v) for v in value))
+    return (1, value)
+
+
 class RowtimeFirstRow(StatefulProcessor):
     """Flink's keep-first row by event time (a TOP 1 whose first BY is a rowtime attribute
     ascending: RowTimeDeduplicateKeepFirstRowFunction) per group: a row whose time (epoch
@@ -1527,19 +1541,7 @@ class RowtimeFirstRow(StatefulProcessor):
         self.done = handle.getValueState(
             'done', StructType([StructField('done', LongType(), False)]))
 
-    @staticmethod
-    def ordered(value: object) -> Any:
-        """A sort key ordering values as Spark orders them: NULL lowest, NaN highest,
-        structs and arrays field by field."""
-        if value is None:
-            return (0,)
-        if isinstance(value, float) and value != value:
-            return (2,)
-        if isinstance(value, dict):
-            return (1, tuple(RowtimeFirstRow.ordered(v) for v in value.values()))
-        if isinstance(value, list | tuple):
-            return (1, tuple(RowtimeFirstRow.ordered(v) for v in value))
-        return (1, value)
+    ordered = staticmethod(spark_order)
 
     def emitted(self, mark: int) -> Iterator[Row]:
         """The candidate, once the watermark ``mark`` reached its time; the group done."""
@@ -1675,19 +1677,7 @@ class ChangelogOperator(StatefulProcessor):
             return tuple(ChangelogOperator.identity(v) for v in value)
         return value
 
-    @staticmethod
-    def ordered(value: object) -> Any:
-        """A sort key ordering values as Spark orders them: NULL lowest, NaN highest,
-        structs and arrays field by field."""
-        if value is None:
-            return (0,)
-        if isinstance(value, float) and value != value:
-            return (2,)
-        if isinstance(value, dict):  # a struct, as the processor's rows hand it
-            return (1, tuple(ChangelogOperator.ordered(v) for v in value.values()))
-        if isinstance(value, list | tuple):
-            return (1, tuple(ChangelogOperator.ordered(v) for v in value))
-        return (1, value)
+    ordered = staticmethod(spark_order)
 
     def fold(self, entry: dict[str, Any] | None, changes: list[tuple[int, tuple[Any, ...]]]
              ) -> dict[str, Any]:
@@ -2073,14 +2063,14 @@ DEDUPLICATE_WITHIN_HELPERS = (DeduplicateWithin, deduplicate_within)
 DEDUPLICATE_WITHIN_PANDAS_HELPERS = (DeduplicateWithin, DeduplicateWithinPandas, deduplicate_within)
 
 #: What a program with an updating step consumed by another carries (and ``quoted``).
-CHANGELOG_HELPERS = (ChangelogOperator, changelog_operator)
+CHANGELOG_HELPERS = (spark_order, ChangelogOperator, changelog_operator)
 
 #: What a program with a JOIN consuming a CDC source's changes carries (and ``quoted``).
 CHANGELOG_JOIN_HELPERS = (ChangelogJoin, changelog_join)
 
 #: What a program with a TOP keeping each group's first row by event time carries (and
 #: ``quoted``).
-ROWTIME_FIRST_HELPERS = (RowtimeFirstRow, rowtime_first_row)
+ROWTIME_FIRST_HELPERS = (spark_order, RowtimeFirstRow, rowtime_first_row)
 
 #: What a program with an OVER step carries (and ``quoted``).
 OVER_HELPERS = (stored_schema, OverAggregate, flink_average_over, over_aggregate)
