@@ -86,7 +86,8 @@ class StateStore:
 
 #: Why a job with a stateful processor runs on RocksDB whatever the default.
 PROCESSORS = (
-    "a step reading CURRENT_WATERMARK, a DEDUPLICATE ... WITHIN or an OVER window runs as a "
+    "a step reading CURRENT_WATERMARK, a DEDUPLICATE ... WITHIN, an OVER window or a TOP "
+    "keeping each group's first row by event time runs as a "
     "transformWithState processor, which Spark runs only on RocksDB "
     "(STORE_BACKEND_NOT_SUPPORTED_FOR_TWS on the other store), and a job's store is one for "
     "all its queries"
@@ -101,11 +102,11 @@ UPDATING_PROCESSORS = (
 )
 
 
-#: Why a job whose only processors are JOINs over changes (and the AGGREGATEs producing
-#: them) runs on RocksDB.
+#: Why a job whose only processors are JOINs over changes (and the AGGREGATEs or TOPs
+#: producing them) runs on RocksDB.
 JOIN_PROCESSORS = (
-    "a JOIN over changes (a CDC source's, or an AGGREGATE's with the AGGREGATE producing "
-    "them) runs as a transformWithState processor, which Spark "
+    "a JOIN over changes (a CDC source's, or an AGGREGATE's or a TOP's with the step "
+    "producing them) runs as a transformWithState processor, which Spark "
     "runs only on RocksDB (STORE_BACKEND_NOT_SUPPORTED_FOR_TWS on the other store), and a "
     "job's store is one for all its queries"
 )
