@@ -26,7 +26,12 @@ from tests.helpers.cdc_join_flink import (
 )
 from tests.helpers.changelog_flink import PROBE, flink_modes, flowc_modes
 from tests.helpers.fake_state import Handle
-from tests.helpers.flink import ask_flink, checked_flink_python, requires_flink
+from tests.helpers.flink import (
+    COLLECT_CHANGELOG,
+    ask_flink,
+    checked_flink_python,
+    requires_flink,
+)
 
 pytestmark = requires_flink
 
@@ -212,22 +217,6 @@ def test_a_join_consuming_changes_has_flinks_mode(
     assert ours == flink == ["I,UB,UA,D"], (ours, flink)
 
 
-#: A PyFlink script: each query's collected changelog over files it is given (argv[1]:
-#: {name: [statements..., query]}), as [kind, row] pairs.
-COLLECT = r"""
-import json, sys
-from pyflink.table import EnvironmentSettings, TableEnvironment
-out = {}
-for name, statements in json.loads(sys.argv[1]).items():
-    env = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
-    env.get_config().set("parallelism.default", "1")
-    for s in statements[:-1]:
-        env.execute_sql(s)
-    with env.execute_sql(statements[-1]).collect() as rows:
-        out[name] = [[str(r.get_row_kind()), list(r)] for r in rows]
-print(json.dumps(out))
-"""
-
 #: The stream's rows (orders: inserts; payments: debezium envelopes) and the customers'.
 COLLECTED_ORDERS = [(1, 10, 5), (2, 20, 7), (3, None, 1)]
 COLLECTED_PAYMENTS: list[tuple[str, tuple[object, ...] | None, tuple[object, ...] | None]] = [
@@ -300,7 +289,7 @@ def test_flinks_collected_join_changelog_is_the_one_computed_in_plain_python(
             f"SELECT * FROM {stream} {kind} JOIN customers "
             f"ON {stream}.{join_column} = customers.id",
         ]
-    collected: dict[str, list[list[Any]]] = ask_flink(COLLECT, asked)
+    collected: dict[str, list[list[Any]]] = ask_flink(COLLECT_CHANGELOG, asked)
     for name, (stream, _, preserved) in COLLECTED.items():
         records: list[Record] = (
             [(0, "+I", r) for r in COLLECTED_ORDERS]
@@ -523,7 +512,7 @@ def test_flinks_collected_join_over_a_group_by_is_the_one_computed_in_plain_pyth
         f"MAX(amount) AS biggest FROM orders GROUP BY customer_id) t {kind} JOIN customers "
         "ON t.customer_id = customers.id"
     )
-    collected: dict[str, list[list[Any]]] = ask_flink(COLLECT, {"q": [*ddl, query]})
+    collected: dict[str, list[list[Any]]] = ask_flink(COLLECT_CHANGELOG, {"q": [*ddl, query]})
     at = [0, 4] if kind == "FULL" else [0]
     flink = materialized([(k, tuple(r)) for k, r in collected["q"]], at)
     preserved = (kind in ("LEFT", "FULL"), kind == "FULL")

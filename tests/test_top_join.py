@@ -42,7 +42,12 @@ from tests.helpers.changelog_flink import PROBE, flink_modes, flowc_modes
 from tests.helpers.compile_errors import compile_errors
 from tests.helpers.fake_state import Handle
 from tests.helpers.files import upsert_table
-from tests.helpers.flink import ask_flink, checked_flink_python, requires_flink
+from tests.helpers.flink import (
+    COLLECT_CHANGELOG,
+    ask_flink,
+    checked_flink_python,
+    requires_flink,
+)
 from tests.helpers.rank_flink import flink_rank
 
 Envelope = tuple[str, Values | None, Values | None]
@@ -462,21 +467,6 @@ def test_the_processors_end_each_micro_batch_with_flinks_table(
 
 # Flink 2.3 itself (opt-in: FLOWC_FLINK_PYTHON), what the plain Python above follows.
 
-#: A PyFlink script: each query's collected changelog over files it is given (argv[1]:
-#: {name: [statements..., query]}), as [kind, row] pairs.
-COLLECT = r"""
-import json, sys
-from pyflink.table import EnvironmentSettings, TableEnvironment
-out = {}
-for name, statements in json.loads(sys.argv[1]).items():
-    env = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
-    env.get_config().set("parallelism.default", "1")
-    for s in statements[:-1]:
-        env.execute_sql(s)
-    with env.execute_sql(statements[-1]).collect() as rows:
-        out[name] = [[str(r.get_row_kind()), list(r)] for r in rows]
-print(json.dumps(out))
-"""
 
 #: All the bids in one file, in order, and the people (inserts).
 FLINK_BIDS = [b for bids, _ in BATCHES for b in bids]
@@ -527,7 +517,7 @@ def test_flinks_collected_rank_and_join_are_the_ones_computed_in_plain_python(
             *ddl,
             f"SELECT * FROM {tables[0]} {kind} JOIN {tables[1]} ON t.bidder = people.id",
         ]
-    collected: dict[str, list[list[Any]]] = ask_flink(COLLECT, asked)
+    collected: dict[str, list[list[Any]]] = ask_flink(COLLECT_CHANGELOG, asked)
     for n, rank in forms:
         flink = [(k, tuple(r)) for k, r in collected[f"top{n}_{rank}"]]
         ours = flink_rank(FLINK_BIDS, lambda r: r[0], lambda r: -r[2], n, rank, {}, 0)

@@ -169,3 +169,20 @@ def ask_flink(script: str, asked: object) -> Any:
     )
     assert probe.returncode == 0, probe.stderr[-3000:]
     return json.loads(probe.stdout.strip().splitlines()[-1])
+
+
+#: A PyFlink script: each query's collected changelog over files it is given (argv[1]:
+#: {name: [statements..., query]}), as [kind, row] pairs (for :func:`ask_flink`).
+COLLECT_CHANGELOG = r"""
+import json, sys
+from pyflink.table import EnvironmentSettings, TableEnvironment
+out = {}
+for name, statements in json.loads(sys.argv[1]).items():
+    env = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
+    env.get_config().set("parallelism.default", "1")
+    for s in statements[:-1]:
+        env.execute_sql(s)
+    with env.execute_sql(statements[-1]).collect() as rows:
+        out[name] = [[str(r.get_row_kind()), list(r)] for r in rows]
+print(json.dumps(out))
+"""
