@@ -66,6 +66,10 @@ def test_clicks_per_user_runs_one_shuffle_by_default(spark: Any, tmp_path: Path)
     assert plans["flink"].exchanges_planned == 3
     minimal = plans["minimal"]
     assert minimal.exchanges_planned == 1
-    assert [e.spark for e in minimal.exchanges] == ["none", "groupBy(user_id, window)", "coalesce(4)"]
+    assert [e.spark for e in minimal.exchanges] == [
+        "none",
+        "groupBy(user_id, window)",
+        "coalesce(4)",
+    ]
     assert "redistributes these rows anyway" in minimal.exchanges[0].why
     assert "the parallelism narrows (8 -> 4)" in minimal.exchanges[2].why
