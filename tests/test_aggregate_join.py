@@ -36,7 +36,7 @@ from tests.helpers.cdc_join_flink import (
     materialized,
     upserted,
 )
-from tests.helpers.compile_errors import compile_errors
+from tests.helpers.compile_errors import compile_errors, edited
 from tests.helpers.fake_state import Handle
 from tests.helpers.files import upsert_table
 
@@ -340,11 +340,7 @@ def test_other_shapes_are_refused_where_they_are_written(
     case: str, edits: list[tuple[str, str]], code: Code, line: int
 ) -> None:
     """Each variation is refused before anything runs, at its place."""
-    text = program(case)
-    for old, new in edits:
-        assert old in text, old
-        text = text.replace(old, new)
-    errors = compile_errors(text)
+    errors = compile_errors(edited(program(case), edits))
     assert (code.value, line) in [(c, n) for c, n, _ in errors], errors
 
 

@@ -15,10 +15,6 @@ from __future__ import annotations
 import io
 import json
 import os
-import signal
-import subprocess
-import sys
-import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -41,7 +37,7 @@ from flowc.runtime.rescale import (
 from flowc.runtime.run import RunReport, run_job
 from flowc.runtime.state_guard import guard_state, read_manifest
 from tests.helpers.files import read_json_dir
-from tests.helpers.rescale import offsets_partitions, run_flow
+from tests.helpers.rescale import kill_during_repartition, offsets_partitions, run_flow
 
 HEAD = """SET parallelism = {p};
 SET state.backend.type = 'rocksdb';
@@ -161,27 +157,9 @@ def test_kill_during_the_repartition_leaves_the_old_checkpoint(
     assert "warning[E0821]: query 'o' plans 4 shuffle partitions" in said
     assert "flowc run repartitions the state into 4 before the query starts" in said
     staging = Path(str(checkpoint) + STAGING)
-    process = subprocess.Popen(
-        [sys.executable, "-m", "flowc", "run", "job.flow", "--available-now", "--master",
-         "local[2]"],
-        cwd=tmp_path,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )  # fmt: skip
-    deadline = time.monotonic() + 180
-    try:
-        # Spark has written the repartition's offsets/1 in the copy, not yet its commit.
-        while not (staging / "offsets" / "1").exists():
-            assert process.poll() is None, "flowc run ended before the repartition began"
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
-        os.killpg(process.pid, signal.SIGKILL)
-    finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
-    assert not (staging / "commits" / "1").exists(), "the kill came after Spark's commit"
+    # Killed once Spark has written the repartition's offsets/1 in the copy, not its commit.
+    run = ["run", "job.flow", "--available-now", "--master", "local[2]"]
+    kill_during_repartition(tmp_path, run, staging, 1)
     assert sorted(str(p.relative_to(checkpoint)) for p in checkpoint.rglob("*")) == before
     assert offsets_partitions(checkpoint) == (0, 2)
     # flowc rescale drops the half-done copy and rescales; the next run has nothing to do.

@@ -30,10 +30,6 @@ from __future__ import annotations
 import io
 import json
 import os
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +41,7 @@ from flowc.runtime.run import RunReport, run_job
 from tests.helpers.files import read_json_dir, upsert_table
 from tests.helpers.minute_events import Row, at, minutes, write_batch
 from tests.helpers.over_frames import emitted, normal, over_rows
+from tests.helpers.rescale import kill_during_repartition
 
 JOB = """\
 SET parallelism = {p};
@@ -268,26 +265,10 @@ def test_a_kill_during_a_processors_repartition_leaves_the_old_checkpoint(
     last = max(int(n.name) for n in (checkpoint / "commits").iterdir() if n.name.isdigit())
     flow.write_text(CDC.format(p=4), encoding="utf-8")
     staging = Path(str(checkpoint) + STAGING)
-    process = subprocess.Popen(
-        [sys.executable, "-m", "flowc", "rescale", "job.flow", "--master", "local[2]"],
-        cwd=tmp_path,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
+    # Killed once Spark has written the repartition's offsets in the copy, not its commit.
+    kill_during_repartition(
+        tmp_path, ["rescale", "job.flow", "--master", "local[2]"], staging, last + 1
     )
-    deadline = time.monotonic() + 180
-    try:
-        # Spark has written the repartition's offsets in the copy, not yet its commit.
-        while not (staging / "offsets" / str(last + 1)).exists():
-            assert process.poll() is None, "flowc rescale ended before the repartition began"
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
-        os.killpg(process.pid, signal.SIGKILL)
-    finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
-    assert not (staging / "commits" / str(last + 1)).exists(), "killed after Spark's commit"
     assert _tree(checkpoint) == before
     _write_changes(tmp_path, 1)
     job = flowc.compile(CDC.format(p=4), str(flow), for_spark=True)

@@ -39,7 +39,7 @@ from tests.helpers.cdc_join_flink import (
     upserted,
 )
 from tests.helpers.changelog_flink import PROBE, flink_modes, flowc_modes
-from tests.helpers.compile_errors import compile_errors
+from tests.helpers.compile_errors import compile_errors, edited
 from tests.helpers.fake_state import Handle
 from tests.helpers.files import upsert_table
 from tests.helpers.flink import (
@@ -313,11 +313,7 @@ def test_other_shapes_are_refused_where_they_are_written(
     case: str, edits: list[tuple[str, str]], code: Code, line: int
 ) -> None:
     """Each variation is refused before anything runs, at its place."""
-    text = program(case)
-    for old, new in edits:
-        assert old in text, old
-        text = text.replace(old, new)
-    errors = compile_errors(text)
+    errors = compile_errors(edited(program(case), edits))
     assert (code.value, line) in [(c, n) for c, n, _ in errors], errors
 
 
@@ -358,11 +354,11 @@ def test_the_state_manifest_holds_the_producer_and_the_join() -> None:
     assert processors["ChangelogOperator"]["role"] == "TOP that produces a changelog"
     assert processors["ChangelogJoin"]["row_keys"] == "auction, place, bidder"
     assert processors["ChangelogJoin"]["outer_join"] == "LEFT"
-    for edited in (text.replace("TOP 2", "TOP 3"), text.replace("key = 'auction, ", "key = '")):
+    for changed in (text.replace("TOP 2", "TOP 3"), text.replace("key = 'auction, ", "key = '")):
         comparison = compare(
-            manifest, describe_state(flowc.compile(edited, "job.flow", for_spark=True))
+            manifest, describe_state(flowc.compile(changed, "job.flow", for_spark=True))
         )
-        assert comparison.verdict is Verdict.INCOMPATIBLE, edited
+        assert comparison.verdict is Verdict.INCOMPATIBLE, changed
     assert compare(manifest, manifest).verdict is not Verdict.INCOMPATIBLE
 
 

@@ -17,3 +17,11 @@ def compile_errors(text: str) -> list[tuple[str, int, str]]:
     else:
         found = job.diagnostics
     return [(d.code.value, d.span.line, d.message) for d in found if d.severity is Severity.ERROR]
+
+
+def edited(text: str, edits: list[tuple[str, str]]) -> str:
+    """``text`` with each (old, new) replaced in order; each old must be there."""
+    for old, new in edits:
+        assert old in text, old
+        text = text.replace(old, new)
+    return text

@@ -1,10 +1,16 @@
 """What the rescale tests share: a ``flowc run --available-now`` of a program in its
-folder, in this process, and the shuffle partitions a checkpoint's offsets froze."""
+folder, in this process, the shuffle partitions a checkpoint's offsets froze, and a
+``flowc`` process killed while Spark repartitions a copy of the checkpoint."""
 
 from __future__ import annotations
 
 import io
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import flowc
@@ -30,3 +36,28 @@ def offsets_partitions(checkpoint: Path) -> tuple[int, int]:
     latest = max(int(n.name) for n in (checkpoint / "offsets").iterdir() if n.name.isdigit())
     conf = json.loads((checkpoint / "offsets" / str(latest)).read_text().splitlines()[1])
     return latest, int(conf["conf"]["spark.sql.shuffle.partitions"])
+
+
+def kill_during_repartition(folder: Path, arguments: list[str], staging: Path, batch: int) -> None:
+    """``flowc ARGUMENTS`` in ``folder``, killed (-9, its whole process group) once Spark
+    has written the repartition's ``offsets/<batch>`` in the copy ``staging``, and checked
+    to have died before Spark's commit of that batch."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "flowc", *arguments],
+        cwd=folder,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 180
+    try:
+        while not (staging / "offsets" / str(batch)).exists():
+            assert process.poll() is None, "flowc ended before the repartition began"
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        os.killpg(process.pid, signal.SIGKILL)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+    assert not (staging / "commits" / str(batch)).exists(), "the kill came after Spark's commit"
