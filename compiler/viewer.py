@@ -2,24 +2,35 @@
 
 The graph is laid out in Python with grandalf's Sugiyama layout (layers turned to run
 left to right), drawn as inline SVG: a box per node (a JobGraph vertex lists its chained
-operators), each edge labelled with its ship strategy and keys. Clicking a box shows what
-the plans know of it: its source lines, the schema it outputs, parallelism, slot sharing
+operators), each edge labelled with its ship strategy and keys, each JOIN with its ON
+condition and time bound, each source with its watermark. Clicking a box shows what the
+plans know of it: its source lines, the schema it outputs, parallelism, slot sharing
 group, key groups, and the Spark exchange of each edge into it; the physical plan's Spark
-realization is beside the graph. Everything is in the one file (no network, no CDN), the
-same input gives the same bytes, and every text from the program reaches the page
-escaped (HTML in Python, ``textContent`` in the script), so a name is never markup.
+realization is beside the graph, and the page's script fits the drawing to its pane.
+Everything is in the one file (no network, no CDN), the same input gives the same bytes,
+and every text from the program reaches the page escaped (HTML in Python,
+``textContent`` in the script), so a name is never markup.
 """
 
 from __future__ import annotations
 
 import html
 import json
+import textwrap
 from typing import TYPE_CHECKING
 
+from sqlglot import exp
+from sqlglot.errors import TokenError
+from sqlglot.tokenizer_core import TokenType
+
 from flowc.fast_dataclass import dataclass
-from flowc.program import Schema, Stream
+from flowc.graph.changelog import is_interval_join
+from flowc.program import DimensionJoinStep, JoinStep, Schema, SourceDef, Stream
+from flowc.sql.spark_sql import UnsupportedOnSpark, watermark_delay
+from flowc.sql.sql_parsing import sql_tools
 
 if TYPE_CHECKING:
+    from flowc import ast
     from flowc.job import CompiledJob
     from flowc.spans import Span
 
@@ -48,6 +59,29 @@ class Box:
     lines: tuple[str, ...]
     details: tuple[tuple[str, str], ...]
     span: Span
+    #: The indexes in ``lines`` of notes (a JOIN's condition and bound, a watermark),
+    #: drawn in their own colour.
+    notes: frozenset[int] = frozenset()
+
+
+def _box(
+    id: str,
+    title: str,
+    parts: list[tuple[str, _Notes]],
+    last: str,
+    details: list[tuple[str, str]],
+    span: Span,
+) -> Box:
+    """A box of ``title`` whose lines are each part's name (none where empty) and notes,
+    then ``last``."""
+    lines: list[str] = []
+    notes: set[int] = set()
+    for name, noted in parts:
+        if name:
+            lines.append(name)
+        notes.update(range(len(lines), len(lines) + len(noted.lines)))
+        lines += noted.lines
+    return Box(id, title, (*lines, last), tuple(details), span, frozenset(notes))
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,15 +115,36 @@ def render_html(job: CompiledJob, stage: str) -> str:
 # ---------------------------------------------------------------- the graphs
 
 
-def _schemas(job: CompiledJob) -> dict[int, Schema]:
-    """The schema each StreamGraph node (and transformation) outputs."""
+@dataclass(frozen=True, slots=True)
+class _Notes:
+    """What the plans know of a node beyond its name: a JOIN's condition and time bound, a
+    source's watermark; ``lines`` go in its box, ``details`` to the click-through."""
+
+    lines: tuple[str, ...]
+    details: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class _Facts:
+    """Per StreamGraph node id (a transformation's id too): its schema and notes."""
+
+    schemas: dict[int, Schema]
+    notes: dict[int, _Notes]
+
+
+def _facts(job: CompiledJob) -> _Facts:
+    """The schema each StreamGraph node (and transformation) outputs, and the notes of its
+    JOIN or source."""
     program = job.program
     tree = job.transformations
     found: dict[int, Schema] = {}
+    notes: dict[int, _Notes] = {}
+    times = frozenset(s.watermark.column for s in program.sources if s.watermark is not None)
     for source in program.sources:
         node = tree.source_nodes.get(source.name)
         if node is not None:
             found[node] = source.output_schema
+            notes[node] = _watermark_notes(source)
     for insert, sink in zip(program.inserts, job.stream_graph.sinks, strict=True):
         found[sink] = insert.stream.schema  # a sink writes what its query outputs
     streams: list[Stream] = [v.stream for v in program.views] + [i.stream for i in program.inserts]
@@ -99,8 +154,154 @@ def _schemas(job: CompiledJob) -> dict[int, Schema]:
             node = tree.step_nodes.get(id(step))
             if node is not None:
                 found.setdefault(node, step.schema)
+                if isinstance(step, JoinStep | DimensionJoinStep) and node not in notes:
+                    notes[node] = _join_notes(step, times)
             streams.extend(step.inputs)
-    return found
+    return _Facts(found, notes)
+
+
+_NO_NOTES = _Notes((), ())
+
+#: Lines of a box a JOIN's condition (and its time bound) may take; the details have all.
+_CONDITION_LINES = 4
+_BOUND_LINES = 2
+
+
+def _watermark_notes(source: SourceDef) -> _Notes:
+    """``WATERMARK FOR col AS expr`` as declared (and Spark's ``withWatermark``), or why
+    there is none."""
+    mark = source.watermark
+    if mark is None:
+        if source.bounded:
+            text = "no watermark (a table, read whole)"
+        elif source.proctime is not None:
+            text = f"no watermark (processing time {source.proctime})"
+        else:
+            text = "no watermark"
+        return _Notes((text,), (("watermark", text),))
+    text = f"WATERMARK FOR {mark.column} AS {_one_line(mark.expr.text)}"
+    try:
+        column, delay = watermark_delay(source)
+        spark = f"\nSpark: withWatermark('{column}', '{delay}')"
+    except UnsupportedOnSpark:
+        spark = ""
+    return _Notes(_wrapped(text, _BOUND_LINES), (("watermark", text + spark),))
+
+
+def _join_notes(step: JoinStep | DimensionJoinStep, times: frozenset[str]) -> _Notes:
+    """The ON condition as the plans print expressions (one line, comments out), a line
+    per conjunct in the box, and the time bound: an interval join's range conditions, a
+    temporal or lookup join's FOR SYSTEM_TIME AS OF, or that none bounds it
+    (docs/viewer.md)."""
+    node = step.node
+    condition = node.condition
+    if isinstance(step, DimensionJoinStep):
+        if node.as_of is None:
+            bound = "none (each row meets the table as read: a stream-static join)"
+        else:
+            what = (
+                "event time: the version valid then"
+                if step.temporal
+                else "processing time: the table as read"
+            )
+            bound = f"FOR SYSTEM_TIME AS OF {_one_line(node.as_of.text)} ({what})"
+    elif condition is not None and is_interval_join(step, times):
+        bound = " AND ".join(_time_conjuncts(condition, times))
+    else:
+        bound = "none (every row of both sides stays in state)"
+    if condition is None:  # E0219 refuses it; drawn all the same
+        texts = ["none"]
+        on_text = "none"
+    else:
+        texts = _conjunct_texts(condition.text) or [_one_line(condition.text)]
+        on_text = _one_line(condition.text)
+    on = [line for i, c in enumerate(texts) for line in _wrapped(("AND ", "ON ")[i == 0] + c, 9)]
+    if len(on) > _CONDITION_LINES:
+        on = [*on[: _CONDITION_LINES - 1], *_wrapped(" ".join(on[_CONDITION_LINES - 1 :]), 1)]
+    lines = (*on, *_wrapped(f"time bound: {bound}", _BOUND_LINES))
+    return _Notes(lines, (("condition", on_text), ("time bound", bound)))
+
+
+def _time_conjuncts(condition: ast.SqlExpr, times: frozenset[str]) -> list[str]:
+    """The conjuncts of ON that bound an event time by a range, as written; the whole
+    condition where the range is inside another condition (an OR, a NOT)."""
+    tree = condition.tree
+    parts = [p.unnest() for p in tree.flatten()] if isinstance(tree, exp.And) else [tree]
+    texts = _conjunct_texts(condition.text)
+    if texts is None or len(texts) != len(parts):
+        texts = [p.sql() for p in parts]
+    chosen = [
+        text
+        for part, text in zip(parts, texts, strict=True)
+        if any(
+            isinstance(n, exp.Between | exp.LT | exp.LTE | exp.GT | exp.GTE)
+            and any(c.name in times for c in n.find_all(exp.Column))
+            for n in part.walk()
+        )
+    ]
+    return chosen or [_one_line(condition.text)]
+
+
+def _tokens(text: str) -> list[tuple[TokenType, int, int]] | None:
+    """Each token of ``text``: its type, start and end; None where the text does not
+    tokenize."""
+    try:
+        tokens = sql_tools("spark")[0].tokenize(text)
+    except TokenError:
+        return None
+    return [(t.token_type, t.start, t.end + 1) for t in tokens]
+
+
+def _conjunct_texts(text: str) -> list[str] | None:
+    """``text`` split at its top-level ANDs (not a BETWEEN's, nor one in parentheses or a
+    CASE), each part on one line; None where the text does not tokenize."""
+    tokens = _tokens(text)
+    if tokens is None:
+        return None
+    parts: list[list[tuple[int, int]]] = [[]]
+    depth = betweens = 0
+    for kind, start, end in tokens:
+        if kind in (TokenType.L_PAREN, TokenType.CASE):
+            depth += 1
+        elif kind in (TokenType.R_PAREN, TokenType.END):
+            depth -= 1
+        elif kind == TokenType.BETWEEN and depth == 0:
+            betweens += 1
+        elif kind == TokenType.AND and depth == 0:
+            if betweens:
+                betweens -= 1
+            else:
+                parts.append([])
+                continue
+        parts[-1].append((start, end))
+    return [_joined(text, spans) for spans in parts]
+
+
+def _joined(text: str, spans: list[tuple[int, int]]) -> str:
+    """The tokens at ``spans`` of ``text``, one space where anything (a line break, a
+    comment) stood between two."""
+    out: list[str] = []
+    for i, (start, end) in enumerate(spans):
+        if i and start > spans[i - 1][1]:
+            out.append(" ")
+        out.append(text[start:end])
+    return "".join(out)
+
+
+def _one_line(text: str) -> str:
+    """An expression as the plans print it: its tokens on one line, comments out."""
+    tokens = _tokens(text)
+    if tokens is None:
+        return " ".join(text.split())
+    return _joined(text, [(start, end) for _, start, end in tokens])
+
+
+def _wrapped(text: str, lines: int) -> tuple[str, ...]:
+    """``text`` in at most ``lines`` lines of a box, broken at spaces, the last cut with
+    ``…`` where it does not fit."""
+    return tuple(
+        textwrap.wrap(text, _BOX_CHARS, max_lines=lines, placeholder=" …", break_on_hyphens=False)
+    )
 
 
 def _schema_text(schema: Schema | None) -> str:
@@ -111,9 +312,10 @@ def _schema_text(schema: Schema | None) -> str:
 
 def _transformation_graph(job: CompiledJob) -> tuple[list[Box], list[Arrow]]:
     tree = job.transformations
-    schemas = _schemas(job)
+    facts = _facts(job)
     boxes, arrows = [], []
     for t in tree.transformations.values():
+        notes = facts.notes.get(t.id, _NO_NOTES)
         details = [
             ("transformation", f"{t.id} ({t.kind.value})"),
             ("parallelism", str(t.parallelism)),
@@ -123,10 +325,10 @@ def _transformation_graph(job: CompiledJob) -> tuple[list[Box], list[Arrow]]:
         ]
         if t.partitioner is not None:
             details.append(("partitioner", _with_keys(str(t.partitioner), t.keys)))
-        details.append(("schema", _schema_text(schemas.get(t.id))))
+        details += [*notes.details, ("schema", _schema_text(facts.schemas.get(t.id)))]
         group = f", slot group '{t.slot_sharing_group}'" if t.slot_sharing_group else ""
         boxes.append(
-            Box(f"t{t.id}", t.name, (f"p={t.parallelism}{group}",), tuple(details), t.span)
+            _box(f"t{t.id}", t.name, [("", notes)], f"p={t.parallelism}{group}", details, t.span)
         )
         arrows += [Arrow(f"t{i}", f"t{t.id}", "") for i in t.inputs]
     return boxes, arrows
@@ -135,16 +337,18 @@ def _transformation_graph(job: CompiledJob) -> tuple[list[Box], list[Arrow]]:
 def _stream_graph(job: CompiledJob) -> tuple[list[Box], list[Arrow]]:
     graph = job.stream_graph
     spark = job.spark_plan
-    schemas = _schemas(job)
+    facts = _facts(job)
     boxes, arrows = [], []
     for node in graph.nodes.values():
+        notes = facts.notes.get(node.id, _NO_NOTES)
         details = [
             ("stream node", f"{node.id} ({node.operator})"),
             ("parallelism", str(node.parallelism)),
             ("max parallelism", str(node.max_parallelism or "unset")),
             ("slot sharing group", node.slot_sharing_group),
             ("keys", ", ".join(node.keys) or "none"),
-            ("schema", _schema_text(schemas.get(node.id))),
+            *notes.details,
+            ("schema", _schema_text(facts.schemas.get(node.id))),
         ]
         for edge in node.in_edges:
             producer = graph.nodes[edge.source_id]
@@ -164,11 +368,12 @@ def _stream_graph(job: CompiledJob) -> tuple[list[Box], list[Arrow]]:
                 )
             )
         boxes.append(
-            Box(
+            _box(
                 f"n{node.id}",
                 node.name,
-                (f"p={node.parallelism}, slot group '{node.slot_sharing_group}'",),
-                tuple(details),
+                [("", notes)],
+                f"p={node.parallelism}, slot group '{node.slot_sharing_group}'",
+                details,
                 node.span,
             )
         )
@@ -178,7 +383,7 @@ def _stream_graph(job: CompiledJob) -> tuple[list[Box], list[Arrow]]:
 def _job_graph(job: CompiledJob) -> tuple[list[Box], list[Arrow]]:
     graph = job.job_graph
     spark = job.spark_plan
-    schemas = _schemas(job)
+    facts = _facts(job)
     physical = {v.vertex.id: v for v in job.physical_plan.vertices}
     boxes, arrows = [], []
     for vertex in graph.vertices.values():
@@ -196,8 +401,12 @@ def _job_graph(job: CompiledJob) -> tuple[list[Box], list[Arrow]]:
             ("slot sharing group", vertex.slot_sharing_group),
             ("key groups", key_groups),
             ("operators", "\n".join(f"{op.name} (line {op.span.line})" for op in vertex.operators)),
-            ("schema", _schema_text(schemas.get(last))),
         ]
+        for op in vertex.operators:
+            notes = facts.notes.get(op.node_id, _NO_NOTES)
+            chained = len(vertex.operators) > 1
+            details += [(f"{k} ({op.name})" if chained else k, v) for k, v in notes.details]
+        details.append(("schema", _schema_text(facts.schemas.get(last))))
         for edge in vertex.inputs:
             producer = graph.vertices[edge.producer]
             stream_edge = edge.stream_edge
@@ -211,11 +420,16 @@ def _job_graph(job: CompiledJob) -> tuple[list[Box], list[Arrow]]:
                 )
             )
             arrows.append(Arrow(edge.producer, vertex.id, label))
-        lines = (
-            *(op.name for op in vertex.operators),
-            f"p={vertex.parallelism}, slot group '{vertex.slot_sharing_group}'",
+        boxes.append(
+            _box(
+                vertex.id,
+                vertex.name,
+                [(op.name, facts.notes.get(op.node_id, _NO_NOTES)) for op in vertex.operators],
+                f"p={vertex.parallelism}, slot group '{vertex.slot_sharing_group}'",
+                details,
+                vertex.span,
+            )
         )
-        boxes.append(Box(vertex.id, vertex.name, lines, tuple(details), vertex.span))
     return boxes, arrows
 
 
@@ -243,7 +457,7 @@ class _View:
 
 
 #: Characters of a line in a box; the whole text is in the details.
-_BOX_CHARS = 56
+_BOX_CHARS = 60
 
 
 def _shown(line: str) -> str:
@@ -315,8 +529,9 @@ def _json_for_script(data: object) -> str:
 
 def _svg(placed: list[Placed], arrows: list[Arrow]) -> str:
     at = {p.box.id: p for p in placed}
-    width = max((p.x + p.width for p in placed), default=0) + 40
-    height = max((p.y + p.height for p in placed), default=0) + 40
+    # The boxes start at 20: a margin of 20 on every side, so a centred SVG centres them.
+    width = max((p.x + p.width for p in placed), default=0) + 20
+    height = max((p.y + p.height for p in placed), default=0) + 20
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0f}" height="{height:.0f}" '
         f'viewBox="0 0 {width:.0f} {height:.0f}" role="img">',
@@ -350,7 +565,7 @@ def _svg(placed: list[Placed], arrows: list[Arrow]) -> str:
             'rx="6"/>'
         )
         for i, line in enumerate((p.box.title, *p.box.lines)):
-            cls = ' class="title"' if i == 0 else ""
+            cls = ' class="title"' if i == 0 else ' class="note"' if i - 1 in p.box.notes else ""
             out.append(
                 f'<text{cls} x="{p.x + _PADDING:.1f}" '
                 f'y="{p.y + _PADDING + (i + 0.8) * _LINE_HEIGHT:.1f}">{html.escape(_shown(line))}'
@@ -388,12 +603,17 @@ def _page(job: CompiledJob, stage: str, placed: list[Placed], arrows: list[Arrow
 _STYLE = """
 body { margin: 0; font: 13px/1.4 system-ui, sans-serif; color: #1d2630; display: grid;
   grid-template-columns: 1fr 420px; grid-template-rows: auto 1fr; height: 100vh; }
-header { grid-column: 1 / 3; padding: 8px 14px; background: #23303d; color: #fff; }
+header { grid-column: 1 / 3; padding: 8px 14px; background: #23303d; color: #fff;
+  display: flex; align-items: center; justify-content: space-between; }
 header h1 { font-size: 15px; margin: 0; }
-main { overflow: auto; background: #f6f8fa; }
+header button { font: inherit; min-width: 32px; margin-left: 4px; cursor: pointer; }
+main.dragging { cursor: grabbing; user-select: none; }
+main { overflow: auto; background: #f6f8fa; display: flex; min-width: 0; min-height: 0; }
+main > svg { margin: auto; flex: none; }
 aside { overflow: auto; border-left: 1px solid #ccd3da; padding: 10px 14px; }
 svg text { font: 12px monospace; fill: #1d2630; }
 svg text.title { font-weight: bold; }
+svg text.note { fill: #8a4b00; }
 g.node rect { fill: #fff; stroke: #3b6ea5; stroke-width: 1.5; }
 g.node { cursor: pointer; }
 g.node.selected rect { fill: #fff4c2; stroke: #b8860b; stroke-width: 2.5; }
@@ -407,6 +627,70 @@ dd { margin: 0; white-space: pre-wrap; font-family: monospace; }
 
 _SCRIPT = """
 (function () {
+  // Fit the drawing to its pane: the scale at which it fills the pane's width or height
+  // (whichever binds), at most FIT_MAX (a small job is not drawn huge) and at least
+  // FIT_MIN (past that the pane scrolls); centred by CSS. Ctrl+wheel, the buttons and
+  // the keys + - 0 zoom; a drag of the background pans. A resize fits again until the
+  // reader has zoomed, then keeps their zoom.
+  const FIT_MAX = %(fit_max)s, FIT_MIN = %(fit_min)s, ZOOM_MIN = 0.1, ZOOM_MAX = 4;
+  const pane = document.getElementById('graph');
+  const svg = pane.querySelector('svg');
+  const box = svg.viewBox.baseVal;
+  let scale = 1, zoomed = false;
+  function setScale(next) {
+    scale = next;
+    svg.setAttribute('width', String(Math.round(box.width * scale)));
+    svg.setAttribute('height', String(Math.round(box.height * scale)));
+    document.body.dataset.zoom = scale.toFixed(3);
+  }
+  function fit() {
+    setScale(0);  // measure the pane without the drawing's scroll bars
+    setScale(Math.max(FIT_MIN, Math.min(
+      pane.clientWidth / box.width, pane.clientHeight / box.height, FIT_MAX)));
+    zoomed = false;
+  }
+  function zoomAt(next, x, y) {  // keep the drawing's point under (x, y) in place
+    next = Math.max(ZOOM_MIN, Math.min(ZOOM_MAX, next));
+    const before = svg.getBoundingClientRect();
+    const ux = (x - before.left) / scale, uy = (y - before.top) / scale;
+    setScale(next);
+    const after = svg.getBoundingClientRect();
+    pane.scrollLeft += after.left + ux * scale - x;
+    pane.scrollTop += after.top + uy * scale - y;
+    zoomed = true;
+  }
+  function zoomCentre(factor) {
+    const r = pane.getBoundingClientRect();
+    zoomAt(scale * factor, r.left + r.width / 2, r.top + r.height / 2);
+  }
+  fit();
+  window.addEventListener('resize', () => { if (!zoomed) fit(); });
+  document.getElementById('zoom-in').addEventListener('click', () => zoomCentre(1.25));
+  document.getElementById('zoom-out').addEventListener('click', () => zoomCentre(0.8));
+  document.getElementById('zoom-fit').addEventListener('click', fit);
+  document.addEventListener('keydown', e => {
+    if (e.ctrlKey || e.metaKey || e.altKey) return;
+    if (e.key === '+' || e.key === '=') zoomCentre(1.25);
+    else if (e.key === '-') zoomCentre(0.8);
+    else if (e.key === '0') fit();
+  });
+  pane.addEventListener('wheel', e => {
+    if (!e.ctrlKey && !e.metaKey) return;  // a plain wheel scrolls
+    e.preventDefault();
+    zoomAt(scale * Math.exp(-e.deltaY / 300), e.clientX, e.clientY);
+  }, { passive: false });
+  let drag = null;
+  pane.addEventListener('pointerdown', e => {
+    if (e.button !== 0 || e.target.closest('g.node')) return;
+    drag = { x: e.clientX, y: e.clientY, left: pane.scrollLeft, top: pane.scrollTop };
+    pane.classList.add('dragging');
+  });
+  window.addEventListener('pointermove', e => {
+    if (!drag) return;
+    pane.scrollLeft = drag.left - (e.clientX - drag.x);
+    pane.scrollTop = drag.top - (e.clientY - drag.y);
+  });
+  window.addEventListener('pointerup', () => { drag = null; pane.classList.remove('dragging'); });
   const data = JSON.parse(document.getElementById('plan-data').textContent);
   const panel = document.getElementById('details');
   function show(id) {
@@ -445,6 +729,12 @@ _SCRIPT = """
 })();
 """
 
+#: The drawing's scale fitted to its pane, at most (a 2-node job is not drawn huge) and at
+#: least (past that its pane scrolls); the reader zooms from there (docs/viewer.md).
+FIT_MAX = 1.6
+FIT_MIN = 0.3
+_SCRIPT = _SCRIPT % {"fit_max": FIT_MAX, "fit_min": FIT_MIN}
+
 _TEMPLATE = """<!DOCTYPE html>
 <html lang="en">
 <head>
@@ -454,7 +744,10 @@ _TEMPLATE = """<!DOCTYPE html>
 <style>{style}</style>
 </head>
 <body data-stage="{stage}" data-nodes="{count}">
-<header><h1>{title}</h1></header>
+<header><h1>{title}</h1><nav aria-label="zoom"><button id="zoom-out" type="button"
+title="zoom out (-)">&#8722;</button><button id="zoom-fit" type="button"
+title="fit to the pane (0)">fit</button><button id="zoom-in" type="button"
+title="zoom in (+)">+</button></nav></header>
 <main id="graph">
 {svg}
 </main>

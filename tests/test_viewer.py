@@ -1,7 +1,8 @@
 """The plan viewer's page without a browser (issue 15, item 2): every graph stage of every
 example is one self-contained, deterministic page that draws every node, laid out left
-to right with no box over another, and a hostile name is text, never markup. The page in
-a real browser: tests/test_viewer_browser.py."""
+to right with no box over another, and a hostile name is text, never markup. Each JOIN
+shows its condition and time bound, each source its watermark, in the box and the
+details (issue 30, item 5). The page in a real browser: tests/test_viewer_browser.py."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ import pytest
 
 import flowc
 from flowc.cli.main import main
-from flowc.viewer import _GRAPHS, GRAPH_STAGES, MAX_VIEW_NODES, layout, render_html
+from flowc.viewer import _GRAPHS, GRAPH_STAGES, MAX_VIEW_NODES, Box, layout, render_html
+from tests.helpers.viewer import declared_watermarks, joins, vertex_of
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted((ROOT / "examples").glob("*.flow"))
@@ -110,3 +112,87 @@ def test_too_large_a_graph_is_refused_not_laid_out(
     )
     assert main(["compile", str(job), "--emit", "streamgraph", "--format", "html"]) == 2
     assert "the HTML viewer lays out at most" in capsys.readouterr().err
+
+
+def box_text(box: Box) -> str:
+    """A box's lines as one text: a note wrapped over lines reads whole again."""
+    return " ".join(box.lines)
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
+def test_each_join_shows_its_condition_and_time_bound_in_its_box_and_details(path: Path) -> None:
+    job = compiled(path)
+    shown = joins(job)
+    for stage in GRAPH_STAGES:
+        boxes = {b.id: b for b in _GRAPHS[stage](job)[0]}
+        for join in shown:
+            box = boxes[
+                {"transformations": f"t{join.node}", "streamgraph": f"n{join.node}"}.get(
+                    stage, vertex_of(job, join.node)
+                )
+            ]
+            details = {k.split(" (")[0]: v for k, v in box.details}
+            assert details["condition"] == join.condition
+            assert f"ON {join.condition}" in box_text(box)
+            if join.time_range is not None:  # an interval join: its bound is the range
+                assert details["time bound"] == join.time_range
+                assert f"time bound: {join.time_range}" in box_text(box)
+            else:
+                assert details["time bound"].startswith(("none", "FOR SYSTEM_TIME AS OF"))
+            lines = [i for i, line in enumerate(box.lines) if join.condition[:20] in line]
+            assert lines and all(i in box.notes for i in lines)  # drawn as notes
+    if path.stem in ("orders_payments_join", "auctions", "nexmark_q4"):
+        assert shown  # the examples this test is about have their joins found
+
+
+def test_a_join_without_a_time_bound_says_so_and_a_comment_in_on_is_left_out() -> None:
+    text = (
+        "CREATE SOURCE a (k BIGINT, v STRING) WITH (connector = 'datagen');\n"
+        "CREATE SOURCE b (k BIGINT, w STRING) WITH (connector = 'datagen');\n"
+        "CREATE SINK o WITH (connector = 'console');\n"
+        "INSERT INTO o FROM a |> JOIN b ON a.k = b.k -- the key\n"
+        "  AND (v = w OR w BETWEEN 'a' AND 'z') |> SELECT a.k, v, w;\n"
+    )
+    job = flowc.compile(text, "regular.flow")
+    (box,) = [b for b in _GRAPHS["streamgraph"](job)[0] if b.title == "Join"]
+    details = dict(box.details)
+    assert details["condition"] == "a.k = b.k AND (v = w OR w BETWEEN 'a' AND 'z')"
+    assert details["time bound"] == "none (every row of both sides stays in state)"
+    assert box.lines[:2] == ("ON a.k = b.k", "AND (v = w OR w BETWEEN 'a' AND 'z')")
+    assert "time bound: none (every row of both sides stays in state)" in box_text(box)
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
+def test_each_source_shows_its_watermark_in_its_box_and_details(path: Path) -> None:
+    job = compiled(path)
+    declared = declared_watermarks(job.source)
+    for stage in GRAPH_STAGES:
+        boxes = {b.title: b for b in _GRAPHS[stage](job)[0]}
+        for source in job.program.sources:
+            name = f"Source: {source.name}"
+            box = boxes.get(name) or next(b for b in boxes.values() if name in b.lines)
+            watermark = dict((k.split(" (")[0], v) for k, v in box.details)["watermark"]
+            if source.name in declared:
+                assert watermark.startswith(declared[source.name])
+                assert declared[source.name] in box_text(box)
+            else:
+                assert watermark.startswith("no watermark")
+                assert watermark in box.lines
+                assert source.watermark is None
+    if path.stem in ("orders_payments_join", "clicks_per_user", "nexmark_q6"):
+        assert declared  # the regex finds what these examples declare
+
+
+def test_a_hostile_condition_is_text_not_markup() -> None:
+    text = (
+        "CREATE SOURCE a (k BIGINT, v STRING) WITH (connector = 'datagen');\n"
+        "CREATE SOURCE b (k BIGINT, w STRING) WITH (connector = 'datagen');\n"
+        "CREATE SINK o WITH (connector = 'console');\n"
+        "INSERT INTO o FROM a |> JOIN b ON a.k = b.k\n"
+        "  AND w <> '</script><script>alert(1)</script>' |> SELECT a.k, v, w;\n"
+    )
+    page = render_html(flowc.compile(text, "evil.flow"), "jobgraph")
+    assert "<script>alert" not in page
+    assert page.count("<script") == 2
+    assert "AND w &lt;&gt; &#x27;&lt;/script&gt;&lt;script&gt;alert(1)" in page  # the box
+    assert "\\u003c/script\\u003e\\u003cscript\\u003ealert(1)" in page  # the details' data
