@@ -82,11 +82,11 @@ def screenshot(browser: Any, tmp_path_factory: pytest.TempPathFactory, example: 
     if os.environ.get("FLOWC_UPDATE_SCREENSHOTS") == "1" and example in SHOWN:
         folder, window = IMAGES, SHOWN[example]
     folder.mkdir(parents=True, exist_ok=True)
-    browser.set_window_size(*window)
+    resize(browser, window)
     try:
         assert browser.save_screenshot(str(folder / f"viewer-{example}.png"))
     finally:
-        browser.set_window_size(*WINDOW)
+        resize(browser, WINDOW)
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
@@ -187,6 +187,16 @@ def assert_fitted(measured: dict[str, Any], capped: bool = False) -> None:
     assert measured["scale"] <= FIT_MAX + 0.01, measured
 
 
+def resize(browser: Any, size: tuple[int, int]) -> None:
+    """The window at ``size``, once the page has handled the resize: a page handles its
+    resize events before the animation frames that follow them."""
+    browser.set_window_size(*size)
+    browser.execute_async_script(
+        "const done = arguments[0];"
+        "requestAnimationFrame(() => requestAnimationFrame(() => done()));"
+    )
+
+
 @pytest.mark.parametrize("example", ["wordcount", "orders_payments_join"])
 def test_a_small_job_is_fitted_to_its_pane_and_again_after_a_resize(
     browser: Any, tmp_path: Path, example: str
@@ -195,10 +205,10 @@ def test_a_small_job_is_fitted_to_its_pane_and_again_after_a_resize(
     assert_fitted(browser.execute_script(_MEASURE))
     try:
         for size in ((1100, 800), (1900, 600), (800, 1000)):
-            browser.set_window_size(*size)
+            resize(browser, size)
             assert_fitted(browser.execute_script(_MEASURE), capped=True)
     finally:
-        browser.set_window_size(*WINDOW)
+        resize(browser, WINDOW)
 
 
 def test_a_readers_zoom_is_kept_across_a_resize_and_fit_restores_the_fitted_view(
@@ -214,10 +224,10 @@ def test_a_readers_zoom_is_kept_across_a_resize_and_fit_restores_the_fitted_view
     assert zoomed["scale"] == pytest.approx(fitted * 1.25 * 1.25, rel=0.02)
     assert zoomed["scrolls"]  # larger than its pane now: the pane scrolls
     try:
-        browser.set_window_size(1200, 800)
+        resize(browser, (1200, 800))
         assert browser.execute_script(_MEASURE)["scale"] == pytest.approx(zoomed["scale"])
     finally:
-        browser.set_window_size(*WINDOW)
+        resize(browser, WINDOW)
     browser.find_element(By.ID, "zoom-fit").click()
     assert_fitted(browser.execute_script(_MEASURE))
 
