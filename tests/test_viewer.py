@@ -196,3 +196,28 @@ def test_a_hostile_condition_is_text_not_markup() -> None:
     assert page.count("<script") == 2
     assert "AND w &lt;&gt; &#x27;&lt;/script&gt;&lt;script&gt;alert(1)" in page  # the box
     assert "\\u003c/script\\u003e\\u003cscript\\u003ealert(1)" in page  # the details' data
+
+
+def test_a_join_as_of_a_time_shows_that_time_as_its_bound() -> None:
+    """FOR SYSTEM_TIME AS OF an event time (a versioned table: Flink's temporal join) and
+    of a processing time (sql_top_categories: Flink's lookup join)."""
+    text = (
+        "CREATE SOURCE orders (id BIGINT, cur STRING, ts TIMESTAMP,\n"
+        "  WATERMARK FOR ts AS ts - INTERVAL 5 SECONDS) WITH (connector = 'datagen');\n"
+        "CREATE TABLE rates (cur STRING, rate DOUBLE, since TIMESTAMP)\n"
+        "  WITH (connector = 'files', path = 'rates', format = 'json', key = 'cur',\n"
+        "  version_time = 'since');\n"
+        "CREATE SINK o WITH (connector = 'console');\n"
+        "INSERT INTO o SELECT o.id, r.rate FROM orders AS o\n"
+        "  JOIN rates FOR SYSTEM_TIME AS OF o.ts AS r ON o.cur = r.cur;\n"
+    )
+    lookup = compiled(ROOT / "examples" / "sql_top_categories.flow")
+    for job, time in ((flowc.compile(text, "temporal.flow"), "ts"), (lookup, "arrived")):
+        (join,) = joins(job)
+        box = next(b for b in _GRAPHS["streamgraph"](job)[0] if b.id == f"n{join.node}")
+        bound = dict(box.details)["time bound"]
+        assert re.fullmatch(
+            rf"FOR SYSTEM_TIME AS OF `\w+`\.{time} \((event|processing) time: .*\)", bound
+        )
+        assert ("event time" in bound) == (job is not lookup)
+        assert f"time bound: {bound}" in box_text(box)
