@@ -619,7 +619,8 @@ g.node { cursor: pointer; }
 g.node.selected rect { fill: #fff4c2; stroke: #b8860b; stroke-width: 2.5; }
 g.edge path { fill: none; stroke: #6b7b8c; stroke-width: 1.4; }
 g.edge text { fill: #44515e; font-size: 11px; }
-pre { background: #f0f2f4; padding: 6px; white-space: pre-wrap; margin: 4px 0 10px; }
+pre { background: #f0f2f4; padding: 6px; white-space: pre-wrap; overflow-wrap: anywhere;
+  margin: 4px 0 10px; }
 dt { font-weight: bold; margin-top: 6px; }
 dd { margin: 0; white-space: pre-wrap; font-family: monospace; }
 .line-number { color: #7a8793; user-select: none; }
