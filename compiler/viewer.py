@@ -215,7 +215,12 @@ def _join_notes(step: JoinStep | DimensionJoinStep, times: frozenset[str]) -> _N
     else:
         texts = _conjunct_texts(condition.text) or [_one_line(condition.text)]
         on_text = _one_line(condition.text)
-    on = [line for i, c in enumerate(texts) for line in _wrapped(("AND ", "ON ")[i == 0] + c, 9)]
+    # A line per conjunct (wrapped where long), the last of the box cut with "…".
+    on = [
+        line
+        for i, text in enumerate(texts)
+        for line in _wrapped(("AND " if i else "ON ") + text, _CONDITION_LINES)
+    ]
     if len(on) > _CONDITION_LINES:
         on = [*on[: _CONDITION_LINES - 1], *_wrapped(" ".join(on[_CONDITION_LINES - 1 :]), 1)]
     lines = (*on, *_wrapped(f"time bound: {bound}", _BOUND_LINES))
