@@ -2,17 +2,18 @@
 tests/test_rescale.py, tests/test_rescale_matrix.py and tests/test_rescale_processors.py,
 on real Spark with real checkpoints.
 
-One job of five queries over three sources runs three times, at parallelism 2, then 4,
-then 1, on the RocksDB store, with a new file per source (a later modification time)
-before each run, so ``flowc run`` repartitions every query's state before the second and
-third runs:
+Five queries over three sources, in three jobs (:data:`JOBS`), each job run three times,
+at parallelism 2, then 4, then 1, on the RocksDB store, with a new file per source (a
+later modification time) before each run, so ``flowc run`` repartitions every query's
+state before the second and third runs:
 
 - ``tops``: an unwindowed TOP per key (``KEY BY auction |> TOP 2 BY price DESC AS rn``),
   Spark's ``max_by`` aggregation (``stateStoreSave``), into an upsert sink;
 - ``firsts``: Flink's keep-first row by event time (``TOP 1 BY ts ASC PER seller``), the
   ``RowtimeFirstRow`` processor: a candidate per group, an event-time timer, a done flag;
 - ``marked``: a CURRENT_WATERMARK filter (the late-data recipe), the ``WatermarkReader``
-  processor, which keeps nothing but the watermark the checkpoint carries;
+  processor, which keeps nothing: the watermark it reads is the one the repartition
+  batch's commit carries (``nextBatchWatermarkMs``);
 - ``sellers``: a TOP over an AGGREGATE's updates (Flink SQL's Top-N over a GROUP BY), two
   ``ChangelogOperator`` processors (the producer AGGREGATE, the consuming TOP);
 - ``winners``: a JOIN of a TOP's updates (a producer ``ChangelogOperator``) with a CDC
