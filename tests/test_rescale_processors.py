@@ -22,7 +22,8 @@ there), and the next run rescales and answers right.
 Spark starts a Python worker per processor and micro-batch to plan it (its pre-init
 runner), which must connect back in time: a CURRENT_WATERMARK filter before the WITHIN
 (a processor with no state) rescaled right in a measured run, and is left out here to
-spare those workers (on a loaded machine they time out, before any rescale).
+spare those workers (on a loaded machine they time out, before any rescale):
+tests/test_rescale_processors_more.py rescales it in a job with one other processor.
 """
 
 from __future__ import annotations
