@@ -1,15 +1,16 @@
 """flowc's compile against Flink's warm JVM, side by side in one run (issue 30, item 4).
 
-Two long-lived workers answer one timed round per request: flowc in this Python (imported,
-one compile done, then per round ``clear_expression_cache()`` and ``flowc.compile`` of
-benchmarks/generate.py's job, as benchmarks.compile_speed times it) and Flink in a JVM
-(benchmarks/flink_compile_speed.py, after ``--warmup`` unmeasured rounds). Rounds
-alternate which side goes first; each round also times, in fresh processes, ``import
-flowc`` and the whole ``python -m flowc compile JOB --emit jobgraph``. A busy moment of the
-shared machine then falls on both sides: the report gives each side's best and median and
-the median of the rounds' ratios, in wall time and in CPU time (flowc: the process's CPU
-time; Flink: the JVM process's, which counts its garbage collector and JIT threads, and the
-building thread's alone).
+Two long-lived workers answer one timed round per request. flowc: this tree's compiler/,
+runtime/ and grammar/ copied onto PYTHONPATH (as benchmarks.compile_speed lays them out),
+imported, one compile done, then per round ``clear_expression_cache()`` and
+``flowc.compile`` of benchmarks/generate.py's job (as benchmarks.compile_speed times it).
+Flink: a JVM (benchmarks/flink_compile_speed.py) after ``--warmup`` unmeasured rounds.
+Rounds alternate which side goes first; each round also times, in fresh processes,
+``import flowc`` and the whole ``python -m flowc compile JOB --emit jobgraph``. A busy
+moment of the shared machine then falls on both sides: the report gives each side's best
+and median and the median of the rounds' ratios, in wall time and in CPU time (flowc: the
+process's CPU time; Flink: the JVM process's, which counts its garbage collector and JIT
+threads, and the building thread's alone).
 
 ``--against REV`` adds git revision REV's flowc (its compiler/, runtime/ and grammar/ on
 PYTHONPATH, as benchmarks.compile_speed does) to every round: before and after, in one run.
@@ -119,6 +120,28 @@ def timed_process(command: list[str], env: dict[str, str], into: Series) -> None
     into.cpu.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
 
 
+_IMPORT = (
+    "import time; wall, cpu = time.perf_counter(), time.process_time(); import flowc; "
+    "print(time.perf_counter() - wall, time.process_time() - cpu)"
+)
+
+
+def timed_import(env: dict[str, str], into: Series) -> None:
+    """``import flowc`` in a fresh process, timed inside it (the interpreter's start left
+    out, as ``python -X importtime`` counts it)."""
+    done = subprocess.run(
+        [sys.executable, "-c", _IMPORT],
+        check=True,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPOSITORY,
+    )
+    wall, cpu = done.stdout.split()
+    into.wall.append(float(wall))
+    into.cpu.append(float(cpu))
+
+
 def describe(name: str, series: Series) -> str:
     wall = f"wall best {min(series.wall):.3f} s, median {statistics.median(series.wall):.3f} s"
     cpu = f"CPU best {min(series.cpu):.3f} s, median {statistics.median(series.cpu):.3f} s"
@@ -155,7 +178,9 @@ def main() -> int:
         env = dict(os.environ)
         env.pop("PYTHONDONTWRITEBYTECODE", None)  # as pip leaves an installed package
         env["PYTHONPYCACHEPREFIX"] = str(Path(directory) / "pycache")
-        trees: dict[str, dict[str, str]] = {"flowc": env}
+        # each tree from a copy on PYTHONPATH, both found the same way
+        here = importable_tree(REPOSITORY, Path(directory) / "here")
+        trees: dict[str, dict[str, str]] = {"flowc": dict(env, PYTHONPATH=str(here))}
         if args.against:
             old = importable_tree(
                 revision_tree(args.against, Path(directory) / "src"), Path(directory) / "old"
@@ -180,6 +205,8 @@ def main() -> int:
             for name, tree_env in trees.items()
         }
         for name, worker in workers.items():
+            if not str(worker.ready["file"]).startswith(trees[name]["PYTHONPATH"]):
+                raise RuntimeError(f"{name} imported {worker.ready['file']}")
             print(f"{name}: {worker.ready['file']}, {worker.ready['nodes']} stream nodes")
         compiles = {name: Series() for name in [*workers, "flink"]}
         imports = {name: Series() for name in workers}
@@ -192,7 +219,7 @@ def main() -> int:
             for name, worker in order:
                 worker.round(compiles[name])
             for name, tree_env in trees.items():
-                timed_process([sys.executable, "-c", "import flowc"], tree_env, imports[name])
+                timed_import(tree_env, imports[name])
                 timed_process(
                     [
                         sys.executable,
@@ -227,7 +254,7 @@ def main() -> int:
             f"  {name} / flink, CPU (JVM building thread): "
             f"{ratio(compiles[name].cpu, compiles['flink'].thread_cpu)}"
         )
-    print("import flowc (fresh process):")
+    print("import flowc (in a fresh process, the interpreter's start left out):")
     for name, series in imports.items():
         print("  " + describe(name, series))
     print("whole `flowc compile JOB --emit jobgraph` process:")
