@@ -20,6 +20,12 @@ STEPS = (
 )
 
 
+def view_count(operators: int) -> int:
+    """The number of views of ten steps that make about ``operators`` operators."""
+    physical_per_view = sum(1 for s in STEPS if s not in ("REBALANCE", "KEY BY k"))
+    return max(1, operators // physical_per_view)
+
+
 def generate_job(operators: int) -> str:
     """A job with about ``operators`` operators (physical steps, plus one source and sinks)."""
     lines = [
@@ -28,8 +34,7 @@ def generate_job(operators: int) -> str:
         "CREATE SOURCE src (k BIGINT, v BIGINT) WITH (connector = 'datagen', parallelism = 2);",
         "CREATE SINK out WITH (connector = 'noop');",
     ]
-    physical_per_view = sum(1 for s in STEPS if s not in ("REBALANCE", "KEY BY k"))
-    views = max(1, operators // physical_per_view)
+    views = view_count(operators)
     previous = "src"
     for i in range(views):
         steps = " |> ".join(s.format(i=i) for s in STEPS)

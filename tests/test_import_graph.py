@@ -67,6 +67,8 @@ LAZY_ALLOWED: dict[tuple[str, str], str] = {
     ("flowc.runtime.failures", "py4j.protocol"): "py4j only once Spark has failed",
     ("flowc.runtime.function_list", "pyspark"): "a maintainer's tool that asks Spark",
     ("flowc.runtime.function_list", "pyspark.sql"): "a maintainer's tool that asks Spark",
+    ("flowc.cli.compile", "flowc.spark.codegen"): "the PySpark code generator (six modules) "
+    "only for --emit pyspark or all: flowc compile of a plan does without it",
     ("flowc.cli.lsp", "flowc.lsp.server"): "pygls, an optional dependency (flowc[lsp])",
     ("flowc.cli.run", "flowc.runtime.failures"): _RUNTIME,
     ("flowc.cli.run", "flowc.runtime.run"): _RUNTIME,

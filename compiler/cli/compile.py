@@ -22,7 +22,6 @@ from flowc.cli.output import (
     write_stdout,
 )
 from flowc.diagnostics import CompileError, Diagnostic, Severity
-from flowc.spark.codegen import generate_pyspark
 from flowc.sql.spark_sql import UnsupportedOnSpark
 from flowc.syntax.astdump import ast_to_json, ast_to_text
 from flowc.syntax.overrides import COMMAND_LINE, command_line_text
@@ -113,6 +112,8 @@ def render_stage(job: CompiledJob, stage: str, fmt: str) -> str:
     if stage == "ast":
         return ast_to_json(job.ast) if fmt == "json" else ast_to_text(job.ast)
     if stage == "pyspark":
+        from flowc.spark.codegen import generate_pyspark
+
         try:
             return generate_pyspark(job)
         except UnsupportedOnSpark as error:
