@@ -41,6 +41,7 @@ from flowc.runtime.ownership import check_sink_ownership
 from flowc.runtime.rescale import Rescaled, RescaleFailed
 from flowc.runtime.state_guard import StateGuard, guard_state
 from flowc.runtime.state_report import NO_WATERMARK, HeldState, held_state, state_lines
+from flowc.runtime.warm import COLD
 from flowc.spark.codegen import generate_pyspark
 from flowc.spark.spark_plan import checkpoint_root
 from flowc.sql.spark_sql import UnsupportedOnSpark
@@ -239,27 +240,17 @@ def run_job(
 
 #: What a new local session's start says first: nothing else shows for the 30 s it takes.
 COLD_START = "starting Spark (a new JVM, ~30 s; `flowc spark start` keeps one warm)\n"
-#: How the line that says why a job does not run on the warm Spark starts.
-COLD = "running on a new local Spark, not the warm one: "
 
 
 def _static_settings(
     module: types.ModuleType, remote: str | None, warm: bool, out: TextIO
 ) -> str | None:
-    """``remote``, unless the job SETs a spark.* setting a Connect session cannot take
-    (a static one, or one Spark does not know): pyspark's Connect builder would skip it
-    silently. Then the warm Spark gives way to a new local session (None, and a line
-    saying why); a ``--remote`` the user gave is refused."""
-    conf: dict[str, str] = module.SPARK_CONF
-    if remote is None or not conf:
-        return remote
-    from pyspark.sql import SparkSession
-
-    probe = SparkSession.builder.remote(remote).create()
-    try:
-        fixed = [key for key in sorted(conf) if not probe.conf.isModifiable(key)]
-    finally:
-        probe.stop()
+    """``remote``, unless the job SETs a spark.* setting a Connect session cannot take:
+    then the warm Spark gives way to a new local session (None, and a line saying why);
+    a ``--remote`` the user gave is refused."""
+    if remote is None:
+        return None
+    fixed = static_settings(module, remote)
     if not fixed:
         return remote
     names = ", ".join(fixed)
@@ -270,6 +261,28 @@ def _static_settings(
         f"error: the job SETs {names}, which a Spark Connect session cannot set (Spark "
         "takes it when it starts); run without --remote\n"
     )
+
+
+def static_settings(module: types.ModuleType, remote: str) -> list[str]:
+    """The job's SET spark.* settings a Connect session cannot take (static ones, or ones
+    Spark does not know), which pyspark's Connect builder would skip without a word."""
+    conf: dict[str, str] = module.SPARK_CONF
+    if not conf:
+        return []
+    from pyspark.sql import SparkSession
+
+    probe = SparkSession.builder.remote(remote).create()
+    try:
+        return [key for key in sorted(conf) if not probe.conf.isModifiable(key)]
+    finally:
+        probe.stop()
+
+
+def local_session_runs() -> bool:
+    """Whether this process has a local Spark session already (tests run flowc in one)."""
+    from pyspark.sql import SparkSession
+
+    return SparkSession.getActiveSession() is not None
 
 
 def _release(spark: Any) -> None:
@@ -349,7 +362,7 @@ def rescale_job(
     return guard.rescaled
 
 
-def computed(progress: Any, key: str) -> object:
+def computed(progress: Any, key: str) -> float | None:
     """One of a progress's totals over its sources (numInputRows and the two rates): a
     key of Spark Classic's progress, while through Spark Connect the key holds None and
     pyspark computes the total from the sources (an attribute)."""

@@ -213,6 +213,10 @@ def using(folder: Path) -> Iterator[None]:
         touch(last_used_path(folder))
 
 
+#: How the line that says why a job does not run on the warm Spark starts.
+COLD = "running on a new local Spark, not the warm one: "
+
+
 @dataclass(frozen=True, slots=True)
 class Choice:
     """Where a job runs: ``url`` the warm server's, or None (a new local session), and
@@ -259,7 +263,7 @@ def choose(
     server = read_server(folder)
     if server is None:
         return Choice(None)
-    cold = "running on a new local Spark, not the warm one: "
+    cold = COLD
     if master_given:
         return Choice(None, cold + "--master was given")
     blockers = connect_blockers(job, sinks_replaced)

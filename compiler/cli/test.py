@@ -16,6 +16,7 @@ import os
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from flowc.cli.compile import render_stage
 from flowc.cli.input import compile_source, read_source, spark_missing
@@ -39,6 +40,9 @@ from flowc.usertest import (
 )
 from flowc.usertest.safe_yaml import MAX_TEST_FILE_BYTES
 
+if TYPE_CHECKING:
+    from flowc.job import CompiledJob
+
 
 def test(args: argparse.Namespace) -> int:
     if args.plans is not None:
@@ -58,8 +62,9 @@ def test(args: argparse.Namespace) -> int:
 
 
 def _run_tests(args: argparse.Namespace, run: TestRun) -> None:
-    """Each test file's tests, on one local SparkSession (Spark's log goes to a file)."""
-    spark = None
+    """Each test file's tests, on one local SparkSession (Spark's log goes to a file), or
+    on the warm Spark, where it runs and the job can run through it exactly."""
+    sessions = _Sessions(args.master)
     for test_path, job_path in _pairs(args.paths):
         try:
             text = read_source(job_path)
@@ -81,12 +86,9 @@ def _run_tests(args: argparse.Namespace, run: TestRun) -> None:
             write_stdout(render_text([missing], {job_path: text}, color=False))
             run.outcomes.append(TestOutcome(test_path, "(job)", 0.0, error="no pyspark"))
             continue
-        from flowc.runtime.run import load_program
         from flowc.runtime.user_tests import run_test
 
-        if spark is None:
-            spark = load_program(job).start_session(args.master, quiet=True)
-            spark.sparkContext.setLogLevel("ERROR")
+        spark = sessions.session(job)
         for case in tests.tests:
             outcome = run_test(spark, job, case, tests)
             run.outcomes.append(outcome)
@@ -95,6 +97,41 @@ def _run_tests(args: argparse.Namespace, run: TestRun) -> None:
             for text_block in (outcome.failure, outcome.error):
                 if text_block:
                     write_stdout("".join(f"    {line}\n" for line in text_block.splitlines()))
+
+
+class _Sessions:
+    """flowc test's Spark sessions, each started on first need: one on the warm Spark
+    (docs/warm-spark.md) for the jobs that can run through it, one local for the others,
+    with a line saying which and why."""
+
+    def __init__(self, master: str | None) -> None:
+        self.master = master
+        self.warm: object | None = None
+        self.cold: object | None = None
+
+    def session(self, job: CompiledJob) -> object:
+        from flowc.runtime.run import COLD_START, load_program, local_session_runs, static_settings
+        from flowc.runtime.warm import COLD, WARM_MASTER, choose
+
+        module = load_program(job)
+        choice = choose(job, self.master is not None, sinks_replaced=True)
+        if choice.url is not None:
+            fixed = static_settings(module, choice.url)
+            if not fixed:
+                if self.warm is None:
+                    write_stdout(f"running on the warm Spark at {choice.url}\n")
+                    self.warm = module.start_session(WARM_MASTER, choice.url, quiet=True)
+                return self.warm
+            write_stdout(f"{COLD}a Spark Connect session cannot SET {', '.join(fixed)}\n")
+        elif choice.reason is not None:
+            write_stdout(choice.reason + "\n")
+        if self.cold is None:
+            if not local_session_runs():
+                write_stdout(COLD_START)
+            session = module.start_session(self.master or "local[2]", quiet=True)
+            session.sparkContext.setLogLevel("ERROR")
+            self.cold = session
+        return self.cold
 
 
 def _shown(path: str) -> str:
