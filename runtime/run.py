@@ -235,7 +235,7 @@ def run_job(
         )  # fmt: skip
     finally:
         if remote is not None:
-            _release(spark)
+            release(spark)
 
 
 #: What a new local session's start says first: nothing else shows for the 30 s it takes.
@@ -285,8 +285,8 @@ def local_session_runs() -> bool:
     return SparkSession.getActiveSession() is not None
 
 
-def _release(spark: Any) -> None:
-    """End this run's Connect session on the server (its temporary views, its SETs)."""
+def release(spark: Any) -> None:
+    """End a Connect session on the server (its temporary views, its SETs)."""
     with suppress(Exception):  # the server may be gone; the run's outcome stands
         spark.stop()
 

@@ -22,15 +22,6 @@ import time
 from pathlib import Path
 
 from flowc.cli.output import EXIT_ERRORS, EXIT_OK, write_stdout
-from flowc.runtime.warm import (
-    DEFAULT_IDLE_MINUTES,
-    busy_clients,
-    idle_seconds,
-    listening,
-    log_path,
-    read_server,
-    state_dir,
-)
 
 #: How long ``start`` waits for the server to listen: a JVM took 30-75 s here, loaded.
 START_TIMEOUT = 300.0
@@ -39,6 +30,8 @@ STOP_TIMEOUT = 60.0
 
 
 def spark(args: argparse.Namespace) -> int:
+    from flowc.runtime.warm import DEFAULT_IDLE_MINUTES, state_dir
+
     folder = state_dir()
     if args.action == "start":
         idle = DEFAULT_IDLE_MINUTES if args.idle_minutes is None else args.idle_minutes
@@ -49,6 +42,8 @@ def spark(args: argparse.Namespace) -> int:
 
 
 def _start(folder: Path, idle_minutes: float) -> int:
+    from flowc.runtime.warm import listening, log_path, read_server
+
     if importlib.util.find_spec("pyspark") is None:
         sys.stderr.write(
             f"error: flowc spark start needs pyspark, and {sys.executable} has none: "
@@ -108,6 +103,8 @@ def _start(folder: Path, idle_minutes: float) -> int:
 
 
 def _status(folder: Path) -> int:
+    from flowc.runtime.warm import busy_clients, idle_seconds, log_path, read_server
+
     server = read_server(folder)
     if server is None:
         write_stdout("the warm Spark is not running (flowc spark start starts it)\n")
@@ -129,6 +126,8 @@ def _status(folder: Path) -> int:
 
 
 def _stop(folder: Path) -> int:
+    from flowc.runtime.warm import read_server
+
     server = read_server(folder)
     if server is None:
         write_stdout("the warm Spark is not running\n")

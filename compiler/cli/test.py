@@ -15,6 +15,7 @@ import difflib
 import os
 import tempfile
 import time
+from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -63,8 +64,14 @@ def test(args: argparse.Namespace) -> int:
 
 def _run_tests(args: argparse.Namespace, run: TestRun) -> None:
     """Each test file's tests, on one local SparkSession (Spark's log goes to a file), or
-    on the warm Spark, where it runs and the job can run through it exactly."""
-    sessions = _Sessions(args.master)
+    on the warm Spark, where it runs and the job can run through it exactly; the warm
+    Spark's session is released at the end (its memory tables with it)."""
+    with ExitStack() as stack:
+        _run_pairs(args, run, stack)
+
+
+def _run_pairs(args: argparse.Namespace, run: TestRun, stack: ExitStack) -> None:
+    sessions: dict[str, object] = {}
     for test_path, job_path in _pairs(args.paths):
         try:
             text = read_source(job_path)
@@ -88,7 +95,7 @@ def _run_tests(args: argparse.Namespace, run: TestRun) -> None:
             continue
         from flowc.runtime.user_tests import run_test
 
-        spark = sessions.session(job)
+        spark = _session(job, args.master, sessions, stack)
         for case in tests.tests:
             outcome = run_test(spark, job, case, tests)
             run.outcomes.append(outcome)
@@ -99,39 +106,43 @@ def _run_tests(args: argparse.Namespace, run: TestRun) -> None:
                     write_stdout("".join(f"    {line}\n" for line in text_block.splitlines()))
 
 
-class _Sessions:
-    """flowc test's Spark sessions, each started on first need: one on the warm Spark
+def _session(
+    job: CompiledJob, master: str | None, sessions: dict[str, object], stack: ExitStack
+) -> object:
+    """The session for ``job``'s tests, each started on first need: one on the warm Spark
     (docs/warm-spark.md) for the jobs that can run through it, one local for the others,
-    with a line saying which and why."""
+    with a line saying which and why. ``sessions`` holds them ("warm", "cold"); ``stack``
+    releases the warm one and this process's mark as the server's client."""
+    from flowc.runtime.run import (
+        COLD_START,
+        load_program,
+        local_session_runs,
+        release,
+        static_settings,
+    )
+    from flowc.runtime.warm import COLD, WARM_MASTER, choose, state_dir, using
 
-    def __init__(self, master: str | None) -> None:
-        self.master = master
-        self.warm: object | None = None
-        self.cold: object | None = None
-
-    def session(self, job: CompiledJob) -> object:
-        from flowc.runtime.run import COLD_START, load_program, local_session_runs, static_settings
-        from flowc.runtime.warm import COLD, WARM_MASTER, choose
-
-        module = load_program(job)
-        choice = choose(job, self.master is not None, sinks_replaced=True)
-        if choice.url is not None:
-            fixed = static_settings(module, choice.url)
-            if not fixed:
-                if self.warm is None:
-                    write_stdout(f"running on the warm Spark at {choice.url}\n")
-                    self.warm = module.start_session(WARM_MASTER, choice.url, quiet=True)
-                return self.warm
-            write_stdout(f"{COLD}a Spark Connect session cannot SET {', '.join(fixed)}\n")
-        elif choice.reason is not None:
-            write_stdout(choice.reason + "\n")
-        if self.cold is None:
-            if not local_session_runs():
-                write_stdout(COLD_START)
-            session = module.start_session(self.master or "local[2]", quiet=True)
-            session.sparkContext.setLogLevel("ERROR")
-            self.cold = session
-        return self.cold
+    module = load_program(job)
+    choice = choose(job, master is not None, sinks_replaced=True)
+    if choice.url is not None:
+        fixed = static_settings(module, choice.url)
+        if not fixed:
+            if "warm" not in sessions:
+                write_stdout(f"running on the warm Spark at {choice.url}\n")
+                stack.enter_context(using(state_dir()))
+                sessions["warm"] = module.start_session(WARM_MASTER, choice.url, quiet=True)
+                stack.callback(release, sessions["warm"])
+            return sessions["warm"]
+        write_stdout(f"{COLD}a Spark Connect session cannot SET {', '.join(fixed)}\n")
+    elif choice.reason is not None:
+        write_stdout(choice.reason + "\n")
+    if "cold" not in sessions:
+        if not local_session_runs():
+            write_stdout(COLD_START)
+        session = module.start_session(master or "local[2]", quiet=True)
+        session.sparkContext.setLogLevel("ERROR")
+        sessions["cold"] = session
+    return sessions["cold"]
 
 
 def _shown(path: str) -> str:
