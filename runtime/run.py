@@ -41,7 +41,7 @@ from flowc.runtime.ownership import check_sink_ownership
 from flowc.runtime.rescale import Rescaled, RescaleFailed
 from flowc.runtime.state_guard import StateGuard, guard_state
 from flowc.runtime.state_report import NO_WATERMARK, HeldState, held_state, state_lines
-from flowc.runtime.warm import COLD
+from flowc.runtime.warm import COLD, COLD_START
 from flowc.spark.codegen import generate_pyspark
 from flowc.spark.spark_plan import checkpoint_root
 from flowc.sql.spark_sql import UnsupportedOnSpark
@@ -177,13 +177,15 @@ def run_job(
     log_file: str | None = None,
     reset_state: Sequence[str] = (),
     warm: bool = False,
+    announced: bool = False,
 ) -> RunReport:
     """Start every query of the job and wait for them; Ctrl-C stops them cleanly.
 
     ``warm``: ``remote`` is the warm Spark (flowc.runtime.warm), chosen by flowc rather
     than the user: what Connect cannot run exactly (state to repartition first, a SET of a
     static spark.* setting) then runs on a new local session, with one line saying why,
-    where a ``--remote`` the user gave is refused.
+    where a ``--remote`` the user gave is refused. ``announced``: the caller has said
+    that a new local Spark starts (flowc run does, before importing the runtime).
 
     ``log_file``: the file the caller sends Spark's output to (``flowc run`` does, with
     flowc.runtime.failures.spark_output); Spark's progress bars are then off, and a
@@ -191,6 +193,8 @@ def run_job(
     A failed query's report holds a diagnostic; Spark refusing to start the session or a
     query raises SparkRefused.
     """
+    if remote is None and not announced:
+        out.write(COLD_START)  # before pyspark loads (the generated program imports it)
     module = load_program(job)
     module.__dict__["EMBEDDED_FUNCTIONS"] = {f.name.lower(): f.call for f in job.functions}
     if remote is not None and checkpoint_dir is not None and "://" not in checkpoint_dir:
@@ -208,6 +212,7 @@ def run_job(
             f"{COLD}the state of query {names} must be repartitioned first, which Spark "
             "Connect cannot do\n"
         )
+        out.write(COLD_START)
         remote = None
     if remote is not None and guard.rescales:
         names = ", ".join(f"'{r.query}'" for r in guard.rescales)
@@ -221,9 +226,7 @@ def run_job(
     started = time.monotonic()
     try:
         remote = _static_settings(module, remote, warm, out)
-        if remote is None:
-            out.write(COLD_START)
-        elif warm:
+        if remote is not None and warm:
             out.write(f"running on the warm Spark at {remote} (flowc spark status)\n")
         spark = module.start_session(master, remote, quiet=log_file is not None)
     except spark_errors() as error:
@@ -236,10 +239,6 @@ def run_job(
     finally:
         if remote is not None:
             release(spark)
-
-
-#: What a new local session's start says first: nothing else shows for the 30 s it takes.
-COLD_START = "starting Spark (a new JVM, ~30 s; `flowc spark start` keeps one warm)\n"
 
 
 def _static_settings(
@@ -256,6 +255,7 @@ def _static_settings(
     names = ", ".join(fixed)
     if warm:
         out.write(f"{COLD}a Spark Connect session cannot SET {names} (set when Spark starts)\n")
+        out.write(COLD_START)
         return None
     raise SparkRefused(
         f"error: the job SETs {names}, which a Spark Connect session cannot set (Spark "
@@ -279,7 +279,10 @@ def static_settings(module: types.ModuleType, remote: str) -> list[str]:
 
 
 def local_session_runs() -> bool:
-    """Whether this process has a local Spark session already (tests run flowc in one)."""
+    """Whether this process has a local Spark session already (tests run flowc in one):
+    never without pyspark loaded, which is asked first (loading it takes a second)."""
+    if "pyspark.sql" not in sys.modules:
+        return False
     from pyspark.sql import SparkSession
 
     return SparkSession.getActiveSession() is not None

@@ -213,6 +213,8 @@ def using(folder: Path) -> Iterator[None]:
         touch(last_used_path(folder))
 
 
+#: What a new local session's start says first: nothing else shows for the 30 s it takes.
+COLD_START = "starting Spark (a new JVM, ~30 s; `flowc spark start` keeps one warm)\n"
 #: How the line that says why a job does not run on the warm Spark starts.
 COLD = "running on a new local Spark, not the warm one: "
 

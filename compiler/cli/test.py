@@ -113,17 +113,16 @@ def _session(
     (docs/warm-spark.md) for the jobs that can run through it, one local for the others,
     with a line saying which and why. ``sessions`` holds them ("warm", "cold"); ``stack``
     releases the warm one and this process's mark as the server's client."""
-    from flowc.runtime.run import (
-        COLD_START,
-        load_program,
-        local_session_runs,
-        release,
-        static_settings,
-    )
-    from flowc.runtime.warm import COLD, WARM_MASTER, choose, state_dir, using
+    from flowc.runtime.run import load_program, local_session_runs, release, static_settings
+    from flowc.runtime.warm import COLD, COLD_START, WARM_MASTER, choose, state_dir, using
 
-    module = load_program(job)
     choice = choose(job, master is not None, sinks_replaced=True)
+    if choice.url is None and "cold" not in sessions:  # said before pyspark loads
+        if choice.reason is not None:
+            write_stdout(choice.reason + "\n")
+        if not local_session_runs():
+            write_stdout(COLD_START)
+    module = load_program(job)
     if choice.url is not None:
         fixed = static_settings(module, choice.url)
         if not fixed:
@@ -134,11 +133,11 @@ def _session(
                 stack.callback(release, sessions["warm"])
             return sessions["warm"]
         write_stdout(f"{COLD}a Spark Connect session cannot SET {', '.join(fixed)}\n")
-    elif choice.reason is not None:
+        if "cold" not in sessions and not local_session_runs():
+            write_stdout(COLD_START)
+    elif choice.reason is not None and "cold" in sessions:
         write_stdout(choice.reason + "\n")
     if "cold" not in sessions:
-        if not local_session_runs():
-            write_stdout(COLD_START)
         session = module.start_session(master or "local[2]", quiet=True)
         session.sparkContext.setLogLevel("ERROR")
         sessions["cold"] = session
