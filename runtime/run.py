@@ -271,11 +271,19 @@ def static_settings(module: types.ModuleType, remote: str) -> list[str]:
         return []
     from pyspark.sql import SparkSession
 
+    # pyspark marks the process as Spark Connect's (its environment) for good once a
+    # Connect session starts: unmarked after the probe, a local session can still start.
+    marks = {name: os.environ.get(name) for name in ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE")}
     probe = SparkSession.builder.remote(remote).create()
     try:
         return [key for key in sorted(conf) if not probe.conf.isModifiable(key)]
     finally:
         probe.stop()
+        for name, value in marks.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def local_session_runs() -> bool:

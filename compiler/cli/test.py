@@ -72,7 +72,9 @@ def _run_tests(args: argparse.Namespace, run: TestRun) -> None:
 
 def _run_pairs(args: argparse.Namespace, run: TestRun, stack: ExitStack) -> None:
     sessions: dict[str, object] = {}
-    for test_path, job_path in _pairs(args.paths):
+    pairs = _pairs(args.paths)
+    warm = _warm_url(args, pairs)
+    for test_path, job_path in pairs:
         try:
             text = read_source(job_path)
         except UsageError as error:
@@ -95,7 +97,7 @@ def _run_pairs(args: argparse.Namespace, run: TestRun, stack: ExitStack) -> None
             continue
         from flowc.runtime.user_tests import run_test
 
-        spark = _session(job, args.master, sessions, stack)
+        spark = _session(job, args.master, warm, sessions, stack)
         for case in tests.tests:
             outcome = run_test(spark, job, case, tests)
             run.outcomes.append(outcome)
@@ -106,42 +108,67 @@ def _run_pairs(args: argparse.Namespace, run: TestRun, stack: ExitStack) -> None
                     write_stdout("".join(f"    {line}\n" for line in text_block.splitlines()))
 
 
-def _session(
-    job: CompiledJob, master: str | None, sessions: dict[str, object], stack: ExitStack
-) -> object:
-    """The session for ``job``'s tests, each started on first need: one on the warm Spark
-    (docs/warm-spark.md) for the jobs that can run through it, one local for the others,
-    with a line saying which and why. ``sessions`` holds them ("warm", "cold"); ``stack``
-    releases the warm one and this process's mark as the server's client."""
-    from flowc.runtime.run import load_program, local_session_runs, release, static_settings
-    from flowc.runtime.warm import COLD, COLD_START, WARM_MASTER, choose, state_dir, using
+def _warm_url(args: argparse.Namespace, pairs: list[tuple[str, str]]) -> str | None:
+    """The warm Spark's URL where one runs and every job can run through it exactly; else
+    None, with the line that says why where one runs. All or none: one process cannot
+    hold a local session beside a Connect one (pyspark refuses the second)."""
+    from flowc.runtime.warm import COLD, choose, read_server, state_dir
 
-    choice = choose(job, master is not None, sinks_replaced=True)
-    if choice.url is None and "cold" not in sessions:  # said before pyspark loads
-        if choice.reason is not None:
-            write_stdout(choice.reason + "\n")
-        if not local_session_runs():
-            write_stdout(COLD_START)
+    if read_server(state_dir()) is None:
+        return None
+    url = None
+    for _, job_path in pairs:
+        try:
+            job = compile_source(args, read_source(job_path), job_path)
+        except (CompileError, UsageError):
+            continue  # reported when its tests run
+        if spark_missing(job, "test") is not None:
+            return None
+        choice = choose(job, args.master is not None, sinks_replaced=True)
+        if choice.url is None:
+            if choice.reason is not None:
+                write_stdout(f"{choice.reason} ({job_path})\n")
+            return None
+        from flowc.runtime.run import load_program, static_settings
+
+        fixed = static_settings(load_program(job), choice.url)
+        if fixed:
+            write_stdout(
+                f"{COLD}a Spark Connect session cannot SET {', '.join(fixed)} ({job_path})\n"
+            )
+            return None
+        url = choice.url
+    return url
+
+
+def _session(
+    job: CompiledJob,
+    master: str | None,
+    warm: str | None,
+    sessions: dict[str, object],
+    stack: ExitStack,
+) -> object:
+    """The session for ``job``'s tests, started for the first: on the warm Spark
+    (``warm``, docs/warm-spark.md), else a local one, said before pyspark loads.
+    ``stack`` releases the warm one and this process's mark as the server's client."""
+    from flowc.runtime.run import load_program, local_session_runs, release
+    from flowc.runtime.warm import COLD_START, WARM_MASTER, state_dir, using
+
+    if "spark" in sessions:
+        return sessions["spark"]
+    if warm is None and not local_session_runs():
+        write_stdout(COLD_START)
     module = load_program(job)
-    if choice.url is not None:
-        fixed = static_settings(module, choice.url)
-        if not fixed:
-            if "warm" not in sessions:
-                write_stdout(f"running on the warm Spark at {choice.url}\n")
-                stack.enter_context(using(state_dir()))
-                sessions["warm"] = module.start_session(WARM_MASTER, choice.url, quiet=True)
-                stack.callback(release, sessions["warm"])
-            return sessions["warm"]
-        write_stdout(f"{COLD}a Spark Connect session cannot SET {', '.join(fixed)}\n")
-        if "cold" not in sessions and not local_session_runs():
-            write_stdout(COLD_START)
-    elif choice.reason is not None and "cold" in sessions:
-        write_stdout(choice.reason + "\n")
-    if "cold" not in sessions:
+    if warm is not None:
+        write_stdout(f"running on the warm Spark at {warm}\n")
+        stack.enter_context(using(state_dir()))
+        session = module.start_session(WARM_MASTER, warm, quiet=True)
+        stack.callback(release, session)
+    else:
         session = module.start_session(master or "local[2]", quiet=True)
         session.sparkContext.setLogLevel("ERROR")
-        sessions["cold"] = session
-    return sessions["cold"]
+    sessions["spark"] = session
+    return session
 
 
 def _shown(path: str) -> str:
