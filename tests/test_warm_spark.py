@@ -1,7 +1,8 @@
 """The warm Spark (docs/warm-spark.md): ``flowc spark start|status|stop``, a server that
 stops itself when idle, runs through it that equal runs on a new local session (across
 micro-batches and a restart on the same checkpoint), one Connect session per run, and the
-line a job that cannot run through it prints as it runs the cold way.
+line a job that cannot run through it prints as it runs the cold way (a console sink; a
+static spark.* setting, found by asking the server).
 
 Two real Spark Connect servers: one for the module, one for the idle stop (its own state
 folder, a 3 s idle limit).
@@ -227,6 +228,32 @@ def test_a_job_connect_cannot_run_says_why_and_runs_cold(
     assert reason in captured.err
     assert "starting Spark (a new JVM" in captured.err
     assert "[shown] batch 0: 2 rows in, 2 written" in captured.err
+
+
+def test_a_static_setting_runs_cold_with_the_setting(warm: Path, tmp_path: Path) -> None:
+    """A SET of a static spark.* setting, which a Connect session would skip without a
+    word: the run asks the server, says why it runs cold, and the local session it starts
+    (after a Connect probe in the same process) writes the rows."""
+    (tmp_path / "in").mkdir()
+    amounts = [1, 4, 7, 2, 9]
+    rows = "".join(json.dumps({"user": f"u{a}", "amount": a}) + "\n" for a in amounts)
+    (tmp_path / "in" / "rows.json").write_text(rows, encoding="utf-8")
+    (tmp_path / "job.flow").write_text(
+        f"SET spark.sql.warehouse.dir = '{tmp_path / 'warehouse'}';\n"
+        "CREATE SOURCE pay (user STRING, amount BIGINT)\n"
+        "  WITH (connector = 'files', path = 'in', format = 'json');\n"
+        "CREATE SINK big WITH (connector = 'files', path = 'out', format = 'json');\n"
+        "INSERT INTO big FROM pay |> WHERE amount > 3;\n",
+        encoding="utf-8",
+    )
+    ran = _flowc(warm, "run", str(tmp_path / "job.flow"), "--available-now")
+    assert ran.returncode == 0, ran.stderr
+    assert (
+        "running on a new local Spark, not the warm one: a Spark Connect session cannot SET "
+        "spark.sql.warehouse.dir (set when Spark starts)\n" in ran.stderr
+    )
+    written = sorted(r["amount"] for r in read_json_dir(tmp_path / "out"))
+    assert written == sorted(a for a in amounts if a > 3)
 
 
 def test_flowc_test_runs_on_the_warm_spark(warm: Path) -> None:
