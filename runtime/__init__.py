@@ -5,6 +5,6 @@ This package is the only part of flowc that imports pyspark; the compiler never 
 (its code generation, :mod:`flowc.spark.codegen`, writes a program that imports it).
 
 May import: every stage of the compiler (it compiles and runs jobs), never
-:mod:`flowc.cli`; only the command line's ``run``, ``test`` and ``diff --against``
-import it, inside the command.
+:mod:`flowc.cli`; only the command line's ``run``, ``test``, ``spark`` and ``diff
+--against`` import it, inside the command.
 """

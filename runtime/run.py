@@ -17,7 +17,7 @@ import threading
 import time
 import types
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -41,6 +41,7 @@ from flowc.runtime.ownership import check_sink_ownership
 from flowc.runtime.rescale import Rescaled, RescaleFailed
 from flowc.runtime.state_guard import StateGuard, guard_state
 from flowc.runtime.state_report import NO_WATERMARK, HeldState, held_state, state_lines
+from flowc.runtime.warm import COLD, COLD_START
 from flowc.spark.codegen import generate_pyspark
 from flowc.spark.spark_plan import checkpoint_root
 from flowc.sql.spark_sql import UnsupportedOnSpark
@@ -175,8 +176,16 @@ def run_job(
     poll_seconds: float = 0.5,
     log_file: str | None = None,
     reset_state: Sequence[str] = (),
+    warm: bool = False,
+    announced: bool = False,
 ) -> RunReport:
     """Start every query of the job and wait for them; Ctrl-C stops them cleanly.
+
+    ``warm``: ``remote`` is the warm Spark (flowc.runtime.warm), chosen by flowc rather
+    than the user: what Connect cannot run exactly (state to repartition first, a SET of a
+    static spark.* setting) then runs on a new local session, with one line saying why,
+    where a ``--remote`` the user gave is refused. ``announced``: the caller has said
+    that a new local Spark starts (flowc run does, before importing the runtime).
 
     ``log_file``: the file the caller sends Spark's output to (``flowc run`` does, with
     flowc.runtime.failures.spark_output); Spark's progress bars are then off, and a
@@ -184,8 +193,12 @@ def run_job(
     A failed query's report holds a diagnostic; Spark refusing to start the session or a
     query raises SparkRefused.
     """
+    if remote is None and not announced:
+        out.write(COLD_START)  # before pyspark loads (the generated program imports it)
     module = load_program(job)
     module.__dict__["EMBEDDED_FUNCTIONS"] = {f.name.lower(): f.call for f in job.functions}
+    if remote is not None and checkpoint_dir is not None and "://" not in checkpoint_dir:
+        checkpoint_dir = os.path.abspath(checkpoint_dir)  # the server has another folder
     folder = base_dir if base_dir is not None else str(Path(job.file).parent)
     module.__dict__["BASE_DIR"] = base = os.path.abspath(folder)
     checkpoints = checkpoint_root(job.spark_plan, checkpoint_dir, base)
@@ -193,6 +206,14 @@ def run_job(
     guard = guard_state(job, checkpoints, base, reset_state, out)
     check_sink_ownership(job, checkpoints, base)  # before Spark: folders flowc refuses
     check_processor_packages(job)  # before Spark: a processor's workers need their packages
+    if remote is not None and warm and guard.rescales:
+        names = ", ".join(f"'{r.query}'" for r in guard.rescales)
+        out.write(
+            f"{COLD}the state of query {names} must be repartitioned first, which Spark "
+            "Connect cannot do\n"
+        )
+        out.write(COLD_START)
+        remote = None
     if remote is not None and guard.rescales:
         names = ", ".join(f"'{r.query}'" for r in guard.rescales)
         raise SparkRefused(
@@ -204,9 +225,97 @@ def run_job(
     failure_log = FailureLog(job, checkpoint_dir, base_dir, log_file)
     started = time.monotonic()
     try:
+        remote = _static_settings(module, remote, warm, out)
+        if remote is not None and warm:
+            out.write(f"running on the warm Spark at {remote} (flowc spark status)\n")
         spark = module.start_session(master, remote, quiet=log_file is not None)
     except spark_errors() as error:
         raise SparkRefused.of(job, None, error, failure_log, "Spark could not start") from None
+    try:
+        return _run_started(
+            module, spark, job, report, started, out, available_now, checkpoints, guard,
+            failure_log, remote, poll_seconds,
+        )  # fmt: skip
+    finally:
+        if remote is not None:
+            release(spark)
+
+
+def _static_settings(
+    module: types.ModuleType, remote: str | None, warm: bool, out: TextIO
+) -> str | None:
+    """``remote``, unless the job SETs a spark.* setting a Connect session cannot take:
+    then the warm Spark gives way to a new local session (None, and a line saying why);
+    a ``--remote`` the user gave is refused."""
+    if remote is None:
+        return None
+    fixed = static_settings(module, remote)
+    if not fixed:
+        return remote
+    names = ", ".join(fixed)
+    if warm:
+        out.write(f"{COLD}a Spark Connect session cannot SET {names} (set when Spark starts)\n")
+        out.write(COLD_START)
+        return None
+    raise SparkRefused(
+        f"error: the job SETs {names}, which a Spark Connect session cannot set (Spark "
+        "takes it when it starts); run without --remote\n"
+    )
+
+
+def static_settings(module: types.ModuleType, remote: str) -> list[str]:
+    """The job's SET spark.* settings a Connect session cannot take (static ones, or ones
+    Spark does not know), which pyspark's Connect builder would skip without a word."""
+    conf: dict[str, str] = module.SPARK_CONF
+    if not conf:
+        return []
+    from pyspark.sql import SparkSession
+
+    # pyspark marks the process as Spark Connect's (its environment) for good once a
+    # Connect session starts: unmarked after the probe, a local session can still start.
+    marks = {name: os.environ.get(name) for name in ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE")}
+    probe = SparkSession.builder.remote(remote).create()
+    try:
+        return [key for key in sorted(conf) if not probe.conf.isModifiable(key)]
+    finally:
+        probe.stop()
+        for name, value in marks.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def local_session_runs() -> bool:
+    """Whether this process has a local Spark session already (tests run flowc in one):
+    never without pyspark loaded, which is asked first (loading it takes a second)."""
+    if "pyspark.sql" not in sys.modules:
+        return False
+    from pyspark.sql import SparkSession
+
+    return SparkSession.getActiveSession() is not None
+
+
+def release(spark: Any) -> None:
+    """End a Connect session on the server (its temporary views, its SETs)."""
+    with suppress(Exception):  # the server may be gone; the run's outcome stands
+        spark.stop()
+
+
+def _run_started(
+    module: types.ModuleType,
+    spark: Any,
+    job: CompiledJob,
+    report: RunReport,
+    started: float,
+    out: TextIO,
+    available_now: bool,
+    checkpoints: str,
+    guard: StateGuard,
+    failure_log: FailureLog,
+    remote: str | None,
+    poll_seconds: float,
+) -> RunReport:
     if remote is None:
         _check_packages(job, spark)
     if job.spark_plan.batch:
@@ -262,6 +371,14 @@ def rescale_job(
     spark = module.start_session(master, None, quiet=True)
     guard.rescale(spark, out)
     return guard.rescaled
+
+
+def computed(progress: Any, key: str) -> float | None:
+    """One of a progress's totals over its sources (numInputRows and the two rates): a
+    key of Spark Classic's progress, while through Spark Connect the key holds None and
+    pyspark computes the total from the sources (an attribute)."""
+    value = progress.get(key)
+    return getattr(progress, key, None) if value is None else value
 
 
 def _run_streaming(
@@ -320,7 +437,7 @@ def _run_streaming(
         )
         progress = [p for p in query.recentProgress if p]
         entry.batches = len({p["batchId"] for p in progress})
-        entry.input_rows = sum(int(p.get("numInputRows") or 0) for p in progress)
+        entry.input_rows = sum(int(computed(p, "numInputRows") or 0) for p in progress)
         entry.duration_s = (
             sum(p.get("durationMs", {}).get("triggerExecution", 0) for p in progress) / 1000
         )
@@ -810,9 +927,9 @@ class Progress:
         return cls(
             query=name,
             batch=int(progress["batchId"]),
-            rows=int(progress.get("numInputRows") or 0),
-            input_rate=_rate(progress.get("inputRowsPerSecond")),
-            processed_rate=float(progress.get("processedRowsPerSecond") or 0.0),
+            rows=int(computed(progress, "numInputRows") or 0),
+            input_rate=_rate(computed(progress, "inputRowsPerSecond")),
+            processed_rate=float(computed(progress, "processedRowsPerSecond") or 0.0),
             batch_ms=int(durations.get("triggerExecution") or 0),
             watermark=_watermark((progress.get("eventTime") or {}).get("watermark")),
             state_rows=sum(int(s.get("numRowsTotal") or 0) for s in states),

@@ -12,6 +12,7 @@ local example database.
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Iterator
 from typing import Any
 
@@ -19,6 +20,11 @@ import pytest
 from hypothesis import settings
 
 from tests.helpers.postgres_server import postgres  # noqa: F401 (a session fixture)
+
+# The warm Spark (docs/warm-spark.md): flowc run and flowc test use a running one. The
+# suite never sees a developer's: its state folder is one of its own, empty but where
+# tests/test_warm_spark.py starts a server.
+os.environ["FLOWC_STATE_DIR"] = tempfile.mkdtemp(prefix="flowc-test-state-")
 
 settings.register_profile("ci", derandomize=True, print_blob=True)
 if os.environ.get("CI", "").lower() not in ("", "0", "false"):

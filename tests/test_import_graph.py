@@ -77,10 +77,17 @@ LAZY_ALLOWED: dict[tuple[str, str], str] = {
     ("flowc.cli.test", "flowc.runtime.run"): _RUNTIME,
     ("flowc.cli.test", "flowc.runtime.user_tests"): _RUNTIME,
     ("flowc.cli.diff", "flowc.runtime.state_guard"): _RUNTIME,
+    ("flowc.cli.run", "flowc.runtime.warm"): _RUNTIME,
+    ("flowc.cli.test", "flowc.runtime.warm"): _RUNTIME,
+    ("flowc.cli.spark", "flowc.runtime.warm"): _RUNTIME,
+    ("flowc.runtime.run", "pyspark.sql"): "the warm Spark: a Connect session asked which "
+    "settings it can take, or whether a local session runs",
+    ("flowc.runtime.warm_server", "pyspark.sql"): "the warm Spark's server process, never "
+    "imported by flowc itself (python -m)",
     **{
         ("flowc.cli.main", f"flowc.cli.{command}"): "a command's module loads when it runs: flowc "
         "check does not load the state code, PyYAML or the viewer (about 100 ms a start)"
-        for command in ("compile", "run", "diff", "fmt", "test", "lsp")
+        for command in ("compile", "run", "diff", "fmt", "test", "spark", "lsp")
     },
 }
 

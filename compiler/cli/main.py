@@ -106,7 +106,11 @@ def _parser() -> argparse.ArgumentParser:
         "--available-now", action="store_true", help="process what is there, then stop"
     )
     _mode_options(run, "run")
-    run.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
+    run.add_argument(
+        "--master",
+        help="Spark master (default local[*]; given, the job runs on a new session, never "
+        "the warm Spark)",
+    )
     run.add_argument(
         "--remote", metavar="URL", help="a Spark Connect server (needs flowc[connect])"
     )
@@ -189,9 +193,23 @@ def _parser() -> argparse.ArgumentParser:
     test.add_argument("--plans", metavar="DIR", help="compare every job's plans under DIR")
     test.add_argument("--update", action="store_true", help="with --plans: lock the plans as now")
     test.add_argument("--junit-xml", metavar="FILE", help="write a JUnit XML report")
-    test.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
+    test.add_argument(
+        "--master",
+        help="Spark master (default local[2]; given, the tests run on a new session, never "
+        "the warm Spark)",
+    )
     _trust_options(test)
     _color_option(test)
+
+    spark = commands.add_parser(
+        "spark", help="start, show or stop the warm Spark that run and test use"
+    )
+    spark.add_argument("action", choices=("start", "status", "stop"))
+    spark.add_argument(
+        "--idle-minutes",
+        type=float,
+        help="start: stop after this many minutes unused (default 30)",
+    )
 
     lsp = commands.add_parser("lsp", help="the language server, over stdin and stdout")
     lsp.add_argument("--stdio", action="store_true", help="(the default; editors pass it)")
@@ -290,6 +308,10 @@ def _command(name: str) -> Callable[[argparse.Namespace], int]:
         from flowc.cli import test as cli_test
 
         return cli_test.test
+    if name == "spark":
+        from flowc.cli import spark as cli_spark
+
+        return cli_spark.spark
     assert name == "lsp", name
     from flowc.cli import lsp as cli_lsp
 

@@ -73,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
         spark_output,
         summary,
     )
-    from flowc.runtime.run import SparkRefused, run_job
+    from flowc.runtime.warm import COLD_START, WARM_MASTER, using
 
     if args.report:
         _check_report_path(args.report)
@@ -82,18 +82,28 @@ def run(args: argparse.Namespace) -> int:
     # Spark's own output (log4j lines, progress bars, stack traces) goes to a log file
     # unless --verbose; flowc's progress lines go to the terminal either way.
     log = None if args.verbose else log_path(job, args.checkpoint_dir, args.base_dir)
+    remote, warm = (args.remote, None) if args.remote is not None else warm_spark(job, args.master)
+    if remote is None:  # from the first second: the rest waits for a JVM
+        write_stderr(COLD_START)
+    from flowc.runtime.run import SparkRefused, run_job
+
     try:
-        with spark_output(log) if log is not None else nullcontext(sys.stderr) as terminal:
+        with (
+            using(warm) if warm is not None else nullcontext(),
+            spark_output(log) if log is not None else nullcontext(sys.stderr) as terminal,
+        ):
             report = run_job(
                 job,
                 available_now=args.available_now,
                 checkpoint_dir=args.checkpoint_dir,
-                master=args.master,
-                remote=args.remote,
+                master=args.master or WARM_MASTER,
+                remote=remote,
                 base_dir=args.base_dir,
                 out=terminal,
                 log_file=log,
                 reset_state=reset,
+                warm=warm is not None,
+                announced=True,
             )
     except UnsupportedOnSpark as error:
         raise NotRunnable(str(error)) from None
@@ -126,6 +136,21 @@ def run(args: argparse.Namespace) -> int:
     if report.stopped_by_user:
         return 130
     return EXIT_ERRORS if failed else EXIT_USAGE if report_failed else EXIT_OK
+
+
+def warm_spark(job: CompiledJob, master: str | None) -> tuple[str | None, Path | None]:
+    """The warm Spark's URL and state folder; (None, None) where the job runs on a new
+    local session, with a line on standard error saying why where a warm Spark runs
+    (docs/warm-spark.md)."""
+    from flowc.runtime.warm import choose, state_dir
+
+    folder = state_dir()
+    choice = choose(job, master is not None, folder)
+    if choice.url is None:
+        if choice.reason is not None:
+            write_stderr(choice.reason + "\n")
+        return None, None
+    return choice.url, folder
 
 
 def rescale(args: argparse.Namespace) -> int:

@@ -15,7 +15,9 @@ import difflib
 import os
 import tempfile
 import time
+from contextlib import ExitStack
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from flowc.cli.compile import render_stage
 from flowc.cli.input import compile_source, read_source, spark_missing
@@ -39,6 +41,9 @@ from flowc.usertest import (
 )
 from flowc.usertest.safe_yaml import MAX_TEST_FILE_BYTES
 
+if TYPE_CHECKING:
+    from flowc.job import CompiledJob
+
 
 def test(args: argparse.Namespace) -> int:
     if args.plans is not None:
@@ -58,9 +63,18 @@ def test(args: argparse.Namespace) -> int:
 
 
 def _run_tests(args: argparse.Namespace, run: TestRun) -> None:
-    """Each test file's tests, on one local SparkSession (Spark's log goes to a file)."""
-    spark = None
-    for test_path, job_path in _pairs(args.paths):
+    """Each test file's tests, on one local SparkSession (Spark's log goes to a file), or
+    on the warm Spark, where it runs and the job can run through it exactly; the warm
+    Spark's session is released at the end (its memory tables with it)."""
+    with ExitStack() as stack:
+        _run_pairs(args, run, stack)
+
+
+def _run_pairs(args: argparse.Namespace, run: TestRun, stack: ExitStack) -> None:
+    sessions: dict[str, object] = {}
+    pairs = _pairs(args.paths)
+    warm = _warm_url(args, pairs)
+    for test_path, job_path in pairs:
         try:
             text = read_source(job_path)
         except UsageError as error:
@@ -81,12 +95,9 @@ def _run_tests(args: argparse.Namespace, run: TestRun) -> None:
             write_stdout(render_text([missing], {job_path: text}, color=False))
             run.outcomes.append(TestOutcome(test_path, "(job)", 0.0, error="no pyspark"))
             continue
-        from flowc.runtime.run import load_program
         from flowc.runtime.user_tests import run_test
 
-        if spark is None:
-            spark = load_program(job).start_session(args.master, quiet=True)
-            spark.sparkContext.setLogLevel("ERROR")
+        spark = _session(job, args.master, warm, sessions, stack)
         for case in tests.tests:
             outcome = run_test(spark, job, case, tests)
             run.outcomes.append(outcome)
@@ -95,6 +106,69 @@ def _run_tests(args: argparse.Namespace, run: TestRun) -> None:
             for text_block in (outcome.failure, outcome.error):
                 if text_block:
                     write_stdout("".join(f"    {line}\n" for line in text_block.splitlines()))
+
+
+def _warm_url(args: argparse.Namespace, pairs: list[tuple[str, str]]) -> str | None:
+    """The warm Spark's URL where one runs and every job can run through it exactly; else
+    None, with the line that says why where one runs. All or none: one process cannot
+    hold a local session beside a Connect one (pyspark refuses the second)."""
+    from flowc.runtime.warm import COLD, choose, read_server, state_dir
+
+    if read_server(state_dir()) is None:
+        return None
+    url = None
+    for _, job_path in pairs:
+        try:
+            job = compile_source(args, read_source(job_path), job_path)
+        except (CompileError, UsageError):
+            continue  # reported when its tests run
+        if spark_missing(job, "test") is not None:
+            return None
+        choice = choose(job, args.master is not None, sinks_replaced=True)
+        if choice.url is None:
+            if choice.reason is not None:
+                write_stdout(f"{choice.reason} ({job_path})\n")
+            return None
+        from flowc.runtime.run import load_program, static_settings
+
+        fixed = static_settings(load_program(job), choice.url)
+        if fixed:
+            write_stdout(
+                f"{COLD}a Spark Connect session cannot SET {', '.join(fixed)} ({job_path})\n"
+            )
+            return None
+        url = choice.url
+    return url
+
+
+def _session(
+    job: CompiledJob,
+    master: str | None,
+    warm: str | None,
+    sessions: dict[str, object],
+    stack: ExitStack,
+) -> object:
+    """The session for ``job``'s tests, started for the first: on the warm Spark
+    (``warm``, docs/warm-spark.md), else a local one, said before pyspark loads.
+    ``stack`` releases the warm one and this process's mark as the server's client."""
+    from flowc.runtime.run import load_program, local_session_runs, release
+    from flowc.runtime.warm import COLD_START, WARM_MASTER, state_dir, using
+
+    if "spark" in sessions:
+        return sessions["spark"]
+    if warm is None and not local_session_runs():
+        write_stdout(COLD_START)
+    module = load_program(job)
+    if warm is not None:
+        write_stdout(f"running on the warm Spark at {warm}\n")
+        stack.enter_context(using(state_dir()))
+        session = module.start_session(WARM_MASTER, warm, quiet=True)
+        stack.callback(release, session)
+    else:
+        session = module.start_session(master or "local[2]", quiet=True)
+        session.sparkContext.setLogLevel("ERROR")
+    sessions["spark"] = session
+    return session
 
 
 def _shown(path: str) -> str:
