@@ -863,10 +863,10 @@ class CdcJoin:
     names, for messages; ``changes`` whether the (stream, other) side carries changes;
     ``pairs`` are the (stream column, other column) equalities, ``left`` and ``right`` the
     JOIN's input rows, ``after`` the projections after it. ``producers``: per side the
-    AGGREGATE (no WINDOW, with keys) or the TOP (no WINDOW), over insert-only rows, whose
-    changelog the side carries, None for a source's rows; ``carrying`` the steps (by
-    ``id``) between such a producer and the JOIN, which pass each change on with its
-    kind."""
+    AGGREGATE (no WINDOW, with keys) or the TOP (no WINDOW), over inserts or a CDC
+    source's changes, whose changelog the side carries, None for a source's rows;
+    ``carrying`` the steps (by ``id``) between such a producer and the JOIN, which pass
+    each change on with its kind."""
 
     join: JoinStep
     source: str
@@ -925,10 +925,10 @@ def _join_input(
     program: Program, streams: list[Stream], steps: tuple[Step, ...]
 ) -> _JoinInput | None:
     """``steps`` (from the source of ``streams[0]``) as one side of a JOIN over changes:
-    row-wise steps and KEY BY, or over a source that is no CDC source those, an AGGREGATE
-    without WINDOW with keys or a TOP without WINDOW (Flink's Rank over insert-only rows,
-    I,UB,UA,D), then :data:`UPSERT_KEEPING_STEPS` (each passes every change on with its
-    kind, one row per change); None otherwise."""
+    row-wise steps and KEY BY, or those, an AGGREGATE without WINDOW with keys or a TOP
+    without WINDOW (Flink's Rank, I,UB,UA,D; over a CDC source's changes, its retract
+    input), then :data:`UPSERT_KEEPING_STEPS` (each passes every change on with its kind,
+    one row per change); None otherwise."""
     origin = streams[0].origin
     assert isinstance(origin, FromSource)
     source = program.source(origin.name)
@@ -938,8 +938,8 @@ def _join_input(
     if not stateful:
         # a source's rows: read directly (through a view the JOIN is refused, E0299)
         return _JoinInput(source, steps, None) if len(streams) == 1 else None
-    if source.changelog or len(stateful) != 1:
-        return None  # an AGGREGATE over changes, or a second stateful step
+    if len(stateful) != 1:
+        return None  # a second stateful step
     at = stateful[0]
     producer = steps[at]
     if isinstance(producer, AggregateStep):
@@ -1146,6 +1146,37 @@ def cdc_top(program: Program, insert: InsertDef) -> CdcTop | None:
     return CdcTop(top, source, tuple(identity), tuple(after), schema, bool(rank))
 
 
+def cdc_producer(program: Program, stream: Stream) -> AggregateStep | TopStep | None:
+    """``stream``'s first stateful step when it is an AGGREGATE or a TOP without WINDOW
+    over a CDC source's changes (through row-wise steps and KEY BY, views read by nothing
+    else) whose updates a later stateful step (an AGGREGATE, a TOP or a JOIN) consumes
+    (streaming): it takes the changes as its retract input (docs/language.md, "Updating
+    pipelines over CDC changes"). Whether the rest of the chain runs is the Spark backend's
+    to say (flowc.spark.changelog_chains, else E0299 at this step)."""
+    if program.settings.execution_mode == "batch":
+        return None
+    if not any(s.changelog for s in program.sources):
+        return None  # before the walk through views, which counts their readers
+    streams = streams_from_source(program, stream)
+    if streams is None:
+        return None
+    origin = streams[0].origin
+    assert isinstance(origin, FromSource)
+    if not program.source(origin.name).changelog:
+        return None
+    steps = [step for s in streams for step in s.steps]
+    stateful = [i for i, step in enumerate(steps) if step.stateful or step.inputs]
+    if len(stateful) < 2:
+        return None
+    at = stateful[0]
+    producer = steps[at]
+    if not isinstance(producer, AggregateStep | TopStep) or producer.window is not None:
+        return None
+    if any(not isinstance(s, CHANGE_KEEPING_STEPS) or _regroups(s) for s in steps[:at]):
+        return None
+    return producer
+
+
 def _plain_projection(step: Step, star: bool = True) -> bool:
     """A step that only selects (unqualified plain columns, or ``*`` where ``star``),
     renames or drops columns: it passes each change on as it is."""
@@ -1174,6 +1205,13 @@ def change_flow(program: Program) -> ChangeFlow:
         id(found.top)
         for i in (program.inserts if changing else ())
         if (found := cdc_top(program, i)) is not None
+    }
+    # The AGGREGATEs and TOPs whose processor takes the changes as its retract input
+    # (cdc_producer; the Spark backend checks the rest of their chain, else E0299).
+    tops |= {
+        id(found)
+        for i in (program.inserts if changing else ())
+        if (found := cdc_producer(program, i.stream)) is not None
     }
     refused_steps: list[tuple[Step, str]] = []
     ends: dict[str, str | None] = {}

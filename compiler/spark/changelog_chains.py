@@ -39,6 +39,7 @@ from flowc.program import (
     Stream,
     TopStep,
     carries_changes,
+    cdc_producer,
     cdc_top,
     last_aggregate,
     streams_from_source,
@@ -98,7 +99,9 @@ def updating_chain(program: Program, insert: InsertDef) -> UpdatingChain | None:
     if isinstance(stream.origin, FromSource) and program.source(stream.origin.name).changelog:
         if any(step.inputs for step in stream.steps):
             return None
-        return _cdc_chain(program, insert, program.source(stream.origin.name).schema)
+        return _cdc_chain(
+            program, insert, program.source(stream.origin.name).schema
+        ) or _aggregate_over_updates(program, insert)
     return _aggregate_over_updates(program, insert)
 
 
@@ -213,15 +216,23 @@ def _top_over_updates(program: Program, insert: InsertDef) -> UpdatingChain | No
 
 
 def _steps_through_views(program: Program, stream: Stream) -> list[Step] | None:
-    """The steps from a source that is no CDC source to the end of ``stream``, through
-    the views it reads (:func:`~flowc.program.streams_from_source`)."""
+    """The steps from a source to the end of ``stream``, through the views it reads
+    (:func:`~flowc.program.streams_from_source`). From a CDC source, only where its
+    changes reach the producer as its retract input (:func:`~flowc.program.cdc_producer`:
+    row-wise steps and KEY BY, no JOIN)."""
     streams = streams_from_source(program, stream)
     if streams is None:
         return None
     origin = streams[0].origin
-    if not isinstance(origin, FromSource) or program.source(origin.name).changelog:
+    if not isinstance(origin, FromSource):
         return None
-    return [step for s in streams for step in s.steps]
+    steps = [step for s in streams for step in s.steps]
+    if program.source(origin.name).changelog and (
+        cdc_producer(program, stream) is None
+        or any(step.inputs for step in steps)
+    ):
+        return None
+    return steps
 
 
 def _top_over_changes(program: Program, insert: InsertDef) -> UpdatingChain | None:

@@ -18,6 +18,7 @@ from typing import TypeVar
 from sqlglot import exp
 
 from flowc import ast
+from flowc.analyze.program_checks import CHANGES_HELP
 from flowc.analyze.state_store import store_other_than_rocksdb
 from flowc.analyze.step_common import keyword
 from flowc.analyze.upsert_sinks import upsert_key
@@ -53,6 +54,7 @@ from flowc.program import (
     WindowAggregateStep,
     WindowTopStep,
     cdc_join,
+    cdc_producer,
     cdc_top,
     change_flow,
 )
@@ -1003,6 +1005,25 @@ def check_filter_into_upsert(query: Query, lineage: Lineage, reporter: _OncePerP
     )
 
 
+def _refuse_cdc_producer(query: Query, program: Program, reporter: _OncePerPlace) -> None:
+    """E0299: an AGGREGATE or a TOP taking a CDC source's changes as its retract input
+    (:func:`~flowc.program.cdc_producer`) whose updates go on to a step that no updating
+    chain runs (:func:`updating_chain`) nor a JOIN over changes (:func:`cdc_join`)."""
+    producer = cdc_producer(program, query.insert.stream)
+    if producer is None:
+        return
+    joined = cdc_join(program, query.insert)
+    if joined is not None and any(p is producer for p in joined.producers):
+        return
+    reporter.error(
+        Code.E0299,
+        f"{query.where}: the {keyword(producer.node)} takes the changes of a CDC source, "
+        "and what follows it cannot consume its updates as a processor",
+        _keyword(producer),
+        help=CHANGES_HELP,
+    )
+
+
 def check_updating_chains(query: Query, lineage: Lineage, reporter: _OncePerPlace) -> None:
     """E0741-E0744: an AGGREGATE consuming a TOP's or an AGGREGATE's updates runs as a
     retracting processor (:mod:`flowc.spark.changelog_chains`) that computes count, sum,
@@ -1011,6 +1032,7 @@ def check_updating_chains(query: Query, lineage: Lineage, reporter: _OncePerPlac
     program = lineage.program
     chain = updating_chain(program, query.insert)
     if chain is None:
+        _refuse_cdc_producer(query, program, reporter)
         found = cdc_top(program, query.insert)
         if found is not None:  # a projection after the TOP flowc does not trace
             reporter.error(
