@@ -1209,9 +1209,9 @@ def change_flow(program: Program) -> ChangeFlow:
     # The AGGREGATEs and TOPs whose processor takes the changes as its retract input
     # (cdc_producer; the Spark backend checks the rest of their chain, else E0299).
     tops |= {
-        id(found)
+        id(producer)
         for i in (program.inserts if changing else ())
-        if (found := cdc_producer(program, i.stream)) is not None
+        if (producer := cdc_producer(program, i.stream)) is not None
     }
     refused_steps: list[tuple[Step, str]] = []
     ends: dict[str, str | None] = {}

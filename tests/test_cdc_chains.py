@@ -183,9 +183,7 @@ def expected_tables(rows: dict[int, Row], labels: dict[str, str]) -> dict[str, l
     descending = sorted(totals.values(), reverse=True)
     assert len(descending) < 3 or descending[1] > descending[2]
     assert all(len({r["price"] for r in m}) == len(m) for m in grouped.values())
-    best = [
-        {"category": c, "total": t, "n": len(grouped[c])} for c, t in ranked
-    ]
+    best = [{"category": c, "total": t, "n": len(grouped[c])} for c, t in ranked]
     labelled_totals = [
         {"category": c, "total": t, "label": labels[c]} for c, t in totals.items() if c in labels
     ]

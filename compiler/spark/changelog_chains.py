@@ -228,8 +228,7 @@ def _steps_through_views(program: Program, stream: Stream) -> list[Step] | None:
         return None
     steps = [step for s in streams for step in s.steps]
     if program.source(origin.name).changelog and (
-        cdc_producer(program, stream) is None
-        or any(step.inputs for step in steps)
+        cdc_producer(program, stream) is None or any(step.inputs for step in steps)
     ):
         return None
     return steps
