@@ -254,7 +254,7 @@ def test_chains_flowc_does_not_run_are_refused_at_the_producer(steps: str) -> No
     errors = compile_errors(program)
     cdc = [(line, message) for code, line, message in errors if code == "E0299"]
     assert cdc and cdc[0][0] == 10, errors
-    assert "takes the changes of a CDC source" in cdc[0][1], errors
+    assert "takes the changes of source 'products'" in cdc[0][1], errors
 
 
 #: The SQL forms of the job's INSERTs (Flink's dialect): name: (sink columns, sink key,

@@ -57,6 +57,7 @@ from flowc.program import (
     cdc_producer,
     cdc_top,
     change_flow,
+    streams_from_source,
 )
 from flowc.spans import Span
 from flowc.spark.changelog_chains import (
@@ -1015,10 +1016,13 @@ def _refuse_cdc_producer(query: Query, program: Program, reporter: _OncePerPlace
     joined = cdc_join(program, query.insert)
     if joined is not None and any(p is producer for p in joined.producers):
         return
+    streams = streams_from_source(program, query.insert.stream)
+    assert streams is not None and isinstance(streams[0].origin, FromSource)  # cdc_producer's
     reporter.error(
         Code.E0299,
-        f"{query.where}: the {keyword(producer.node)} takes the changes of a CDC source, "
-        "and what follows it cannot consume its updates as a processor",
+        f"{query.where}: the {keyword(producer.node)} takes the changes of source "
+        f"'{streams[0].origin.name}' (debezium-json), and what follows it cannot consume "
+        "its updates as a processor",
         _keyword(producer),
         help=CHANGES_HELP,
     )
