@@ -817,7 +817,7 @@ def _retracting_consumer(insert: InsertDef) -> Step | None:
     if (
         consumer.window is None
         and consumer.keys
-        and carries_changes(steps[last + 1 :], consumer.keys)
+        and carries_filtered_changes(steps[last + 1 :], consumer.keys)
     ):
         return consumer
     return None
@@ -845,6 +845,15 @@ def carries_changes(steps: tuple[Step, ...] | list[Step], keys: tuple[str, ...])
         if key not in held:
             return False
     return True
+
+
+def carries_filtered_changes(steps: tuple[Step, ...] | list[Step], keys: tuple[str, ...]) -> bool:
+    """:func:`carries_changes`, WHEREs (without CURRENT_WATERMARK) among the steps: a
+    WHERE passes each change it keeps on with its kind, and the upsert sink then takes a
+    ``-U`` that passes it as a delete (Flink's Calc with a condition emits UB, FLINK-9528;
+    docs/language.md, "Updating pipelines over CDC changes")."""
+    kept = [s for s in steps if not (isinstance(s, WhereStep) and s.watermark is None)]
+    return carries_changes(kept, keys)
 
 
 #: The steps a JOIN consuming a CDC source's changes may have after it: projections,

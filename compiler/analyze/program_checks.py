@@ -67,7 +67,8 @@ def check_error_outputs_read(ctx: Context, program: Program) -> None:
 CHANGES_HELP = (
     "only row-wise steps (WHERE, SELECT and EXTEND without CURRENT_WATERMARK, "
     "SET, DROP, RENAME, EXPLODE), KEY BY and, in a streaming job, a KEY BY ... "
-    "AGGREGATE ending an INSERT into an upsert sink, a TOP (no WINDOW) over a source "
+    "AGGREGATE ending an INSERT into an upsert sink (then only WHERE, SELECT of plain "
+    "columns keeping its keys, DROP, RENAME), a TOP (no WINDOW) over a source "
     "with a PRIMARY KEY passed on unchanged (no EXPLODE before it; after it only "
     "SELECT of plain columns, DROP, RENAME), an AGGREGATE or TOP (no WINDOW) whose "
     "updates another AGGREGATE or TOP consumes as over an insert-only source (KEY BY "

@@ -38,7 +38,9 @@ from flowc.program import (
     Step,
     Stream,
     TopStep,
+    WhereStep,
     carries_changes,
+    carries_filtered_changes,
     cdc_producer,
     cdc_top,
     last_aggregate,
@@ -79,6 +81,10 @@ class UpdatingChain:
     carrying: frozenset[int] = frozenset()
     #: The producer's input row (its qualified columns read by name: :func:`changelog_call`).
     producer_input: Schema = ()
+    #: A WHERE follows the consumer (a CDC source's AGGREGATE): the sink deletes the key of
+    #: a '-U' that passes it unless the micro-batch upserts the key (Flink's sink takes the
+    #: UPDATE_BEFORE its Calc emits as a delete).
+    before_deletes: bool = False
 
     def origin_text(self, keyword: str) -> str:
         """What produces the updates, as a diagnostic names it."""
@@ -315,7 +321,7 @@ def _cdc_chain(program: Program, insert: InsertDef, schema: Schema) -> UpdatingC
     """A CDC source's changes into an AGGREGATE (streaming): the source's row-wise steps
     and KEY BY, then the AGGREGATE without WINDOW, with keys, the INSERT's last one,
     followed only by projections keeping its keys (:func:`carries_changes`: the SQL form's
-    outer SELECT)."""
+    outer SELECT) and WHEREs (:func:`carries_filtered_changes`: a HAVING)."""
     if program.settings.execution_mode == "batch":
         return None
     steps = insert.stream.steps
@@ -327,7 +333,7 @@ def _cdc_chain(program: Program, insert: InsertDef, schema: Schema) -> UpdatingC
         return None
     if not consumer.keys or not all(isinstance(s, CHANGE_KEEPING_STEPS) for s in before):
         return None
-    if not carries_changes(after, consumer.keys):
+    if not carries_filtered_changes(after, consumer.keys):
         return None
     assert isinstance(insert.stream.origin, FromSource)
     return UpdatingChain(
@@ -336,6 +342,7 @@ def _cdc_chain(program: Program, insert: InsertDef, schema: Schema) -> UpdatingC
         before[-1].schema if before else schema,
         insert.stream.origin.name,
         carrying=frozenset(map(id, after)),
+        before_deletes=any(isinstance(s, WhereStep) for s in after),
     )
 
 

@@ -992,6 +992,9 @@ def check_filter_into_upsert(query: Query, lineage: Lineage, reporter: _OncePerP
     found = filtered_upsert(lineage.program, query.insert)
     if found is None or found.marking:
         return
+    chain = updating_chain(lineage.program, query.insert)
+    if chain is not None and chain.before_deletes:
+        return  # the processor's changelog, filtered: the sink deletes by its -U rows
     step = found.aggregate
     updating = f"{'WINDOW ... ' if step.window else ''}AGGREGATE"
     reporter.error(
