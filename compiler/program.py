@@ -800,7 +800,8 @@ class ChangeFlow:
 
 def _retracting_consumer(insert: InsertDef) -> Step | None:
     """The INSERT's last AGGREGATE when it has no WINDOW, has keys, only projections that
-    keep its keys follow it (:func:`carries_changes`) and the INSERT reads the source
+    keep its keys and WHEREs follow it (:func:`carries_filtered_changes`) and the INSERT
+    reads the source
     itself (as flowc.spark.changelog_chains.updating_chain asks, which then runs it as a
     processor): streaming, it can take a CDC source's changes, retracting each -U/-D row's
     contribution (docs/language.md, "Updating pipelines on Spark"). Through a view it
