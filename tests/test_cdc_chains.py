@@ -7,9 +7,9 @@ updates a TOP ranks, and an AGGREGATE's and a TOP's view each JOINed with an app
 source: the first stateful step takes the source's changes as its retract input (a -U
 carrying the full old row, as Flink's debezium-json gives it), then each step consumes the
 one before it as over an insert-only source. And a WHERE after the AGGREGATE over the
-changes, the upsert sink deleting a key by a -U that passes it (files and PostgreSQL). Four micro-batches (one envelope file each,
-increasing modification times) in three runs on one checkpoint (two restarts), each upsert
-table against plain Python: the envelopes applied to the current rows, then each chain
+changes, the upsert sink deleting a key by a -U that passes it (files and PostgreSQL).
+Four micro-batches (one envelope file each, increasing modification times) in three runs
+on one checkpoint (two restarts), each upsert table against plain Python: the envelopes applied to the current rows, then each chain
 computed over them (a final table is a function of its inputs' current rows, retractions
 included). Then the shapes still refused, and Flink's results and changelog modes for the
 SQL forms (opt-in).
