@@ -1,18 +1,18 @@
 """A CDC source's changes into chains of updating steps on Spark (issue 28, item 4;
 docs/language.md, "Updating pipelines over CDC changes").
 
-A `debezium-json` source with a PRIMARY KEY feeds, in two jobs, an AGGREGATE whose updates
-another AGGREGATE counts, a TOP whose updates an AGGREGATE sums, an AGGREGATE whose
-updates a TOP ranks, and an AGGREGATE's and a TOP's view each JOINed with an append-only
-source: the first stateful step takes the source's changes as its retract input (a -U
-carrying the full old row, as Flink's debezium-json gives it), then each step consumes the
-one before it as over an insert-only source. And a WHERE after the AGGREGATE over the
-changes, the upsert sink deleting a key by a -U that passes it (files and PostgreSQL).
-Four micro-batches (one envelope file each, increasing modification times) in three runs
-on one checkpoint (two restarts), each upsert table against plain Python: the envelopes
-applied to the current rows, then each chain computed over them (a final table is a
-function of its inputs' current rows, retractions included). Then the shapes still refused, and Flink's results and changelog modes for the
-SQL forms (opt-in).
+A `debezium-json` source with a PRIMARY KEY feeds, in two jobs, an AGGREGATE whose
+updates another AGGREGATE counts, a TOP whose updates an AGGREGATE sums, an AGGREGATE
+whose updates a TOP ranks, and an AGGREGATE's and a TOP's view each JOINed with an
+append-only source: the first stateful step takes the source's changes as its retract
+input (a -U carrying the full old row, as Flink's debezium-json gives it), then each step
+consumes the one before it as over an insert-only source. And a WHERE after the
+AGGREGATE over the changes, the upsert sink deleting a key by a -U that passes it (files
+and PostgreSQL). Four micro-batches (one envelope file each, increasing modification
+times) in three runs on one checkpoint (two restarts), each upsert table against plain
+Python: the envelopes applied to the current rows, then each chain computed over them (a
+final table is a function of its inputs' current rows, retractions included). Then the
+shapes still refused, and Flink's results and changelog modes for the SQL forms (opt-in).
 """
 
 from __future__ import annotations
