@@ -800,7 +800,8 @@ class ChangeFlow:
 
 def _retracting_consumer(insert: InsertDef) -> Step | None:
     """The INSERT's last AGGREGATE when it has no WINDOW, has keys, only projections that
-    keep its keys follow it (:func:`carries_changes`) and the INSERT reads the source
+    keep its keys and WHEREs follow it (:func:`carries_filtered_changes`) and the INSERT
+    reads the source
     itself (as flowc.spark.changelog_chains.updating_chain asks, which then runs it as a
     processor): streaming, it can take a CDC source's changes, retracting each -U/-D row's
     contribution (docs/language.md, "Updating pipelines on Spark"). Through a view it
@@ -817,7 +818,7 @@ def _retracting_consumer(insert: InsertDef) -> Step | None:
     if (
         consumer.window is None
         and consumer.keys
-        and carries_changes(steps[last + 1 :], consumer.keys)
+        and carries_filtered_changes(steps[last + 1 :], consumer.keys)
     ):
         return consumer
     return None
@@ -847,6 +848,15 @@ def carries_changes(steps: tuple[Step, ...] | list[Step], keys: tuple[str, ...])
     return True
 
 
+def carries_filtered_changes(steps: tuple[Step, ...] | list[Step], keys: tuple[str, ...]) -> bool:
+    """:func:`carries_changes`, WHEREs (without CURRENT_WATERMARK) among the steps: a
+    WHERE passes each change it keeps on with its kind, and the upsert sink then takes a
+    ``-U`` that passes it as a delete (Flink's Calc with a condition emits UB, FLINK-9528;
+    docs/language.md, "Updating pipelines over CDC changes")."""
+    kept = [s for s in steps if not (isinstance(s, WhereStep) and s.watermark is None)]
+    return carries_changes(kept, keys)
+
+
 #: The steps a JOIN consuming a CDC source's changes may have after it: projections,
 #: which keep each change's -U with its +U (a WHERE there could drop a +U and keep its -U,
 #: which an upsert sink skips, keeping the old row).
@@ -863,10 +873,10 @@ class CdcJoin:
     names, for messages; ``changes`` whether the (stream, other) side carries changes;
     ``pairs`` are the (stream column, other column) equalities, ``left`` and ``right`` the
     JOIN's input rows, ``after`` the projections after it. ``producers``: per side the
-    AGGREGATE (no WINDOW, with keys) or the TOP (no WINDOW), over insert-only rows, whose
-    changelog the side carries, None for a source's rows; ``carrying`` the steps (by
-    ``id``) between such a producer and the JOIN, which pass each change on with its
-    kind."""
+    AGGREGATE (no WINDOW, with keys) or the TOP (no WINDOW), over inserts or a CDC
+    source's changes, whose changelog the side carries, None for a source's rows;
+    ``carrying`` the steps (by ``id``) between such a producer and the JOIN, which pass
+    each change on with its kind."""
 
     join: JoinStep
     source: str
@@ -925,10 +935,10 @@ def _join_input(
     program: Program, streams: list[Stream], steps: tuple[Step, ...]
 ) -> _JoinInput | None:
     """``steps`` (from the source of ``streams[0]``) as one side of a JOIN over changes:
-    row-wise steps and KEY BY, or over a source that is no CDC source those, an AGGREGATE
-    without WINDOW with keys or a TOP without WINDOW (Flink's Rank over insert-only rows,
-    I,UB,UA,D), then :data:`UPSERT_KEEPING_STEPS` (each passes every change on with its
-    kind, one row per change); None otherwise."""
+    row-wise steps and KEY BY, or those, an AGGREGATE without WINDOW with keys or a TOP
+    without WINDOW (Flink's Rank, I,UB,UA,D; over a CDC source's changes, its retract
+    input), then :data:`UPSERT_KEEPING_STEPS` (each passes every change on with its kind,
+    one row per change); None otherwise."""
     origin = streams[0].origin
     assert isinstance(origin, FromSource)
     source = program.source(origin.name)
@@ -938,8 +948,8 @@ def _join_input(
     if not stateful:
         # a source's rows: read directly (through a view the JOIN is refused, E0299)
         return _JoinInput(source, steps, None) if len(streams) == 1 else None
-    if source.changelog or len(stateful) != 1:
-        return None  # an AGGREGATE over changes, or a second stateful step
+    if len(stateful) != 1:
+        return None  # a second stateful step
     at = stateful[0]
     producer = steps[at]
     if isinstance(producer, AggregateStep):
@@ -1146,6 +1156,37 @@ def cdc_top(program: Program, insert: InsertDef) -> CdcTop | None:
     return CdcTop(top, source, tuple(identity), tuple(after), schema, bool(rank))
 
 
+def cdc_producer(program: Program, stream: Stream) -> AggregateStep | TopStep | None:
+    """``stream``'s first stateful step when it is an AGGREGATE or a TOP without WINDOW
+    over a CDC source's changes (through row-wise steps and KEY BY, views read by nothing
+    else) whose updates a later stateful step (an AGGREGATE, a TOP or a JOIN) consumes
+    (streaming): it takes the changes as its retract input (docs/language.md, "Updating
+    pipelines over CDC changes"). Whether the rest of the chain runs is the Spark backend's
+    to say (flowc.spark.changelog_chains, else E0299 at this step)."""
+    if program.settings.execution_mode == "batch":
+        return None
+    if not any(s.changelog for s in program.sources):
+        return None  # before the walk through views, which counts their readers
+    streams = streams_from_source(program, stream)
+    if streams is None:
+        return None
+    origin = streams[0].origin
+    assert isinstance(origin, FromSource)
+    if not program.source(origin.name).changelog:
+        return None
+    steps = [step for s in streams for step in s.steps]
+    stateful = [i for i, step in enumerate(steps) if step.stateful or step.inputs]
+    if len(stateful) < 2:
+        return None
+    at = stateful[0]
+    producer = steps[at]
+    if not isinstance(producer, AggregateStep | TopStep) or producer.window is not None:
+        return None
+    if any(not isinstance(s, CHANGE_KEEPING_STEPS) or _regroups(s) for s in steps[:at]):
+        return None
+    return producer
+
+
 def _plain_projection(step: Step, star: bool = True) -> bool:
     """A step that only selects (unqualified plain columns, or ``*`` where ``star``),
     renames or drops columns: it passes each change on as it is."""
@@ -1174,6 +1215,13 @@ def change_flow(program: Program) -> ChangeFlow:
         id(found.top)
         for i in (program.inserts if changing else ())
         if (found := cdc_top(program, i)) is not None
+    }
+    # The AGGREGATEs and TOPs whose processor takes the changes as its retract input
+    # (cdc_producer; the Spark backend checks the rest of their chain, else E0299).
+    tops |= {
+        id(producer)
+        for i in (program.inserts if changing else ())
+        if (producer := cdc_producer(program, i.stream)) is not None
     }
     refused_steps: list[tuple[Step, str]] = []
     ends: dict[str, str | None] = {}

@@ -310,13 +310,6 @@ APPEND = ("format = 'debezium-json'", "format = 'json'")
             Code.E0299,
             13,
         ),
-        # an AGGREGATE over a CDC source's changes before the JOIN
-        (
-            "aggregate_left_join_cdc_customers",
-            [("path = 'in_o', format = 'json'", "path = 'in_o', format = 'debezium-json'")],
-            Code.E0299,
-            11,
-        ),
         # an AGGREGATE in a view another INSERT reads too: its changes would be shared
         (
             "cdc_customers_join_a_view",

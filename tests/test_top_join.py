@@ -276,13 +276,6 @@ HASHMAP = (
             Code.E0744,
             10,
         ),
-        # a TOP over a CDC source's changes before the JOIN
-        (
-            "top2_ranked_left_join_people",
-            [("path = 'in_b', format = 'json'", "path = 'in_b', format = 'debezium-json'")],
-            Code.E0299,
-            8,
-        ),
         # a TOP over an AGGREGATE's updates before the JOIN stays refused
         (
             "top1_view_join_cdc_people",

@@ -63,6 +63,25 @@ def check_error_outputs_read(ctx: Context, program: Program) -> None:
             )
 
 
+#: What takes a CDC source's changes (E0299's help, at the step and at a chain's producer).
+CHANGES_HELP = (
+    "only row-wise steps (WHERE, SELECT and EXTEND without CURRENT_WATERMARK, "
+    "SET, DROP, RENAME, EXPLODE), KEY BY and, in a streaming job, a KEY BY ... "
+    "AGGREGATE ending an INSERT into an upsert sink (then only WHERE, SELECT of plain "
+    "columns keeping its keys, DROP, RENAME), a TOP (no WINDOW) over a source "
+    "with a PRIMARY KEY passed on unchanged (no EXPLODE before it; after it only "
+    "SELECT of plain columns, DROP, RENAME), an AGGREGATE or TOP (no WINDOW) whose "
+    "updates another AGGREGATE or TOP consumes as over an insert-only source (KEY BY "
+    "and projections between, projections after), or a JOIN (inner, LEFT, RIGHT or FULL) "
+    "of the INSERT's source with another source ON equal columns of one type, each "
+    "side read through row-wise steps and KEY BY (and an AGGREGATE without WINDOW with "
+    "keys, or a TOP without WINDOW), followed by SELECT, EXTEND, DROP "
+    "or RENAME only (no `relation.*`), take changes so far; read the "
+    "source into a memory or console sink, or into an upsert sink keyed by its "
+    "PRIMARY KEY"
+)
+
+
 def check_changes_consumed(ctx: Context, program: Program) -> None:
     """A CDC source's changes go only where they are taken as changes: through row-wise
     steps into a sink that shows each change's kind. Anything else would read a -U or a
@@ -96,17 +115,7 @@ def check_changes_consumed(ctx: Context, program: Program) -> None:
                 else ""
             ),
             step.span,
-            help="only row-wise steps (WHERE, SELECT and EXTEND without CURRENT_WATERMARK, "
-            "SET, DROP, RENAME, EXPLODE), KEY BY and, in a streaming job, a KEY BY ... "
-            "AGGREGATE ending an INSERT into an upsert sink, a TOP (no WINDOW) over a source "
-            "with a PRIMARY KEY passed on unchanged (no EXPLODE before it; after it only "
-            "SELECT of plain columns, DROP, RENAME), or a JOIN (inner, LEFT, RIGHT or FULL) "
-            "of the INSERT's source with another source ON equal columns of one type, each "
-            "side read through row-wise steps and KEY BY (or an AGGREGATE without WINDOW, "
-            "with keys, over a source that is no CDC source), followed by SELECT, EXTEND, DROP "
-            "or RENAME only (no `relation.*`), take changes so far; read the "
-            "source into a memory or console sink, or into an upsert sink keyed by its "
-            "PRIMARY KEY",
+            help=CHANGES_HELP,
         )
     for insert, source in flow.refused_inserts:
         sink = program.sink(insert.sink)

@@ -38,7 +38,10 @@ from flowc.program import (
     Step,
     Stream,
     TopStep,
+    WhereStep,
     carries_changes,
+    carries_filtered_changes,
+    cdc_producer,
     cdc_top,
     last_aggregate,
     streams_from_source,
@@ -78,6 +81,10 @@ class UpdatingChain:
     carrying: frozenset[int] = frozenset()
     #: The producer's input row (its qualified columns read by name: :func:`changelog_call`).
     producer_input: Schema = ()
+    #: A WHERE follows the consumer (a CDC source's AGGREGATE): the sink deletes the key of
+    #: a '-U' that passes it unless the micro-batch upserts the key (Flink's sink takes the
+    #: UPDATE_BEFORE its Calc emits as a delete).
+    before_deletes: bool = False
 
     def origin_text(self, keyword: str) -> str:
         """What produces the updates, as a diagnostic names it."""
@@ -98,7 +105,9 @@ def updating_chain(program: Program, insert: InsertDef) -> UpdatingChain | None:
     if isinstance(stream.origin, FromSource) and program.source(stream.origin.name).changelog:
         if any(step.inputs for step in stream.steps):
             return None
-        return _cdc_chain(program, insert, program.source(stream.origin.name).schema)
+        return _cdc_chain(
+            program, insert, program.source(stream.origin.name).schema
+        ) or _aggregate_over_updates(program, insert)
     return _aggregate_over_updates(program, insert)
 
 
@@ -213,15 +222,22 @@ def _top_over_updates(program: Program, insert: InsertDef) -> UpdatingChain | No
 
 
 def _steps_through_views(program: Program, stream: Stream) -> list[Step] | None:
-    """The steps from a source that is no CDC source to the end of ``stream``, through
-    the views it reads (:func:`~flowc.program.streams_from_source`)."""
+    """The steps from a source to the end of ``stream``, through the views it reads
+    (:func:`~flowc.program.streams_from_source`). From a CDC source, only where its
+    changes reach the producer as its retract input (:func:`~flowc.program.cdc_producer`:
+    row-wise steps and KEY BY, no JOIN)."""
     streams = streams_from_source(program, stream)
     if streams is None:
         return None
     origin = streams[0].origin
-    if not isinstance(origin, FromSource) or program.source(origin.name).changelog:
+    if not isinstance(origin, FromSource):
         return None
-    return [step for s in streams for step in s.steps]
+    steps = [step for s in streams for step in s.steps]
+    if program.source(origin.name).changelog and (
+        cdc_producer(program, stream) is None or any(step.inputs for step in steps)
+    ):
+        return None
+    return steps
 
 
 def _top_over_changes(program: Program, insert: InsertDef) -> UpdatingChain | None:
@@ -305,7 +321,7 @@ def _cdc_chain(program: Program, insert: InsertDef, schema: Schema) -> UpdatingC
     """A CDC source's changes into an AGGREGATE (streaming): the source's row-wise steps
     and KEY BY, then the AGGREGATE without WINDOW, with keys, the INSERT's last one,
     followed only by projections keeping its keys (:func:`carries_changes`: the SQL form's
-    outer SELECT)."""
+    outer SELECT) and WHEREs (:func:`carries_filtered_changes`: a HAVING)."""
     if program.settings.execution_mode == "batch":
         return None
     steps = insert.stream.steps
@@ -317,7 +333,7 @@ def _cdc_chain(program: Program, insert: InsertDef, schema: Schema) -> UpdatingC
         return None
     if not consumer.keys or not all(isinstance(s, CHANGE_KEEPING_STEPS) for s in before):
         return None
-    if not carries_changes(after, consumer.keys):
+    if not carries_filtered_changes(after, consumer.keys):
         return None
     assert isinstance(insert.stream.origin, FromSource)
     return UpdatingChain(
@@ -326,6 +342,7 @@ def _cdc_chain(program: Program, insert: InsertDef, schema: Schema) -> UpdatingC
         before[-1].schema if before else schema,
         insert.stream.origin.name,
         carrying=frozenset(map(id, after)),
+        before_deletes=any(isinstance(s, WhereStep) for s in after),
     )
 
 

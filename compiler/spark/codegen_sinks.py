@@ -42,6 +42,7 @@ class SinkWriter(ProgramText):
             changelog = chain is not None and (
                 self.spark_plan.step_nodes[id(chain.consumer)] in processors
             )
+            before_deletes = changelog and chain is not None and chain.before_deletes
             cdc = cdc_upsert(self.program, insert)
             joined = cdc_join(self.program, insert)
             if joined is not None and self.spark_plan.step_nodes[id(joined.join)] in processors:
@@ -54,6 +55,7 @@ class SinkWriter(ProgramText):
                 query.upsert_groups,
                 changelog or cdc is not None or index in self.marked_inserts,
                 cdc,
+                before_deletes,
             )
         elif connector == "console":
             w("writer = writer.format('console')", 1)
@@ -94,11 +96,13 @@ class SinkWriter(ProgramText):
         groups: tuple[str, ...] | None,
         changelog: bool = False,
         cdc: CdcUpsert | None = None,
+        before_deletes: bool = False,
     ) -> None:
         """An upsert sink's foreachBatch function (:mod:`flowc.analyze.upsert_sinks`), one row per
         ``key``, its checkpoint where the plan puts it; ``groups``: a TOP's groups, whose old
         rows each micro-batch replaces (SparkQuery.upsert_groups); ``cdc``: a CDC source's
-        changes, applied in order (``changes_in_order``)."""
+        changes, applied in order (``changes_in_order``); ``before_deletes``: a processor's
+        changelog filtered by a WHERE, whose '-U' rows delete their key unless upserted."""
         w = self.w
         insert = self.program.inserts[index]
         sink = self.program.sink(insert.sink)
@@ -127,7 +131,7 @@ class SinkWriter(ProgramText):
                 f"{self._upsert_target()}(postgres_upsert({name!r}, "
                 f"{str(options['table'])!r}, {columns!r}, {keys!r}, connection, {checkpoint}"
                 + (f", groups={list(groups)!r}" if groups is not None else "")
-                + self._changes(changelog, cdc),
+                + self._changes(changelog, cdc, before_deletes),
                 1,
             )
             return
@@ -138,15 +142,17 @@ class SinkWriter(ProgramText):
             f"{self._upsert_target()}(file_upsert({name!r}, {path}, {fmt!r}, {keys!r}, "
             f"{writer_options!r}, {checkpoint}"
             + (f", groups={list(groups)!r}" if groups is not None else "")
-            + self._changes(changelog, cdc),
+            + self._changes(changelog, cdc, before_deletes),
             1,
         )
 
     @staticmethod
-    def _changes(changelog: bool, cdc: CdcUpsert | None) -> str:
+    def _changes(changelog: bool, cdc: CdcUpsert | None, before_deletes: bool = False) -> str:
         """The upsert call's last arguments: whether it reads a changelog, and how."""
         if cdc is not None:
             return f", changelog=True, in_order=True, before_deletes={cdc.before_deletes!r}))"
+        if before_deletes:
+            return ", changelog=True, before_deletes=True))"
         return ", changelog=True))" if changelog else "))"
 
     def _upsert_target(self) -> str:

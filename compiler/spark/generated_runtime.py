@@ -727,8 +727,9 @@ def postgres_upsert(sink: str, table: str, columns: list[tuple[str, str]], keys:
     TOP's group columns; the rows of each group the batch holds are deleted first (all
     rows for a global TOP, ``[]``), so a row that left the top goes. ``changelog``: the
     batch is Flink's changelog (column __flowc_op): '+I' and '+U' rows are upserted, a '-D'
-    row's key deleted, '-U' rows ignored. ``in_order``: a CDC source's changes, many per
-    key, applied in order (:func:`changes_in_order`)."""
+    row's key deleted, '-U' rows ignored (taken as '-D' where ``before_deletes``, as
+    :func:`file_upsert` does). ``in_order``: a CDC source's changes, many per key, applied
+    in order (:func:`changes_in_order`)."""
     def write(batch: DataFrame, batch_id: int) -> None:
         import psycopg
         from psycopg import sql
@@ -743,6 +744,9 @@ def postgres_upsert(sink: str, table: str, columns: list[tuple[str, str]], keys:
         else:
             rows = [tuple(row) for row in batch.select(*[quoted(n) for n in names], *ops)
                     .collect() if not changelog or row['__flowc_op'] != '-U']
+            if before_deletes:
+                rows += [(*row[:-1], '-D') for row in batch.select(
+                    *[quoted(n) for n in names], *ops).collect() if row['__flowc_op'] == '-U']
             rows = upserts_win(rows, positions) if changelog else rows
             distinct_keys(rows, positions, sink, batch_id)
             deleted = [tuple(r[i] for i in positions) for r in rows
@@ -822,8 +826,10 @@ def file_upsert(sink: str, path: str, fmt: str, keys: list[str], options: dict[s
     ``groups``: a TOP's group columns; the old rows of each group the batch holds are
     replaced, not only those of its keys (all of them for a global TOP, ``[]``).
     ``changelog``: the batch is Flink's changelog (column __flowc_op): '+I' and '+U' rows
-    are upserted, a '-D' row's key deleted, '-U' rows ignored. ``in_order``: a CDC
-    source's changes, many per key, applied in order (:func:`changes_in_order`)."""
+    are upserted, a '-D' row's key deleted, '-U' rows ignored, or taken as '-D' where
+    ``before_deletes`` (a WHERE after the processor: a key has one change a micro-batch,
+    so its upsert wins). ``in_order``: a CDC source's changes, many per key, applied in
+    order (:func:`changes_in_order`)."""
     def write(batch: DataFrame, batch_id: int) -> None:
         import json
         import shutil
@@ -845,6 +851,9 @@ def file_upsert(sink: str, path: str, fmt: str, keys: list[str], options: dict[s
             rows = [tuple(r[names.index(k)] for k in keys) for r in upserts] + deleted
             batch = spark.createDataFrame(rows, values.select(*[quoted(k) for k in keys]).schema)
         elif changelog:
+            if before_deletes:
+                batch = batch.withColumn('__flowc_op', F.when(
+                    F.col('__flowc_op') == '-U', F.lit('-D')).otherwise(F.col('__flowc_op')))
             batch = batch.where(F.col('__flowc_op') != '-U')
             written = batch.where(F.col('__flowc_op') != '-D').drop('__flowc_op')
             key_columns = batch.select(*[quoted(k) for k in keys])

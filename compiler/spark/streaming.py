@@ -18,6 +18,7 @@ from typing import TypeVar
 from sqlglot import exp
 
 from flowc import ast
+from flowc.analyze.program_checks import CHANGES_HELP
 from flowc.analyze.state_store import store_other_than_rocksdb
 from flowc.analyze.step_common import keyword
 from flowc.analyze.upsert_sinks import upsert_key
@@ -53,8 +54,10 @@ from flowc.program import (
     WindowAggregateStep,
     WindowTopStep,
     cdc_join,
+    cdc_producer,
     cdc_top,
     change_flow,
+    streams_from_source,
 )
 from flowc.spans import Span
 from flowc.spark.changelog_chains import (
@@ -989,6 +992,9 @@ def check_filter_into_upsert(query: Query, lineage: Lineage, reporter: _OncePerP
     found = filtered_upsert(lineage.program, query.insert)
     if found is None or found.marking:
         return
+    chain = updating_chain(lineage.program, query.insert)
+    if chain is not None and chain.before_deletes:
+        return  # the processor's changelog, filtered: the sink deletes by its -U rows
     step = found.aggregate
     updating = f"{'WINDOW ... ' if step.window else ''}AGGREGATE"
     reporter.error(
@@ -1003,6 +1009,28 @@ def check_filter_into_upsert(query: Query, lineage: Lineage, reporter: _OncePerP
     )
 
 
+def _refuse_cdc_producer(query: Query, program: Program, reporter: _OncePerPlace) -> None:
+    """E0299: an AGGREGATE or a TOP taking a CDC source's changes as its retract input
+    (:func:`~flowc.program.cdc_producer`) whose updates go on to a step that no updating
+    chain runs (:func:`updating_chain`) nor a JOIN over changes (:func:`cdc_join`)."""
+    producer = cdc_producer(program, query.insert.stream)
+    if producer is None:
+        return
+    joined = cdc_join(program, query.insert)
+    if joined is not None and any(p is producer for p in joined.producers):
+        return
+    streams = streams_from_source(program, query.insert.stream)
+    assert streams is not None and isinstance(streams[0].origin, FromSource)  # cdc_producer's
+    reporter.error(
+        Code.E0299,
+        f"{query.where}: the {keyword(producer.node)} takes the changes of source "
+        f"'{streams[0].origin.name}' (debezium-json), and what follows it cannot consume "
+        "its updates as a processor",
+        _keyword(producer),
+        help=CHANGES_HELP,
+    )
+
+
 def check_updating_chains(query: Query, lineage: Lineage, reporter: _OncePerPlace) -> None:
     """E0741-E0744: an AGGREGATE consuming a TOP's or an AGGREGATE's updates runs as a
     retracting processor (:mod:`flowc.spark.changelog_chains`) that computes count, sum,
@@ -1011,6 +1039,7 @@ def check_updating_chains(query: Query, lineage: Lineage, reporter: _OncePerPlac
     program = lineage.program
     chain = updating_chain(program, query.insert)
     if chain is None:
+        _refuse_cdc_producer(query, program, reporter)
         found = cdc_top(program, query.insert)
         if found is not None:  # a projection after the TOP flowc does not trace
             reporter.error(
