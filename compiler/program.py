@@ -971,8 +971,27 @@ def cdc_join(program: Program, insert: InsertDef) -> CdcJoin | None:
     """The INSERT's CDC join (streaming), None where its steps are not one: neither side
     CDC nor an AGGREGATE's or a TOP's updates, a condition other than equalities, another stateful
     step, a step after it other than a projection, a column of the two sides' rows named
-    twice, ``c.*`` after it. Each side may read views that nothing else reads (Flink's
-    SQL form lowers a subquery to one)."""
+    twice (:func:`cdc_join_shared_names`), ``c.*`` after it. Each side may read views that
+    nothing else reads (Flink's SQL form lowers a subquery to one)."""
+    joined = _cdc_join(program, insert)
+    return None if joined is None or _shared_names(joined) else joined
+
+
+def cdc_join_shared_names(program: Program, insert: InsertDef) -> tuple[str, ...]:
+    """The column names both sides of the INSERT's JOIN over changes have, where that
+    alone keeps it from running: the processor's rows name each column once, so a
+    diagnostic can say which to rename rather than only that the JOIN cannot run."""
+    joined = _cdc_join(program, insert)
+    return () if joined is None else _shared_names(joined)
+
+
+def _shared_names(joined: CdcJoin) -> tuple[str, ...]:
+    right = {c.name.lower() for c in joined.right}
+    return tuple(c.name for c in joined.left if c.name.lower() in right)
+
+
+def _cdc_join(program: Program, insert: InsertDef) -> CdcJoin | None:
+    """:func:`cdc_join` but for the names both sides have."""
     stream = insert.stream
     if program.settings.execution_mode == "batch":
         return None
@@ -1003,9 +1022,6 @@ def cdc_join(program: Program, insert: InsertDef) -> CdcJoin | None:
         return None
     left = main.steps[-1].schema if main.steps else main.source.output_schema
     right = cdc.steps[-1].schema if cdc.steps else cdc.source.output_schema
-    names = [c.name.lower() for c in (*left, *right)]
-    if len(set(names)) != len(names):
-        return None
     pairs = _equalities(join, {c.name for c in left}, {c.name for c in right})
     if not pairs or any(_qualified(s.node) for s in after):
         return None

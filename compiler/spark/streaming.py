@@ -54,6 +54,7 @@ from flowc.program import (
     WindowAggregateStep,
     WindowTopStep,
     cdc_join,
+    cdc_join_shared_names,
     cdc_producer,
     cdc_top,
     change_flow,
@@ -198,7 +199,10 @@ def check_stateful_operators(query: Query, lineage: Lineage, reporter: _OncePerP
                 f"{query.where}: Spark runs {_keyword_text(step)} after an aggregation only in "
                 "append mode",
                 _keyword(step),
-                help=_join_after_updates_help(lineage.running_results_before(query.insert, step))
+                help=_join_after_updates_help(
+                    lineage.running_results_before(query.insert, step),
+                    cdc_join_shared_names(lineage.program, query.insert),
+                )
                 if isinstance(step, JoinStep)
                 else _RUNNING_HELP
                 if lineage.running_results_before(query.insert, step)
@@ -215,9 +219,12 @@ _JOIN_AFTER_UPDATES_HELP = (
 )
 
 
-def _join_after_updates_help(running: bool) -> str:
+def _join_after_updates_help(running: bool, shared: tuple[str, ...] = ()) -> str:
     """E0702's help at a JOIN: what it consumes, then append mode only where no running
-    result (an AGGREGATE or TOP without WINDOW) comes before it."""
+    result (an AGGREGATE or TOP without WINDOW) comes before it; where only the column
+    names both sides have keep it from running, which to rename."""
+    if shared:
+        return shared_names_help(shared)
     if running:
         return (
             f"{_JOIN_AFTER_UPDATES_HELP}; mode = 'append' cannot run this (a result without "
@@ -227,6 +234,19 @@ def _join_after_updates_help(running: bool) -> str:
     return (
         f"{_JOIN_AFTER_UPDATES_HELP}; else write this query with mode = 'append' (windowed "
         "aggregates over watermarked columns), or write the aggregation to a sink of its own"
+    )
+
+
+def shared_names_help(shared: tuple[str, ...]) -> str:
+    """The help where a JOIN over changes would run but for column names both sides have:
+    a RENAME just before the JOIN (a step every side's chain takes) is the way out."""
+    names = ", ".join(f"'{n}'" for n in shared)
+    first = shared[0]
+    return (
+        f"both sides of the JOIN have a column named {names}: a JOIN over changes runs as "
+        "flowc's processor, whose rows name each column once; rename the first side's "
+        f"just before the JOIN, e.g. |> RENAME {first} AS left_{first} |> JOIN ... ON "
+        f"left_{first} = ...{first}"
     )
 
 
@@ -1021,13 +1041,14 @@ def _refuse_cdc_producer(query: Query, program: Program, reporter: _OncePerPlace
         return
     streams = streams_from_source(program, query.insert.stream)
     assert streams is not None and isinstance(streams[0].origin, FromSource)  # cdc_producer's
+    shared = cdc_join_shared_names(program, query.insert)
     reporter.error(
         Code.E0299,
         f"{query.where}: the {keyword(producer.node)} takes the changes of source "
         f"'{streams[0].origin.name}' (debezium-json), and what follows it cannot consume "
         "its updates as a processor",
         _keyword(producer),
-        help=CHANGES_HELP,
+        help=shared_names_help(shared) if shared else CHANGES_HELP,
     )
 
 
