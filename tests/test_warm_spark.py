@@ -1,8 +1,9 @@
 """The warm Spark (docs/warm-spark.md): ``flowc spark start|status|stop``, a server that
 stops itself when idle, runs through it that equal runs on a new local session (across
-micro-batches and a restart on the same checkpoint), one Connect session per run, and the
-line a job that cannot run through it prints as it runs the cold way (a console sink; a
-static spark.* setting, found by asking the server).
+micro-batches and a restart on the same checkpoint), console sinks shown by the relay as
+Spark's console sink shows them, one Connect session per run, and the line a job that
+cannot run through it prints as it runs the cold way (--master; a static spark.* setting,
+found by asking the server).
 
 Two real Spark Connect servers: one for the module, one for the idle stop (its own state
 folder, a 3 s idle limit).
