@@ -225,17 +225,17 @@ def run_job(
     report = RunReport(job=job.program.settings.job_name, log_file=log_file)
     failure_log = FailureLog(job, checkpoint_dir, base_dir, log_file)
     started = time.monotonic()
-    relay: Relay | None = None
     try:
         remote = _static_settings(module, remote, warm, out)
         if remote is not None and warm:
             out.write(f"running on the warm Spark at {remote} (flowc spark status)\n")
-            if "CONSOLE_RELAY" in module.__dict__:  # its console sinks print here
-                relay = Relay(sys.stdout)
-                module.__dict__["CONSOLE_RELAY"] = relay.writer
         spark = module.start_session(master, remote, quiet=log_file is not None)
     except spark_errors() as error:
         raise SparkRefused.of(job, None, error, failure_log, "Spark could not start") from None
+    relay: Relay | None = None
+    if remote is not None and warm and "CONSOLE_RELAY" in module.__dict__:
+        relay = Relay(sys.stdout)  # the console sinks' batches, printed here (not the log)
+        module.__dict__["CONSOLE_RELAY"] = relay.writer
     try:
         return _run_started(
             module, spark, job, report, started, out, available_now, checkpoints, guard,
