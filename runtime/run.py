@@ -25,6 +25,7 @@ from typing import Any, TextIO
 from flowc.diagnostics import CompileError, Diagnostic, Severity
 from flowc.errorcodes import Code
 from flowc.job import CompiledJob
+from flowc.runtime.console_relay import Relay
 from flowc.runtime.failures import (
     FailureLog,
     JavaTextLost,
@@ -231,12 +232,18 @@ def run_job(
         spark = module.start_session(master, remote, quiet=log_file is not None)
     except spark_errors() as error:
         raise SparkRefused.of(job, None, error, failure_log, "Spark could not start") from None
+    relay: Relay | None = None
+    if remote is not None and warm and "CONSOLE_RELAY" in module.__dict__:
+        relay = Relay(sys.stdout)  # the console sinks' batches, printed here (not the log)
+        module.__dict__["CONSOLE_RELAY"] = relay.writer
     try:
         return _run_started(
             module, spark, job, report, started, out, available_now, checkpoints, guard,
-            failure_log, remote, poll_seconds,
+            failure_log, remote, poll_seconds, relay,
         )  # fmt: skip
     finally:
+        if relay is not None:
+            relay.finish()
         if remote is not None:
             release(spark)
 
@@ -315,6 +322,7 @@ def _run_started(
     failure_log: FailureLog,
     remote: str | None,
     poll_seconds: float,
+    relay: Relay | None = None,
 ) -> RunReport:
     if remote is None:
         _check_packages(job, spark)
@@ -331,7 +339,7 @@ def _run_started(
     try:
         report = _run_streaming(
             module, spark, job, report, started, out, available_now, checkpoints, guard,
-            failure_log, remote, poll_seconds, watched,
+            failure_log, remote, poll_seconds, watched, relay,
         )  # fmt: skip
         guard.finished()
         return report
@@ -395,9 +403,11 @@ def _run_streaming(
     remote: str | None,
     poll_seconds: float,
     watched: list[StartedQuery],
+    relay: Relay | None = None,
 ) -> RunReport:
     """Start one query per INSERT and watch them until they end, fail or Ctrl-C;
-    ``watched`` is filled with the started queries as Spark's log names them."""
+    ``watched`` is filled with the started queries as Spark's log names them; ``relay``
+    prints the console sinks' batches (the warm Spark), before each batch's progress line."""
     planned = {q.name: q for q in job.spark_plan.queries}
     running = {q.id for q in spark.streams.active}
     try:
@@ -416,6 +426,8 @@ def _run_streaming(
         with _interrupts() as interrupted:
             while any(q.isActive for q in queries) and not interrupted:
                 time.sleep(poll_seconds)
+                if relay is not None:
+                    relay.print_new()
                 display.update(queries)
                 if any(not q.isActive and q.exception() is not None for q in queries):
                     break  # one query failed: the job has failed, as awaitAnyTermination
@@ -424,6 +436,8 @@ def _run_streaming(
             for query in queries:
                 if query.isActive:
                     query.stop()
+        if relay is not None:
+            relay.print_new()
         display.update(queries)
     finally:
         display.close()

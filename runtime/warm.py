@@ -228,17 +228,12 @@ class Choice:
     reason: str | None = None
 
 
-def connect_blockers(job: CompiledJob, sinks_replaced: bool = False) -> list[str]:
+def connect_blockers(job: CompiledJob) -> list[str]:
     """What in the job Spark Connect cannot run as a local session does: Python run on
     Spark's side (the server's workers have neither the job's functions nor its
-    packages), a Spark package only a new session loads, and a console sink, which
-    would print in the server's log rather than here. ``sinks_replaced``: flowc test,
-    whose test form writes each console sink to a memory table instead."""
+    packages) and a Spark package only a new session loads. A console sink runs warm:
+    flowc.runtime.console_relay prints its batches here."""
     reasons = []
-    consoles = [s.name for s in job.program.sinks if s.connector == "console"]
-    if consoles and not sinks_replaced:
-        names = ", ".join(consoles)
-        reasons.append(f"its console sink ({names}) would print in the warm Spark's log")
     if job.program.functions:
         names = ", ".join(f.name for f in job.program.functions)
         reasons.append(f"its Python functions ({names}) run in Spark's Python workers")
@@ -254,9 +249,7 @@ def connect_blockers(job: CompiledJob, sinks_replaced: bool = False) -> list[str
     return reasons
 
 
-def choose(
-    job: CompiledJob, master_given: bool, folder: Path | None = None, sinks_replaced: bool = False
-) -> Choice:
+def choose(job: CompiledJob, master_given: bool, folder: Path | None = None) -> Choice:
     """The warm server where one runs and the job can run through it exactly; else a new
     local session, with the reason where a server runs."""
     folder = state_dir() if folder is None else folder
@@ -268,7 +261,7 @@ def choose(
     cold = COLD
     if master_given:
         return Choice(None, cold + "--master was given")
-    blockers = connect_blockers(job, sinks_replaced)
+    blockers = connect_blockers(job)
     if blockers:
         return Choice(None, cold + "; ".join(blockers))
     mine = fingerprint()

@@ -1,8 +1,9 @@
 """The warm Spark (docs/warm-spark.md): ``flowc spark start|status|stop``, a server that
 stops itself when idle, runs through it that equal runs on a new local session (across
-micro-batches and a restart on the same checkpoint), one Connect session per run, and the
-line a job that cannot run through it prints as it runs the cold way (a console sink; a
-static spark.* setting, found by asking the server).
+micro-batches and a restart on the same checkpoint), console sinks shown by the relay as
+Spark's console sink shows them, one Connect session per run, and the line a job that
+cannot run through it prints as it runs the cold way (--master; a static spark.* setting,
+found by asking the server).
 
 Two real Spark Connect servers: one for the module, one for the idle stop (its own state
 folder, a 3 s idle limit).
@@ -205,10 +206,8 @@ def test_a_job_connect_cannot_run_says_why_and_runs_cold(
     warm: Path, spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     capfd: pytest.CaptureFixture[str],
 ) -> None:  # fmt: skip
-    """A console sink would print in the server's log: the job runs on a local session
-    (here the tests' own), saying so in one line, and shows its rows here (through the
-    JVM's own standard output, which the test cannot capture: the progress line counts
-    them)."""
+    """--master given: the job runs on a local session (here the tests' own), saying so
+    in one line; its console sink is no reason (the relay would show it)."""
     monkeypatch.setenv("FLOWC_STATE_DIR", str(warm))
     monkeypatch.setenv("TZ", "UTC")
     (tmp_path / "in").mkdir()
@@ -219,15 +218,126 @@ def test_a_job_connect_cannot_run_says_why_and_runs_cold(
         "INSERT INTO shown FROM words |> SELECT upper(word) AS word;\n",
         encoding="utf-8",
     )
-    assert main(["run", str(tmp_path / "job.flow"), "--available-now"]) == 0
+    job = str(tmp_path / "job.flow")
+    assert main(["run", job, "--available-now", "--master", "local[2]"]) == 0
     captured = capfd.readouterr()
-    reason = (
-        "running on a new local Spark, not the warm one: its console sink (shown) would "
-        "print in the warm Spark's log\n"
-    )
-    assert reason in captured.err
+    assert "running on a new local Spark, not the warm one: --master was given\n" in captured.err
     assert "starting Spark (a new JVM" in captured.err
     assert "[shown] batch 0: 2 rows in, 2 written" in captured.err
+
+
+#: A word count (update mode) and the words themselves (append mode), each to a console
+#: sink, one file a micro-batch.
+COUNTS = """
+SET parallelism = 2;
+CREATE SOURCE lines (line STRING)
+  WITH (connector = 'files', path = 'in', format = 'text', max_files_per_trigger = 1);
+CREATE SINK counts WITH (connector = 'console', mode = 'update');
+INSERT INTO counts
+  FROM lines
+  |> EXPLODE split(line, ' ') AS word
+  |> KEY BY word
+  |> AGGREGATE count(*) AS n;
+"""
+WORDS = """
+CREATE SOURCE lines (line STRING)
+  WITH (connector = 'files', path = 'in', format = 'text', max_files_per_trigger = 1);
+CREATE SINK words WITH (connector = 'console', mode = 'append');
+INSERT INTO words FROM lines |> EXPLODE split(line, ' ') AS word |> SELECT upper(word) AS word;
+"""
+#: Three files: the first run reads two (two micro-batches), the restart the third.
+LINES = ["to be or not to be", "that is the question to be", "or not"]
+
+#: The cold side: one process, one local Spark (its JVM prints the console sinks on this
+#: process's standard output), each job run as flowc run does, the files of each run
+#: written first; the runs' order is the warm side's.
+COLD_RUNS = """
+import io, json, os, sys
+import flowc
+from flowc.runtime.run import run_job
+runs = json.loads(sys.argv[1])
+for files, jobs in runs:
+    for path, text, stamp in files:
+        with open(path, "w") as f:
+            f.write(text)
+        os.utime(path, (stamp, stamp))
+    for path in jobs:
+        job = flowc.compile(open(path).read(), path, for_spark=True)
+        report = run_job(job, available_now=True, master="local[2]", out=sys.stderr)
+        assert [q.error for q in report.queries] == [None], report
+        sys.stdout.flush()
+"""
+
+
+def _blocks(text: str) -> list[tuple[int, list[tuple[str, ...]]]]:
+    """Console blocks: each batch's number and its table's rows."""
+    found: list[tuple[int, list[tuple[str, ...]]]] = []
+    for line in text.splitlines():
+        if line.startswith("Batch: "):
+            found.append((int(line.removeprefix("Batch: ")), []))
+        elif line.startswith("|") and found:
+            found[-1][1].append(tuple(c.strip() for c in line.strip("|").split("|")))
+    return [(n, rows[1:]) for n, rows in found]  # rows[0]: the header
+
+
+def test_a_console_job_prints_warm_what_it_prints_cold(warm: Path, tmp_path: Path) -> None:
+    """Console sinks in update and append mode, two micro-batches and a restart on the
+    same checkpoint: the warm runs' standard output (the relay) is the cold runs' (Spark's
+    console sink) byte for byte, with no line saying they ran cold, and each batch shows
+    what plain Python says."""
+    jobs = {"counts": COUNTS, "words": WORDS}
+    runs: list[tuple[list[tuple[str, str, int]], list[str]]] = []
+    for side in ("cold", "warm"):
+        for name, text in jobs.items():
+            (tmp_path / side / name / "in").mkdir(parents=True)
+            (tmp_path / side / name / "job.flow").write_text(text, encoding="utf-8")
+    for side in ("cold", "warm"):
+        for files in (LINES[:2], LINES[2:]):
+            written = [
+                (str(tmp_path / side / name / "in" / f"{LINES.index(line)}.txt"), line + "\n",
+                 1_700_000_000 + 10 * LINES.index(line))
+                for name in jobs for line in files
+            ]  # fmt: skip
+            runs.append((written, [str(tmp_path / side / name / "job.flow") for name in jobs]))
+    cold = subprocess.run(
+        [sys.executable, "-c", COLD_RUNS, json.dumps(runs[:2])],
+        env=_env(tmp_path / "no-server"), capture_output=True, text=True, timeout=600,
+        check=False,
+    )  # fmt: skip
+    assert cold.returncode == 0, cold.stderr
+    shown = []
+    relays = tmp_path / "relays"  # the warm runs' temporary folders: their relay's
+    relays.mkdir()
+    for files, paths in runs[2:]:
+        for path, text, stamp in files:
+            Path(path).write_text(text, encoding="utf-8")
+            os.utime(path, (stamp, stamp))
+        for path in paths:
+            ran = subprocess.run(
+                [sys.executable, "-m", "flowc", "run", path, "--available-now"],
+                env={**_env(warm), "TMPDIR": str(relays)}, capture_output=True, text=True,
+                timeout=600, check=False,
+            )  # fmt: skip
+            assert ran.returncode == 0, ran.stderr
+            assert "running on the warm Spark at sc://127.0.0.1:" in ran.stderr
+            assert "running on a new local Spark" not in ran.stderr
+            assert "starting Spark" not in ran.stderr
+            shown.append(ran.stdout)
+    assert "".join(shown) == cold.stdout
+    # plain Python: counts (update) shows each batch's words with their counts so far;
+    # words (append) each batch's words, upper-cased
+    seen: Counter[str] = Counter()
+    counts, words = [], []
+    for number, line in enumerate(LINES):
+        seen.update(line.split())
+        counts.append((number, sorted((w, str(seen[w])) for w in set(line.split()))))
+        words.append((number, sorted((w.upper(),) for w in line.split())))
+    blocks: dict[str, list[tuple[int, list[tuple[str, ...]]]]] = {"counts": [], "words": []}
+    for run in range(2):
+        for index, name in enumerate(jobs):
+            blocks[name] += [(n, sorted(r)) for n, r in _blocks(shown[2 * run + index])]
+    assert blocks == {"counts": counts, "words": words}
+    assert list(relays.iterdir()) == []  # each run removed its relay's folder
 
 
 def test_a_static_setting_runs_cold_with_the_setting(warm: Path, tmp_path: Path) -> None:

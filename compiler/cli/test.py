@@ -124,7 +124,7 @@ def _warm_url(args: argparse.Namespace, pairs: list[tuple[str, str]]) -> str | N
             continue  # reported when its tests run
         if spark_missing(job, "test") is not None:
             return None
-        choice = choose(job, args.master is not None, sinks_replaced=True)
+        choice = choose(job, args.master is not None)
         if choice.url is None:
             if choice.reason is not None:
                 write_stdout(f"{choice.reason} ({job_path})\n")

@@ -127,6 +127,9 @@ class PysparkGenerator(SourceWriter, StepWriter, SinkWriter):
         w(f"BASE_DIR = {base_dir!r}")
         w(f"SHUFFLE_PARTITIONS = {self.partitions}")
         w(f"SPARK_CONF = {dict(settings.spark_conf)!r}")
+        if any(s.connector == "console" for s in self.program.sinks) and not self.batch:
+            w("#: The warm Spark's console relay, which flowc.runtime sets (else Spark's sink).")
+            w("CONSOLE_RELAY = None")
         w("KEEP_EXCHANGES = 'org.apache.spark.sql.catalyst.optimizer.CollapseRepartition'")
         w("KEEP_AGGREGATES = 'org.apache.spark.sql.catalyst.optimizer.CollapseGroupedSumOfCount'")
         w("KEEP_FILTERS = ('org.apache.spark.sql.catalyst.optimizer.PushDownPredicates,'")

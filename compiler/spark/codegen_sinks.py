@@ -58,12 +58,18 @@ class SinkWriter(ProgramText):
                 before_deletes,
             )
         elif connector == "console":
-            w("writer = writer.format('console')", 1)
             # Every row of a micro-batch unless the sink says how many (Spark shows 20).
             rows = int(str(options["rows"])) if "rows" in options else CONSOLE_ALL_ROWS
-            w(f"writer = writer.option('numRows', {rows})", 1)
+            truncate = bool(options.get("truncate", True))
+            # On the warm Spark, flowc's relay shows each batch here, as the console
+            # sink would (flowc.runtime.console_relay); else Spark's console sink.
+            w("if CONSOLE_RELAY is not None:", 1)
+            w(f"writer = writer.foreachBatch(CONSOLE_RELAY({name!r}, {rows}, {truncate!r}))", 2)
+            w("else:", 1)
+            w("writer = writer.format('console')", 2)
+            w(f"writer = writer.option('numRows', {rows})", 2)
             if "truncate" in options:
-                w(f"writer = writer.option('truncate', {bool(options['truncate'])!r})", 1)
+                w(f"writer = writer.option('truncate', {truncate!r})", 2)
         elif connector in ("memory", "noop"):
             w(f"writer = writer.format({connector!r})", 1)
         elif connector == "files":
