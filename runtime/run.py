@@ -42,7 +42,7 @@ from flowc.runtime.ownership import check_sink_ownership
 from flowc.runtime.rescale import Rescaled, RescaleFailed
 from flowc.runtime.state_guard import StateGuard, guard_state
 from flowc.runtime.state_report import NO_WATERMARK, HeldState, held_state, state_lines
-from flowc.runtime.warm import COLD, COLD_START
+from flowc.runtime.warm import COLD, COLD_START, shown
 from flowc.spark.codegen import generate_pyspark
 from flowc.spark.spark_plan import checkpoint_root
 from flowc.sql.spark_sql import UnsupportedOnSpark
@@ -228,7 +228,7 @@ def run_job(
     try:
         remote = _static_settings(module, remote, warm, out)
         if remote is not None and warm:
-            out.write(f"running on the warm Spark at {remote} (flowc spark status)\n")
+            out.write(f"running on the warm Spark at {shown(remote)} (flowc spark status)\n")
         spark = module.start_session(master, remote, quiet=log_file is not None)
     except spark_errors() as error:
         raise SparkRefused.of(job, None, error, failure_log, "Spark could not start") from None

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import secrets
 import socket
 import sys
 import time
@@ -98,17 +100,49 @@ class Server:
     idle_minutes: float
     master: str
     fingerprint: dict[str, str]
+    token: str
 
     @property
     def url(self) -> str:
-        return f"sc://127.0.0.1:{self.port}"
+        """The URL a client connects with: Spark Connect's pre-shared token, which the
+        server requires of every request (any local user can reach a port of 127.0.0.1,
+        and a Spark Connect session runs code as the server's user). ``localhost``, as
+        pyspark's client sends a token without TLS only there (its local credentials)."""
+        return f"sc://localhost:{self.port}/;token={self.token}"
+
+    @property
+    def shown_url(self) -> str:
+        """The URL as flowc prints it: without the token."""
+        return shown(self.url)
 
     def write(self, folder: Path) -> None:
-        """Atomically, so a reader never sees half a record."""
+        """Atomically, so a reader never sees half a record, and readable by this user
+        alone: it holds the token."""
         path = record_path(folder)
         part = path.with_suffix(f".{os.getpid()}.tmp")
-        part.write_text(json.dumps(asdict(self), indent=2) + "\n", encoding="utf-8")
+        descriptor = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(descriptor, "w", encoding="utf-8") as file:
+            file.write(json.dumps(asdict(self), indent=2) + "\n")
         os.replace(part, path)
+
+
+def new_token() -> str:
+    """A token for Spark Connect's ``spark.connect.authenticate.token``."""
+    return secrets.token_urlsafe(32)
+
+
+def shown(url: str) -> str:
+    """A Spark Connect URL with its token (``;token=...``) taken out, to print."""
+    return re.sub(r";token=[^;]*", "", url).removesuffix("/")
+
+
+def private_folder(folder: Path) -> Path:
+    """The state folder, made if missing and kept to this user (the record holds the
+    token; the log, what the jobs print)."""
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if folder.stat().st_uid == os.getuid():
+        folder.chmod(0o700)
+    return folder
 
 
 def read_server(folder: Path) -> Server | None:
@@ -124,6 +158,7 @@ def read_server(folder: Path) -> Server | None:
             idle_minutes=float(data["idle_minutes"]),
             master=str(data["master"]),
             fingerprint={str(k): str(v) for k, v in data["fingerprint"].items()},
+            token=str(data["token"]),
         )
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None

@@ -23,6 +23,8 @@ from flowc.runtime.warm import (
     fingerprint,
     idle_seconds,
     last_used_path,
+    new_token,
+    private_folder,
     record_path,
     state_dir,
     touch,
@@ -32,7 +34,8 @@ from flowc.runtime.warm import (
 def serve(port: int, idle_minutes: float) -> int:
     from pyspark.sql import SparkSession
 
-    folder = state_dir()
+    folder = private_folder(state_dir())
+    token = new_token()  # in no command line (ps shows those to every user)
     stopping: list[int] = []
 
     def stop(number: int, frame: FrameType | None) -> None:
@@ -48,6 +51,7 @@ def serve(port: int, idle_minutes: float) -> int:
         .config("spark.plugins", "org.apache.spark.sql.connect.SparkConnectPlugin")
         .config("spark.connect.grpc.binding.address", "127.0.0.1")
         .config("spark.connect.grpc.binding.port", str(port))
+        .config("spark.connect.authenticate.token", token)
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("WARN")
@@ -58,10 +62,11 @@ def serve(port: int, idle_minutes: float) -> int:
         idle_minutes=idle_minutes,
         master=WARM_MASTER,
         fingerprint=fingerprint(),
+        token=token,
     )
     touch(last_used_path(folder))
     server.write(folder)
-    print(f"flowc warm Spark: listening on {server.url}", flush=True)
+    print(f"flowc warm Spark: listening on {server.shown_url}", flush=True)
     check = min(5.0, max(0.2, idle_minutes * 60 / 4))
     try:
         while not stopping:

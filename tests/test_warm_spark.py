@@ -102,10 +102,59 @@ def test_status_shows_the_running_server(warm: Path) -> None:
     assert lines["pid"] == [str(server.pid)]
     assert lines["port"] == [str(server.port)]
     assert {"uptime", "idle", "log"} <= set(lines)
-    assert status.stdout.startswith(f"the warm Spark runs: sc://127.0.0.1:{server.port}")
+    assert status.stdout.startswith(f"the warm Spark runs: sc://localhost:{server.port}\n")
     again = _flowc(warm, "spark", "start")  # a second start finds the first
     assert again.returncode == 0 and "already runs" in again.stdout
     assert read_server(warm) == server
+
+
+#: Asks the server for one row; exits 0 with the row, else prints the error's class.
+ASK = """
+import sys
+from pyspark.sql import SparkSession
+try:
+    spark = SparkSession.builder.remote(sys.argv[1]).getOrCreate()
+    print(spark.range(3).count())
+except Exception as error:
+    print(type(error).__name__, error)
+    sys.exit(3)
+"""
+
+
+def test_only_a_client_with_the_token_is_served(warm: Path) -> None:
+    """Any local user reaches a port of 127.0.0.1, and a Spark Connect session runs code as
+    the server's user: the server takes only requests with the token of its record, which
+    this user alone can read, and flowc never prints the token."""
+    server = read_server(warm)
+    assert server is not None
+    assert len(server.token) >= 32 and server.token in server.url
+    assert record_path(warm).stat().st_mode & 0o777 == 0o600
+    assert warm.stat().st_mode & 0o777 == 0o700
+    env = {k: v for k, v in os.environ.items() if k != "SPARK_CONNECT_AUTHENTICATE_TOKEN"}
+
+    def ask(url: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-c", ASK, url], env=env, capture_output=True, text=True,
+            timeout=300, check=False,
+        )  # fmt: skip
+
+    served = ask(server.url)
+    assert (served.returncode, served.stdout.strip()) == (0, "3"), served.stdout + served.stderr
+    for url in (f"sc://localhost:{server.port}", f"sc://localhost:{server.port}/;token=wrong"):
+        refused = ask(url)
+        assert refused.returncode == 3, refused.stdout
+        assert "UNAUTHENTICATED" in refused.stdout or "nauthenticated" in refused.stdout, (
+            refused.stdout
+        )
+    status = _flowc(warm, "spark", "status")
+    assert server.token not in status.stdout + status.stderr
+    assert server.token not in (warm / "spark.log").read_text(encoding="utf-8")
+
+
+def server_token(folder: Path) -> str:
+    server = read_server(folder)
+    assert server is not None
+    return server.token
 
 
 def _clicks(batch: int) -> list[dict[str, Any]]:
@@ -173,7 +222,8 @@ def test_a_warm_run_writes_what_a_cold_run_writes(
         assert [q.error for q in report.queries] == [None]
         ran = _flowc(warm, "run", str(warm_job / "job.flow"), "--available-now")
         assert ran.returncode == 0, ran.stderr
-        assert "running on the warm Spark at sc://127.0.0.1:" in ran.stderr
+        assert "running on the warm Spark at sc://localhost:" in ran.stderr
+        assert server_token(warm) not in ran.stdout + ran.stderr
         assert "starting Spark" not in ran.stderr
         expected = _closed_windows(given)
         assert _written(cold) == expected
@@ -319,7 +369,7 @@ def test_a_console_job_prints_warm_what_it_prints_cold(warm: Path, tmp_path: Pat
                 timeout=600, check=False,
             )  # fmt: skip
             assert ran.returncode == 0, ran.stderr
-            assert "running on the warm Spark at sc://127.0.0.1:" in ran.stderr
+            assert "running on the warm Spark at sc://localhost:" in ran.stderr
             assert "running on a new local Spark" not in ran.stderr
             assert "starting Spark" not in ran.stderr
             shown.append(ran.stdout)
@@ -369,7 +419,7 @@ def test_a_static_setting_runs_cold_with_the_setting(warm: Path, tmp_path: Path)
 def test_flowc_test_runs_on_the_warm_spark(warm: Path) -> None:
     ran = _flowc(warm, "test", str(ROOT / "examples" / "wordcount.flow"))
     assert ran.returncode == 0, ran.stdout + ran.stderr
-    assert ran.stdout.startswith("running on the warm Spark at sc://127.0.0.1:")
+    assert ran.stdout.startswith("running on the warm Spark at sc://localhost:")
     assert ran.stdout.rstrip().endswith("1 passed, 0 failed")
 
 

@@ -42,7 +42,7 @@ def spark(args: argparse.Namespace) -> int:
 
 
 def _start(folder: Path, idle_minutes: float) -> int:
-    from flowc.runtime.warm import listening, log_path, read_server
+    from flowc.runtime.warm import listening, log_path, private_folder, read_server
 
     if importlib.util.find_spec("pyspark") is None:
         sys.stderr.write(
@@ -59,12 +59,12 @@ def _start(folder: Path, idle_minutes: float) -> int:
     if idle_minutes <= 0:
         sys.stderr.write("error: --idle-minutes must be more than 0\n")
         return EXIT_ERRORS
-    folder.mkdir(parents=True, exist_ok=True)
+    private_folder(folder)
     with (folder / "spark.lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # one start at a time: the second finds the first
         running = read_server(folder)
         if running is not None:
-            write_stdout(f"the warm Spark already runs: {running.url} (pid {running.pid})\n")
+            write_stdout(f"the warm Spark already runs: {running.shown_url} (pid {running.pid})\n")
             return EXIT_OK
         port = _free_port()
         log = log_path(folder)
@@ -84,7 +84,7 @@ def _start(folder: Path, idle_minutes: float) -> int:
             if server is not None and server.pid == process.pid and listening(server.port):
                 seconds = time.monotonic() - started
                 write_stdout(
-                    f"the warm Spark runs: {server.url} (pid {server.pid}, started in "
+                    f"the warm Spark runs: {server.shown_url} (pid {server.pid}, started in "
                     f"{seconds:.0f} s; stops after {idle_minutes:g} idle minutes)\n"
                 )
                 return EXIT_OK
@@ -114,7 +114,7 @@ def _status(folder: Path) -> int:
     idle = idle_seconds(folder, server, now)
     users = f" (in use by pid {', '.join(map(str, clients))})" if clients else ""
     write_stdout(
-        f"the warm Spark runs: {server.url}\n"
+        f"the warm Spark runs: {server.shown_url}\n"
         f"  pid       {server.pid}\n"
         f"  port      {server.port}\n"
         f"  uptime    {_duration(now - server.started)}\n"

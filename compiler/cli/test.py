@@ -152,7 +152,7 @@ def _session(
     (``warm``, docs/warm-spark.md), else a local one, said before pyspark loads.
     ``stack`` releases the warm one and this process's mark as the server's client."""
     from flowc.runtime.run import load_program, local_session_runs, release
-    from flowc.runtime.warm import COLD_START, WARM_MASTER, state_dir, using
+    from flowc.runtime.warm import COLD_START, WARM_MASTER, shown, state_dir, using
 
     if "spark" in sessions:
         return sessions["spark"]
@@ -160,7 +160,7 @@ def _session(
         write_stdout(COLD_START)
     module = load_program(job)
     if warm is not None:
-        write_stdout(f"running on the warm Spark at {warm}\n")
+        write_stdout(f"running on the warm Spark at {shown(warm)}\n")
         stack.enter_context(using(state_dir()))
         session = module.start_session(WARM_MASTER, warm, quiet=True)
         stack.callback(release, session)
