@@ -31,6 +31,7 @@ import pytest
 import flowc
 from flowc import Severity
 from flowc.runtime.failures import StartedQuery, jvm_ended
+from flowc.runtime.warm import COLD_START
 from flowc.spark.codegen import generate_pyspark
 
 XPATH_FUNCTIONS = (
@@ -230,12 +231,12 @@ def test_a_regex_repeating_a_group_ends_sparks_jvm_trusted(tmp_path: Path) -> No
 def test_flowc_run_reports_the_jvm_ending_at_the_insert(tmp_path: Path, mode: str) -> None:
     """Trusted, ``flowc run`` of the job (streaming or batch) is one located diagnostic
     (E0807 at the INSERT, with what to do), exit 1: no Java stack trace, no Python
-    traceback, no exit 101."""
+    traceback, no exit 101; before it only the line a cold start says first."""
     _regex_job(tmp_path)
     done, elapsed = _flowc(tmp_path, "run", mode, "--master", "local[1]", "job.flow", timeout=120)
     assert done.returncode == 1, done.stderr[-3000:]
     assert done.stderr.startswith(
-        "error[E0807]: Spark's JVM ended (exit code 50) while query 'o' ran: "
+        COLD_START + "error[E0807]: Spark's JVM ended (exit code 50) while query 'o' ran: "
         "java.lang.StackOverflowError\n --> job.flow:3:1\n"
     ), done.stderr[-3000:]
     assert "repeats a group" in done.stderr
