@@ -224,7 +224,7 @@ def _join_after_updates_help(running: bool, shared: tuple[str, ...] = ()) -> str
     result (an AGGREGATE or TOP without WINDOW) comes before it; where only the column
     names both sides have keep it from running, which to rename."""
     if shared:
-        return shared_names_help(shared)
+        return _shared_names_help(shared)
     if running:
         return (
             f"{_JOIN_AFTER_UPDATES_HELP}; mode = 'append' cannot run this (a result without "
@@ -237,7 +237,7 @@ def _join_after_updates_help(running: bool, shared: tuple[str, ...] = ()) -> str
     )
 
 
-def shared_names_help(shared: tuple[str, ...]) -> str:
+def _shared_names_help(shared: tuple[str, ...]) -> str:
     """The help where a JOIN over changes would run but for column names both sides have:
     a RENAME just before the JOIN (a step every side's chain takes) is the way out."""
     names = ", ".join(f"'{n}'" for n in shared)
@@ -1048,7 +1048,7 @@ def _refuse_cdc_producer(query: Query, program: Program, reporter: _OncePerPlace
         f"'{streams[0].origin.name}' (debezium-json), and what follows it cannot consume "
         "its updates as a processor",
         _keyword(producer),
-        help=shared_names_help(shared) if shared else CHANGES_HELP,
+        help=_shared_names_help(shared) if shared else CHANGES_HELP,
     )
 
 
