@@ -10,6 +10,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from flowc._version import __version__
+from flowc.limits import SharedSetting
 
 #: Bumped when a stage's JSON changes incompatibly.
 SCHEMA_VERSION = 1
@@ -29,18 +30,28 @@ def document(stage: str, body: dict[str, Any]) -> str:
     return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
 
 
+#: The cyclic collector, off while any rendering runs in any thread: the first to start
+#: turns it off if it was on, the last to finish turns it back on unless the application
+#: changed it meanwhile (a per-thread check-then-disable would race: one thread's
+#: ``gc.enable`` between another's check and its ``gc.disable`` left it off for good).
+_RENDERING_COLLECTOR: SharedSetting[bool] = SharedSetting(
+    gc.isenabled,
+    lambda enabled: gc.enable() if enabled else gc.disable(),
+    lambda enabled: False if enabled else None,
+)
+
+
 @contextmanager
 def paused_gc() -> Iterator[None]:
     """Render without the cyclic collector: a large plan's rendering allocates many
     containers and frees none, and each collection would rescan the whole compiled job
     (as :func:`flowc.compile` does while compiling)."""
-    collecting = gc.isenabled()
-    gc.disable()
+    held = _RENDERING_COLLECTOR.enter()
     try:
         yield
     finally:
-        if collecting:
-            gc.enable()
+        if held:
+            _RENDERING_COLLECTOR.leave()
 
 
 def count_of(n: int, one: str, many: str | None = None) -> str:

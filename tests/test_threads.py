@@ -262,3 +262,29 @@ def test_compile_leaves_the_settings_alone_when_it_has_nothing_to_change() -> No
         gc.enable()
         gc.set_threshold(*thresholds)
         sys.setrecursionlimit(limit)
+
+
+def test_rendering_in_many_threads_leaves_the_collector_on() -> None:
+    """Each rendering pauses the cyclic collector; when they overlap, the collector is on
+    again once the last ends (a check-then-disable per thread left it off for good, which a
+    full CI run found as this module's settings tests failing)."""
+    from flowc.outputs import paused_gc
+
+    def render_often() -> None:
+        for _ in range(20_000):
+            with paused_gc():
+                pass
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as the interpreter can
+    try:
+        for _ in range(3):
+            assert gc.isenabled()
+            threads = [threading.Thread(target=render_often) for _ in range(6)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            assert gc.isenabled()
+    finally:
+        sys.setswitchinterval(interval)
