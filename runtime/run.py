@@ -178,15 +178,14 @@ def run_job(
     log_file: str | None = None,
     reset_state: Sequence[str] = (),
     warm: bool = False,
-    announced: bool = False,
 ) -> RunReport:
     """Start every query of the job and wait for them; Ctrl-C stops them cleanly.
 
     ``warm``: ``remote`` is the warm Spark (flowc.runtime.warm), chosen by flowc rather
     than the user: what Connect cannot run exactly (state to repartition first, a SET of a
     static spark.* setting) then runs on a new local session, with one line saying why,
-    where a ``--remote`` the user gave is refused. ``announced``: the caller has said
-    that a new local Spark starts (flowc run does, before importing the runtime).
+    where a ``--remote`` the user gave is refused.
+    A new local Spark is announced (COLD_START) once the checks before Spark pass.
 
     ``log_file``: the file the caller sends Spark's output to (``flowc run`` does, with
     flowc.runtime.failures.spark_output); Spark's progress bars are then off, and a
@@ -194,19 +193,20 @@ def run_job(
     A failed query's report holds a diagnostic; Spark refusing to start the session or a
     query raises SparkRefused.
     """
-    if remote is None and not announced:
-        out.write(COLD_START)  # before pyspark loads (the generated program imports it)
-    module = load_program(job)
-    module.__dict__["EMBEDDED_FUNCTIONS"] = {f.name.lower(): f.call for f in job.functions}
     if remote is not None and checkpoint_dir is not None and "://" not in checkpoint_dir:
         checkpoint_dir = os.path.abspath(checkpoint_dir)  # the server has another folder
     folder = base_dir if base_dir is not None else str(Path(job.file).parent)
-    module.__dict__["BASE_DIR"] = base = os.path.abspath(folder)
+    base = os.path.abspath(folder)
     checkpoints = checkpoint_root(job.spark_plan, checkpoint_dir, base)
     # Before Spark: state the edited job cannot go on from (E0820), --reset-state.
     guard = guard_state(job, checkpoints, base, reset_state, out)
     check_sink_ownership(job, checkpoints, base)  # before Spark: folders flowc refuses
     check_processor_packages(job)  # before Spark: a processor's workers need their packages
+    if remote is None:  # a refusal above starts no JVM, and says none
+        out.write(COLD_START)  # before pyspark loads (the generated program imports it)
+    module = load_program(job)
+    module.__dict__["EMBEDDED_FUNCTIONS"] = {f.name.lower(): f.call for f in job.functions}
+    module.__dict__["BASE_DIR"] = base
     if remote is not None and warm and guard.rescales:
         names = ", ".join(f"'{r.query}'" for r in guard.rescales)
         out.write(

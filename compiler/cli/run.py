@@ -73,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
         spark_output,
         summary,
     )
-    from flowc.runtime.warm import COLD_START, WARM_MASTER, using
+    from flowc.runtime.warm import WARM_MASTER, using
 
     if args.report:
         _check_report_path(args.report)
@@ -83,8 +83,6 @@ def run(args: argparse.Namespace) -> int:
     # unless --verbose; flowc's progress lines go to the terminal either way.
     log = None if args.verbose else log_path(job, args.checkpoint_dir, args.base_dir)
     remote, warm = (args.remote, None) if args.remote is not None else warm_spark(job, args.master)
-    if remote is None:  # from the first second: the rest waits for a JVM
-        write_stderr(COLD_START)
     from flowc.runtime.run import SparkRefused, run_job
 
     try:
@@ -103,7 +101,6 @@ def run(args: argparse.Namespace) -> int:
                 log_file=log,
                 reset_state=reset,
                 warm=warm is not None,
-                announced=True,
             )
     except UnsupportedOnSpark as error:
         raise NotRunnable(str(error)) from None
