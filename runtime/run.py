@@ -923,8 +923,10 @@ class Progress:
     query: str
     batch: int
     rows: int
-    #: None where Spark has no rate: the first micro-batch a query runs has no earlier
-    #: trigger to measure from, and Spark leaves the rate out (its JSON drops a NaN).
+    #: None where Spark has no rate: the first micro-batch a query runs in a session has
+    #: no earlier trigger to measure from. Spark Connect leaves the rate out (its JSON
+    #: drops the NaN); Spark Classic divides by an infinite time and says 0.0, which no
+    #: batch that read rows can measure: that 0.0 is no rate either.
     input_rate: float | None
     processed_rate: float
     batch_ms: int
@@ -938,11 +940,13 @@ class Progress:
     def of(cls, name: str, progress: Any, rerun: bool = False) -> Progress:
         durations = progress.get("durationMs") or {}
         states = progress.get("stateOperators") or []
+        rows = int(computed(progress, "numInputRows") or 0)
+        rate = _rate(computed(progress, "inputRowsPerSecond"))
         return cls(
             query=name,
             batch=int(progress["batchId"]),
-            rows=int(computed(progress, "numInputRows") or 0),
-            input_rate=_rate(computed(progress, "inputRowsPerSecond")),
+            rows=rows,
+            input_rate=None if rate == 0.0 and rows > 0 else rate,
             processed_rate=float(computed(progress, "processedRowsPerSecond") or 0.0),
             batch_ms=int(durations.get("triggerExecution") or 0),
             watermark=_watermark((progress.get("eventTime") or {}).get("watermark")),

@@ -927,6 +927,23 @@ def test_a_first_batch_shows_no_placeholder_rate_or_watermark() -> None:
     assert " in/s" not in second_line and "watermark -," in second_line
 
 
+def test_a_zero_input_rate_beside_rows_read_is_no_rate() -> None:
+    """Spark Classic's first micro-batch of a session measures its rate over an infinite
+    time: 0.0 rows per second beside the 40 rows it read. A batch that read nothing did
+    come in at 0.0 rows per second, and says so."""
+    from flowc.runtime.run import ProgressDisplay
+
+    out = io.StringIO()
+    display = ProgressDisplay(out)
+    display.update([FakeQuery("per_user", {**PROGRESS, "inputRowsPerSecond": 0.0})])
+    idle = {**PROGRESS, "batchId": 4, "numInputRows": 0, "inputRowsPerSecond": 0.0}
+    display.update([FakeQuery("per_user", idle)])
+    display.close()
+    read, empty = out.getvalue().splitlines()
+    assert read.startswith("[per_user] batch 3: 40 rows in, 6 written, 80.0 processed/s"), read
+    assert empty.startswith("[per_user] batch 4: 0 rows in, 6 written, 0.0 in/s, "), empty
+
+
 def test_live_table_on_a_terminal() -> None:
     from flowc.runtime.run import ProgressDisplay
 
