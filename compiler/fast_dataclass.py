@@ -8,12 +8,13 @@ import. This decorator makes the same class for the forms flowc uses (``slots=Tr
 ``order``, ``unsafe_hash``, ``__post_init__``, ``InitVar`` or ``KW_ONLY``) with one small
 compile per class, the ``__init__``, which sets each slot through its own descriptor (three
 times as fast as a frozen dataclass's ``object.__setattr__`` by name, and a compile makes
-these objects by the thousand). The other methods are shared closures with the generated
-ones' meaning: ``__eq__`` compares the class and the tuple of compared fields, ``__hash__``
-hashes that tuple, ``__repr__`` guards against recursion, a frozen class refuses assignment
-with ``FrozenInstanceError``. ``__dataclass_fields__`` and ``__dataclass_params__`` are the
-standard library's own kinds, so ``fields``, ``replace``, ``asdict`` and ``is_dataclass``
-work unchanged. Any other form is handed to ``dataclasses.dataclass``.
+these objects by the thousand), compiled when first looked up (:class:`_LazyInit`). The
+other methods are shared closures with the generated ones' meaning: ``__eq__`` compares the
+class and the tuple of compared fields, ``__hash__`` hashes that tuple, ``__repr__`` guards
+against recursion, a frozen class refuses assignment with ``FrozenInstanceError``.
+``__dataclass_fields__`` and ``__dataclass_params__`` are the standard library's own kinds,
+so ``fields``, ``replace``, ``asdict`` and ``is_dataclass`` work unchanged. Any other form
+is handed to ``dataclasses.dataclass``.
 """
 
 from __future__ import annotations
@@ -218,7 +219,7 @@ def _make(written: type, *, init: bool, repr: bool, eq: bool, frozen: bool, kw_o
         setattr(cls, "__setattr__", _frozen_setattr(cls, names))  # noqa: B010
         setattr(cls, "__delattr__", _frozen_delattr(cls, names))  # noqa: B010
     if init and "__init__" not in written.__dict__:
-        setattr(cls, "__init__", _init_method(cls, field_list))  # noqa: B010
+        setattr(cls, "__init__", _LazyInit(cls, *_init_source(cls, field_list)))  # noqa: B010
     if isinstance(cls, abc.ABCMeta):
         abc.update_abstractmethods(cast("type[object]", cls))
     MADE[cls] = (written, kw_only)
@@ -235,8 +236,10 @@ def _slots_of(base: type) -> tuple[str, ...]:
     return (slots,) if isinstance(slots, str) else tuple(slots)
 
 
-def _init_method(cls: type, field_list: list[Field[object]]) -> Callable[..., None]:
-    """The ``__init__`` the dataclass would write, setting each slot by its descriptor."""
+def _init_source(cls: type, field_list: list[Field[object]]) -> tuple[str, dict[str, object]]:
+    """The source of the ``__init__`` the dataclass would write, setting each slot by its
+    descriptor, and the names it reads. Checked here, as the class is made: compiling it
+    waits for :class:`_LazyInit`."""
     scope: dict[str, object] = {"_FACTORY": _FACTORY}
     positional: list[str] = []
     keywords: list[str] = []
@@ -271,13 +274,32 @@ def _init_method(cls: type, field_list: list[Field[object]]) -> Callable[..., No
             continue
         body.append(f"    _set{index}(self, {value})")
     signature = ", ".join(["self", *positional, *(["*", *keywords] if keywords else [])])
-    made: dict[str, Callable[..., None]] = {}
-    source = f"def __init__({signature}):\n" + "\n".join(body or ["    pass"])
-    exec(source, scope, made)
-    method = made["__init__"]
-    method.__qualname__ = f"{cls.__qualname__}.__init__"
-    method.__module__ = cls.__module__
-    return method
+    return f"def __init__({signature}):\n" + "\n".join(body or ["    pass"]), scope
+
+
+class _LazyInit:
+    """A class's generated ``__init__`` until it is first looked up (to make an object, or
+    by ``inspect.signature``): then compiled, put on the class in its place and returned.
+    ``import flowc`` makes about 150 classes and a compile builds objects of about half of
+    them; compiling each ``__init__`` is most of the time a class takes to make.
+    Two threads may both compile it: each puts the same function on the class."""
+
+    __slots__ = ("_cls", "_scope", "_source")
+
+    def __init__(self, cls: type, source: str, scope: dict[str, object]) -> None:
+        self._cls = cls
+        self._source = source
+        self._scope = scope
+
+    def __get__(self, instance: object, owner: type | None = None) -> Callable[..., None]:
+        made: dict[str, Callable[..., None]] = {}
+        exec(self._source, self._scope, made)
+        method = made["__init__"]
+        method.__qualname__ = f"{self._cls.__qualname__}.__init__"
+        method.__module__ = self._cls.__module__
+        setattr(self._cls, "__init__", method)  # noqa: B010
+        bound: Callable[..., None] = method.__get__(instance, owner)
+        return bound
 
 
 def _tuple_getter(names: list[str]) -> Callable[[object], tuple[object, ...]]:

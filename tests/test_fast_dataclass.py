@@ -260,3 +260,32 @@ def test_forms_it_leaves_to_the_standard_library() -> None:
         assert cls not in MADE and dataclasses.is_dataclass(cls)
     assert NoSlots(1) == NoSlots(1) and "__slots__" not in NoSlots.__dict__
     assert WithInitVar(1, 2).a == 1
+
+
+def test_init_is_compiled_when_first_looked_up() -> None:
+    """A class's ``__init__`` is compiled when an object is first made or its signature
+    asked, then is the class's own function; a subclass's objects made through an
+    inherited ``__init__`` compile it once, on the class that has it."""
+
+    @dataclass(frozen=True, slots=True)
+    class Point:
+        x: int
+        y: int = 0
+
+    @dataclass(frozen=True, slots=True, init=False)
+    class Tagged(Point):
+        pass
+
+    @dataclass(frozen=True, slots=True)
+    class Mark:
+        name: str
+
+    def compiled(cls: type) -> bool:
+        return inspect.isfunction(cls.__dict__["__init__"])
+
+    assert not compiled(Point) and not compiled(Mark)
+    assert [p.name for p in inspect.signature(Mark).parameters.values()] == ["name"]
+    assert compiled(Mark) and Mark("m") == Mark("m")
+    assert Tagged(3, 4).y == 4 and compiled(Point) and "__init__" not in Tagged.__dict__
+    assert Point(1) == Point(1, 0) and Point.__init__.__qualname__.endswith("Point.__init__")
+    assert Point.__init__ is Point.__dict__["__init__"]
