@@ -70,6 +70,9 @@ LAZY_ALLOWED: dict[tuple[str, str], str] = {
     ("flowc.cli.compile", "flowc.spark.codegen"): "the PySpark code generator (six modules) "
     "only for --emit pyspark or all: flowc compile of a plan does without it",
     ("flowc.cli.lsp", "flowc.lsp.server"): "pygls, an optional dependency (flowc[lsp])",
+    ("flowc.cli.compile", "flowc.viewer"): "the plan viewer only for --format html: every "
+    "other flowc check or compile does without it (1 ms a start)",
+    ("flowc.cli.main", "platform"): "only for a crash report (1 ms of every start)",
     ("flowc.cli.run", "flowc.runtime.failures"): _RUNTIME,
     ("flowc.cli.run", "flowc.runtime.run"): _RUNTIME,
     ("flowc.cli.run", "flowc.runtime.rescale"): _RUNTIME,

@@ -25,7 +25,6 @@ from flowc.diagnostics import CompileError, Diagnostic, Severity
 from flowc.sql.spark_sql import UnsupportedOnSpark
 from flowc.syntax.astdump import ast_to_json, ast_to_text
 from flowc.syntax.overrides import COMMAND_LINE, command_line_text
-from flowc.viewer import TooLargeToView, render_html
 
 if TYPE_CHECKING:
     from flowc.job import CompiledJob
@@ -119,6 +118,8 @@ def render_stage(job: CompiledJob, stage: str, fmt: str) -> str:
         except UnsupportedOnSpark as error:
             raise NotRunnable(str(error)) from None
     if fmt == "html":
+        from flowc.viewer import TooLargeToView, render_html
+
         try:
             return render_html(job, stage)
         except TooLargeToView as error:

@@ -16,7 +16,6 @@ import argparse
 import datetime
 import logging
 import os
-import platform
 import sys
 import tempfile
 import traceback
@@ -260,6 +259,8 @@ def _color_option(parser: argparse.ArgumentParser) -> None:
 
 
 def _write_crash_report(argv: Sequence[str]) -> str:
+    import platform
+
     stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
     directory = Path(os.environ.get("FLOWC_CRASH_DIR") or tempfile.gettempdir())
     path = directory / f"flowc-crash-{stamp}-{os.getpid()}.txt"
