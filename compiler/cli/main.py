@@ -43,6 +43,7 @@ from flowc.cli.output import (
     discard_stdout,
     write_stderr,
 )
+from flowc.outputs import paused_gc
 from flowc.sql.sql_parsing import deep_recursion
 
 __all__ = [
@@ -332,8 +333,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = _parser().parse_args(arguments)
         if args.command not in _WRITERS:
             return _command(args.command)(args)
-        # as flowc.compile does: the writers after it walk the same (bounded) trees
-        with deep_recursion():
+        # as flowc.compile does: the writers after it walk the same (bounded) trees. They
+        # run without the cyclic collector: what they make (the job, its renderings) lives
+        # until they end, and a compile leaves little garbage in cycles, yet young
+        # collections over the job as it grows took a tenth of a 10,000-operator compile
+        # (docs/limits.md).
+        with deep_recursion(), paused_gc():
             return _command(args.command)(args)
     except UsageError as error:
         write_stderr(f"error: {error}\n")
