@@ -9,7 +9,7 @@ so the rules stay independent of flowc's own graph classes.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from html.entities import codepoint2name
+from functools import cache
 from typing import Protocol
 
 from .hashing import StreamEdgeLike
@@ -79,8 +79,14 @@ def tree_description(
 def escape_description(text: str) -> str:
     """JsonPlanGenerator: commons-lang3 escapeHtml4 (the HTML 4 named entities, so not the
     apostrophe), then newlines as <br/> and backslashes as &#92;."""
-    escaped = text.translate(_HTML4_ENTITIES)
+    escaped = text.translate(_html4_entities())
     return escaped.replace("\n", "<br/>").replace("\\", "&#92;")
 
 
-_HTML4_ENTITIES = {code: f"&{name};" for code, name in codepoint2name.items()}
+@cache
+def _html4_entities() -> dict[int, str]:
+    """The table, made when a description is first escaped (for JSON): ``html.entities``
+    holds HTML5's 2,000 entities as well, a millisecond of every start otherwise."""
+    from html.entities import codepoint2name
+
+    return {code: f"&{name};" for code, name in codepoint2name.items()}
