@@ -8,12 +8,17 @@ bad input raises :class:`CompileError`, which carries the diagnostics as objects
 
 from __future__ import annotations
 
-from flowc._version import __version__
-from flowc.diagnostics import CompileError, Diagnostic, Severity
-from flowc.driver import compile, compile_file
-from flowc.job import CompiledJob, SinkOutput
-from flowc.spans import Span
-from flowc.sql.python_functions import PythonFunction
+from flowc.outputs import made_for_good
+
+# The modules' objects (flowc's and sqlglot's) live as long as the process: made without
+# the cyclic collector's young collections over them (flowc.outputs.made_for_good).
+with made_for_good():
+    from flowc._version import __version__
+    from flowc.diagnostics import CompileError, Diagnostic, Severity
+    from flowc.driver import compile, compile_file
+    from flowc.job import CompiledJob, SinkOutput
+    from flowc.spans import Span
+    from flowc.sql.python_functions import PythonFunction
 
 __all__ = [
     "CompileError",

@@ -54,6 +54,21 @@ def paused_gc() -> Iterator[None]:
             _RENDERING_COLLECTOR.leave()
 
 
+@contextmanager
+def made_for_good() -> Iterator[None]:
+    """Make objects that live as long as the process without the cyclic collector scanning
+    them as they are made, then move everything to its oldest generation (``gc.freeze``
+    then ``gc.unfreeze``, which scan nothing): ``import flowc`` makes some 45,000 (its
+    modules' and sqlglot's), and a hundred young collections over them took 10 ms of a
+    150 ms import and freed nothing. Not when the application has frozen objects of its
+    own (``gc.unfreeze`` would thaw them): then the collector only pauses."""
+    with paused_gc():
+        yield
+        if gc.get_freeze_count() == 0:
+            gc.freeze()
+            gc.unfreeze()
+
+
 def count_of(n: int, one: str, many: str | None = None) -> str:
     """``1 edge``, ``2 edges``: ``many`` where the plural is not ``one`` + s."""
     return f"{n} {one if n == 1 else many if many is not None else one + 's'}"
