@@ -8,11 +8,11 @@ bad input raises :class:`CompileError`, which carries the diagnostics as objects
 
 from __future__ import annotations
 
-from flowc.outputs import made_for_good
+from flowc.outputs import without_young_collections
 
 # The modules' objects (flowc's and sqlglot's) live as long as the process: made without
-# the cyclic collector's young collections over them (flowc.outputs.made_for_good).
-with made_for_good():
+# the cyclic collector's young collections over them (flowc.outputs).
+with without_young_collections():
     from flowc._version import __version__
     from flowc.diagnostics import CompileError, Diagnostic, Severity
     from flowc.driver import compile, compile_file

@@ -330,6 +330,33 @@ def test_writers_run_without_the_cyclic_collector(
     assert seen == {"check": False, "compile": False, "fmt": False, "run": True}
 
 
+def test_a_writer_leaves_no_young_collection_over_its_job(tmp_path: Path) -> None:
+    """What a compile made is moved to the collector's oldest generation as the command
+    ends, so turning the collector back on runs no young collection over the job (one
+    took 6 ms of a 1,000-operator flowc compile)."""
+    path = tmp_path / "job.flow"
+    path.write_text(
+        "CREATE SOURCE s (x INT) WITH (connector = 'datagen');\n"
+        "CREATE SINK o (x INT) WITH (connector = 'noop');\n"
+        "INSERT INTO o FROM s |> WHERE x > 0;\n",
+        encoding="utf-8",
+    )
+    code = (
+        "import contextlib, gc, io, sys\n"
+        "from flowc.cli.main import main\n"
+        "started = []\n"
+        "gc.callbacks.append(lambda phase, info: phase == 'start' and started.append(1))\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    code = main(['compile', sys.argv[1], '--emit', 'jobgraph'])\n"
+        "made = [[] for _ in range(100)]\n"
+        "print(code, len(started), gc.isenabled())\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True
+    )
+    assert done.stdout.split() == ["0", "0", "True"], done.stderr
+
+
 def test_python_m_flowc_freezes_its_modules_before_the_command(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -43,7 +43,7 @@ from flowc.cli.output import (
     discard_stdout,
     write_stderr,
 )
-from flowc.outputs import paused_gc
+from flowc.outputs import without_young_collections
 from flowc.sql.sql_parsing import deep_recursion
 
 __all__ = [
@@ -338,7 +338,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # until they end, and a compile leaves little garbage in cycles, yet young
         # collections over the job as it grows took a tenth of a 10,000-operator compile
         # (docs/limits.md).
-        with deep_recursion(), paused_gc():
+        with deep_recursion(), without_young_collections():
             return _command(args.command)(args)
     except UsageError as error:
         write_stderr(f"error: {error}\n")
