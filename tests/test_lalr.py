@@ -190,6 +190,55 @@ def test_literal_scan_finds_what_a_character_scan_finds() -> None:
     assert clauses >= 2
 
 
+def _nodes(tree: exp.Expr) -> list[Any]:
+    return [
+        (type(n).__name__, n.meta, n.comments, n.type, n.arg_key, n.index, type(n.parent))
+        for n in tree.walk()
+    ]
+
+
+def test_comparisons_are_built_as_sqlglot_parses_them() -> None:
+    from sqlglot.dialects.spark import Spark
+
+    chooser = seeded(11)
+    names = sorted(
+        {
+            *Spark.Parser.FUNCTIONS,
+            *Spark.Parser.FUNCTION_PARSERS,
+            *Spark.Parser.NO_PAREN_FUNCTION_PARSERS,
+            *Spark.Tokenizer.KEYWORDS,
+            "v",
+            "k",
+            "_x1",
+            "Amount",
+            "next",
+            "if",
+        }
+    )
+    names = [n for n in names if n.replace("_", "a").isalnum() and not n[0].isdigit()]
+    built = 0
+    for dialect in ("spark", "flink"):
+        for name in names:
+            for _ in range(3):
+                operator = chooser.choice(["=", "<>", "!=", "<", ">", "<=", ">="])
+                digits = chooser.choice(["0", "7", "007", "42", "12345678901234567890123"])
+                left, right = " " * chooser.integer(0, 2), " " * chooser.integer(0, 2)
+                word = name.lower() if chooser.integer(0, 1) else name
+                text = f"{word}{left}{operator}{right}{digits}"
+                quick = sql_parsing._comparison(text, dialect)
+                if quick is None:
+                    continue
+                built += 1
+                tree, tokens = sql_parsing._parse_and_count(text, dialect)
+                assert repr(quick) == repr(tree) and quick == tree, text
+                assert _nodes(quick) == _nodes(tree), text
+                assert sql_parsing.parse_sql(text, dialect, own=False)[1] == tokens == 3
+    assert built > 1000
+    assert sql_parsing._comparison("v > 1", "bigquery") is None  # other dialects: sqlglot
+    assert sql_parsing._comparison("v > -1", "spark") is None
+    assert sql_parsing._comparison("NULL > 1", "spark") is None
+
+
 def test_analysis_copy_equals_the_parse_and_shares_no_sql_node() -> None:
     text = (
         "CREATE SOURCE s (k BIGINT, v BIGINT) WITH (connector = 'datagen');\n"
