@@ -463,10 +463,15 @@ def _annotate(tree: exp.Expr) -> None:
     TypeAnnotator(_spark_schema(), overwrite_types=False).annotate(tree, annotate_scope=False)
 
 
+#: sqlglot's UNKNOWN type kind, looked up once (an enum member read through its class
+#: costs more than the test; members are singletons, so ``is`` is their ``==``).
+_UNKNOWN_KIND = exp.DataType.Type.UNKNOWN
+
+
 def type_text(node: exp.Expr) -> str:
     """Spark's spelling of a node's type; simple types skip sqlglot's generator (hot path)."""
     dtype = node.type
-    if dtype is None or dtype.this == exp.DataType.Type.UNKNOWN:
+    if dtype is None or dtype.this is _UNKNOWN_KIND:
         return UNKNOWN
     if not dtype.expressions and not dtype.args.get("values") and isinstance(dtype.this, exp.DType):
         return _simple_type_name(dtype.this)
@@ -486,7 +491,7 @@ def _simple_type_name(kind: exp.DType) -> str:
 
 def _is_unknown(node: exp.Expr) -> bool:
     dtype = node.type
-    return dtype is None or dtype.this == exp.DataType.Type.UNKNOWN
+    return dtype is None or dtype.this is _UNKNOWN_KIND
 
 
 def _resolve_column(expr: SqlExpr, column: exp.Column, scope: Scope, reporter: Reporter) -> bool:
