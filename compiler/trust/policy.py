@@ -529,5 +529,6 @@ def _sql_parts(root: object) -> list[ast.SqlExpr | ast.SqlQuery]:
         elif isinstance(node, tuple):
             stack.extend(reversed(node))
         else:
-            stack.extend(getattr(node, name) for name in reversed(ast.sql_fields(type(node))))
+            for name in reversed(ast.sql_fields(type(node))):  # no generator per node
+                stack.append(getattr(node, name))
     return found
