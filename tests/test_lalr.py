@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import gc
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,7 @@ from flowc.analyze.own_copy import with_own_sql
 from flowc.diagnostics import Diagnostic, Reporter, Severity, _render_rich, render_text
 from flowc.grammar.tables import TABLES
 from flowc.spans import Span
-from flowc.sql import sql_parsing, sqltypes
+from flowc.sql import flink_dialect, sql_parsing, sqltypes
 from flowc.syntax import lalr, parser
 from flowc.syntax.astdump import ast_to_json
 
@@ -136,6 +137,106 @@ def test_copy_tree_copies_as_sqlglot_does() -> None:
         ours.find(exp.Column).replace(exp.column("z"))  # a copy is edited as sqlglot's is
         theirs.find(exp.Column).replace(exp.column("z"))
         assert ours.sql() == theirs.sql() and ours != tree
+
+
+def _literal_places_by_character(text: str) -> list[tuple[int, int]]:
+    """Strings, quoted names and comments found looking at each character in turn."""
+    found: list[tuple[int, int]] = []
+    position, size = 0, len(text)
+    while position < size:
+        char = text[position]
+        if char in "'`":
+            close = text.find(char, position + 1)
+            while close != -1 and text[close + 1 : close + 2] == char:
+                close = text.find(char, close + 2)
+            end = size if close == -1 else close + 1
+        elif text.startswith("--", position):
+            newline = text.find("\n", position)
+            end = size if newline == -1 else newline + 1
+        elif text.startswith("/*", position):
+            close = text.find("*/", position + 2)
+            end = size if close == -1 else close + 2
+        else:
+            position += 1
+            continue
+        found.append((position, end))
+        position = end
+    return found
+
+
+def test_literal_scan_finds_what_a_character_scan_finds() -> None:
+    chooser = seeded(7)
+    texts = list(CORPUS)
+    for _ in range(3000):
+        texts.append("".join(chooser.choice("'`-/*+\n a(M") for _ in range(chooser.integer(0, 11))))
+    texts += [
+        "SELECT * FROM t MATCH_RECOGNIZE/* c */(x)",
+        "SELECT '-- MATCH_RECOGNIZE (' FROM t match_recognize (",
+        "SELECT a FROM t",
+    ]
+    clauses = 0
+    for text in texts:
+        places = _literal_places_by_character(text)
+        assert flink_dialect._literal_places(text) == places, text
+        code = list(text)
+        for start, end in places:
+            code[start:end] = " " * (end - start)
+        expected = [
+            (m.group(1).upper(), m.start(), m.end())
+            for m in re.finditer(r"\b(MATCH_RECOGNIZE)\b(?=\s*\()", "".join(code), re.I)
+        ]
+        assert flink_dialect.unsupported_clauses(text) == expected, text
+        clauses += len(expected)
+    assert clauses >= 2
+
+
+def _nodes(tree: exp.Expr) -> list[Any]:
+    return [
+        (type(n).__name__, n.meta, n.comments, n.type, n.arg_key, n.index, type(n.parent))
+        for n in tree.walk()
+    ]
+
+
+def test_comparisons_are_built_as_sqlglot_parses_them() -> None:
+    from sqlglot.dialects.spark import Spark
+
+    chooser = seeded(11)
+    names = sorted(
+        {
+            *Spark.Parser.FUNCTIONS,
+            *Spark.Parser.FUNCTION_PARSERS,
+            *Spark.Parser.NO_PAREN_FUNCTION_PARSERS,
+            *Spark.Tokenizer.KEYWORDS,
+            "v",
+            "k",
+            "_x1",
+            "Amount",
+            "next",
+            "if",
+        }
+    )
+    names = [n for n in names if n.replace("_", "a").isalnum() and not n[0].isdigit()]
+    built = 0
+    for dialect in ("spark", "flink"):
+        for name in names:
+            for _ in range(3):
+                operator = chooser.choice(["=", "<>", "!=", "<", ">", "<=", ">="])
+                digits = chooser.choice(["0", "7", "007", "42", "12345678901234567890123"])
+                left, right = " " * chooser.integer(0, 2), " " * chooser.integer(0, 2)
+                word = name.lower() if chooser.integer(0, 1) else name
+                text = f"{word}{left}{operator}{right}{digits}"
+                quick = sql_parsing._comparison(text, dialect)
+                if quick is None:
+                    continue
+                built += 1
+                tree, tokens = sql_parsing._parse_and_count(text, dialect)
+                assert repr(quick) == repr(tree) and quick == tree, text
+                assert _nodes(quick) == _nodes(tree), text
+                assert sql_parsing.parse_sql(text, dialect, own=False)[1] == tokens == 3
+    assert built > 1000
+    assert sql_parsing._comparison("v > 1", "bigquery") is None  # other dialects: sqlglot
+    assert sql_parsing._comparison("v > -1", "spark") is None
+    assert sql_parsing._comparison("NULL > 1", "spark") is None
 
 
 def test_analysis_copy_equals_the_parse_and_shares_no_sql_node() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from flowc.spans import Span, line_column, text_span
@@ -35,6 +37,19 @@ def test_line_column_agrees_with_the_line_index() -> None:
     index = LineIndex("f.flow", text)
     for offset in range(len(text) + 1):
         assert index.position(offset) == line_column(text, offset), offset
+
+
+def test_line_index_spans_in_any_order_are_line_columns() -> None:
+    """Spans of a LineIndex (which remembers the last span's line) in any order of
+    look-ups: each end is line_column's, an end before its start is the start."""
+    text = "SET a = 1;\r\n\nCREATE é\n  😀 x\nlast"
+    rng = random.Random(5)
+    index = LineIndex("f.flow", text)
+    pairs = [(a, b) for a in range(len(text) + 1) for b in range(len(text) + 1)]
+    for start, end in pairs + rng.sample(pairs, len(pairs)):
+        line, column = line_column(text, start)
+        end_line, end_column = line_column(text, max(start, end))
+        assert index.span(start, end) == Span("f.flow", line, column, end_line, end_column)
 
 
 def test_text_span_is_relative_to_its_origin() -> None:

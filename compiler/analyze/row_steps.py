@@ -50,7 +50,8 @@ def check_where(ctx: Context, node: ast.Where, step: StepInput) -> Step | None:
     if read is None:
         return None
     (condition,), scope, watermark = read
-    node = replace(node, condition=condition)
+    if condition is not node.condition:  # a CURRENT_WATERMARK read as a column
+        node = replace(node, condition=condition)
     if not check_boolean(ctx, node.condition, scope, "WHERE"):
         return None
     return WhereStep(

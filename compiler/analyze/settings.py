@@ -6,7 +6,7 @@ analysis context: the settings decide how expressions are checked.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import PurePath
 
 from flowc import ast, catalog
@@ -154,8 +154,10 @@ def _check_state_store(settings: Settings, spans: Mapping[str, Span], reporter: 
         )
 
 
-def read_hints(options: Iterable[ast.Option], reporter: Reporter) -> Hints:
+def read_hints(options: Sequence[ast.Option], reporter: Reporter) -> Hints:
     """Hints from options whose keys are known hints (``catalog.HINTS``)."""
+    if not options:  # most steps: the defaults, without reading them from empty mappings
+        return Hints()
     values: dict[str, object] = {}
     spans: dict[str, Span] = {}
     for option in options:

@@ -212,6 +212,9 @@ class _Walk:
 
     def _refuse(self, step: Step, kinds: ModifyKinds, producer: Step) -> bool:
         """Report ``step`` if Flink refuses it over ``kinds``; whether it did."""
+        interval_join = isinstance(step, JoinStep) and is_interval_join(step, self.times)
+        if not (isinstance(step, WindowTopStep | OverStep) or interval_join):
+            return False  # every step after an update comes here: most are none of these
         consumes = f"cannot consume the {_kinds(kinds)} {_named(producer)} produces"
         if isinstance(step, WindowTopStep):
             self.once(
@@ -222,7 +225,7 @@ class _Walk:
                 "put the WINDOW ... TOP before the step that updates its rows, or use TOP "
                 "without WINDOW (a Top-N over updates)",
             )
-        elif isinstance(step, JoinStep) and is_interval_join(step, self.times):
+        elif interval_join:
             self.once(
                 Code.E0746,
                 f"JOIN at line {step.span.line} bounds an event time, as Flink's IntervalJoin "
@@ -239,8 +242,6 @@ class _Walk:
                 _keyword(step),
                 "compute the OVER aggregate before the step that updates its rows",
             )
-        else:
-            return False
         return True
 
 

@@ -235,11 +235,16 @@ UNSUPPORTED_CLAUSES = {
     ),
 }
 _CLAUSE_WORDS = re.compile(r"\b(" + "|".join(UNSUPPORTED_CLAUSES) + r")\b(?=\s*\()", re.IGNORECASE)
+#: The clauses' names anywhere: blanking strings and comments makes no name, so a text
+#: without one has no clause (every statement is checked; almost none has one).
+_CLAUSE_NAMES = re.compile("|".join(UNSUPPORTED_CLAUSES), re.IGNORECASE)
 
 
 def unsupported_clauses(text: str) -> list[tuple[str, int, int]]:
     """Each clause of :data:`UNSUPPORTED_CLAUSES` in ``text`` outside strings, quoted names
     and comments: its name and characters ``[start, end)``."""
+    if _CLAUSE_NAMES.search(text) is None:
+        return []
     code = _code_only(text)
     return [(m.group(1).upper(), m.start(), m.end()) for m in _CLAUSE_WORDS.finditer(code)]
 
@@ -252,28 +257,32 @@ def _code_only(text: str) -> str:
     return "".join(out)
 
 
+#: Where a string, quoted name or comment may start: the scan below jumps from one to the
+#: next instead of looking at each character in Python.
+_LITERAL_START = re.compile(r"['`]|--|/\*")
+
+
 def _literal_places(text: str) -> list[tuple[int, int]]:
     """The ``[start, end)`` of each string, quoted name and comment of ``text``."""
     found: list[tuple[int, int]] = []
-    position, size = 0, len(text)
-    while position < size:
+    size = len(text)
+    start = _LITERAL_START.search(text)
+    while start is not None:
+        position = start.start()
         char = text[position]
         if char in "'`":
             close = text.find(char, position + 1)
             while close != -1 and text[close + 1 : close + 2] == char:  # '' and ``
                 close = text.find(char, close + 2)
             end = size if close == -1 else close + 1
-        elif text.startswith("--", position):
+        elif char == "-":  # --
             newline = text.find("\n", position)
             end = size if newline == -1 else newline + 1
-        elif text.startswith("/*", position):
+        else:  # /*
             close = text.find("*/", position + 2)
             end = size if close == -1 else close + 2
-        else:
-            position += 1
-            continue
         found.append((position, end))
-        position = end
+        start = _LITERAL_START.search(text, end)
     return found
 
 

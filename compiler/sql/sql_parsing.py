@@ -103,6 +103,9 @@ def parse_sql(text: str, dialect: str, own: bool) -> tuple[exp.Expr, int]:
     shared with other callers and other compiles, which nothing may change: the AST keeps
     its trees as parsed (the analysis types a copy, flowc.analyze.own_copy), and
     tests/test_parse_cache.py checks that a compile leaves the memoized trees as they were."""
+    quick = _comparison(text, dialect)
+    if quick is not None:
+        return quick, 3
     key = (text, dialect)
     entry = _parsed.get(key)
     if entry is not None:
@@ -116,6 +119,40 @@ def parse_sql(text: str, dialect: str, own: bool) -> tuple[exp.Expr, int]:
         return (copy_tree(tree) if own else tree), tokens
     _parsed.put(key, (None, tokens), len(text))
     return tree, tokens
+
+
+#: ``column <op> digits`` on one line, spaces only: a filter's commonest form, built here as
+#: sqlglot's parser builds it (the same nodes and positions, for the dialects below;
+#: tests/test_lalr.py compares the two), a twentieth of the cost of tokenizing and parsing.
+_COMPARISON = re.compile(r"([A-Za-z_][A-Za-z0-9_]*) *(<>|!=|<=|>=|=|<|>) *([0-9]+)")
+_COMPARISONS: dict[str, type[exp.Expr]] = {
+    "=": exp.EQ,
+    "<>": exp.NEQ,
+    "!=": exp.NEQ,
+    "<": exp.LT,
+    ">": exp.GT,
+    "<=": exp.LTE,
+    ">=": exp.GTE,
+}
+#: The dialects whose tokenizer and parser read such a comparison so (flowc's own).
+_COMPARISON_DIALECTS = frozenset({"spark", "flink"})
+
+
+def _comparison(text: str, dialect: str) -> exp.Expr | None:
+    """sqlglot's tree of ``text`` when it is ``column <op> digits`` (see _COMPARISON), a
+    new one each time; None for any other text (and for a keyword as the column)."""
+    found = _COMPARISON.fullmatch(text)
+    if found is None or dialect not in _COMPARISON_DIALECTS:
+        return None
+    name, operator, digits = found.groups()
+    if name.upper() in _not_columns(dialect):
+        return None
+    column = exp.Column(this=exp.Identifier(this=name, quoted=False))
+    column.this.meta.update({"line": 1, "col": len(name), "start": 0, "end": len(name) - 1})
+    number = exp.Literal(this=digits, is_string=False)
+    end = len(text)
+    number.meta.update({"line": 1, "col": end, "start": end - len(digits), "end": end - 1})
+    return _COMPARISONS[operator](this=column, expression=number)
 
 
 #: Expressions longer than this (in characters) have their tokens counted before sqlglot
@@ -411,3 +448,11 @@ _SCALARS = frozenset({int, str, bool, float, type(None)})
 @cache
 def sql_keywords(dialect: str) -> frozenset[str]:
     return frozenset(Dialect.get_or_raise(dialect).tokenizer_class.KEYWORDS)
+
+
+@cache
+def _not_columns(dialect: str) -> frozenset[str]:
+    """Words sqlglot does not read as a column before an operator: its keywords, and names
+    it parses as a function without brackets (``CONNECT_BY_ROOT x``)."""
+    parser = Dialect.get_or_raise(dialect).parser_class
+    return sql_keywords(dialect) | frozenset(parser.NO_PAREN_FUNCTION_PARSERS)

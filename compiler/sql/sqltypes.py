@@ -463,10 +463,15 @@ def _annotate(tree: exp.Expr) -> None:
     TypeAnnotator(_spark_schema(), overwrite_types=False).annotate(tree, annotate_scope=False)
 
 
+#: sqlglot's UNKNOWN type kind, looked up once (an enum member read through its class
+#: costs more than the test; members are singletons, so ``is`` is their ``==``).
+_UNKNOWN_KIND = exp.DataType.Type.UNKNOWN
+
+
 def type_text(node: exp.Expr) -> str:
     """Spark's spelling of a node's type; simple types skip sqlglot's generator (hot path)."""
     dtype = node.type
-    if dtype is None or dtype.this == exp.DataType.Type.UNKNOWN:
+    if dtype is None or dtype.this is _UNKNOWN_KIND:
         return UNKNOWN
     if not dtype.expressions and not dtype.args.get("values") and isinstance(dtype.this, exp.DType):
         return _simple_type_name(dtype.this)
@@ -486,7 +491,7 @@ def _simple_type_name(kind: exp.DType) -> str:
 
 def _is_unknown(node: exp.Expr) -> bool:
     dtype = node.type
-    return dtype is None or dtype.this == exp.DataType.Type.UNKNOWN
+    return dtype is None or dtype.this is _UNKNOWN_KIND
 
 
 def _resolve_column(expr: SqlExpr, column: exp.Column, scope: Scope, reporter: Reporter) -> bool:
@@ -607,7 +612,7 @@ def _fill_unknown_types(tree: exp.Expr, functions: Mapping[str, str]) -> list[ex
     Python function's call has the type it declares. Returns the Flink aggregates whose
     Flink value cannot be given for their argument's type (E0619)."""
     refused: list[exp.Expr] = []
-    for node in list(tree.walk(bfs=False))[::-1]:
+    for node in reversed(_preorder(tree)):
         if (
             node.__class__ in _FLINK_AGGREGATE_CLASSES
             and is_flink_aggregate(node)
@@ -629,6 +634,25 @@ def _fill_unknown_types(tree: exp.Expr, functions: Mapping[str, str]) -> list[ex
     return refused
 
 
+def _preorder(tree: exp.Expr) -> list[exp.Expr]:
+    """``list(tree.walk(bfs=False))``, the same order, without a generator per node (typing
+    walks every tree it cannot take from the cache of typings)."""
+    order: list[exp.Expr] = []
+    stack = [tree]
+    expr_class = exp.Expr
+    while stack:
+        node = stack.pop()
+        order.append(node)
+        for value in reversed(node.args.values()):  # pushed last first: popped in order
+            if isinstance(value, list):
+                for item in reversed(value):
+                    if isinstance(item, expr_class):
+                        stack.append(item)
+            elif isinstance(value, expr_class):
+                stack.append(value)
+    return order
+
+
 #: The classes of the aggregates the Flink dialect marks (its FLINK_AGGREGATES).
 _FLINK_AGGREGATE_CLASSES = frozenset(
     {exp.Avg, exp.Stddev, exp.StddevPop, exp.StddevSamp, exp.Variance, exp.VariancePop}
@@ -646,6 +670,8 @@ def _flink_aggregate_computable(node: exp.Expr) -> bool:
 
 def _spark_rule(node: exp.Expr) -> str | None:
     """Spark's type of ``node`` from its children's, where flowc knows Spark's rule."""
+    if not isinstance(node, _SPARK_RULE_CLASSES):  # most nodes: one test, not twenty
+        return None
     if isinstance(node, exp.Literal):
         return spark_typing.literal_type(node)
     if isinstance(node, exp.Interval):
@@ -699,6 +725,40 @@ def _spark_rule(node: exp.Expr) -> str | None:
     return None
 
 
+#: Every class :func:`_spark_rule` tests for (a call by name is an ``Anonymous``, a
+#: ``Func``): a node of none of them has no rule. tests/test_sqltypes_rules.py checks
+#: that the list names each class the function tests.
+_SPARK_RULE_CLASSES = (
+    exp.Literal,
+    exp.Interval,
+    exp.Paren,
+    exp.Filter,
+    exp.Neg,
+    exp.Add,
+    exp.Sub,
+    exp.Mul,
+    exp.Div,
+    exp.Mod,
+    exp.IntDiv,
+    exp.Func,
+    exp.Anonymous,
+    exp.SafeDivide,
+    exp.Abs,
+    exp.DateTrunc,
+    exp.UnixDate,
+    exp.Sum,
+    exp.Avg,
+    exp.Round,
+    exp.Ceil,
+    exp.Floor,
+    exp.Case,
+    exp.If,
+    exp.Coalesce,
+    exp.Greatest,
+    exp.Least,
+)
+
+
 def _rounding_type(node: exp.Expr, ceiling: bool) -> str | None:
     arguments = node.expressions if isinstance(node, exp.Anonymous) else [node.this]
     digits = node.args.get("decimals") if not isinstance(node, exp.Anonymous) else None
@@ -738,6 +798,8 @@ def _known(type_text: str | None) -> str | None:
 
 
 def _infer(node: exp.Expr) -> str | None:
+    if not isinstance(node, _INFERRED_CLASSES):  # most nodes: one test, not fifteen
+        return None
     if isinstance(node, exp.Anonymous) and node.name.lower() in ("window", "session_window"):
         return WINDOW_STRUCT
     if isinstance(node, exp.TimestampTrunc | exp.DateTrunc):
@@ -767,6 +829,28 @@ def _infer(node: exp.Expr) -> str | None:
     if isinstance(node, exp.Neg):
         return type_text(node.this) if is_numeric(type_text(node.this)) else None
     return None
+
+
+#: Every class :func:`_infer` tests for (checked as :data:`_SPARK_RULE_CLASSES` is).
+_INFERRED_CLASSES = (
+    exp.Anonymous,
+    exp.TimestampTrunc,
+    exp.DateTrunc,
+    exp.RegexpSplit,
+    exp.Split,
+    exp.Paren,
+    exp.Sum,
+    exp.Avg,
+    exp.Min,
+    exp.Max,
+    exp.First,
+    exp.Last,
+    exp.AnyValue,
+    exp.ArrayAgg,
+    exp.Dot,
+    exp.Binary,
+    exp.Neg,
+)
 
 
 def _sum_type(arg: str) -> str | None:

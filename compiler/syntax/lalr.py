@@ -22,6 +22,7 @@ import sys
 from collections.abc import Callable
 from functools import cache
 from importlib import resources
+from operator import itemgetter
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -317,7 +318,7 @@ class Driver:
 
 def _reduce(rule: Rule, children: list[Any], builder: Any) -> Any:
     """Shape the children as Lark's tree builder would, then build the rule's node."""
-    include = rule.include
+    _, _, include, append_none, expand_single, name, inline, _ = rule  # one unpacking
     if include is None:
         filtered = children
     else:
@@ -332,11 +333,11 @@ def _reduce(rule: Rule, children: list[Any], builder: Any) -> Any:
                     filtered = children[index]
             else:
                 filtered.append(children[index])
-        if rule.append_none:
-            filtered.extend([_NONE_ENTRY] * rule.append_none)
-    if rule.expand_single and len(filtered) == 1:
+        if append_none:
+            filtered.extend([_NONE_ENTRY] * append_none)
+    if expand_single and len(filtered) == 1:
         return filtered[0]
-    if rule.inline:
+    if inline:
         return filtered
     start = end = -1
     for _, first, last in filtered:
@@ -344,8 +345,13 @@ def _reduce(rule: Rule, children: list[Any], builder: Any) -> Any:
             if start < 0:
                 start = first
             end = last
-    method: Callable[[Bounds, list[Any]], Any] = getattr(builder, rule.name)
-    return method(Bounds(start, end), [value for value, _, _ in filtered]), start, end
+    method: Callable[[Bounds, list[Any]], Any] = getattr(builder, name)
+    # tuple.__new__ and map: no Python frame for the NamedTuple's __new__ or a comprehension
+    return method(_new_tuple(Bounds, (start, end)), list(map(_first, filtered))), start, end
+
+
+_new_tuple = tuple.__new__
+_first = itemgetter(0)
 
 
 def main() -> int:

@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import bisect
 import re
+import sys
 from collections.abc import Iterator
 
 from flowc.fast_dataclass import dataclass
 from flowc.spans import Span
 
 # ---------------------------------------------------------------- positions
+
+#: Past any offset: where the last line's successor would start.
+_PAST = sys.maxsize
 
 
 class LineIndex:
@@ -24,18 +28,33 @@ class LineIndex:
         self.file = file
         self.text = text
         self._starts = [0] + [m.end() for m in re.finditer("\n", text)]
+        #: The line of the last span (its first offset, the next line's, its number):
+        #: the parser asks for spans statement by statement, mostly on one line, so the
+        #: next one is checked against it before a search. One tuple, replaced whole, so
+        #: a thread reading it sees one line's three values.
+        self._last: tuple[int, int, int] = (
+            0,
+            self._starts[1] if len(self._starts) > 1 else _PAST,
+            1,
+        )
 
     def position(self, offset: int) -> tuple[int, int]:
         line = bisect.bisect_right(self._starts, offset)
         return line, offset - self._starts[line - 1] + 1
 
     def span(self, start: int, end: int) -> Span:
+        first, after, line = self._last
+        if first <= start < after and end < after:  # on the last span's line
+            return Span(self.file, line, start - first + 1, line, max(end, start) - first + 1)
         starts = self._starts
         line = bisect.bisect_right(starts, start)
-        column = start - starts[line - 1] + 1
+        first = starts[line - 1]
+        after = starts[line] if line < len(starts) else _PAST
+        self._last = (first, after, line)
+        column = start - first + 1
         end = max(end, start)
-        if line == len(starts) or end < starts[line]:  # on the same line, the usual case
-            return Span(self.file, line, column, line, end - starts[line - 1] + 1)
+        if end < after:  # on the same line, the usual case
+            return Span(self.file, line, column, line, end - first + 1)
         end_line, end_column = self.position(end)
         return Span(self.file, line, column, end_line, end_column)
 

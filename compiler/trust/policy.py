@@ -513,16 +513,22 @@ def path_allowed(policy: TrustPolicy, file: str, path: str) -> bool:
 # -- walking the syntax tree
 
 
+#: A tuple made once: ``ast.SqlExpr | ast.SqlQuery`` written in the loop would make a new
+#: union for every node of the syntax tree.
+_SQL_PARTS = (ast.SqlExpr, ast.SqlQuery)
+
+
 def _sql_parts(root: object) -> list[ast.SqlExpr | ast.SqlQuery]:
     """Every SQL expression and query in a piece of the syntax tree, in order."""
     found: list[ast.SqlExpr | ast.SqlQuery] = []
     stack: list[Any] = [root]
     while stack:
         node = stack.pop()
-        if isinstance(node, ast.SqlExpr | ast.SqlQuery):
+        if isinstance(node, _SQL_PARTS):
             found.append(node)
         elif isinstance(node, tuple):
             stack.extend(reversed(node))
         else:
-            stack.extend(getattr(node, name) for name in reversed(ast.sql_fields(type(node))))
+            for name in reversed(ast.sql_fields(type(node))):  # no generator per node
+                stack.append(getattr(node, name))
     return found

@@ -1,0 +1,86 @@
+"""The shortcuts typing takes for speed give what the long way gives.
+
+``flowc.sql.sqltypes`` types every tree it cannot take from its cache of typings: it walks
+the tree with its own loop (not sqlglot's generators) and asks each node for flowc's rule
+only when the node is of a class a rule tests for. Both are exact only while the walk
+keeps sqlglot's order and the class lists name every class the rules test.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import textwrap
+from collections.abc import Callable
+
+import pytest
+import sqlglot
+from sqlglot import exp
+
+from flowc.sql import sqltypes
+
+EXPRESSIONS = [
+    "v > 12",
+    "sum(v)",
+    "CASE WHEN a > 1 THEN b + 2 WHEN a < 0 THEN -b ELSE coalesce(c, d, 3) END",
+    "f(a, b, c, d, e) + x[1]",
+    "s.f.g IS NOT NULL AND (t BETWEEN 1 AND 2 OR u IN (1, 2, 3))",
+    "count(DISTINCT k) FILTER (WHERE v > 0)",
+    "CAST(a AS DECIMAL(10, 2)) / try_divide(b, 3)",
+    "window(ts, '5 minutes').start",
+    "named_struct('a', 1, 'b', array(1, 2, 3))",
+    "ts + INTERVAL '1' HOUR",
+]
+
+
+@pytest.mark.parametrize("text", EXPRESSIONS)
+def test_preorder_is_sqlglots_depth_first_order(text: str) -> None:
+    tree = sqlglot.parse_one(text, read="spark")
+    walked = list(tree.walk(bfs=False))
+    mine = sqltypes._preorder(tree)
+    assert len(mine) == len(walked)
+    assert all(a is b for a, b in zip(mine, walked, strict=True))
+
+
+def _tested_classes(function: Callable[..., object]) -> set[type]:
+    """The sqlglot classes ``function`` tests with ``isinstance`` (``exp.X``, ``exp.X |
+    exp.Y``, or a module tuple of them)."""
+    tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
+    found: set[type] = set()
+    for call in ast.walk(tree):
+        if not (
+            isinstance(call, ast.Call)
+            and isinstance(call.func, ast.Name)
+            and call.func.id == "isinstance"
+        ):
+            continue
+        for node in ast.walk(call.args[1]):
+            value: object = None
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id == "exp"
+            ):
+                value = getattr(exp, node.attr)
+            elif isinstance(node, ast.Name) and node.id != "exp":
+                value = getattr(sqltypes, node.id)
+            candidates = value if isinstance(value, tuple) else (value,)
+            found.update(c for c in candidates if isinstance(c, type) and issubclass(c, exp.Expr))
+    return found
+
+
+@pytest.mark.parametrize(
+    ("function", "classes"),
+    [
+        (sqltypes._spark_rule, sqltypes._SPARK_RULE_CLASSES),
+        (sqltypes._infer, sqltypes._INFERRED_CLASSES),
+    ],
+    ids=["_spark_rule", "_infer"],
+)
+def test_class_lists_name_every_class_a_rule_tests(
+    function: Callable[..., object], classes: tuple[type, ...]
+) -> None:
+    tested = _tested_classes(function)
+    assert len(tested) > 10  # the source was read
+    missing = sorted(c.__name__ for c in tested if not issubclass(c, classes))
+    assert not missing, f"{function.__name__} tests classes its shortcut leaves out: {missing}"
