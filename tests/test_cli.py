@@ -372,6 +372,7 @@ def test_python_m_flowc_freezes_its_modules_before_the_command(
         return 0
 
     monkeypatch.setattr(entry, "main", command)
+    monkeypatch.setattr(sys, "argv", ["flowc", "run", "job.flow"])
     gc.unfreeze()
     assert gc.get_freeze_count() == 0
     try:
@@ -380,3 +381,32 @@ def test_python_m_flowc_freezes_its_modules_before_the_command(
     finally:
         gc.unfreeze()
     assert frozen_when_run and frozen_when_run[0] > 0
+
+
+def test_the_console_scripts_writer_ends_without_a_young_collection(tmp_path: Path) -> None:
+    """The console script's flowc compile runs no collection before the interpreter's last
+    (which skips what is frozen): it does not freeze before the command (a writer then
+    could not move what it made to the oldest generation, and the collector coming back on
+    would scan the job)."""
+    path = tmp_path / "job.flow"
+    path.write_text(
+        "CREATE SOURCE s (x INT) WITH (connector = 'datagen');\n"
+        "CREATE SINK o (x INT) WITH (connector = 'noop');\n"
+        "INSERT INTO o FROM s |> WHERE x > 0;\n",
+        encoding="utf-8",
+    )
+    code = (
+        "import gc, os, sys\n"
+        "import flowc.__main__ as entry\n"
+        "def seen(phase, info):\n"
+        "    if phase == 'start' and not sys.is_finalizing():\n"
+        "        os.write(2, b'gc\\n')\n"
+        "gc.callbacks.append(seen)\n"
+        "sys.argv = ['flowc', 'compile', sys.argv[1], '--emit', 'jobgraph', '-o', os.devnull]\n"
+        "entry.run()\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert "gc" not in done.stderr.split(), done.stderr

@@ -322,7 +322,7 @@ def _command(name: str) -> Callable[[argparse.Namespace], int]:
 
 #: Commands whose writers walk expression trees after compiling, under the recursion limit
 #: compiling holds (not the commands that start Spark or serve an editor for long).
-_WRITERS = frozenset({"check", "compile", "diff", "fmt"})
+WRITERS = frozenset({"check", "compile", "diff", "fmt"})
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -331,7 +331,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.getLogger("sqlglot").setLevel(logging.CRITICAL)
     try:
         args = _parser().parse_args(arguments)
-        if args.command not in _WRITERS:
+        if args.command not in WRITERS:
             return _command(args.command)(args)
         # as flowc.compile does: the writers after it walk the same (bounded) trees. They
         # run without the cyclic collector: what they make (the job, its renderings) lives
