@@ -2,7 +2,8 @@
 
 Each test copies an example unchanged, writes input files for it, runs it with
 ``--available-now`` semantics and reads what its file sinks wrote. (Examples that only
-write to the console are run, with their exchanges checked, in test_examples_run.py.)
+write to the console run on their shipped data, with their exchanges checked, in
+test_examples_shipped.py.)
 """
 
 from __future__ import annotations
@@ -70,6 +71,30 @@ def run_generated_program(job: flowc.CompiledJob, folder: Path) -> None:
         check=False,
     )
     assert result.returncode == 0, (job.file, result.stderr[-3000:])
+
+
+#: Generated programs run one after another in one Python process, each as ``python job.py
+#: --available-now --master local[2]`` runs it (its ``main``), each on a new SparkContext
+#: (the one before stopped) in the same JVM: a JVM of its own for each would be most of
+#: this test's time. Prints each program's exit code, as JSON, last.
+PROGRAMS_IN_ONE_JVM = r"""
+import json, runpy, sys, traceback
+from pyspark.sql import SparkSession
+codes = []
+for path in json.loads(sys.argv[1]):
+    try:
+        program = runpy.run_path(path, run_name="flowc_generated_program")
+        codes.append(program["main"](["--available-now", "--master", "local[2]"]))
+    except BaseException:
+        traceback.print_exc()
+        codes.append(None)
+    finally:
+        session = SparkSession.getActiveSession()
+        if session is not None:
+            session.stop()
+    print("ran", path, "exit code", codes[-1], file=sys.stderr, flush=True)
+print(json.dumps(codes))
+"""
 
 
 def read_parquet(spark: Any, path: Path) -> list[dict[str, Any]]:
@@ -184,10 +209,15 @@ def test_payments_routing_routes_the_union(spark: Any, tmp_path: Path, runner: s
 def test_every_generated_program_runs(spark: Any, tmp_path: Path) -> None:
     """The --emit pyspark program of each example without a file sink exits 0 (the ones
     with file sinks are run by the answer tests above, against answers computed here)."""
+    import subprocess
+    import sys
+
     from stages import EXAMPLES
 
+    from flowc.spark.codegen import generate_pyspark
     from tests.helpers.example_inputs import generate_inputs
 
+    programs = []
     for example in EXAMPLES:
         folder = tmp_path / example.stem
         folder.mkdir()
@@ -204,7 +234,21 @@ def test_every_generated_program_runs(spark: Any, tmp_path: Path) -> None:
             assert example.name in answered, example.name
             continue
         generate_inputs(job, folder)
-        run_generated_program(job, folder)
+        program = folder / "job.py"
+        program.write_text(generate_pyspark(job), encoding="utf-8")
+        programs.append(str(program))
+    assert programs
+    result = subprocess.run(
+        [sys.executable, "-c", PROGRAMS_IN_ONE_JVM, json.dumps(programs)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    codes = json.loads(result.stdout.strip().splitlines()[-1])
+    failed = [p for p, code in zip(programs, codes, strict=True) if code != 0]
+    assert not failed, (failed, result.stderr[-3000:])
 
 
 #: The examples with file sinks, whose answers are checked with both runners above.

@@ -437,22 +437,17 @@ ANSWERS = {
 }
 
 
-def _modes(example: Path) -> list[str]:
-    """Both exchange modes where an answer is checked (the results must not depend on the
-    mode); the default mode only elsewhere."""
-    return ["minimal", "flink"] if example.stem in ANSWERS else ["minimal"]
-
-
 @pytest.mark.parametrize(
     ("example", "exchanges"),
-    [(e, mode) for e in EXAMPLES for mode in _modes(e)],
+    [(e, mode) for e in EXAMPLES for mode in ("minimal", "flink")],
     ids=lambda p: p.stem if isinstance(p, Path) else p,
 )
 def test_example_runs_on_its_shipped_data(
     example: Path, exchanges: str, tmp_path: Path, spark: Any
 ) -> None:
-    """SET exchanges = 'flink' (Flink's every exchange a shuffle) writes the same answer as
-    the default, which runs no shuffle where Spark needs none."""
+    """In both exchange modes (SET exchanges), Spark executes exactly the shuffles the plan
+    promises, and SET exchanges = 'flink' (Flink's every exchange a shuffle) writes the same
+    answer as the default, which runs no shuffle where Spark needs none."""
     folder = _fresh_copy(tmp_path)
     copy = folder / example.name
     job = flowc.compile(
@@ -466,6 +461,7 @@ def test_example_runs_on_its_shipped_data(
     assert report.queries, "no query ran"
     for query in report.queries:
         assert query.error is None, (query.name, query.error)
+        assert query.exchanges_executed == query.exchanges_planned, query
         line = f"[{query.name}] batch: " if job.spark_plan.batch else f"[{query.name}] batch 0: "
         assert line in out.getvalue(), out.getvalue()
     if not job.spark_plan.batch:  # a batch job's rows read are not counted
