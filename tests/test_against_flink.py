@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import random
-import subprocess
 
 import pytest
 
@@ -27,6 +26,7 @@ from tests.helpers.flink import (
     only_uid_ids,
     requires_flink,
 )
+from tests.helpers.flink_worker import run_flink
 
 pytestmark = requires_flink
 
@@ -538,9 +538,7 @@ def test_default_max_parallelism_equals_flinks() -> None:
         f"print(json.dumps([assign.computeDefaultMaxParallelism(p) for p in "
         f"{list(BOUNDARY_PARALLELISMS)}]))\n"
     )
-    result = subprocess.run(
-        [FLINK_PYTHON, "-c", script], capture_output=True, text=True, timeout=600, check=False
-    )
+    result = run_flink(FLINK_PYTHON, script)
     assert result.returncode == 0, result.stderr[-2000:]
     flinks = json.loads(result.stdout.strip().splitlines()[-1])
     flowcs = []

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
 from collections import defaultdict
 from datetime import date, datetime, time, timedelta
 from pathlib import Path
@@ -23,6 +22,7 @@ import flowc
 from flowc.program import ExtendStep
 from flowc.sql.spark_sql import sql_of
 from tests.helpers.files import Row, read_json_dir, source, write_batches
+from tests.helpers.flink_worker import run_flink
 from tests.helpers.plans import job_graph_json
 from tests.helpers.spark_run import compiled, into_memory, run_generated, spark_codes
 
@@ -255,14 +255,7 @@ def test_against_flink_convert_tz() -> None:
         for z in ("UTC", "zone")
     ]
     assert FLINK_PYTHON is not None
-    probe = subprocess.run(
-        [FLINK_PYTHON, "-c", FLINK_PROBE],
-        input=json.dumps(asked),
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=False,
-    )
+    probe = run_flink(FLINK_PYTHON, FLINK_PROBE, stdin=json.dumps(asked), timeout=900)
     assert probe.returncode == 0, probe.stderr[-3000:]
     flink = json.loads(probe.stdout.strip().splitlines()[-1])
     assert flink[: len(ANSWERS)] == [row[3] for row in ANSWERS]
@@ -424,13 +417,6 @@ with t.execute_sql(query).collect() as result:
 print(json.dumps([out[i] for i in range(len(days))]))
 """
     assert FLINK_PYTHON is not None
-    done = subprocess.run(
-        [FLINK_PYTHON, "-c", probe],
-        input=json.dumps([row[0] for row in WEEKS]),
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
+    done = run_flink(FLINK_PYTHON, probe, stdin=json.dumps([row[0] for row in WEEKS]))
     assert done.returncode == 0, done.stderr[-3000:]
     assert json.loads(done.stdout.strip().splitlines()[-1]) == WEEKS

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import textwrap
 from itertools import product
 from pathlib import Path
@@ -16,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from flowc.analyze.views import sink_cast
+from tests.helpers.flink_worker import run_flink
 
 FLINK_PYTHON = os.environ.get("FLOWC_FLINK_PYTHON") or None
 
@@ -89,19 +89,14 @@ VALUES = [
 
 def test_sink_casts_are_flinks(tmp_path: Path) -> None:
     pairs = [(w, d) for w, d in product(TYPES, TYPES) if w != d]
-    run = subprocess.run(
-        [
-            str(FLINK_PYTHON),
-            "-c",
-            textwrap.dedent(SCRIPT),
-            json.dumps(pairs),
-            json.dumps([[v, d] for v, d, _ in VALUES]),
-            str(tmp_path),
-        ],
-        capture_output=True,
-        text=True,
+    assert FLINK_PYTHON is not None
+    run = run_flink(
+        FLINK_PYTHON,
+        textwrap.dedent(SCRIPT),
+        json.dumps(pairs),
+        json.dumps([[v, d] for v, d, _ in VALUES]),
+        str(tmp_path),
         timeout=900,
-        check=False,
     )
     assert run.returncode == 0, run.stderr[-3000:]
     answer = json.loads(run.stdout.strip().splitlines()[-1])

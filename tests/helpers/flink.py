@@ -3,20 +3,21 @@
 Set ``FLOWC_FLINK_PYTHON`` to a Python that has ``apache-flink==2.3.0`` (kept in its own
 virtualenv, never a flowc dependency) and Java 17 on the PATH; without it the tests that
 use this are skipped, unless ``FLOWC_FLINK_REQUIRED=1`` (as in CI) makes that a failure.
-Flink's own StreamGraph and JobGraph come from its Java gateway, one JVM per call.
+Flink's own StreamGraph and JobGraph come from its Java gateway. Every script runs in the
+session's one PyFlink process (tests/helpers/flink_worker.py), as ``-c`` would run it.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import subprocess
 import textwrap
 from typing import Any
 
 import pytest
 
 import flowc
+from tests.helpers.flink_worker import run_flink
 
 FLINK_PYTHON = os.environ.get("FLOWC_FLINK_PYTHON") or None
 FLINK_VERSION = "2.3.0"
@@ -38,12 +39,8 @@ def checked_flink_python() -> str:
             "FLOWC_FLINK_REQUIRED=1 but FLOWC_FLINK_PYTHON is not set: point it at a Python "
             f"with apache-flink=={FLINK_VERSION}"
         )
-    probe = subprocess.run(
-        [FLINK_PYTHON, "-c", "import pyflink.version; print(pyflink.version.__version__)"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
+    probe = run_flink(
+        FLINK_PYTHON, "import pyflink.version; print(pyflink.version.__version__)", timeout=120
     )
     assert probe.returncode == 0, f"{FLINK_PYTHON} cannot import pyflink: {probe.stderr[-2000:]}"
     assert probe.stdout.strip() == FLINK_VERSION, f"{FLINK_PYTHON} has Flink {probe.stdout}"
@@ -103,9 +100,7 @@ def flink_job_graphs(jobs: list[str], as_pyflink_runs: bool = False) -> list[lis
     for index, job in enumerate(jobs):
         script += "env = StreamExecutionEnvironment.get_execution_environment(conf)\n"
         script += textwrap.dedent(job) + dump.replace('"JOBGRAPH"', f'"JOBGRAPH{index} "')
-    result = subprocess.run(
-        [FLINK_PYTHON, "-c", script], capture_output=True, text=True, timeout=600, check=False
-    )
+    result = run_flink(FLINK_PYTHON, script)
     assert result.returncode == 0, result.stderr[-2000:]
     graphs = []
     for index in range(len(jobs)):
@@ -160,13 +155,7 @@ def only_uid_ids(program: str, *graphs: list[dict[str, Any]]) -> None:
 def ask_flink(script: str, asked: object) -> Any:
     """What a PyFlink ``script`` prints last as JSON, given ``asked`` as JSON in argv[1]."""
     assert FLINK_PYTHON is not None
-    probe = subprocess.run(
-        [FLINK_PYTHON, "-c", script, json.dumps(asked)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
+    probe = run_flink(FLINK_PYTHON, script, json.dumps(asked))
     assert probe.returncode == 0, probe.stderr[-3000:]
     return json.loads(probe.stdout.strip().splitlines()[-1])
 
