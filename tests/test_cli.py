@@ -330,10 +330,8 @@ def test_writers_run_without_the_cyclic_collector(
     assert seen == {"check": False, "compile": False, "fmt": False, "run": True}
 
 
-def test_a_writer_leaves_no_young_collection_over_its_job(tmp_path: Path) -> None:
-    """What a compile made is moved to the collector's oldest generation as the command
-    ends, so turning the collector back on runs no young collection over the job (one
-    took 6 ms of a 1,000-operator flowc compile)."""
+def _small_job(tmp_path: Path) -> Path:
+    """A one-query job in ``tmp_path``: what the collector tests below compile."""
     path = tmp_path / "job.flow"
     path.write_text(
         "CREATE SOURCE s (x INT) WITH (connector = 'datagen');\n"
@@ -341,6 +339,14 @@ def test_a_writer_leaves_no_young_collection_over_its_job(tmp_path: Path) -> Non
         "INSERT INTO o FROM s |> WHERE x > 0;\n",
         encoding="utf-8",
     )
+    return path
+
+
+def test_a_writer_leaves_no_young_collection_over_its_job(tmp_path: Path) -> None:
+    """What a compile made is moved to the collector's oldest generation as the command
+    ends, so turning the collector back on runs no young collection over the job (one
+    took 6 ms of a 1,000-operator flowc compile)."""
+    path = _small_job(tmp_path)
     code = (
         "import contextlib, gc, io, sys\n"
         "from flowc.cli.main import main\n"
@@ -388,13 +394,7 @@ def test_the_console_scripts_writer_ends_without_a_young_collection(tmp_path: Pa
     (which skips what is frozen): it does not freeze before the command (a writer then
     could not move what it made to the oldest generation, and the collector coming back on
     would scan the job)."""
-    path = tmp_path / "job.flow"
-    path.write_text(
-        "CREATE SOURCE s (x INT) WITH (connector = 'datagen');\n"
-        "CREATE SINK o (x INT) WITH (connector = 'noop');\n"
-        "INSERT INTO o FROM s |> WHERE x > 0;\n",
-        encoding="utf-8",
-    )
+    path = _small_job(tmp_path)
     code = (
         "import gc, os, sys\n"
         "import flowc.__main__ as entry\n"
