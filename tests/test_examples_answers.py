@@ -18,7 +18,6 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import pytest
 from stages import ROOT
 
 import flowc
@@ -38,39 +37,14 @@ def prepare(example: str, tmp_path: Path, inputs: dict[str, list[dict[str, Any]]
     return copy
 
 
-#: How an example is run: by ``flowc run``, or as its ``--emit pyspark`` program with python
-#: in a JVM of its own. Both must write the answers computed here.
-RUNNERS = ["flowc_run", "generated_program"]
-
-
-def run(copy: Path, runner: str = "flowc_run") -> None:
+def run(copy: Path) -> None:
+    """``flowc run`` of the example (its generated program alone: in
+    test_every_generated_program_runs)."""
     job = flowc.compile(copy.read_text(encoding="utf-8"), str(copy), for_spark=True)
-    if runner == "generated_program":
-        run_generated_program(job, copy.parent)
-        return
     report = run_job(job, available_now=True, master="local[2]", out=io.StringIO())
     for query in report.queries:
         assert query.error is None, (query.name, query.error)
         assert query.exchanges_executed == query.exchanges_planned, query
-
-
-def run_generated_program(job: flowc.CompiledJob, folder: Path) -> None:
-    """The job's --emit pyspark program, run with python: it must exit 0."""
-    import subprocess
-    import sys
-
-    from flowc.spark.codegen import generate_pyspark
-
-    program = folder / "job.py"
-    program.write_text(generate_pyspark(job), encoding="utf-8")
-    result = subprocess.run(
-        [sys.executable, str(program), "--available-now", "--master", "local[2]"],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    assert result.returncode == 0, (job.file, result.stderr[-3000:])
 
 
 #: Generated programs run one after another in one Python process, each as ``python job.py
@@ -101,8 +75,7 @@ def read_parquet(spark: Any, path: Path) -> list[dict[str, Any]]:
     return [row.asDict() for row in spark.read.parquet(str(path)).collect()]
 
 
-@pytest.mark.parametrize("runner", RUNNERS)
-def test_clicks_per_user_counts_closed_windows(spark: Any, tmp_path: Path, runner: str) -> None:
+def test_clicks_per_user_counts_closed_windows(spark: Any, tmp_path: Path) -> None:
     rng = random.Random(3)
     clicks = []
     for _ in range(200):
@@ -110,7 +83,7 @@ def test_clicks_per_user_counts_closed_windows(spark: Any, tmp_path: Path, runne
         url = rng.choice([None, "A.html", "b.html", "C.HTML"])
         clicks.append({"user_id": f"u{rng.randint(1, 4)}", "url": url, "ts": ts.isoformat()})
     copy = prepare("clicks_per_user.flow", tmp_path, {"data/clicks": clicks})
-    run(copy, runner)
+    run(copy)
     kept = [c for c in clicks if c["url"] is not None]
     watermark = max(datetime.fromisoformat(c["ts"]) for c in kept) - timedelta(seconds=5)
     windows: dict[tuple[str, datetime], list[str]] = defaultdict(list)
@@ -205,9 +178,10 @@ def test_payments_routing_routes_the_union(spark: Any, tmp_path: Path) -> None:
 
 
 def test_every_generated_program_runs(spark: Any, tmp_path: Path) -> None:
-    """The --emit pyspark program of each example without a file sink, and of the answered
-    examples in RUN_HERE, exits 0 (the examples with file sinks are run by the answer tests
-    above and elsewhere, against answers computed in Python)."""
+    """The --emit pyspark program of each example without a file sink, and of the examples
+    answered above, exits 0 (the other examples with file sinks are run elsewhere, against
+    answers computed in Python; a generated program alone against an answer: test_run.py's
+    test_generated_program_alone_writes_the_answer)."""
     import subprocess
     import sys
 
@@ -225,12 +199,9 @@ def test_every_generated_program_runs(spark: Any, tmp_path: Path) -> None:
         for module in example.parent.glob("*.py"):  # Python functions beside the examples
             shutil.copy(module, folder)
         job = flowc.compile(copy.read_text(encoding="utf-8"), str(copy), for_spark=True)
-        if example.name not in RUN_HERE and any(s.connector == "files" for s in job.program.sinks):
-            answered = ANSWERED | {
-                f"{stem}.flow"
-                for stem in SHIPPED_ANSWERS | BATCH_ANSWERS | UPDATING_ANSWERS | OVER_ANSWERS
-            }
-            assert example.name in answered, example.name
+        if example.name not in ANSWERED and any(s.connector == "files" for s in job.program.sinks):
+            answered = SHIPPED_ANSWERS | BATCH_ANSWERS | UPDATING_ANSWERS | OVER_ANSWERS
+            assert example.stem in answered, example.name
             continue
         generate_inputs(job, folder)
         program = folder / "job.py"
@@ -250,11 +221,9 @@ def test_every_generated_program_runs(spark: Any, tmp_path: Path) -> None:
     assert not failed, (failed, result.stderr[-3000:])
 
 
-#: The examples with file sinks whose answers are checked above: clicks_per_user's with both
-#: runners (its generated program in a JVM of its own), the others' with flowc run.
+#: The examples with file sinks whose answers are checked above (with flowc run); their
+#: generated programs run (to exit code 0) with the others, in one JVM.
 ANSWERED = {"clicks_per_user.flow", "orders_payments_join.flow", "payments_routing.flow"}
-#: Answered examples whose generated programs run (to exit code 0) with the others, in one JVM.
-RUN_HERE = {"orders_payments_join.flow", "payments_routing.flow"}
 #: Issue 13's examples are answered on their shipped data (test_examples_shipped.py).
 SHIPPED_ANSWERS = {
     "nexmark_bid_stats",
