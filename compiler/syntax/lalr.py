@@ -21,11 +21,11 @@ import re
 import sys
 from collections.abc import Callable
 from functools import cache
-from importlib import resources
 from operator import itemgetter
 from pathlib import Path
 from typing import Any, NamedTuple
 
+import flowc.grammar
 from flowc.syntax.lalr_build import (
     TABLES_FORMAT,
     build_tables,
@@ -356,7 +356,7 @@ _first = itemgetter(0)
 
 def main() -> int:
     """Write grammar/tables.py for the current grammar."""
-    grammar = Path(str(resources.files("flowc.grammar").joinpath("flow.lark")))
+    grammar = Path(flowc.grammar.__file__).parent / "flow.lark"
     target = grammar.resolve().parent / "tables.py"  # beside the source, not a build's link
     target.write_text(render_tables_module(build_tables(lark_parser())), encoding="utf-8")
     print(f"wrote {target}", file=sys.stderr)
