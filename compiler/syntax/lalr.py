@@ -17,15 +17,14 @@ and the caller lets Lark parse the statement again, to report the error Lark's w
 from __future__ import annotations
 
 import json
-import re
 import sys
 from collections.abc import Callable
 from functools import cache
-from importlib import resources
 from operator import itemgetter
 from pathlib import Path
 from typing import Any, NamedTuple
 
+import flowc.grammar
 from flowc.syntax.lalr_build import (
     TABLES_FORMAT,
     build_tables,
@@ -34,6 +33,7 @@ from flowc.syntax.lalr_build import (
     lark_parser,
     render_tables_module,
 )
+from flowc.syntax.regex_code import compiled, render_module
 
 try:
     from flowc.grammar.tables import TABLES as _SHIPPED
@@ -147,20 +147,25 @@ class _Lexer:
     __slots__ = ("ignore", "segments", "unless")
 
     def __init__(self, data: dict[str, Any], spec: dict[str, Any]) -> None:
-        patterns: dict[str, str] = data["patterns"]
         flags: int = data["flags"]
-        self.segments = tuple(
-            re.compile(
-                "|".join(f"(?P<{name}>{_lean(patterns[name], len(run) == 1)})" for name in run),
-                flags,
-            )
-            for run in _runs(spec["terminals"], patterns)
-        )
+        segments, unless = lexer_patterns(data, spec)
+        self.segments = tuple(compiled(pattern, flags) for pattern in segments)
         self.ignore = frozenset(spec["ignore"])
-        self.unless = {
-            kind: re.compile("|".join(f"(?P<{n}>{patterns[n]})" for n in names), flags)
-            for kind, names in spec["unless"].items()
-        }
+        self.unless = {kind: compiled(pattern, flags) for kind, pattern in unless.items()}
+
+
+def lexer_patterns(data: dict[str, Any], spec: dict[str, Any]) -> tuple[list[str], dict[str, str]]:
+    """The regular expressions of one lexer: its segments', and its keywords' per kind."""
+    patterns: dict[str, str] = data["patterns"]
+    segments = [
+        "|".join(f"(?P<{name}>{_lean(patterns[name], len(run) == 1)})" for name in run)
+        for run in _runs(spec["terminals"], patterns)
+    ]
+    unless = {
+        kind: "|".join(f"(?P<{n}>{patterns[n]})" for n in names)
+        for kind, names in spec["unless"].items()
+    }
+    return segments, unless
 
 
 #: Lark's patterns for strings and quoted names, and the same as "unrolled loops": Python's
@@ -354,12 +359,25 @@ _new_tuple = tuple.__new__
 _first = itemgetter(0)
 
 
+def all_lexer_patterns(data: dict[str, Any]) -> list[tuple[str, int]]:
+    """Every regular expression the lexers of ``data`` compile, with its flags."""
+    found: list[tuple[str, int]] = []
+    for spec in data["lexers"]:
+        segments, unless = lexer_patterns(data, spec)
+        found.extend((pattern, data["flags"]) for pattern in [*segments, *unless.values()])
+    return found
+
+
 def main() -> int:
-    """Write grammar/tables.py for the current grammar."""
-    grammar = Path(str(resources.files("flowc.grammar").joinpath("flow.lark")))
-    target = grammar.resolve().parent / "tables.py"  # beside the source, not a build's link
-    target.write_text(render_tables_module(build_tables(lark_parser())), encoding="utf-8")
-    print(f"wrote {target}", file=sys.stderr)
+    """Write grammar/tables.py for the current grammar, and grammar/lexer_regexes.py for
+    its lexers (by this Python)."""
+    grammar = Path(flowc.grammar.__file__).parent / "flow.lark"
+    folder = grammar.resolve().parent  # beside the source, not a build's link
+    data = build_tables(lark_parser())
+    (folder / "tables.py").write_text(render_tables_module(data), encoding="utf-8")
+    regexes = render_module(all_lexer_patterns(data))
+    (folder / "lexer_regexes.py").write_text(regexes, encoding="utf-8")
+    print(f"wrote {folder / 'tables.py'} and {folder / 'lexer_regexes.py'}", file=sys.stderr)
     return 0
 
 
