@@ -8,6 +8,7 @@ bad input raises :class:`CompileError`, which carries the diagnostics as objects
 
 from __future__ import annotations
 
+import importlib
 import sys
 import threading
 from collections.abc import Iterator
@@ -57,12 +58,18 @@ def _metadata_on_first_use() -> Iterator[None]:
     stand_in.entry_points = entry_points  # type: ignore[attr-defined]
     stand_in.__getattr__ = attribute  # type: ignore[method-assign]
     sys.modules[_METADATA] = stand_in
+    # `import importlib.metadata` in another thread meanwhile finds the name in
+    # sys.modules and then reads the package's attribute, which the import system sets
+    # only when it loads the module: the stand-in sets it too (the real import replaces it).
+    setattr(importlib, "metadata", stand_in)  # noqa: B010 (mypy knows the real module's type)
     try:
         yield
     finally:
         with _metadata_lock:
             if sys.modules.get(_METADATA) is stand_in:
                 del sys.modules[_METADATA]
+            if getattr(importlib, "metadata", None) is stand_in:
+                delattr(importlib, "metadata")
 
 
 # The modules' objects (flowc's and sqlglot's) live as long as the process: made without

@@ -5,7 +5,7 @@ The regex engine's code for each lexer pattern of grammar/flow.lark's tables, ma
 by the Python and engine version below (see flowc.syntax.regex_code).
 """
 
-PYTHON = (3, 11)
+PYTHON = (3, 11, 7)
 SRE_MAGIC = 20220615
 CODES = {
     ('(?P<AS>(?i:as))', 0): (32, (14, 4, 0, 2, 2, 17, 0, 40, 97, 39, 6, 16, 115, 16, 383, 0, 17, 1, 1), 1, {'AS': 1}, (None, 'AS')),

@@ -356,19 +356,23 @@ def test_import_flowc_leaves_importlib_metadata_for_first_use() -> None:
 
 def test_the_metadata_stand_in_is_the_real_module_to_other_importers() -> None:
     """Another thread importing ``importlib.metadata`` while sqlglot is imported gets the
-    stand-in: every public name it reads is the real module's; and where the real module
-    is loaded already, the stand-in is not made."""
+    stand-in (by ``import importlib.metadata as m`` or by the package's attribute): every
+    public name it reads is the real module's; and where the real module is loaded
+    already, the stand-in is not made."""
     code = (
         "import sys\n"
         "import flowc\n"
         "with flowc._metadata_on_first_use():\n"
         "    import importlib.metadata as seen\n"
+        "    import importlib.metadata\n"
         "    loaded = 'importlib.metadata._adapters' in sys.modules\n"
+        "    plain = importlib.metadata.version('sqlglot')\n"
         "    version = seen.version('sqlglot')\n"
         "import importlib.metadata as real\n"
         "same = seen.Distribution is real.Distribution\n"
-        "print(loaded, version == real.version('sqlglot'), same)\n"
+        "print(loaded, version == real.version('sqlglot'), same, plain == version)\n"
+        "print(importlib.metadata is real)\n"
         "with flowc._metadata_on_first_use():\n"
         "    print(sys.modules['importlib.metadata'] is real)\n"
     )
-    assert _fresh_python(code).split() == ["False", "True", "True", "True"]
+    assert _fresh_python(code).split() == ["False", "True", "True", "True", "True", "True"]

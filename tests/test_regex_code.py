@@ -18,10 +18,13 @@ _SHIPPED_FOR_THIS_PYTHON = pytest.mark.skipif(
 )
 
 
-@_SHIPPED_FOR_THIS_PYTHON
 def test_every_lexer_pattern_is_shipped() -> None:
+    """By the patterns' text, whichever Python wrote the file: a stale file fails here on
+    every Python, not only on the one whose code it holds."""
+    from flowc.grammar.lexer_regexes import CODES
+
     patterns = lalr.all_lexer_patterns(lalr.tables().data)
-    missing = sorted(set(patterns) - set(SHIPPED))
+    missing = sorted(set(patterns) - set(CODES))
     assert not missing, (
         f"{len(missing)} lexer patterns not in grammar/lexer_regexes.py: run "
         "`python -m flowc.syntax.lalr` to write it again"

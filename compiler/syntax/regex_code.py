@@ -26,14 +26,14 @@ try:
     from flowc.grammar.lexer_regexes import PYTHON as _PYTHON
     from flowc.grammar.lexer_regexes import SRE_MAGIC as _SRE_MAGIC
 except ImportError:  # pragma: no cover - the file is shipped
-    _CODES, _PYTHON, _SRE_MAGIC = {}, (0, 0), 0
+    _CODES, _PYTHON, _SRE_MAGIC = {}, (0, 0, 0), 0
 
 #: (pattern, flags) -> (flags as compiled, code, groups, group index, index group).
 Code = tuple[int, tuple[int, ...], int, dict[str, int], tuple[str | None, ...]]
 
 #: The shipped codes, when they were made for this interpreter's regex engine.
 SHIPPED: dict[tuple[str, int], Code] = (
-    _CODES if (tuple(sys.version_info[:2]) == _PYTHON and _SRE_MAGIC == _sre.MAGIC) else {}
+    _CODES if (tuple(sys.version_info[:3]) == _PYTHON and _SRE_MAGIC == _sre.MAGIC) else {}
 )
 
 
@@ -77,7 +77,7 @@ def render_module(patterns: list[tuple[str, int]]) -> str:
         "by the Python and engine version below (see flowc.syntax.regex_code).",
         '"""',
         "",
-        f"PYTHON = {tuple(sys.version_info[:2])!r}",
+        f"PYTHON = {tuple(sys.version_info[:3])!r}",
         f"SRE_MAGIC = {_sre.MAGIC!r}",
         "CODES = {",
     ]
