@@ -128,11 +128,12 @@ def _typed(text: str, dialect: str, column_type: str) -> tuple[object, ...]:
     return result, reporter.diagnostics, nodes, tree.sql("spark")
 
 
-def test_comparisons_are_typed_as_the_long_way_types_them(
+def test_columns_and_comparisons_are_typed_as_the_long_way_types_them(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The shortcut (sqltypes._typed_comparison) gives the long way's result, diagnostics,
-    types and metadata, node by node, for comparisons it takes and shapes it leaves."""
+    """The shortcuts (sqltypes._typed_shortcut: bare columns, comparisons) give the long
+    way's result, diagnostics, types and metadata, node by node, for trees they take and
+    shapes they leave."""
     texts = [
         f"{column} {op} {digits}"
         for op in _OPERATORS
@@ -141,6 +142,7 @@ def test_comparisons_are_typed_as_the_long_way_types_them(
     ]
     texts += ["v>5", "v  =  5", "k > 3", "zz > 3", "w > 3", "V > 3", "v > 5.0", "a.w > 3"]
     texts += ["`v` > 5", "v > -5", "5 < v", "v > 1e3", "(v) > 5", "v > 5 AND k > 1"]
+    texts += ["v", "k", "V", "zz", "w", "a.w", "`v`", "`zz`", "*", "a.*", "v.f"]
     cases = [(t, d, c) for t in texts for d in ("spark", "flink") for c in _COLUMN_TYPES]
     short = [_typed(*case) for case in cases]
     taken = sum(
@@ -155,7 +157,7 @@ def test_comparisons_are_typed_as_the_long_way_types_them(
         for t, d, c in cases
     )
     assert taken > len(cases) // 4  # the shortcut is taken for a good part of these
-    monkeypatch.setattr(sqltypes, "_typed_comparison", lambda *args: sqltypes._NOT_TAKEN)
+    monkeypatch.setattr(sqltypes, "_typed_shortcut", lambda *args: sqltypes._NOT_TAKEN)
     long = [_typed(*case) for case in cases]
     for case, a, b in zip(cases, short, long, strict=True):
         assert a == b, case

@@ -206,13 +206,14 @@ def resolve_and_type(
     The same text over the same columns types the same way: from its second clean typing
     on, an expression's result is kept (see :class:`_Typing`) and given to the next such
     tree without sqlglot's work. A tree calling a Python function is typed by its
-    program's declarations, so it is never kept nor given a kept typing.
+    program's declarations, so it is never kept nor given a kept typing. The commonest
+    trees, a bare column and ``column <op> digits``, take shortcuts (:func:`_typed_shortcut`).
     """
     if functions and _calls_any(expr.tree, functions):
         return _resolve_and_type(expr, scope, reporter, functions)
-    compared = _typed_comparison(expr, scope, reporter)
-    if compared is not _NOT_TAKEN:
-        return compared
+    typed = _typed_shortcut(expr, scope, reporter)
+    if typed is not _NOT_TAKEN:
+        return typed
     signature = scope.signature
     key = (expr.text, signature)
     entry = _typings.get(key)
@@ -260,6 +261,22 @@ _COMPARED_TYPES = frozenset(
 )
 #: The largest number literal typed INT (spark_typing.literal_type): its digits' count.
 _INT_DIGITS = len(str(2**31 - 1))
+
+
+def _typed_shortcut(expr: SqlExpr, scope: Scope, reporter: Reporter) -> str | None:
+    """A bare column's typing, or a comparison's (:func:`_typed_comparison`), as the long way
+    (:func:`_resolve_and_type`) gives it; ``_NOT_TAKEN`` for any other tree.
+
+    A bare column is the tree's only column: the long way resolves it and returns its
+    type, and so does this, without looking up and applying a kept typing (which costs
+    more than resolving it again).
+    """
+    tree = expr.tree
+    if tree.__class__ is exp.Column:
+        if tree.args.keys() == {"this"} and tree.args["this"].__class__ is exp.Identifier:
+            return type_text(tree) if _resolve_column(expr, tree, scope, reporter) else None
+        return _NOT_TAKEN
+    return _typed_comparison(expr, scope, reporter)
 
 
 def _typed_comparison(expr: SqlExpr, scope: Scope, reporter: Reporter) -> str | None:
