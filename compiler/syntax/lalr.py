@@ -224,11 +224,13 @@ class _Unknown(Exception):
     """A part of a pattern :func:`_may_start_with_space` does not analyse."""
 
 
+@cache
 def _may_start_with_space(pattern: str, flags: int) -> bool:
     """Whether ``pattern`` may match a text that starts with a space (U+0020), read off
     Python's own parse of it; True whenever a part is not understood (so a False is
     certain). A pattern that may match the empty string may match there too. The space
-    has no other case, so ``re.IGNORECASE`` changes nothing here."""
+    has no other case, so ``re.IGNORECASE`` changes nothing here. Kept per pattern (the
+    grammar's terminals: a bounded set), as lexers share most of their terminals."""
     try:
         may, empty = _first_space(list(_sre_parser.parse(pattern, flags)))
     except _Unknown:
