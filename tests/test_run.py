@@ -1161,19 +1161,20 @@ def test_names_with_newlines_and_non_ascii_survive_code_generation(
     assert row == {"double\\nprix": 8, "texte": "é\n\"'"}
 
 
-def test_a_query_spark_refuses_to_start_is_exit_1_not_a_crash(tmp_path: Path) -> None:
-    """A memory sink cannot recover from a checkpoint: the second run is Spark's refusal."""
+def test_a_query_spark_refuses_to_start_is_exit_1_not_a_crash(spark: Any, tmp_path: Path) -> None:
+    """A memory sink cannot recover from a checkpoint: the second run (flowc run, in a
+    process of its own) is Spark's refusal. The first, which leaves the checkpoint, runs on
+    the shared session."""
     write_json_lines(tmp_path / "in" / "a.json", [{"user": "a", "amount": 1}])
-    (tmp_path / "job.flow").write_text(
+    program = (
         "CREATE SOURCE pay (user STRING, amount BIGINT)\n"
         "  WITH (connector = 'files', path = 'in', format = 'json');\n"
         "CREATE SINK mem WITH (connector = 'memory');\n"
-        "INSERT INTO mem FROM pay;\n",
-        encoding="utf-8",
+        "INSERT INTO mem FROM pay;\n"
     )
+    first = run(tmp_path, program)
+    assert [q.error for q in first.queries] == [None]
     command = [sys.executable, "-m", "flowc", "run", "job.flow", "--available-now"]
-    first = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=300)
-    assert first.returncode == 0, first.stderr[-2000:]
     second = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert second.returncode == 1, second.stderr[-2000:]
     assert "error[E0803]: Spark could not start query 'mem': " in second.stderr
