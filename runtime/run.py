@@ -153,6 +153,17 @@ def _interrupts() -> Iterator[list[int]]:
         signal.signal(signal.SIGINT, previous)
 
 
+def _until_one_ends(queries: Sequence[Any], seconds: float) -> None:
+    """Wait ``seconds``, or less when the first active query ends first: an available-now
+    run is seen to end when its last query does, not up to a poll later. A query that
+    failed is not raised here: the monitor loop reads its exception."""
+    active = next((q for q in queries if q.isActive), None)
+    if active is None:
+        return
+    with suppress(*spark_errors()):
+        active.awaitTermination(seconds)
+
+
 def count_exchanges(plan_text: str) -> int:
     """Shuffle exchanges in an executed plan's tree (a coalesce is no exchange, nor is a
     ReusedExchange: Spark's ReuseExchangeAndSubquery put it where an equal exchange already
@@ -425,7 +436,7 @@ def _run_streaming(
     try:
         with _interrupts() as interrupted:
             while any(q.isActive for q in queries) and not interrupted:
-                time.sleep(poll_seconds)
+                _until_one_ends(queries, poll_seconds)
                 if relay is not None:
                     relay.print_new()
                 display.update(queries)
