@@ -27,6 +27,7 @@ import pytest
 import flowc
 from flowc.errorcodes import Code
 from flowc.runtime.run import run_job
+from tests.helpers.cdc_envelopes import current_rows
 from tests.helpers.cdc_envelopes import write_envelopes as write_file
 from tests.helpers.compile_errors import compile_errors
 from tests.helpers.fake_state import Handle
@@ -100,19 +101,6 @@ BATCHES: list[list[Envelope]] = [
 
 #: The micro-batches of each run (each run a restart on the same checkpoint).
 RUNS = [[0], [1, 2], [3]]
-
-
-def current_rows(batches: list[list[Envelope]]) -> dict[int, Row]:
-    """The source's rows the envelopes leave, by key, as Flink reads them (c/r: +I after;
-    u: -U before, +U after; d: -D before)."""
-    rows: dict[int, Row] = {}
-    for batch in batches:
-        for op, before, after in batch:
-            if before is not None:
-                assert op in ("u", "d") and rows.pop(before["id"]) == before
-            if after is not None:
-                rows[after["id"]] = after
-    return rows
 
 
 def top_n(rows: dict[int, Row]) -> list[tuple[Row, int]]:
