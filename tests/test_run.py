@@ -1196,3 +1196,41 @@ def test_a_line_for_every_batch_even_when_several_finish_between_polls() -> None
     lines = out.getvalue().splitlines()
     assert [line.split(":")[0] for line in lines] == ["[q] batch 0", "[q] batch 1", "[q] batch 2"]
     assert lines[0].startswith("[q] batch 0: 5 rows in, 5 written")
+
+
+def test_a_job_leaves_the_running_sessions_settings_as_they_were(
+    spark: Any, tmp_path: Path
+) -> None:
+    """run_job runs in the session the process has (an embedding application's): the job's
+    SET spark.* settings, shuffle partitions, state store and excluded optimizer rules are
+    put back after the run, so a later job or query in that session does not take them
+    (those Spark lets a session change: spark.app.name, say, stays the job's)."""
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.json").write_text('{"word": "x"}\n', encoding="utf-8")
+    before = dict(spark.conf.getAll)
+    spark.conf.set("spark.sql.streaming.fileSink.log.compactInterval", "7")
+    report = run(
+        tmp_path,
+        "SET spark.sql.streaming.fileSink.log.compactInterval = 3;\n"
+        "SET spark.sql.streaming.minBatchesToRetain = 5;\n"
+        "SET state.backend.type = 'rocksdb';\n"
+        "CREATE SOURCE lines (word STRING) WITH (connector = 'files', path = 'in', "
+        "format = 'json');\n"
+        "CREATE SINK out WITH (connector = 'files', path = 'out', format = 'json');\n"
+        "INSERT INTO out FROM lines |> WHERE word <> '';\n",
+    )
+    assert [q.error for q in report.queries] == [None]
+    assert read_json_dir(tmp_path / "out") == [{"word": "x"}]
+    after = dict(spark.conf.getAll)
+    spark.conf.set(
+        "spark.sql.streaming.fileSink.log.compactInterval",
+        before.get("spark.sql.streaming.fileSink.log.compactInterval", "10"),
+    )
+    assert after.pop("spark.sql.streaming.fileSink.log.compactInterval") == "7"
+    before.pop("spark.sql.streaming.fileSink.log.compactInterval", None)
+    modifiable = {k for k in before.keys() | after.keys() if spark.conf.isModifiable(k)}
+    assert {k: after.get(k) for k in modifiable} == {k: before.get(k) for k in modifiable}
+    assert "spark.sql.streaming.minBatchesToRetain" not in after
+    assert after.get("spark.sql.optimizer.excludedRules") == before.get(
+        "spark.sql.optimizer.excludedRules"
+    )
