@@ -334,11 +334,12 @@ def settings_of_the_running_session() -> dict[str, str] | None:
 
 
 def put_back_settings(spark: Any, before: dict[str, str]) -> None:
-    """The session's runtime settings as they were before the run: changed ones set back,
-    added ones unset (a setting Spark does not let a session change stays as it is)."""
+    """The session's runtime settings as they were before the run: changed and removed ones
+    set back, added ones unset (a setting Spark does not let a session change stays as it is)."""
     with suppress(*spark_errors()):  # the JVM may have ended; the run's outcome stands
-        for key, value in dict(spark.conf.getAll).items():
-            if before.get(key) == value or not spark.conf.isModifiable(key):
+        after = dict(spark.conf.getAll)
+        for key in sorted(after.keys() | before.keys()):
+            if before.get(key) == after.get(key) or not spark.conf.isModifiable(key):
                 continue
             if key in before:
                 spark.conf.set(key, before[key])
