@@ -22,6 +22,8 @@ from flowc.spark.match_runtime import (
     match_last,
     match_new_state,
 )
+from flowc.sql.flink_dialect import code_only
+from flowc.sql.match_recognize import read_match_recognize
 from tests.helpers.flink import ask_flink, requires_flink
 from tests.helpers.match_recognize import (
     AmbiguousOrder,
@@ -570,3 +572,50 @@ def test_the_engine_keeps_the_ports_matches_across_a_restart_after_every_row() -
         assert got == want, (variables, skip, prices)
         compared += 1
     assert compared > 250 and unknown < 30, (compared, unknown)
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_the_pattern_read_is_the_one_flink_was_asked(case: str) -> None:
+    """flowc's reading of each PATTERN Flink answered (the quantifiers the state machine is
+    to be built from) is the port's, and none of it is refused."""
+    pattern, define, skip, variables = CASES[case]
+    query = _query(pattern, define, skip, [v.name for v in variables])
+    name = query.index("MATCH_RECOGNIZE")
+    read = read_match_recognize(code_only(query), name, name + len("MATCH_RECOGNIZE"))
+    assert read.refusals == ()
+    assert [(v.name, v.low, v.high) for v in read.pattern] == [
+        (v.name, v.low, v.high) for v in variables
+    ]
+    # Flink's greedy: only quantifiers over a range; ? and {n} are never greedy.
+    assert [v.greedy for v in read.pattern] == [v.greedy for v in variables]
+
+
+@pytest.mark.parametrize(
+    ("part", "where"),
+    [
+        ("PATTERN (A B+) DEFINE B AS price > 1", "B+"),
+        ("PATTERN (A B?? C) DEFINE B AS price > 1", "B??"),
+        ("PATTERN (A | B) DEFINE B AS price > 1", "|"),
+        ("PATTERN (A B) DEFINE B AS B.price < PREV(B.price)", "PREV"),
+        ("PATTERN (A B A) DEFINE B AS price > 1", "A) DEFINE"),
+    ],
+)
+def test_a_part_outside_the_subset_is_e0759_at_that_part(part: str, where: str) -> None:
+    query = (
+        "INSERT INTO o SELECT * FROM src MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts "
+        f"MEASURES A.v AS a {part}) AS T;"
+    )
+    program = (
+        "SET sql.dialect = 'flink';\n"
+        "CREATE TABLE src (k STRING, v INT, price INT, ts TIMESTAMP(3), "
+        "WATERMARK FOR ts AS ts - INTERVAL '1' SECOND) "
+        "WITH (connector = 'files', path = 'in', format = 'json');\n"
+        "CREATE TABLE o (a INT) WITH (connector = 'files', path = 'out', format = 'json');\n"
+        f"{query}\n"
+    )
+    with pytest.raises(CompileError) as raised:
+        flowc.compile(program, "job.flow", for_spark=True)
+    found = [d for d in raised.value.diagnostics if d.severity is Severity.ERROR]
+    assert [(d.code.value, d.span.line) for d in found] == [("E0759", 4)]
+    assert found[0].span.column == query.index(where) + 1, found[0].message
+    assert "not run yet" in (found[0].help or "")

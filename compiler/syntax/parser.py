@@ -24,9 +24,11 @@ from flowc.limits import MAX_STEPS, MAX_TOKENS
 from flowc.sql.flink_dialect import (
     FLINK,
     UNSUPPORTED_CLAUSES,
+    code_only,
     hint_comments,
     unsupported_clauses,
 )
+from flowc.sql.match_recognize import read_match_recognize
 from flowc.sql.sql_parsing import (
     NODE_BYTES,
     clear_parse_cache,
@@ -124,6 +126,17 @@ def _refuse_clauses(source: str, base: int, index: LineIndex, reporter: Reporter
     either dialect, which is then dropped; whether there was one."""
     found = unsupported_clauses(source)
     for name, start, end in found:
+        # A part that is to stay refused once the clause runs is E0759 there, with why.
+        refused = read_match_recognize(code_only(source), start, end).refusals
+        for part in refused:
+            reporter.error(
+                Code.E0759,
+                part.message,
+                index.span(base + part.start, base + part.end),
+                help=part.hint,
+            )
+        if refused:
+            continue
         message, help = UNSUPPORTED_CLAUSES[name]
         reporter.error(
             Code.E0759,
