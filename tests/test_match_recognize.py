@@ -619,3 +619,37 @@ def test_a_part_outside_the_subset_is_e0759_at_that_part(part: str, where: str) 
     assert [(d.code.value, d.span.line) for d in found] == [("E0759", 4)]
     assert found[0].span.column == query.index(where) + 1, found[0].message
     assert "not run yet" in (found[0].help or "")
+
+
+def test_any_text_in_the_clause_is_a_located_e0759_never_a_crash() -> None:
+    """Reading the clause's parts never fails, whatever follows its name: 150 random
+    bodies of its words and signs, unbalanced brackets included, are each E0759 within
+    the statement."""
+    rng = random.Random(759)
+    pieces = [
+        *"AB C()|{},?*+^$-0123456789.'",
+        "PATTERN",
+        "DEFINE",
+        "PARTITION BY",
+        "ALL ROWS",
+        "PER MATCH",
+        "SKIP TO",
+        "PREV(",
+        "NEXT(",
+        "RUNNING ",
+        "WITHIN",
+        "PERMUTE",
+        "{-",
+        "-}",
+        " AS ",
+        " ",
+    ]
+    head = "SET sql.dialect = 'flink';\nCREATE TABLE o (a INT) WITH ('connector' = 'console');\n"
+    for _ in range(150):
+        body = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 30))).replace("'", "")
+        statement = f"INSERT INTO o SELECT * FROM t MATCH_RECOGNIZE ({body}) AS T;"
+        with pytest.raises(CompileError) as raised:
+            flowc.compile(head + statement + "\n", "job.flow")
+        errors = [d for d in raised.value.diagnostics if d.severity is Severity.ERROR]
+        assert errors and {d.code.value for d in errors} == {"E0759"}, (body, errors)
+        assert all(d.span.line == 3 and d.span.end_column <= len(statement) + 1 for d in errors)

@@ -205,7 +205,17 @@ def _read_pattern(
                 low = int(least) if least else 0
                 high = int(most) if most else (None if comma else low)
             greedy = not reluctant
-            if low == 0 and high == 1 and not greedy:
+            if sign.startswith("{") and not least and comma:
+                refusals.append(
+                    Refusal(
+                        "{,m} with no least count is refused: Flink 2.3 fails on it",
+                        _NOT_YET + 'Flink says "The from should be a positive number greater '
+                        'than 0"; write {0,m}',
+                        name_at,
+                        q_end,
+                    )
+                )
+            elif low == 0 and high == 1 and not greedy:
                 refusals.append(
                     Refusal(
                         "a reluctant optional variable (??) is refused: Flink 2.3 does not run it",
