@@ -653,3 +653,26 @@ def test_any_text_in_the_clause_is_a_located_e0759_never_a_crash() -> None:
         errors = [d for d in raised.value.diagnostics if d.severity is Severity.ERROR]
         assert errors and {d.code.value for d in errors} == {"E0759"}, (body, errors)
         assert all(d.span.line == 3 and d.span.end_column <= len(statement) + 1 for d in errors)
+
+
+def test_the_clauses_other_parts_are_read_where_they_are_written() -> None:
+    """The places the plan is to read: PARTITION BY and ORDER BY items, each measure's
+    expression and name, each variable's condition, the skip."""
+    case = "define_reads_other_rows"
+    pattern, define, skip, variables = CASES[case]
+    query = _query(pattern, define, skip, [v.name for v in variables])
+    name = query.index("MATCH_RECOGNIZE")
+    read = read_match_recognize(code_only(query), name, name + len("MATCH_RECOGNIZE"))
+    assert [query[a:b] for a, b in read.partition_by] == ["symbol"]
+    assert [query[a:b] for a, b in read.order_by] == ["rowtime"]
+    assert [(alias, query[a:b]) for alias, a, b in read.measures][:2] == [
+        ("A_n", "COUNT(A.price)"),
+        ("A_first", "CAST(FIRST(A.rowtime) AS STRING)"),
+    ]
+    assert len(read.measures) == 4 * len(variables) + 1
+    assert [(var, query[a:b]) for var, a, b in read.define] == [
+        ("A", "price > 12"),
+        ("B", "B.price < A.price AND AVG(B.price) < 14"),
+        ("C", "C.price > A.price"),
+    ]
+    assert read.skip == "TO NEXT ROW"

@@ -41,11 +41,19 @@ class PatternVariable:
 
 @dataclass(frozen=True, slots=True)
 class MatchClause:
-    """What was read of one clause: its PATTERN (empty where it could not be read) and the
-    parts refused."""
+    """What was read of one clause: its PATTERN (empty where it could not be read), the
+    parts refused, and where its other parts are written, as ``(start, end)`` places of the
+    text (``measures``: each expression's place and its name; ``define``: each variable and
+    its condition's place; ``skip``: what follows AFTER MATCH SKIP, upper-cased, "" if
+    none), for the plan to read."""
 
     pattern: tuple[PatternVariable, ...]
     refusals: tuple[Refusal, ...]
+    partition_by: tuple[tuple[int, int], ...] = ()
+    order_by: tuple[tuple[int, int], ...] = ()
+    measures: tuple[tuple[str, int, int], ...] = ()
+    define: tuple[tuple[str, int, int], ...] = ()
+    skip: str = ""
 
 
 _WORDS = re.compile(r"[A-Za-z_][A-Za-z_0-9$]*|\S")
@@ -146,7 +154,90 @@ def read_match_recognize(code: str, name_start: int, name_end: int) -> MatchClau
             pattern, found = _read_pattern(code, pattern_open + 1, pattern_close)
             refusals += found
     refusals += _refused_calls(code, open_at + 1, close_at)
-    return MatchClause(pattern, tuple(sorted(refusals, key=lambda r: r.start)))
+    parts = _sections(code, words, close_at)
+    return MatchClause(
+        pattern,
+        tuple(sorted(refusals, key=lambda r: r.start)),
+        tuple(_split(code, *parts["PARTITION"])) if "PARTITION" in parts else (),
+        tuple(_split(code, *parts["ORDER"])) if "ORDER" in parts else (),
+        tuple(_named(code, *parts["MEASURES"], last=True)) if "MEASURES" in parts else (),
+        tuple(_named(code, *parts["DEFINE"], last=False)) if "DEFINE" in parts else (),
+        " ".join(code[slice(*parts["AFTER"])].split()).upper() if "AFTER" in parts else "",
+    )
+
+
+#: The clause's parts, each by its first word and the words that open it.
+_OPENERS = {
+    "PARTITION": ("PARTITION", "BY"),
+    "ORDER": ("ORDER", "BY"),
+    "MEASURES": ("MEASURES",),
+    "ONE": ("ONE", "ROW", "PER", "MATCH"),
+    "ALL": ("ALL", "ROWS", "PER", "MATCH"),
+    "AFTER": ("AFTER", "MATCH", "SKIP"),
+    "PATTERN": ("PATTERN",),
+    "WITHIN": ("WITHIN",),
+    "SUBSET": ("SUBSET",),
+    "DEFINE": ("DEFINE",),
+}
+
+
+def _sections(
+    code: str, words: list[tuple[str, int, int]], close_at: int
+) -> dict[str, tuple[int, int]]:
+    """Each part's text after its opening words, up to the next part's."""
+    starts: list[tuple[str, int, int]] = []
+    for i, (word, start, _) in enumerate(words):
+        opener = _OPENERS.get(word)
+        if opener is not None and _phrase(words, i, *opener):
+            starts.append((word, start, words[i + len(opener) - 1][2]))
+    found: dict[str, tuple[int, int]] = {}
+    for n, (word, _, body) in enumerate(starts):
+        found.setdefault(word, (body, starts[n + 1][1] if n + 1 < len(starts) else close_at))
+    return found
+
+
+def _split(code: str, start: int, end: int) -> list[tuple[int, int]]:
+    """The places of the comma-separated items of ``code[start:end]`` (brackets kept
+    whole), blanks trimmed."""
+    items = []
+    depth = 0
+    begin = start
+    for position in range(start, end + 1):
+        char = code[position] if position < end else ","
+        if char == "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+        elif char == "," and depth == 0:
+            text = code[begin:position]
+            if text.strip():
+                left = begin + len(text) - len(text.lstrip())
+                items.append((left, left + len(text.strip())))
+            begin = position + 1
+    return items
+
+
+_AS = re.compile(r"\bAS\b", re.IGNORECASE)
+
+
+def _named(code: str, start: int, end: int, last: bool) -> list[tuple[str, int, int]]:
+    """Items ``expression AS name`` (``last``: MEASURES, the last top-level AS) or ``name
+    AS condition`` (DEFINE, the first): the name and the expression's place."""
+    named = []
+    for left, right in _split(code, start, end):
+        found = list(_AS.finditer(code, left, right))
+        if not found:
+            continue
+        split = found[-1] if last else found[0]
+        if last:
+            expression = code[left : split.start()]
+            named.append((code[split.end() : right].strip(), left, left + len(expression.rstrip())))
+        else:
+            name = code[left : split.start()].strip()
+            body = code[split.end() : right]
+            offset = split.end() + len(body) - len(body.lstrip())
+            named.append((name, offset, right))
+    return named
 
 
 def _read_pattern(
