@@ -27,7 +27,7 @@ from _thread import get_ident
 from collections.abc import Callable
 from dataclasses import MISSING, Field, FrozenInstanceError, field
 from operator import attrgetter
-from types import MemberDescriptorType
+from types import CodeType, MemberDescriptorType
 from typing import ClassVar, TypeVar, cast, dataclass_transform, overload
 
 T = TypeVar("T")
@@ -238,13 +238,23 @@ def _slots_of(base: type) -> tuple[str, ...]:
     return (slots,) if isinstance(slots, str) else tuple(slots)
 
 
-def _init_source(cls: type, field_list: list[Field[object]]) -> tuple[str, dict[str, object]]:
+def _init_source(
+    cls: type, field_list: list[Field[object]]
+) -> tuple[str, tuple[str, ...], dict[str, object]]:
     """The source of the ``__init__`` the dataclass would write, setting each slot by its
-    descriptor, and the names it reads. Checked here, as the class is made: compiling it
-    waits for :class:`_LazyInit`."""
+    descriptor, with its parameters named by position (``_a0``, ...), their names (in the
+    order of the signature), and the names it reads. Checked here, as the class is made:
+    compiling it waits for :class:`_LazyInit`."""
     scope: dict[str, object] = {"_FACTORY": _FACTORY}
-    positional: list[str] = []
-    keywords: list[str] = []
+    positional: list[tuple[str, str]] = []
+    keywords: list[tuple[str, str]] = []
+    by_name = {
+        f.name: f"_a{position}"
+        for position, f in enumerate(
+            [f for f in field_list if f.init and not f.kw_only]
+            + [f for f in field_list if f.init and f.kw_only]
+        )
+    }
     body: list[str] = []
     seen_default = ""
     for index, f in enumerate(field_list):
@@ -253,30 +263,41 @@ def _init_source(cls: type, field_list: list[Field[object]]) -> tuple[str, dict[
             raise TypeError(f"{cls.__name__}.{f.name}: not a slot")
         scope[f"_set{index}"] = slot.__set__
         has_default = f.default is not MISSING or f.default_factory is not MISSING
+        name = by_name.get(f.name, "")
         if f.default is not MISSING:
             scope[f"_default{index}"] = f.default
-            value = f.name if f.init else f"_default{index}"
-            parameter = f"{f.name}=_default{index}"
+            value = name if f.init else f"_default{index}"
+            parameter = f"{name}=_default{index}"
         elif f.default_factory is not MISSING:
             scope[f"_factory{index}"] = f.default_factory
             value = f"_factory{index}()"
             if f.init:
-                value = f"{value} if {f.name} is _FACTORY else {f.name}"
-            parameter = f"{f.name}=_FACTORY"
+                value = f"{value} if {name} is _FACTORY else {name}"
+            parameter = f"{name}=_FACTORY"
         else:
-            value = f.name
-            parameter = f.name
+            value = name
+            parameter = name
         if f.init:
             if not f.kw_only:
                 if seen_default and not has_default:
                     raise TypeError(f"non-default argument {f.name!r} follows default argument")
                 seen_default = seen_default or (f.name if has_default else "")
-            (keywords if f.kw_only else positional).append(parameter)
+            (keywords if f.kw_only else positional).append((f.name, parameter))
         elif not has_default:
             continue
         body.append(f"    _set{index}(self, {value})")
-    signature = ", ".join(["self", *positional, *(["*", *keywords] if keywords else [])])
-    return f"def __init__({signature}):\n" + "\n".join(body or ["    pass"]), scope
+    parameters = [parameter for _, parameter in positional]
+    if keywords:
+        parameters += ["*", *(parameter for _, parameter in keywords)]
+    signature = ", ".join(["self", *parameters])
+    names = tuple(name for name, _ in [*positional, *keywords])
+    return f"def __init__({signature}):\n" + "\n".join(body or ["    pass"]), names, scope
+
+
+#: Each ``__init__`` source compiled so far. The source names the parameters by position
+#: (``_a0``, ``_a1``, ...; the fields' names go in after), so classes whose ``__init__`` has
+#: the same shape share one compile: 51 shapes for about 140 classes.
+_COMPILED: dict[str, CodeType] = {}
 
 
 class _LazyInit:
@@ -284,19 +305,34 @@ class _LazyInit:
     by ``inspect.signature``): then compiled, put on the class in its place and returned.
     ``import flowc`` makes about 150 classes and a compile builds objects of about half of
     them; compiling each ``__init__`` is most of the time a class takes to make.
-    Two threads may both compile it: each puts the same function on the class."""
+    Two threads may both compile it: each puts the same function on the class. The
+    function is the one the source with the fields' names would make: only its
+    parameters' names differ, and they are set on its code (and its keyword-only
+    defaults)."""
 
-    __slots__ = ("_cls", "_scope", "_source")
+    __slots__ = ("_cls", "_names", "_scope", "_source")
 
-    def __init__(self, cls: type, source: str, scope: dict[str, object]) -> None:
+    def __init__(
+        self, cls: type, source: str, names: tuple[str, ...], scope: dict[str, object]
+    ) -> None:
         self._cls = cls
         self._source = source
+        self._names = names
         self._scope = scope
 
     def __get__(self, instance: object, owner: type | None = None) -> Callable[..., None]:
+        code = _COMPILED.get(self._source)
+        if code is None:
+            code = _COMPILED.setdefault(self._source, compile(self._source, "<string>", "exec"))
         made: dict[str, Callable[..., None]] = {}
-        exec(self._source, self._scope, made)
+        exec(code, self._scope, made)
         method = made["__init__"]
+        method.__code__ = method.__code__.replace(co_varnames=("self", *self._names))
+        if method.__kwdefaults__:  # by the parameters' names: _a3 -> the field's
+            method.__kwdefaults__ = {
+                self._names[int(position[2:])]: value
+                for position, value in method.__kwdefaults__.items()
+            }
         method.__qualname__ = f"{self._cls.__qualname__}.__init__"
         method.__module__ = self._cls.__module__
         setattr(self._cls, "__init__", method)  # noqa: B010

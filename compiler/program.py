@@ -798,18 +798,21 @@ class ChangeFlow:
     refused_inserts: tuple[tuple[InsertDef, str], ...]
 
 
-def _retracting_consumer(insert: InsertDef) -> Step | None:
+def _retracting_consumer(program: Program, insert: InsertDef) -> Step | None:
     """The INSERT's last AGGREGATE when it has no WINDOW, has keys, only projections that
     keep its keys and WHEREs follow it (:func:`carries_filtered_changes`) and the INSERT
-    reads the source
-    itself (as flowc.spark.changelog_chains.updating_chain asks, which then runs it as a
-    processor): streaming, it can take a CDC source's changes, retracting each -U/-D row's
-    contribution (docs/language.md, "Updating pipelines on Spark"). Through a view it
-    could not: the view's rows would reach Spark's own aggregation, which counts a
-    retraction as a row."""
-    steps = insert.stream.steps
-    if not steps or not isinstance(insert.stream.origin, FromSource):
-        return None  # through a view: flowc.spark.changelog_chains runs no processor for it
+    reads the source itself or through views read by nothing else (as
+    flowc.spark.changelog_chains.updating_chain asks, which then runs it as a processor):
+    streaming, it can take a CDC source's changes, retracting each -U/-D row's
+    contribution (docs/language.md, "Updating pipelines on Spark"). A view's steps are
+    the INSERT's, as Flink inlines a view; a view another query reads too is not (its
+    rows would reach Spark's own aggregation, which counts a retraction as a row)."""
+    if program.settings.execution_mode == "batch":
+        return None
+    streams = streams_from_source(program, insert.stream)
+    if streams is None:
+        return None
+    steps = [step for s in streams for step in s.steps]
     last = last_aggregate(steps)
     if last is None:
         return None
@@ -1239,6 +1242,14 @@ def change_flow(program: Program) -> ChangeFlow:
         for i in (program.inserts if changing else ())
         if (producer := cdc_producer(program, i.stream)) is not None
     }
+    # The AGGREGATEs ending an INSERT (in it or in a view only it reads) that retract
+    # each change (_retracting_consumer; its own rules check it).
+    tops |= {
+        id(consumer)
+        for i in (program.inserts if changing else ())
+        if cdc_join(program, i) is None
+        and (consumer := _retracting_consumer(program, i)) is not None
+    }
     refused_steps: list[tuple[Step, str]] = []
     ends: dict[str, str | None] = {}
 
@@ -1260,8 +1271,6 @@ def change_flow(program: Program) -> ChangeFlow:
             carried = source or (others[0] if others else None)
             if carried is None:
                 continue
-            if step is consumer and not others:
-                return None  # the retracting AGGREGATE takes them (its own rules check it)
             if step is consumer and isinstance(step, JoinStep):
                 return None  # the CDC join's processor takes them (its own rules check it)
             if id(step) in tops and not others:
@@ -1279,7 +1288,7 @@ def change_flow(program: Program) -> ChangeFlow:
         streaming = program.settings.execution_mode != "batch"
         for insert in program.inserts:
             joined = cdc_join(program, insert)
-            consumer = joined.join if joined is not None else _retracting_consumer(insert)
+            consumer = joined.join if joined is not None else None
             carried = stream_changes(insert.stream, consumer if streaming else None)
             sink = program.sink(insert.sink)
             if carried is None or (streaming and cdc_upsert(program, insert) is not None):

@@ -153,6 +153,17 @@ def _interrupts() -> Iterator[list[int]]:
         signal.signal(signal.SIGINT, previous)
 
 
+def _until_one_ends(queries: Sequence[Any], seconds: float) -> None:
+    """Wait ``seconds``, or less when the first active query ends first: an available-now
+    run is seen to end when its last query does, not up to a poll later. A query that
+    failed is not raised here: the monitor loop reads its exception."""
+    active = next((q for q in queries if q.isActive), None)
+    if active is None:
+        return
+    with suppress(*spark_errors()):
+        active.awaitTermination(seconds)
+
+
 def count_exchanges(plan_text: str) -> int:
     """Shuffle exchanges in an executed plan's tree (a coalesce is no exchange, nor is a
     ReusedExchange: Spark's ReuseExchangeAndSubquery put it where an equal exchange already
@@ -229,6 +240,7 @@ def run_job(
         remote = _static_settings(module, remote, warm, out)
         if remote is not None and warm:
             out.write(f"running on the warm Spark at {shown(remote)} (flowc spark status)\n")
+        before = settings_of_the_running_session() if remote is None else None
         spark = module.start_session(master, remote, quiet=log_file is not None)
     except spark_errors() as error:
         raise SparkRefused.of(job, None, error, failure_log, "Spark could not start") from None
@@ -246,6 +258,8 @@ def run_job(
             relay.finish()
         if remote is not None:
             release(spark)
+        if before is not None:
+            put_back_settings(spark, before)
 
 
 def _static_settings(
@@ -301,6 +315,36 @@ def local_session_runs() -> bool:
     from pyspark.sql import SparkSession
 
     return SparkSession.getActiveSession() is not None
+
+
+def settings_of_the_running_session() -> dict[str, str] | None:
+    """The runtime settings of the local session this process has already (an
+    application's that embeds flowc, or a test's), or None. The job runs in that session
+    (the generated ``start_session`` gets it with the job's SET spark.* settings, its state
+    store and its optimizer rules set on it): :func:`put_back_settings` puts them back after
+    the run, so neither the application's later queries nor the next job run in it take
+    this job's settings (a later job without a SET would otherwise run with them: seen,
+    ``compactInterval`` 3 and flowc's excluded optimizer rules left on the caller's session)."""
+    if not local_session_runs():
+        return None
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    return None if active is None else dict(active.conf.getAll)
+
+
+def put_back_settings(spark: Any, before: dict[str, str]) -> None:
+    """The session's runtime settings as they were before the run: changed and removed ones
+    set back, added ones unset (a setting Spark does not let a session change stays as it is)."""
+    with suppress(*spark_errors()):  # the JVM may have ended; the run's outcome stands
+        after = dict(spark.conf.getAll)
+        for key in sorted(after.keys() | before.keys()):
+            if before.get(key) == after.get(key) or not spark.conf.isModifiable(key):
+                continue
+            if key in before:
+                spark.conf.set(key, before[key])
+            else:
+                spark.conf.unset(key)
 
 
 def release(spark: Any) -> None:
@@ -425,7 +469,7 @@ def _run_streaming(
     try:
         with _interrupts() as interrupted:
             while any(q.isActive for q in queries) and not interrupted:
-                time.sleep(poll_seconds)
+                _until_one_ends(queries, poll_seconds)
                 if relay is not None:
                     relay.print_new()
                 display.update(queries)

@@ -142,6 +142,49 @@ PROGRAMS = {
         INSERT INTO o SELECT id, country, score FROM (SELECT *, ROW_NUMBER() OVER
           (PARTITION BY country ORDER BY score DESC) AS rn FROM s) WHERE rn <= 2;
     """,
+    # An AGGREGATE over the changes into an upsert sink keyed by its keys (Flink's
+    # GroupAggregate with retraction), in the INSERT and through a view the INSERT alone
+    # reads (Flink inlines it), a projection and a WHERE after the view (docs/language.md,
+    # "Change-data capture input").
+    "aggregate_into_upsert": f"""
+        {CUSTOMERS}
+        CREATE TABLE o (country STRING, n BIGINT, PRIMARY KEY (country) NOT ENFORCED)
+          WITH ('connector' = 'files', 'path' = 'out', 'format' = 'json');
+        INSERT INTO o SELECT country, COUNT(*) AS n FROM customers GROUP BY country;
+    """,
+    "aggregate_in_a_view_into_upsert": f"""
+        {CUSTOMERS}
+        CREATE VIEW v AS SELECT country, COUNT(*) AS n, MAX(id) AS top FROM customers
+          GROUP BY country;
+        CREATE TABLE o (country STRING, n BIGINT, top BIGINT, PRIMARY KEY (country) NOT ENFORCED)
+          WITH ('connector' = 'files', 'path' = 'out', 'format' = 'json');
+        INSERT INTO o SELECT * FROM v;
+    """,
+    "aggregate_in_a_view_filtered_into_upsert": f"""
+        {CUSTOMERS}
+        CREATE VIEW v AS SELECT country, COUNT(*) AS n, MAX(id) AS top FROM customers
+          GROUP BY country;
+        CREATE TABLE o (country STRING, n BIGINT, PRIMARY KEY (country) NOT ENFORCED)
+          WITH ('connector' = 'files', 'path' = 'out', 'format' = 'json');
+        INSERT INTO o SELECT country, n FROM v WHERE n > 1;
+    """,
+    "top_in_a_view_into_upsert": """
+        CREATE TABLE s (id BIGINT, country STRING, score BIGINT, PRIMARY KEY (id) NOT ENFORCED)
+          WITH ('connector' = 'files', 'path' = 'in', 'format' = 'debezium-json');
+        CREATE VIEW best AS SELECT * FROM (SELECT *, ROW_NUMBER() OVER
+          (PARTITION BY country ORDER BY score DESC) AS rn FROM s) WHERE rn <= 2;
+        CREATE TABLE o (id BIGINT, country STRING, score BIGINT, rn BIGINT,
+          PRIMARY KEY (country, rn) NOT ENFORCED)
+          WITH ('connector' = 'files', 'path' = 'out', 'format' = 'json');
+        INSERT INTO o SELECT id, country, score, rn FROM best;
+    """,
+    "aggregate_over_an_aggregate_in_a_view_into_upsert": f"""
+        {CUSTOMERS}
+        CREATE VIEW v AS SELECT country, COUNT(*) AS n FROM customers GROUP BY country;
+        CREATE TABLE o (n BIGINT, countries BIGINT, PRIMARY KEY (n) NOT ENFORCED)
+          WITH ('connector' = 'files', 'path' = 'out', 'format' = 'json');
+        INSERT INTO o SELECT n, COUNT(*) AS countries FROM v GROUP BY n;
+    """,
 }
 
 #: The JOINs over changes, each Join node's mode compared with Flink's.

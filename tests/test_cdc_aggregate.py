@@ -13,8 +13,6 @@ retraction as a row.
 from __future__ import annotations
 
 import io
-import json
-import os
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -25,6 +23,7 @@ import flowc
 from flowc.diagnostics import CompileError
 from flowc.errorcodes import Code
 from flowc.runtime.run import run_job
+from tests.helpers.cdc_envelopes import write_envelopes as write_file
 from tests.helpers.files import upsert_table
 
 PROGRAM = """\
@@ -71,18 +70,6 @@ BATCHES: list[list[Envelope]] = [
         ("u", customer(1, "DE", 5), customer(1, "DE", 6)),
     ],
 ]
-
-
-def write_file(folder: Path, index: int, envelopes: list[Envelope]) -> None:
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"part-{index:03d}.json"
-    lines = [
-        json.dumps({"before": b, "after": a, "op": op, "source": {"table": "c"}, "ts_ms": index})
-        for op, b, a in envelopes
-    ]
-    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-    stamp = 1_700_000_000 + index * 10
-    os.utime(path, (stamp, stamp))
 
 
 def expected_tables(batches: list[list[Envelope]]) -> list[dict[str, tuple[Any, ...]]]:

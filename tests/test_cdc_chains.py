@@ -27,6 +27,7 @@ import pytest
 
 import flowc
 from flowc.runtime.run import run_job
+from tests.helpers.cdc_envelopes import current_rows
 from tests.helpers.compile_errors import compile_errors
 from tests.helpers.files import upsert_table
 from tests.helpers.flink import (
@@ -179,19 +180,6 @@ def write_files(folder: Path, index: int) -> None:
     labels.write_text("".join(json.dumps(r) + "\n" for r in CATS[index]), encoding="utf-8")
     for path in (envelopes, labels):
         os.utime(path, (stamp, stamp))
-
-
-def current_rows(batches: list[list[Envelope]]) -> dict[int, Row]:
-    """The source's rows the envelopes leave, by key, as Flink reads them (c/r: +I after;
-    u: -U before, +U after; d: -D before)."""
-    rows: dict[int, Row] = {}
-    for batch in batches:
-        for op, before, after in batch:
-            if before is not None:
-                assert op in ("u", "d") and rows.pop(before["id"]) == before
-            if after is not None:
-                rows[after["id"]] = after
-    return rows
 
 
 def by_category(rows: dict[int, Row]) -> dict[str, list[Row]]:

@@ -19,8 +19,6 @@ refusals.
 from __future__ import annotations
 
 import io
-import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +27,8 @@ import pytest
 import flowc
 from flowc.errorcodes import Code
 from flowc.runtime.run import run_job
+from tests.helpers.cdc_envelopes import current_rows
+from tests.helpers.cdc_envelopes import write_envelopes as write_file
 from tests.helpers.compile_errors import compile_errors
 from tests.helpers.fake_state import Handle
 from tests.helpers.files import upsert_table
@@ -101,31 +101,6 @@ BATCHES: list[list[Envelope]] = [
 
 #: The micro-batches of each run (each run a restart on the same checkpoint).
 RUNS = [[0], [1, 2], [3]]
-
-
-def write_file(folder: Path, index: int, envelopes: list[Envelope]) -> None:
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"part-{index:03d}.json"
-    lines = [
-        json.dumps({"before": b, "after": a, "op": op, "source": {"table": "c"}, "ts_ms": index})
-        for op, b, a in envelopes
-    ]
-    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-    stamp = 1_700_000_000 + index * 10
-    os.utime(path, (stamp, stamp))
-
-
-def current_rows(batches: list[list[Envelope]]) -> dict[int, Row]:
-    """The source's rows the envelopes leave, by key, as Flink reads them (c/r: +I after;
-    u: -U before, +U after; d: -D before)."""
-    rows: dict[int, Row] = {}
-    for batch in batches:
-        for op, before, after in batch:
-            if before is not None:
-                assert op in ("u", "d") and rows.pop(before["id"]) == before
-            if after is not None:
-                rows[after["id"]] = after
-    return rows
 
 
 def top_n(rows: dict[int, Row]) -> list[tuple[Row, int]]:

@@ -15,8 +15,6 @@ keyed otherwise, or a source without a PRIMARY KEY, is refused (Flink refuses bo
 from __future__ import annotations
 
 import io
-import json
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -28,6 +26,7 @@ from flowc.diagnostics import CompileError
 from flowc.errorcodes import Code
 from flowc.runtime.run import run_job
 from flowc.spark.codegen import generate_pyspark
+from tests.helpers.cdc_envelopes import write_envelopes as write_file
 from tests.helpers.files import upsert_table
 from tests.helpers.flink import ask_flink, requires_flink
 
@@ -86,18 +85,6 @@ BATCHES: list[list[Envelope]] = [
         ("u", customer(3, "cy", "FR"), customer(3, "cy", "FR")),  # an update changing nothing
     ],
 ]
-
-
-def write_file(folder: Path, index: int, envelopes: list[Envelope]) -> None:
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"part-{index:03d}.json"
-    lines = [
-        json.dumps({"before": b, "after": a, "op": op, "source": {"table": "c"}, "ts_ms": index})
-        for op, b, a in envelopes
-    ]
-    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-    stamp = 1_700_000_000 + index * 10
-    os.utime(path, (stamp, stamp))
 
 
 def flink_changes(envelope: Envelope) -> list[tuple[str, Row]]:

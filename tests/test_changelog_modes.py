@@ -146,3 +146,15 @@ def test_job_graph_operators_carry_their_nodes_modes() -> None:
 )
 def test_mode_text_is_flinks_notation(kinds: ModifyKinds, before: bool, text: str) -> None:
     assert mode_text(kinds, before) == text
+
+
+def test_joined_kinds_are_the_kinds_a_new_object_would_be() -> None:
+    """ModifyKinds.__or__ returns shared values: each equals, and prints as, the new object
+    the plain join would make."""
+    every = [ModifyKinds(update, delete) for update in (False, True) for delete in (False, True)]
+    for left in every:
+        for right in every:
+            joined = left | right
+            plain = ModifyKinds(left.update or right.update, left.delete or right.delete)
+            assert joined == plain and repr(joined) == repr(plain) and hash(joined) == hash(plain)
+            assert type(joined) is ModifyKinds

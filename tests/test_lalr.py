@@ -95,6 +95,88 @@ def test_driver_parses_as_lark(monkeypatch: pytest.MonkeyPatch) -> None:
     assert syntax_errors > 20  # the corpus reaches Lark's error path too
 
 
+class _Recorder:
+    """A builder that records each reduction: the rule, its bounds and its children's text."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, lalr.Bounds, list[str]]] = []
+
+    def __getattr__(self, rule: str) -> Any:
+        def build(bounds: lalr.Bounds, children: list[Any]) -> str:
+            self.calls.append((rule, bounds, [repr(c) for c in children]))
+            return rule
+
+        return build
+
+
+def _reductions(driver: lalr.Driver, text: str) -> list[Any]:
+    recorder = _Recorder()
+    try:
+        driver.parse(text, recorder)
+    except lalr.NoFastPath:
+        return [*recorder.calls, "stopped"]
+    return recorder.calls
+
+
+def test_spaces_stepped_over_lex_as_the_expressions_do() -> None:
+    """The driver steps over a single space without its lexer's expressions
+    (lalr._skips_space); with that off in every lexer, it makes the same reductions."""
+    fast = lalr.Driver(lalr.tables())
+    plain_tables = lalr.Tables(lalr.tables().data)
+    for state in range(len(plain_tables.actions)):
+        plain_tables.lexer(state).skips_space = False
+    plain = lalr.Driver(plain_tables)
+    statements = [s for text in CORPUS for s in re.split(r"(?<=;)", text)]
+    statements += ["SELECT  a ,b\t FROM  t ", " INSERT INTO s SELECT 1 ", "SET a = 1 \u2003"]
+    assert all(fast.tables.lexer(state).skips_space for state in range(len(fast.tables.actions)))
+    for text in statements:
+        assert _reductions(fast, text) == _reductions(plain, text), text
+
+
+#: Texts that start with a space, to try patterns on.
+_SPACE_PROBES = [" ", "  ", " a", " 1", " _", " --", " /*", " \t", " \n", " '", " |>", " )"]
+
+
+def test_patterns_said_not_to_start_with_a_space_do_not() -> None:
+    """lalr._may_start_with_space is never False for a pattern that matches a text
+    starting with a space (it may be True for one that does not: it is cautious)."""
+    data = lalr.tables().data
+    patterns = [(p, data["flags"]) for p in data["patterns"].values()]
+    patterns += [
+        (p, 0)
+        for p in [
+            r"a* b",
+            r"(?:x|\s)",
+            r"[^a]",
+            r"\W",
+            r"(?=a)\s",
+            r"(?i: )",
+            r"[\d\s]",
+            r"a?b",
+            r"[ -~]",
+            r"(?!x).",
+            r"\D",
+            r"(?:ab)*\S",
+            r"[^\S]",
+            r"x{0} ",
+            r"(?> )",
+            r"\b ",
+            r"(a)\1",
+            r"[\w]",
+            r"[^\w]",
+            r"a|b*",
+            r"(?:a|)c",
+        ]
+    ]
+    said = {}
+    for pattern, flags in patterns:
+        said[pattern] = lalr._may_start_with_space(pattern, flags)
+        if any(re.match(pattern, probe, flags) for probe in _SPACE_PROBES):
+            assert said[pattern], pattern
+    assert said[r"\W"] and said["a|b*"] and not said[r"[\w]"] and not said[r"(?:ab)*\S"]
+    assert said[r"\s+"] and not said[r"(?i:[a-z_][a-z0-9_]*)"]
+
+
 def test_stale_tables_are_rebuilt_from_lark(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(lalr, "grammar_digest", lambda text: "not the shipped digest")
     lalr.tables.cache_clear()

@@ -1161,19 +1161,20 @@ def test_names_with_newlines_and_non_ascii_survive_code_generation(
     assert row == {"double\\nprix": 8, "texte": "é\n\"'"}
 
 
-def test_a_query_spark_refuses_to_start_is_exit_1_not_a_crash(tmp_path: Path) -> None:
-    """A memory sink cannot recover from a checkpoint: the second run is Spark's refusal."""
+def test_a_query_spark_refuses_to_start_is_exit_1_not_a_crash(spark: Any, tmp_path: Path) -> None:
+    """A memory sink cannot recover from a checkpoint: the second run (flowc run, in a
+    process of its own) is Spark's refusal. The first, which leaves the checkpoint, runs on
+    the shared session."""
     write_json_lines(tmp_path / "in" / "a.json", [{"user": "a", "amount": 1}])
-    (tmp_path / "job.flow").write_text(
+    program = (
         "CREATE SOURCE pay (user STRING, amount BIGINT)\n"
         "  WITH (connector = 'files', path = 'in', format = 'json');\n"
         "CREATE SINK mem WITH (connector = 'memory');\n"
-        "INSERT INTO mem FROM pay;\n",
-        encoding="utf-8",
+        "INSERT INTO mem FROM pay;\n"
     )
+    first = run(tmp_path, program)
+    assert [q.error for q in first.queries] == [None]
     command = [sys.executable, "-m", "flowc", "run", "job.flow", "--available-now"]
-    first = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=300)
-    assert first.returncode == 0, first.stderr[-2000:]
     second = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert second.returncode == 1, second.stderr[-2000:]
     assert "error[E0803]: Spark could not start query 'mem': " in second.stderr
@@ -1195,3 +1196,41 @@ def test_a_line_for_every_batch_even_when_several_finish_between_polls() -> None
     lines = out.getvalue().splitlines()
     assert [line.split(":")[0] for line in lines] == ["[q] batch 0", "[q] batch 1", "[q] batch 2"]
     assert lines[0].startswith("[q] batch 0: 5 rows in, 5 written")
+
+
+def test_a_job_leaves_the_running_sessions_settings_as_they_were(
+    spark: Any, tmp_path: Path
+) -> None:
+    """run_job runs in the session the process has (an embedding application's): the job's
+    SET spark.* settings, shuffle partitions, state store and excluded optimizer rules are
+    put back after the run, so a later job or query in that session does not take them
+    (those Spark lets a session change: spark.app.name, say, stays the job's)."""
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.json").write_text('{"word": "x"}\n', encoding="utf-8")
+    before = dict(spark.conf.getAll)
+    spark.conf.set("spark.sql.streaming.fileSink.log.compactInterval", "7")
+    report = run(
+        tmp_path,
+        "SET spark.sql.streaming.fileSink.log.compactInterval = 3;\n"
+        "SET spark.sql.streaming.minBatchesToRetain = 5;\n"
+        "SET state.backend.type = 'rocksdb';\n"
+        "CREATE SOURCE lines (word STRING) WITH (connector = 'files', path = 'in', "
+        "format = 'json');\n"
+        "CREATE SINK out WITH (connector = 'files', path = 'out', format = 'json');\n"
+        "INSERT INTO out FROM lines |> WHERE word <> '';\n",
+    )
+    assert [q.error for q in report.queries] == [None]
+    assert read_json_dir(tmp_path / "out") == [{"word": "x"}]
+    after = dict(spark.conf.getAll)
+    spark.conf.set(
+        "spark.sql.streaming.fileSink.log.compactInterval",
+        before.get("spark.sql.streaming.fileSink.log.compactInterval", "10"),
+    )
+    assert after.pop("spark.sql.streaming.fileSink.log.compactInterval") == "7"
+    before.pop("spark.sql.streaming.fileSink.log.compactInterval", None)
+    modifiable = {k for k in before.keys() | after.keys() if spark.conf.isModifiable(k)}
+    assert {k: after.get(k) for k in modifiable} == {k: before.get(k) for k in modifiable}
+    assert "spark.sql.streaming.minBatchesToRetain" not in after
+    assert after.get("spark.sql.optimizer.excludedRules") == before.get(
+        "spark.sql.optimizer.excludedRules"
+    )

@@ -16,9 +16,12 @@ from flowc.flink.keygroups import (
     compute_default_max_parallelism,
 )
 from flowc.program import (
+    CHANGE_KEEPING_STEPS,
+    AggregateStep,
     CdcUpsert,
     Hints,
     InsertDef,
+    JoinStep,
     KeyByStep,
     PartitionByStep,
     PartitionStep,
@@ -63,23 +66,42 @@ def check_error_outputs_read(ctx: Context, program: Program) -> None:
             )
 
 
-#: What takes a CDC source's changes (E0299's help, at the step and at a chain's producer).
-CHANGES_HELP = (
-    "only row-wise steps (WHERE, SELECT and EXTEND without CURRENT_WATERMARK, "
-    "SET, DROP, RENAME, EXPLODE), KEY BY and, in a streaming job, a KEY BY ... "
-    "AGGREGATE ending an INSERT into an upsert sink (then only WHERE, SELECT of plain "
-    "columns keeping its keys, DROP, RENAME), a TOP (no WINDOW) over a source "
-    "with a PRIMARY KEY passed on unchanged (no EXPLODE before it; after it only "
-    "SELECT of plain columns, DROP, RENAME), an AGGREGATE or TOP (no WINDOW) whose "
-    "updates another AGGREGATE or TOP consumes as over an insert-only source (KEY BY "
-    "and projections between, projections after), or a JOIN (inner, LEFT, RIGHT or FULL) "
-    "of the INSERT's source with another source ON equal columns of one type, each "
-    "side read through row-wise steps and KEY BY (and an AGGREGATE without WINDOW with "
-    "keys, or a TOP without WINDOW), followed by SELECT, EXTEND, DROP "
-    "or RENAME only (no `relation.*`), take changes so far; read the "
-    "source into a memory or console sink, or into an upsert sink keyed by its "
-    "PRIMARY KEY"
-)
+#: Where E0299's help points for what takes a CDC source's changes.
+CHANGES_DOCS = "docs/language.md, 'Change-data capture input'"
+
+
+def changes_help(step: Step) -> str:
+    """E0299's help at a step that cannot take a CDC source's changes (and at a chain's
+    producer): what such a step takes, in one sentence, and where the rules are."""
+    if isinstance(step, AggregateStep):
+        what = (
+            "an AGGREGATE takes changes without WINDOW, with keys, ending the INSERT (or "
+            "a view only it reads) into an upsert sink keyed by them, only WHEREs and plain "
+            "columns keeping its keys after it, or as an updating chain's first step"
+        )
+    elif isinstance(step, TopStep):
+        what = (
+            "a TOP takes changes without WINDOW, from a source whose PRIMARY KEY reaches it "
+            "unchanged (no EXPLODE before it), into an upsert sink, only plain columns "
+            "after it"
+        )
+    elif isinstance(step, JoinStep):
+        what = (
+            "a JOIN takes changes ON equal columns of the INSERT's source and another "
+            "source, each side read directly through row-wise steps and KEY BY (an "
+            "AGGREGATE or a TOP may end it), only SELECT, EXTEND, DROP or RENAME after it"
+        )
+    elif isinstance(step, CHANGE_KEEPING_STEPS):
+        what = (
+            f"a {keyword(step.node)} takes changes unless it reads CURRENT_WATERMARK or "
+            f"names a column {catalog.OP_COLUMN}"
+        )
+    else:
+        what = (
+            f"{keyword(step.node)} takes no changes: row-wise steps, KEY BY, an AGGREGATE, "
+            "a TOP and a JOIN do, each as its rules say"
+        )
+    return f"{what} (see {CHANGES_DOCS})"
 
 
 def check_changes_consumed(ctx: Context, program: Program) -> None:
@@ -115,7 +137,7 @@ def check_changes_consumed(ctx: Context, program: Program) -> None:
                 else ""
             ),
             step.span,
-            help=CHANGES_HELP,
+            help=changes_help(step),
         )
     for insert, source in flow.refused_inserts:
         sink = program.sink(insert.sink)

@@ -330,7 +330,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     # flowc reports sqlglot's problems as diagnostics; its log lines would only repeat them.
     logging.getLogger("sqlglot").setLevel(logging.CRITICAL)
     try:
-        args = _parser().parse_args(arguments)
+        # The parser is garbage once read: made without a young collection over it (one
+        # fell there or not by how many objects the imports before it happened to make).
+        with without_young_collections():
+            args = _parser().parse_args(arguments)
         if args.command not in WRITERS:
             return _command(args.command)(args)
         # as flowc.compile does: the writers after it walk the same (bounded) trees. They

@@ -101,13 +101,14 @@ def updating_chain(program: Program, insert: InsertDef) -> UpdatingChain | None:
     found = _top_over_updates(program, insert) or _top_over_changes(program, insert)
     if found is not None:
         return found
-    stream = insert.stream
-    if isinstance(stream.origin, FromSource) and program.source(stream.origin.name).changelog:
-        if any(step.inputs for step in stream.steps):
+    streams = streams_from_source(program, insert.stream)
+    origin = streams[0].origin if streams is not None else None
+    if isinstance(origin, FromSource) and program.source(origin.name).changelog:
+        assert streams is not None
+        steps = [step for s in streams for step in s.steps]
+        if any(step.inputs for step in steps):
             return None
-        return _cdc_chain(
-            program, insert, program.source(stream.origin.name).schema
-        ) or _aggregate_over_updates(program, insert)
+        return _cdc_chain(program, origin.name, steps) or _aggregate_over_updates(program, insert)
     return _aggregate_over_updates(program, insert)
 
 
@@ -317,14 +318,15 @@ def _insert_only_source(program: Program, stream: Stream) -> bool:
     return all(isinstance(s, ROW_WISE_STEPS) and not s.inputs for s in stream.steps)
 
 
-def _cdc_chain(program: Program, insert: InsertDef, schema: Schema) -> UpdatingChain | None:
+def _cdc_chain(program: Program, source: str, steps: list[Step]) -> UpdatingChain | None:
     """A CDC source's changes into an AGGREGATE (streaming): the source's row-wise steps
     and KEY BY, then the AGGREGATE without WINDOW, with keys, the INSERT's last one,
     followed only by projections keeping its keys (:func:`carries_changes`: the SQL form's
-    outer SELECT) and WHEREs (:func:`carries_filtered_changes`: a HAVING)."""
+    outer SELECT) and WHEREs (:func:`carries_filtered_changes`: a HAVING). ``steps``: the
+    INSERT's and those of the views it reads, each read by nothing else (Flink inlines a
+    view, so its steps are the INSERT's)."""
     if program.settings.execution_mode == "batch":
         return None
-    steps = insert.stream.steps
     last = last_aggregate(steps)
     if last is None:
         return None
@@ -335,12 +337,11 @@ def _cdc_chain(program: Program, insert: InsertDef, schema: Schema) -> UpdatingC
         return None
     if not carries_filtered_changes(after, consumer.keys):
         return None
-    assert isinstance(insert.stream.origin, FromSource)
     return UpdatingChain(
         None,
         consumer,
-        before[-1].schema if before else schema,
-        insert.stream.origin.name,
+        before[-1].schema if before else program.source(source).schema,
+        source,
         carrying=frozenset(map(id, after)),
         before_deletes=any(isinstance(s, WhereStep) for s in after),
     )

@@ -18,7 +18,7 @@ from typing import TypeVar
 from sqlglot import exp
 
 from flowc import ast
-from flowc.analyze.program_checks import CHANGES_HELP
+from flowc.analyze.program_checks import CHANGES_DOCS
 from flowc.analyze.state_store import store_other_than_rocksdb
 from flowc.analyze.step_common import keyword
 from flowc.analyze.upsert_sinks import upsert_key
@@ -1048,7 +1048,11 @@ def _refuse_cdc_producer(query: Query, program: Program, reporter: _OncePerPlace
         f"'{streams[0].origin.name}' (debezium-json), and what follows it cannot consume "
         "its updates as a processor",
         _keyword(producer),
-        help=_shared_names_help(shared) if shared else CHANGES_HELP,
+        help=_shared_names_help(shared)
+        if shared
+        else "its updates go on through KEY BY and projections into one AGGREGATE or TOP "
+        "without WINDOW, then projections only, or into a JOIN ON equal columns (see "
+        f"{CHANGES_DOCS})",
     )
 
 

@@ -206,10 +206,14 @@ def resolve_and_type(
     The same text over the same columns types the same way: from its second clean typing
     on, an expression's result is kept (see :class:`_Typing`) and given to the next such
     tree without sqlglot's work. A tree calling a Python function is typed by its
-    program's declarations, so it is never kept nor given a kept typing.
+    program's declarations, so it is never kept nor given a kept typing. The commonest
+    trees, a bare column and ``column <op> digits``, take shortcuts (:func:`_typed_shortcut`).
     """
     if functions and _calls_any(expr.tree, functions):
         return _resolve_and_type(expr, scope, reporter, functions)
+    typed = _typed_shortcut(expr, scope, reporter)
+    if typed is not _NOT_TAKEN:
+        return typed
     signature = scope.signature
     key = (expr.text, signature)
     entry = _typings.get(key)
@@ -229,6 +233,145 @@ def resolve_and_type(
             typing = _Typing(before, after, result)
             _typings.put(key, typing, key_bytes + typing.bytes())
     return result
+
+
+#: What :func:`_typed_comparison` returns for a tree it leaves to the long way.
+_NOT_TAKEN = "not taken"
+
+#: The comparisons ``column <op> digits`` (a filter's commonest form) typed by
+#: :func:`_typed_comparison`, and the column types it takes (a bounded set: one probe each).
+_COMPARISON_CLASSES: Mapping[str, type[exp.Expr]] = {
+    kind.__name__: kind for kind in (exp.EQ, exp.NEQ, exp.LT, exp.GT, exp.LTE, exp.GTE)
+}
+_COMPARED_TYPES = frozenset(
+    {
+        "TINYINT",
+        "SMALLINT",
+        "INT",
+        "BIGINT",
+        "FLOAT",
+        "DOUBLE",
+        "STRING",
+        "BOOLEAN",
+        "DATE",
+        "TIMESTAMP",
+        "TIMESTAMP_NTZ",
+        "BINARY",
+    }
+)
+#: The largest number literal typed INT (spark_typing.literal_type): its digits' count.
+_INT_DIGITS = len(str(2**31 - 1))
+
+
+def _typed_shortcut(expr: SqlExpr, scope: Scope, reporter: Reporter) -> str | None:
+    """A bare column's typing, or a comparison's (:func:`_typed_comparison`), as the long way
+    (:func:`_resolve_and_type`) gives it; ``_NOT_TAKEN`` for any other tree.
+
+    A bare column is the tree's only column: the long way resolves it and returns its
+    type, and so does this, without looking up and applying a kept typing (which costs
+    more than resolving it again).
+    """
+    tree = expr.tree
+    if tree.__class__ is exp.Column:
+        if tree.args.keys() == {"this"} and tree.args["this"].__class__ is exp.Identifier:
+            return type_text(tree) if _resolve_column(expr, tree, scope, reporter) else None
+        return _NOT_TAKEN
+    return _typed_comparison(expr, scope, reporter)
+
+
+def _typed_comparison(expr: SqlExpr, scope: Scope, reporter: Reporter) -> str | None:
+    """The typing of ``column <op> digits`` (an unqualified column of a simple type, an
+    INT literal), as :func:`_resolve_and_type` types it, without sqlglot's annotator: a
+    tenth of the cost; ``_NOT_TAKEN`` for any other tree (then the caller types it).
+
+    The column is resolved as the long way resolves it (same diagnostics). What the rest
+    of the long way does to such a tree depends on the comparison's class and the
+    column's type only: the literal enters through its type, INT for all digits up to
+    2**31 - 1 (flowc's rule for number literals replaces sqlglot's type), and no rule reads
+    names or positions. So one probe per class and type, typed the long way
+    (:func:`_comparison_probe`), gives the types and the metadata typing adds, set here
+    on the tree. tests/test_typing_shortcuts.py compares the two for every class, type
+    and many columns and literals.
+    """
+    tree = expr.tree
+    kind = tree.__class__
+    if _COMPARISON_CLASSES.get(kind.__name__) is not kind or tree.args.keys() != {
+        "this",
+        "expression",
+    }:
+        return _NOT_TAKEN
+    column, number = tree.args["this"], tree.args["expression"]
+    if column.__class__ is not exp.Column or column.args.keys() != {"this"}:
+        return _NOT_TAKEN
+    identifier = column.args["this"]
+    if (
+        identifier.__class__ is not exp.Identifier
+        or identifier.args.get("quoted")
+        or number.__class__ is not exp.Literal
+        or number.args.get("is_string") is not False
+    ):
+        return _NOT_TAKEN
+    digits = number.args.get("this")
+    if not (isinstance(digits, str) and digits.isdigit() and digits.isascii()):
+        return _NOT_TAKEN
+    if len(digits) >= _INT_DIGITS and int(digits) > 2**31 - 1:
+        return _NOT_TAKEN
+    nodes: tuple[exp.Expr, ...] = (tree, column, identifier, number)
+    for node in nodes:
+        if node._type is not None or node.comments:
+            return _NOT_TAKEN
+    matches = scope.lookup(identifier.name, None)
+    if len(matches) != 1 or matches[0].type not in _COMPARED_TYPES:
+        return _NOT_TAKEN
+    probe = _comparison_probe(kind.__name__, matches[0].type)
+    if probe is None:
+        return _NOT_TAKEN
+    if not _resolve_column(expr, column, scope, reporter):
+        return None  # pragma: no cover - the column was found above
+    changes, result = probe
+    for node, (dtype, added, removed) in zip(nodes, changes, strict=True):
+        if node is not column:  # the column keeps the type its resolution gave it
+            node._type = dtype
+        if added or removed:
+            meta = dict(node._meta) if node._meta else {}
+            meta.update(added)
+            for key in removed:
+                meta.pop(key, None)
+            node._meta = meta
+    return result
+
+
+_MetaChange = tuple[exp.DataType | None, dict[str, Any], tuple[str, ...]]
+
+
+@cache
+def _comparison_probe(kind: str, column_type: str) -> tuple[tuple[_MetaChange, ...], str] | None:
+    """``c <op> 1`` of class ``kind`` over a column ``c`` of ``column_type``, typed the long way:
+    per node (comparison, column, identifier, literal) its type and the metadata typing
+    added and removed, and the result; None if it reported anything. Bounded: one entry
+    per comparison class and type of _COMPARED_TYPES."""
+    identifier = exp.Identifier(this="c", quoted=False)
+    identifier.meta.update({"line": 1, "col": 1, "start": 0, "end": 0})
+    number = exp.Literal(this="1", is_string=False)
+    tree = _COMPARISON_CLASSES[kind](this=exp.Column(this=identifier), expression=number)
+    nodes: tuple[exp.Expr, ...] = (tree, tree.args["this"], identifier, number)
+    before = [dict(node._meta) if node._meta else {} for node in nodes]
+    reporter = Reporter()
+    span = Span("<probe>", 1, 1, 1, 1)
+    probe = SqlExpr(text="c ? 1", tree=tree, span=span)
+    result = _resolve_and_type(probe, Scope((Column("c", column_type),)), reporter)
+    if result is None or reporter.diagnostics:
+        return None
+    changes: list[_MetaChange] = []
+    for node, old in zip(nodes, before, strict=True):
+        new = node._meta or {}
+        added = {key: value for key, value in new.items() if old.get(key, _ABSENT) != value}
+        removed = tuple(key for key in old if key not in new)
+        changes.append((node._type, added, removed))
+    return tuple(changes), result
+
+
+_ABSENT = object()
 
 
 class _Snapshot:

@@ -16,16 +16,16 @@ and the caller lets Lark parse the statement again, to report the error Lark's w
 
 from __future__ import annotations
 
+import importlib
 import json
-import re
 import sys
 from collections.abc import Callable
 from functools import cache
-from importlib import resources
 from operator import itemgetter
 from pathlib import Path
 from typing import Any, NamedTuple
 
+import flowc.grammar
 from flowc.syntax.lalr_build import (
     TABLES_FORMAT,
     build_tables,
@@ -34,6 +34,7 @@ from flowc.syntax.lalr_build import (
     lark_parser,
     render_tables_module,
 )
+from flowc.syntax.regex_code import compiled, render_module
 
 try:
     from flowc.grammar.tables import TABLES as _SHIPPED
@@ -95,7 +96,7 @@ class Rule(NamedTuple):
     ``ChildFilterLALR`` does; None keeps the children as they are. ``shortcut`` 1: the
     value is the children as they are (an inlined rule that filters nothing); 2: it is
     the only child's (a ``?rule`` of one symbol, an inlined rule of one inlined rule);
-    0: see :func:`_reduce`.
+    0: shaped in full (see :meth:`Driver.parse`).
     """
 
     size: int
@@ -144,23 +145,29 @@ class _Lexer:
     as Lark's single alternation would (the first alternative that matches wins), the
     ignored terminals, and keywords a NAME-like match turns into (Lark's UnlessCallback)."""
 
-    __slots__ = ("ignore", "segments", "unless")
+    __slots__ = ("ignore", "segments", "skips_space", "unless")
 
     def __init__(self, data: dict[str, Any], spec: dict[str, Any]) -> None:
-        patterns: dict[str, str] = data["patterns"]
         flags: int = data["flags"]
-        self.segments = tuple(
-            re.compile(
-                "|".join(f"(?P<{name}>{_lean(patterns[name], len(run) == 1)})" for name in run),
-                flags,
-            )
-            for run in _runs(spec["terminals"], patterns)
-        )
+        segments, unless = lexer_patterns(data, spec)
+        self.skips_space = _skips_space(spec["terminals"], spec["ignore"], data["patterns"], flags)
+        self.segments = tuple(compiled(pattern, flags) for pattern in segments)
         self.ignore = frozenset(spec["ignore"])
-        self.unless = {
-            kind: re.compile("|".join(f"(?P<{n}>{patterns[n]})" for n in names), flags)
-            for kind, names in spec["unless"].items()
-        }
+        self.unless = {kind: compiled(pattern, flags) for kind, pattern in unless.items()}
+
+
+def lexer_patterns(data: dict[str, Any], spec: dict[str, Any]) -> tuple[list[str], dict[str, str]]:
+    """The regular expressions of one lexer: its segments', and its keywords' per kind."""
+    patterns: dict[str, str] = data["patterns"]
+    segments = [
+        "|".join(f"(?P<{name}>{_lean(patterns[name], len(run) == 1)})" for name in run)
+        for run in _runs(spec["terminals"], patterns)
+    ]
+    unless = {
+        kind: "|".join(f"(?P<{n}>{patterns[n]})" for n in names)
+        for kind, names in spec["unless"].items()
+    }
+    return segments, unless
 
 
 #: Lark's patterns for strings and quoted names, and the same as "unrolled loops": Python's
@@ -202,6 +209,107 @@ def _runs(names: list[str], patterns: dict[str, str]) -> list[list[str]]:
     return [run for run in runs if run]
 
 
+def _skips_space(
+    terminals: list[str], ignore: list[str], patterns: dict[str, str], flags: int
+) -> bool:
+    """Whether, in a lexer of ``terminals`` (in Lark's order), a space followed by no other
+    white space is an ignored token of one character.
+
+    True when the first terminal that may match text starting with a space is ignored and
+    is ``\\s+`` (which there matches the space alone). The driver then steps over such a
+    space without a regular expression: half of a statement's matches are single spaces.
+    """
+    for name in terminals:
+        if _may_start_with_space(patterns[name], flags):
+            return name in ignore and patterns[name] == r"\s+"
+    return False
+
+
+class _Unknown(Exception):
+    """A part of a pattern :func:`_may_start_with_space` does not analyse."""
+
+
+@cache
+def _may_start_with_space(pattern: str, flags: int) -> bool:
+    """Whether ``pattern`` may match a text that starts with a space (U+0020), read off
+    Python's own parse of it; True whenever a part is not understood (so a False is
+    certain). A pattern that may match the empty string may match there too. The space
+    has no other case, so ``re.IGNORECASE`` changes nothing here. Kept per pattern (the
+    grammar's terminals: a bounded set), as lexers share most of their terminals."""
+    try:
+        may, empty = _first_space(list(_sre_parser.parse(pattern, flags)))
+    except _Unknown:
+        return True
+    return may or empty
+
+
+#: Python's regular-expression parser (``re._parser``; ``sre_parse`` is its deprecated alias).
+_sre_parser = importlib.import_module("re._parser")
+_sre = importlib.import_module("re._constants")
+
+#: Character categories that hold the space, and those that do not.
+_SPACE_CATEGORIES = frozenset(
+    {_sre.CATEGORY_SPACE, _sre.CATEGORY_NOT_DIGIT, _sre.CATEGORY_NOT_WORD}
+)
+_NO_SPACE_CATEGORIES = frozenset({_sre.CATEGORY_NOT_SPACE, _sre.CATEGORY_DIGIT, _sre.CATEGORY_WORD})
+_SPACE = ord(" ")
+
+
+def _first_space(items: list[tuple[object, Any]]) -> tuple[bool, bool]:
+    """For a sequence of parsed items: (may its match start with a space, may it match
+    the empty string)."""
+    for op, value in items:
+        may, empty = _item_space(op, value)
+        if may:
+            return True, empty
+        if not empty:
+            return False, False
+    return False, True
+
+
+def _item_space(op: object, value: Any) -> tuple[bool, bool]:
+    if op is _sre.LITERAL:
+        return value == _SPACE, False
+    if op is _sre.NOT_LITERAL:
+        return value != _SPACE, False
+    if op is _sre.ANY:
+        return True, False
+    if op is _sre.IN:
+        return _in_set_space(value), False
+    if op is _sre.SUBPATTERN:
+        return _first_space(list(value[3]))
+    if op is _sre.ATOMIC_GROUP:
+        return _first_space(list(value))
+    if op is _sre.BRANCH:
+        results = [_first_space(list(branch)) for branch in value[1]]
+        return any(may for may, _ in results), any(empty for _, empty in results)
+    if op in (_sre.MAX_REPEAT, _sre.MIN_REPEAT, _sre.POSSESSIVE_REPEAT):
+        low, high, body = value
+        if high == 0:
+            return False, True
+        may, empty = _first_space(list(body))
+        return may, empty or low == 0
+    if op in (_sre.AT, _sre.ASSERT, _sre.ASSERT_NOT):
+        return False, True  # zero-width: what follows decides (an assertion only narrows)
+    raise _Unknown
+
+
+def _in_set_space(items: list[tuple[object, Any]]) -> bool:
+    """Whether a character class ``[...]`` holds the space."""
+    negate = bool(items) and items[0][0] is _sre.NEGATE
+    found = False
+    for op, value in items[1:] if negate else items:
+        if op is _sre.LITERAL:
+            found = found or value == _SPACE
+        elif op is _sre.RANGE:
+            found = found or value[0] <= _SPACE <= value[1]
+        elif op is _sre.CATEGORY and value in _SPACE_CATEGORIES:
+            found = True
+        elif not (op is _sre.CATEGORY and value in _NO_SPACE_CATEGORIES):
+            raise _Unknown
+    return found != negate
+
+
 # ---------------------------------------------------------------- loading
 
 
@@ -233,7 +341,10 @@ class Driver:
 
         Each reduction of a named rule calls ``builder.<rule>(bounds, children)``. Values
         on the stack are (value, first offset, last offset), or lists of them for inlined
-        rules; the loop is written out (no helper calls per token) as it runs per token.
+        rules; the loop is written out (no helper calls per token or per reduction) as it
+        runs per token. A reduction shapes the children as Lark's tree builder would: the
+        ``include`` filter of Lark's ``ChildFilterLALR``, then ``expand_single``, then the
+        rule's node (or the list itself, for an inlined rule).
         """
         tables = self.tables
         actions = tables.actions
@@ -241,15 +352,27 @@ class Driver:
         lexers = tables.lexers_by_state
         end_state = tables.end
         new_str = str.__new__
+        new_tuple = _new_tuple
+        first_of = _first
+        none_entry = _NONE_ENTRY
         state = tables.start
         state_stack = [state]
         value_stack: list[Any] = []
         pos = 0
         length = len(text)
+        last = length - 1
         while True:
             token: Token | None = None
             lexer = lexers[state] or tables.lexer(state)
+            skips_space = lexer.skips_space
             while pos < length:
+                if (
+                    skips_space
+                    and text[pos] == " "
+                    and (pos == last or not text[pos + 1].isspace())
+                ):
+                    pos += 1  # the ignored \s+ of one space (see _skips_space)
+                    continue
                 for pattern in lexer.segments:
                     match = pattern.match(text, pos)
                     if match is not None:
@@ -290,7 +413,9 @@ class Driver:
                     value_stack.append((token, pos, end))
                     pos = end
                     break
-                size, origin, _, _, _, _, _, shortcut = rule = rules[~action]
+                size, origin, include, append_none, expand_single, name, inline, shortcut = rules[
+                    ~action
+                ]
                 if size == 1 and shortcut:  # the commonest reductions, done in place
                     if shortcut == 1:
                         value_stack[-1] = [value_stack[-1]]
@@ -308,7 +433,47 @@ class Driver:
                 elif shortcut == 2:
                     value = children[0]
                 else:
-                    value = _reduce(rule, children, builder)
+                    if include is None:
+                        filtered = children
+                    else:
+                        filtered = []
+                        for index, splice, placeholders in include:
+                            if placeholders:
+                                filtered.extend([none_entry] * placeholders)
+                            if splice:
+                                if filtered:
+                                    filtered.extend(children[index])
+                                else:  # reuse the list: a left-recursive rule grows it in place
+                                    filtered = children[index]
+                            else:
+                                filtered.append(children[index])
+                        if append_none:
+                            filtered.extend([none_entry] * append_none)
+                    if expand_single and len(filtered) == 1:
+                        value = filtered[0]
+                    elif inline:
+                        value = filtered
+                    else:
+                        # the first child's first offset and the last child's last, of the
+                        # children that have tokens (first offset >= 0)
+                        start = stop = -1
+                        for _, first, _ in filtered:
+                            if first >= 0:
+                                start = first
+                                break
+                        if start >= 0:
+                            for child in reversed(filtered):
+                                if child[1] >= 0:
+                                    stop = child[2]
+                                    break
+                        method: Callable[[Bounds, list[Any]], Any] = getattr(builder, name)
+                        # tuple.__new__ and map: no Python frame for the NamedTuple's
+                        # __new__ or a comprehension
+                        value = (
+                            method(new_tuple(Bounds, (start, stop)), list(map(first_of, filtered))),
+                            start,
+                            stop,
+                        )
                 state = actions[state_stack[-1]][origin]
                 state_stack.append(state)
                 value_stack.append(value)
@@ -316,50 +481,29 @@ class Driver:
                     return value[0]
 
 
-def _reduce(rule: Rule, children: list[Any], builder: Any) -> Any:
-    """Shape the children as Lark's tree builder would, then build the rule's node."""
-    _, _, include, append_none, expand_single, name, inline, _ = rule  # one unpacking
-    if include is None:
-        filtered = children
-    else:
-        filtered = []
-        for index, splice, placeholders in include:
-            if placeholders:
-                filtered.extend([_NONE_ENTRY] * placeholders)
-            if splice:
-                if filtered:
-                    filtered.extend(children[index])
-                else:  # reuse the list: a left-recursive rule grows it in place
-                    filtered = children[index]
-            else:
-                filtered.append(children[index])
-        if append_none:
-            filtered.extend([_NONE_ENTRY] * append_none)
-    if expand_single and len(filtered) == 1:
-        return filtered[0]
-    if inline:
-        return filtered
-    start = end = -1
-    for _, first, last in filtered:
-        if first >= 0:
-            if start < 0:
-                start = first
-            end = last
-    method: Callable[[Bounds, list[Any]], Any] = getattr(builder, name)
-    # tuple.__new__ and map: no Python frame for the NamedTuple's __new__ or a comprehension
-    return method(_new_tuple(Bounds, (start, end)), list(map(_first, filtered))), start, end
-
-
 _new_tuple = tuple.__new__
 _first = itemgetter(0)
 
 
+def all_lexer_patterns(data: dict[str, Any]) -> list[tuple[str, int]]:
+    """Every regular expression the lexers of ``data`` compile, with its flags."""
+    found: list[tuple[str, int]] = []
+    for spec in data["lexers"]:
+        segments, unless = lexer_patterns(data, spec)
+        found.extend((pattern, data["flags"]) for pattern in [*segments, *unless.values()])
+    return found
+
+
 def main() -> int:
-    """Write grammar/tables.py for the current grammar."""
-    grammar = Path(str(resources.files("flowc.grammar").joinpath("flow.lark")))
-    target = grammar.resolve().parent / "tables.py"  # beside the source, not a build's link
-    target.write_text(render_tables_module(build_tables(lark_parser())), encoding="utf-8")
-    print(f"wrote {target}", file=sys.stderr)
+    """Write grammar/tables.py for the current grammar, and grammar/lexer_regexes.py for
+    its lexers (by this Python)."""
+    grammar = Path(flowc.grammar.__file__).parent / "flow.lark"
+    folder = grammar.resolve().parent  # beside the source, not a build's link
+    data = build_tables(lark_parser())
+    (folder / "tables.py").write_text(render_tables_module(data), encoding="utf-8")
+    regexes = render_module(all_lexer_patterns(data))
+    (folder / "lexer_regexes.py").write_text(regexes, encoding="utf-8")
+    print(f"wrote {folder / 'tables.py'} and {folder / 'lexer_regexes.py'}", file=sys.stderr)
     return 0
 
 
