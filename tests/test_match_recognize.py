@@ -382,30 +382,47 @@ def test_rows_behind_the_watermark_are_dropped() -> None:
     assert [r["rowtime"] for r in kept["K"]] == ["10:05", "10:06"]
 
 
-@pytest.mark.parametrize(
-    "query",
-    [
-        "INSERT INTO o SELECT * FROM src MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts "
-        "MEASURES A.v AS a PATTERN (A B+ C) DEFINE B AS v < PREV(v)) AS T;",
-    ],
-)
-def test_match_recognize_is_still_refused_at_its_name(query: str) -> None:
-    """Until the processor runs it, the clause is E0759 at its name (no part of it is
-    run: a partial form would be silently wrong)."""
+def test_a_clause_in_the_subset_is_a_match_step_over_its_table() -> None:
+    """The clause becomes a hidden view reading its table through one MatchRecognize step
+    (its output the PARTITION BY columns, then the measures, typed as Flink types them),
+    and the statement reads that view; each condition is read where it is written."""
+    query = (
+        "INSERT INTO o SELECT k, a, n FROM src MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts "
+        "MEASURES A.v AS a, COUNT(B.v) AS n, MATCH_ROWTIME() AS t PATTERN (A B+? C) "
+        "DEFINE B AS v < PREV(v) AND k <> 'x', C AS v > FIRST(B.v, 1)) AS T;"
+    )
     program = (
         "SET sql.dialect = 'flink';\n"
         "CREATE TABLE src (k STRING, v INT, ts TIMESTAMP(3), "
         "WATERMARK FOR ts AS ts - INTERVAL '1' SECOND) "
         "WITH (connector = 'files', path = 'in', format = 'json');\n"
-        "CREATE TABLE o (a INT) WITH (connector = 'files', path = 'out', format = 'json');\n"
+        "CREATE TABLE o (k STRING, a INT, n BIGINT) "
+        "WITH (connector = 'files', path = 'out', format = 'json');\n"
         f"{query}\n"
     )
-    with pytest.raises(CompileError) as raised:
-        flowc.compile(program, "job.flow", for_spark=True)
-    found = [d for d in raised.value.diagnostics if d.severity is Severity.ERROR]
-    assert [(d.code.value, d.span.line) for d in found] == [("E0759", 4)]
-    name = query.index("MATCH_RECOGNIZE")
-    assert (found[0].span.column, found[0].span.end_column) == (name + 1, name + 16)
+    job = flowc.compile(program, "job.flow", for_spark=True)
+    (view,) = job.program.views
+    assert view.name == "src$match"
+    (step,) = view.stream.steps
+    assert [(c.name, c.type) for c in step.schema] == [
+        ("k", "STRING"),
+        ("a", "INT"),
+        ("n", "BIGINT"),
+        ("t", "TIMESTAMP"),
+    ]
+    node = step.node
+    assert [(v.name.value, v.low, v.high, v.greedy) for v in node.variables] == [
+        ("A", 1, 1, True),
+        ("B", 1, None, False),
+        ("C", 1, 1, True),
+    ]
+    condition = node.variables[1].condition
+    assert condition is not None
+    start = query.index("v < PREV")
+    assert (condition.span.line, condition.span.column) == (4, start + 1)
+    assert condition.span.end_column == query.index(", C AS") + 1
+    (insert,) = job.program.inserts
+    assert [c.name for c in insert.stream.schema] == ["k", "a", "n"]
 
 
 def _by_key(rows: list[list[object]]) -> dict[object, list[list[object]]]:

@@ -10,8 +10,12 @@ The text read is the statement's with strings and comments blanked (positions ke
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from typing import TypeVar
 
+from flowc import ast
 from flowc.fast_dataclass import dataclass
+from flowc.spans import Span
 
 _NOT_YET = "MATCH_RECOGNIZE is not run yet in any form; "
 
@@ -404,3 +408,440 @@ def _refused_calls(code: str, start: int, end: int) -> list[Refusal]:
             )
         )
     return found
+
+
+class _NotInSubset(Exception):
+    """A part of a condition or measure outside the subset, at ``[start, end)``."""
+
+    def __init__(self, message: str, start: int, end: int) -> None:
+        super().__init__(message)
+        self.message = message
+        self.start = start
+        self.end = end
+
+
+_TOKEN = re.compile(
+    r"\s*(?:(?P<number>\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)|(?P<string>'(?:[^']|'')*')"
+    r"|(?P<word>[A-Za-z_][A-Za-z_0-9]*)|(?P<sign><>|<=|>=|!=|[-+*/%=<>(),.]))"
+)
+_COMPARISONS = ("=", "<>", "!=", "<", "<=", ">", ">=")
+#: Calls of a variable's rows, with an offset (FIRST, LAST) or without (the aggregates).
+_ROW_CALLS = ("FIRST", "LAST")
+_AGGREGATES = ("COUNT", "SUM", "AVG", "MIN", "MAX")
+
+
+class _ExpressionReader:
+    """A Pratt reader of one condition or measure: ``source`` is the statement's text,
+    ``span`` turns its offsets into spans."""
+
+    def __init__(self, source: str, start: int, end: int, span: Callable[[int, int], Span]) -> None:
+        self.tokens: list[tuple[str, str, int, int]] = []
+        position = start
+        while position < end:
+            found = _TOKEN.match(source, position, end)
+            if found is None or found.lastgroup is None:
+                rest = source[position:end]
+                if rest.strip() == "":
+                    break
+                at = position + len(rest) - len(rest.lstrip())
+                raise _NotInSubset(
+                    f"{source[at]!r} is not in flowc's MATCH_RECOGNIZE subset", at, at + 1
+                )
+            kind = found.lastgroup
+            self.tokens.append((kind, found.group(kind), found.start(kind), found.end(kind)))
+            position = found.end()
+        self.at = 0
+        self.to_span = span
+        #: Each node's place in the text, by id (the nodes live as long as the reader).
+        self.places: dict[int, tuple[int, int]] = {}
+
+    def made(self, node: _N, start: int, end: int) -> _N:
+        self.places[id(node)] = (start, end)
+        return node
+
+    def start(self, node: ast.MatchExpr) -> int:
+        return self.places[id(node)][0]
+
+    def end(self, node: ast.MatchExpr) -> int:
+        return self.places[id(node)][1]
+
+    def peek(self) -> tuple[str, str, int, int] | None:
+        return self.tokens[self.at] if self.at < len(self.tokens) else None
+
+    def word(self) -> str:
+        token = self.peek()
+        return token[1].upper() if token is not None and token[0] != "string" else ""
+
+    def take(self) -> tuple[str, str, int, int]:
+        token = self.peek()
+        if token is None:
+            last = self.tokens[-1] if self.tokens else ("", "", 0, 0)
+            raise _NotInSubset("this expression ends too soon", last[2], last[3])
+        self.at += 1
+        return token
+
+    def expect(self, sign: str) -> tuple[str, str, int, int]:
+        token = self.take()
+        if token[1].upper() != sign:
+            raise _NotInSubset(f"expected {sign!r} here", token[2], token[3])
+        return token
+
+    def whole(self) -> ast.MatchExpr:
+        expr = self.expression(0)
+        extra = self.peek()
+        if extra is not None:
+            raise _NotInSubset(f"unexpected {extra[1]!r} here", extra[2], extra[3])
+        return expr
+
+    def expression(self, least: int) -> ast.MatchExpr:
+        """Binding powers: OR 1, AND 2, NOT 3, comparisons 4, IS 5, + and - 6, * 7."""
+        left = self.prefix()
+        while True:
+            op = self.word()
+            power = 4 if op in _COMPARISONS else _POWERS.get(op)
+            if op in ("/", "%"):
+                token = self.take()
+                raise _NotInSubset(
+                    f"{op} is not in flowc's MATCH_RECOGNIZE subset (Flink's and Spark's "
+                    "division of integers differ)",
+                    token[2],
+                    token[3],
+                )
+            if power is None or power <= least:
+                return left
+            self.take()
+            if op == "IS":
+                negated = self.word() == "NOT"
+                if negated:
+                    self.take()
+                null = self.take()
+                if null[1].upper() != "NULL":
+                    raise _NotInSubset("only IS [NOT] NULL is in the subset", null[2], null[3])
+                start = self.start(left)
+                unary = ast.MatchUnary(
+                    op="IS NOT NULL" if negated else "IS NULL",
+                    operand=left,
+                    span=self.to_span(start, null[3]),
+                )
+                left = self.made(unary, start, null[3])
+                continue
+            right = self.expression(power)
+            start, end = self.start(left), self.end(right)
+            binary = ast.MatchBinary(
+                op="<>" if op == "!=" else op,
+                left=left,
+                right=right,
+                span=self.to_span(start, end),
+            )
+            left = self.made(binary, start, end)
+
+    def prefix(self) -> ast.MatchExpr:
+        kind, text, start, end = self.take()
+        upper = text.upper()
+        span = self.to_span(start, end)
+        if kind == "number":
+            if "." in text and "e" not in text.lower():
+                raise _NotInSubset(
+                    "a DECIMAL literal is not in flowc's MATCH_RECOGNIZE subset (write it "
+                    "as a DOUBLE: 1.5E0)",
+                    start,
+                    end,
+                )
+            value: int | float = float(text) if any(c in text for c in ".eE") else int(text)
+            literal = "double" if isinstance(value, float) else "int"
+            return self.made(ast.MatchLiteral(kind=literal, value=value, span=span), start, end)
+        if kind == "string":
+            value_text = text[1:-1].replace("''", "'")
+            return self.made(
+                ast.MatchLiteral(kind="string", value=value_text, span=span), start, end
+            )
+        if upper == "(":
+            inner = self.expression(0)
+            self.expect(")")
+            return inner
+        if upper in ("NOT", "-"):
+            operand = self.expression(3 if upper == "NOT" else 7)
+            finish = self.end(operand)
+            unary = ast.MatchUnary(op=upper, operand=operand, span=self.to_span(start, finish))
+            return self.made(unary, start, finish)
+        if kind != "word":
+            raise _NotInSubset(f"unexpected {text!r} here", start, end)
+        if upper in ("TRUE", "FALSE", "NULL"):
+            value_of = None if upper == "NULL" else upper == "TRUE"
+            literal = "null" if upper == "NULL" else "boolean"
+            return self.made(ast.MatchLiteral(kind=literal, value=value_of, span=span), start, end)
+        if self.word() == "(":
+            return self.call(upper, start, end)
+        if self.word() == ".":
+            self.take()
+            column = self.take()
+            if column[0] != "word":
+                raise _NotInSubset("expected a column's name here", column[2], column[3])
+            found = ast.MatchColumn(
+                variable=text, column=column[1], span=self.to_span(start, column[3])
+            )
+            return self.made(found, start, column[3])
+        return self.made(ast.MatchColumn(variable=None, column=text, span=span), start, end)
+
+    def call(self, name: str, start: int, end: int) -> ast.MatchCall:
+        self.expect("(")
+        if name == "MATCH_ROWTIME":
+            close = self.expect(")")
+            rowtime = ast.MatchCall(
+                function=name,
+                variable=None,
+                column=None,
+                offset=0,
+                span=self.to_span(start, close[3]),
+            )
+            return self.made(rowtime, start, close[3])
+        if name not in ("PREV", *_ROW_CALLS, *_AGGREGATES):
+            raise _NotInSubset(f"{name}() is not in flowc's MATCH_RECOGNIZE subset", start, end)
+        first = self.take()
+        variable: str | None = None
+        column = first
+        if self.word() == ".":
+            self.take()
+            variable, column = first[1], self.take()
+        if column[0] != "word":
+            raise _NotInSubset("expected a column's name here", column[2], column[3])
+        if name == "PREV" and variable is not None:
+            raise _NotInSubset("PREV of a variable's column is refused", first[2], column[3])
+        if name != "PREV" and variable is None:
+            raise _NotInSubset(
+                f"{name} of a column without its variable is not in flowc's subset: write "
+                f"{name}(V.{column[1]})",
+                column[2],
+                column[3],
+            )
+        offset = 1 if name == "PREV" else 0
+        if self.word() == ",":
+            self.take()
+            number = self.take()
+            if name in _AGGREGATES or number[0] != "number" or not number[1].isdigit():
+                raise _NotInSubset(
+                    "expected a row count (a whole number) here", number[2], number[3]
+                )
+            offset = int(number[1])
+        close = self.expect(")")
+        found = ast.MatchCall(
+            function=name,
+            variable=variable,
+            column=column[1],
+            offset=offset,
+            span=self.to_span(start, close[3]),
+        )
+        return self.made(found, start, close[3])
+
+
+_N = TypeVar(
+    "_N",
+    bound=ast.MatchLiteral | ast.MatchColumn | ast.MatchCall | ast.MatchUnary | ast.MatchBinary,
+)
+_POWERS = {"OR": 1, "AND": 2, "IS": 5, "+": 6, "-": 6, "*": 7}
+
+
+@dataclass(frozen=True, slots=True)
+class MatchInput:
+    """A clause in the subset, as the parser takes it: the table it reads (its name and
+    place), the place ``[start, end)`` of ``table MATCH_RECOGNIZE (...)`` that a hidden
+    view's name replaces, and the step that view runs."""
+
+    table: str
+    table_start: int
+    table_end: int
+    start: int
+    end: int
+    step: ast.MatchRecognize
+
+
+def _strings_kept(source: str, code: str) -> str:
+    """``code`` with its blanked strings and quoted names filled again (with ``_``), so the
+    parts' places include them; comments stay blank."""
+    out = list(code)
+    position = 0
+    while position < len(code):
+        if code[position] == source[position]:
+            position += 1
+            continue
+        end = position
+        while end < len(code) and code[end] != source[end]:
+            end += 1
+        if source[position] in "'`\"":
+            out[position:end] = "_" * (end - position)
+        position = end
+    return "".join(out)
+
+
+_FROM_TABLE = re.compile(r"\bFROM\s+([A-Za-z_][A-Za-z_0-9]*)\s*$", re.IGNORECASE)
+_PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z_0-9]*")
+
+
+def match_input(
+    source: str,
+    code: str,
+    name_start: int,
+    name_end: int,
+    span: Callable[[int, int], Span],
+) -> MatchInput | list[Refusal]:
+    """The clause at ``code[name_start:name_end]`` (no part refused by
+    :func:`read_match_recognize`) as a step over its table, or what in it is outside the
+    subset (with where)."""
+    clause = read_match_recognize(_strings_kept(source, code), name_start, name_end)
+    found = _FROM_TABLE.search(code, 0, name_start)
+    if found is None:
+        return [
+            Refusal(
+                "MATCH_RECOGNIZE is run over a table named right after FROM",
+                "write FROM t MATCH_RECOGNIZE (...), with t a table or a view (a view for a query)",
+                name_start,
+                name_end,
+            )
+        ]
+    refusals: list[Refusal] = []
+
+    def refuse(message: str, start: int, end: int, hint: str) -> None:
+        refusals.append(Refusal(message, hint, start, end))
+
+    def names(places: tuple[tuple[int, int], ...], what: str) -> list[ast.Name]:
+        out = []
+        for start, end in places:
+            text = source[start:end]
+            if _PLAIN_NAME.fullmatch(text) is None:
+                refuse(
+                    f"{what} here is a column's name in flowc's MATCH_RECOGNIZE subset",
+                    start,
+                    end,
+                    "name a column of the table (compute others in a view before)",
+                )
+                continue
+            out.append(ast.Name(value=text, span=span(start, end)))
+        return out
+
+    partition = names(clause.partition_by, "PARTITION BY")
+    order_text = [(s, e) for s, e in clause.order_by]
+    order: ast.Name | None = None
+    if len(order_text) != 1:
+        refuse(
+            "MATCH_RECOGNIZE's ORDER BY is one column in flowc's subset: the rowtime attribute",
+            name_start,
+            name_end,
+            "ORDER BY the table's event-time column (with a WATERMARK), ascending",
+        )
+    else:
+        start, end = order_text[0]
+        words = source[start:end].split()
+        if len(words) == 2 and words[1].upper() == "ASC":
+            end = start + len(words[0])
+            words = words[:1]
+        if len(words) != 1 or _PLAIN_NAME.fullmatch(words[0]) is None:
+            refuse(
+                "MATCH_RECOGNIZE's ORDER BY is the rowtime attribute, ascending",
+                start,
+                end,
+                "ORDER BY the table's event-time column (with a WATERMARK); Flink says "
+                '"You must specify either rowtime or proctime for order by as the first '
+                'one"',
+            )
+        else:
+            order = ast.Name(value=words[0], span=span(start, end))
+    skip = clause.skip
+    if skip not in ("", "PAST LAST ROW", "TO NEXT ROW"):
+        refuse(
+            f"AFTER MATCH SKIP {skip} is not in flowc's subset",
+            name_start,
+            name_end,
+            "write AFTER MATCH SKIP PAST LAST ROW (the default) or SKIP TO NEXT ROW",
+        )
+    known = {v.name.upper(): v for v in clause.pattern}
+    conditions: dict[str, ast.MatchExpr] = {}
+    for variable, start, end in clause.define:
+        if variable.upper() not in known:
+            refuse(
+                f"DEFINE of {variable}, which is not a PATTERN variable",
+                start,
+                end,
+                "define the variables PATTERN names",
+            )
+            continue
+        try:
+            conditions[variable.upper()] = _ExpressionReader(source, start, end, span).whole()
+        except _NotInSubset as error:
+            refuse(error.message, error.start, error.end, _EXPRESSION_HINT)
+    measures = []
+    for alias, start, end in clause.measures:
+        try:
+            call = _ExpressionReader(source, start, end, span).whole()
+        except _NotInSubset as error:
+            refuse(error.message, error.start, error.end, _MEASURE_HINT)
+            continue
+        if not (
+            (isinstance(call, ast.MatchCall) and call.function != "PREV")
+            or (isinstance(call, ast.MatchColumn) and call.variable is not None)
+        ):
+            refuse(
+                "a measure is one call in flowc's MATCH_RECOGNIZE subset",
+                start,
+                end,
+                _MEASURE_HINT,
+            )
+            continue
+        if _PLAIN_NAME.fullmatch(alias) is None:
+            refuse("a measure's name is a plain name here", start, end, _MEASURE_HINT)
+            continue
+        alias_at = source.rfind(alias, start, len(source))
+        measures.append(
+            ast.MatchMeasure(
+                call=call,
+                alias=ast.Name(value=alias, span=span(alias_at, alias_at + len(alias))),
+                span=span(start, alias_at + len(alias)),
+            )
+        )
+    if not clause.measures:
+        refuse(
+            "MATCH_RECOGNIZE without MEASURES is not in flowc's subset",
+            name_start,
+            name_end,
+            _MEASURE_HINT,
+        )
+    if refusals or order is None:
+        return refusals
+    open_at = code.find("(", name_end)
+    close_at = _closing(code, open_at)
+    variables = tuple(
+        ast.MatchVariable(
+            name=ast.Name(value=v.name, span=span(v.start, v.start + len(v.name))),
+            low=v.low,
+            high=v.high,
+            greedy=v.greedy,
+            condition=conditions.get(v.name.upper()),
+            span=span(v.start, v.end),
+        )
+        for v in clause.pattern
+    )
+    step = ast.MatchRecognize(
+        keyword_span=span(name_start, name_end),
+        hints=(),
+        hints_span=None,
+        span=span(found.start(1), close_at + 1),
+        partition=tuple(partition),
+        order=order,
+        measures=tuple(measures),
+        variables=variables,
+        past_last_row=skip != "TO NEXT ROW",
+    )
+    return MatchInput(
+        found.group(1), found.start(1), found.end(1), found.start(1), close_at + 1, step
+    )
+
+
+_EXPRESSION_HINT = (
+    "the subset's conditions compare columns, PREV(col[, n]), FIRST/LAST(V.col[, n]) and "
+    "COUNT/SUM/AVG/MIN/MAX(V.col) with each other and with literals, joined by AND, OR, "
+    "NOT, IS [NOT] NULL, + - * (docs/language.md#match_recognize)"
+)
+_MEASURE_HINT = (
+    "each measure is one of V.col, FIRST/LAST(V.col[, n]), COUNT/SUM/AVG/MIN/MAX(V.col), "
+    "MATCH_ROWTIME(), named with AS; compute expressions of them in the SELECT over the "
+    "MATCH_RECOGNIZE"
+)
