@@ -24,6 +24,7 @@ from flowc.spark.match_runtime import (
 )
 from flowc.sql.flink_dialect import code_only
 from flowc.sql.match_recognize import read_match_recognize
+from flowc.state import Verdict, compare, describe_state
 from tests.helpers.flink import ask_flink, requires_flink
 from tests.helpers.match_recognize import (
     AmbiguousOrder,
@@ -693,3 +694,54 @@ def test_the_clauses_other_parts_are_read_where_they_are_written() -> None:
         ("C", "C.price > A.price"),
     ]
     assert read.skip == "TO NEXT ROW"
+
+
+MATCH_JOB = """\
+SET sql.dialect = 'flink';
+CREATE TABLE t (symbol STRING, price INT, volume INT, rowtime TIMESTAMP(3),
+  WATERMARK FOR rowtime AS rowtime - INTERVAL '1' SECOND)
+  WITH ('connector' = 'files', 'path' = 'in', 'format' = 'json');
+CREATE TABLE o (symbol STRING, bottom INT)
+  WITH ('connector' = 'files', 'path' = 'out', 'format' = 'json');
+INSERT INTO o SELECT symbol, bottom FROM t MATCH_RECOGNIZE (PARTITION BY symbol
+  ORDER BY rowtime MEASURES LAST(B.price) AS bottom AFTER MATCH SKIP PAST LAST ROW
+  PATTERN (A B+ C) DEFINE B AS price < PREV(price), C AS price > PREV(price)) AS T
+  WHERE bottom > 0;
+"""
+
+#: An edit of MATCH_JOB: (old text, new text, verdict, a phrase of a finding).
+MATCH_EDITS = {
+    "pattern": ("B+ C", "B+? C", Verdict.INCOMPATIBLE, "pattern is now"),
+    "condition": ("price > PREV(price)", "price >= PREV(price)", Verdict.INCOMPATIBLE, "define"),
+    "skip": ("PAST LAST ROW", "TO NEXT ROW", Verdict.INCOMPATIBLE, "after match"),
+    "a column more in the rows": (
+        "LAST(B.price) AS bottom",
+        "LAST(B.price) AS bottom, SUM(B.volume) AS v",
+        Verdict.INCOMPATIBLE,
+        "rows is now",
+    ),
+    "a measure more": (
+        "LAST(B.price) AS bottom",
+        "LAST(B.price) AS bottom, MIN(B.price) AS low",
+        Verdict.COMPATIBLE,
+        "computes the measures",
+    ),
+    "filter after": ("bottom > 0", "bottom > 5", Verdict.COMPATIBLE, ""),
+}
+
+
+@pytest.mark.parametrize("edit", list(MATCH_EDITS))
+def test_a_match_edit_is_refused_where_it_changes_the_partial_matches(edit: str) -> None:
+    """The state manifest's MatchRecognizer: the pattern, its conditions, the skip and the
+    rows' columns give the kept partial matches their meaning (refused); the measures are
+    computed as a match ends (free)."""
+    old, new, verdict, phrase = MATCH_EDITS[edit]
+    assert old in MATCH_JOB
+    before = describe_state(flowc.compile(MATCH_JOB, "job.flow", for_spark=True))
+    (operator,) = before.queries[0].operators
+    assert operator.processor is not None and operator.processor.name == "MatchRecognizer"
+    after = describe_state(flowc.compile(MATCH_JOB.replace(old, new), "job.flow", for_spark=True))
+    comparison = compare(before, after)
+    messages = [f.message for _, f in comparison.findings()]
+    assert comparison.verdict is verdict, messages
+    assert any(phrase in m for m in messages), messages
