@@ -17,10 +17,14 @@ from flowc.diagnostics import CompileError, Severity
 from flowc.spark.match_runtime import (
     Condition,
     MatchContext,
+    MatchPath,
+    MatchState,
     compile_pattern,
     match_feed,
+    match_first,
     match_last,
     match_new_state,
+    match_rows,
 )
 from flowc.sql.flink_dialect import code_only
 from flowc.sql.match_recognize import read_match_recognize
@@ -538,11 +542,21 @@ def _condition_pair(
     return port_prev, engine_prev
 
 
+def _rows_held(state: MatchState) -> set[str]:
+    """The ids of the rows some partial or waiting match holds: each from its start row
+    on, one a row (strict contiguity), as many as its runs count."""
+    held = set()
+    for begins, runs in [(p[1], p[2]) for p in state["partials"]] + list(state["done"]):
+        held |= {str(begins + k) for k in range(sum(count for _, count in runs))}
+    return held
+
+
 def test_the_engine_keeps_the_ports_matches_across_a_restart_after_every_row() -> None:
     """flowc's state machine (compiler/spark/match_runtime.py), its state through JSON
     after every row as a processor keeps it across micro-batches and restarts, emits the
     port's matches in the port's order, for 300 random patterns of the subset over random
-    rows (cases whose order the port does not know are left out, and must be rare)."""
+    rows (cases whose order the port does not know are left out, and must be rare); after
+    every row its state keeps exactly the rows an open or waiting match holds."""
     rng = random.Random(28)
     compared = unknown = 0
     for _ in range(300):
@@ -568,6 +582,7 @@ def test_the_engine_keeps_the_ports_matches_across_a_restart_after_every_row() -
             ):
                 taken = sorted(((chr(65 + v), str(r[0])) for v, r in match), key=lambda x: x[1])
                 got.append((sorted(taken), row["rowtime"]))
+            assert set(state["rows"]) == _rows_held(state), (variables, skip, prices)
         want = [(sorted(pairs), at) for pairs, at in expected]
         assert got == want, (variables, skip, prices)
         compared += 1
@@ -676,3 +691,59 @@ def test_the_clauses_other_parts_are_read_where_they_are_written() -> None:
         ("C", "C.price > A.price"),
     ]
     assert read.skip == "TO NEXT ROW"
+
+
+def _state_size(rows: int) -> int:
+    """The JSON state's size after ``rows`` rows of a greedy loop that never ends: every
+    row an A of ``A+ B`` (B must fail A's condition), so every row's partial match stays
+    open."""
+    nfa = compile_pattern([(1, None, True), (1, 1, True)])
+    conditions: list[Condition | None] = [
+        lambda context: _number(context[1][1]) >= 0,
+        lambda context: _number(context[1][1]) > 14,
+    ]
+    state = match_new_state()
+    for i in range(rows):
+        assert match_feed(nfa, conditions, True, state, [f"t{i:04d}", 10 + i % 7]) == []
+        state = json.loads(json.dumps(state))
+    assert len(state["partials"]) == rows
+    return len(json.dumps(state))
+
+
+def test_the_state_of_a_greedy_loop_that_never_ends_grows_linearly() -> None:
+    """N open partial matches from N rows share their rows: twice the rows, about twice
+    the state (each partial match repeating its path would make it four times)."""
+    small, large = _state_size(200), _state_size(400)
+    assert large < 2.5 * small, (small, large)
+
+
+def test_the_readers_give_the_paths_rows() -> None:
+    """``match_rows``, ``match_last`` and ``match_first`` over a shared path (a start row
+    and runs of variables) give what they give over the path's (variable, row) pairs
+    written out, for random paths, variables and offsets."""
+    rng = random.Random(2803)
+    for _ in range(300):
+        begins = rng.randint(0, 5)
+        runs: list[list[int]] = []
+        for variable in sorted(rng.sample(range(4), rng.randint(0, 4))):
+            runs.append([variable, rng.randint(1, 4)])
+        pairs: list[tuple[int, list[object]]] = []
+        at = begins
+        for variable, count in runs:
+            pairs += [(variable, [f"r{at + k}", at + k]) for k in range(count)]
+            at += count
+        rows = {str(row[1]): row for _, row in pairs}
+        current: list[object] = ["now", -1]
+        defining = rng.randint(0, 3)
+        path: MatchPath = (rows, begins, runs)
+        context: MatchContext = (path, current, defining)
+        for variable in (-1, 0, 1, 2, 3):
+            written = [r for v, r in pairs if variable in (-1, v)]
+            if variable in (-1, defining):
+                written.append(current)
+            assert match_rows(context, variable) == written
+            for offset in range(len(written) + 2):
+                last = written[-1 - offset][0] if offset < len(written) else None
+                first = written[offset][0] if offset < len(written) else None
+                assert match_last(context, variable, 0, offset) == last, (runs, variable)
+                assert match_first(context, variable, 0, offset) == first, (runs, variable)

@@ -88,39 +88,71 @@ def compile_pattern(quantifiers: Sequence[Quantifier]) -> Nfa:
     return sink, table
 
 
-#: What a DEFINE condition reads: (the partial match's (variable, row) pairs, the current
-#: row, the variable the row is taken as).
-MatchContext = tuple[list[tuple[int, list[object]]], list[object], int]
+#: A partial or waiting match's rows, shared: strict contiguity makes them the rows from
+#: its start row's id on, one a row, and the pattern's variables come in order, so each
+#: run of one variable's rows is a [variable, count] pair (JSON lists). A run of N rows
+#: is one pair, not N: the state of N open partial matches is linear in N.
+Runs = list[list[int]]
+#: A path as a condition reads it: (the key's rows by id, the first row's id, the runs).
+MatchPath = tuple[dict[str, list[object]], int, Runs]
+#: What a DEFINE condition reads: (the partial match's path, the current row, the
+#: variable the row is taken as); ``match_rows``, ``match_last`` and ``match_first``
+#: read the path.
+MatchContext = tuple[MatchPath, list[object], int]
 Condition = Callable[[MatchContext], object]
+
+
+def _spans(path: MatchPath, variable: int) -> list[tuple[int, int]]:
+    """A variable's runs in the path (-1: every run) as (first row id, count), in order."""
+    _, at, runs = path
+    spans = []
+    for v, count in runs:
+        if variable in (-1, v):
+            spans.append((at, count))
+        at += count
+    return spans
 
 
 def match_rows(context: MatchContext, variable: int) -> list[list[object]]:
     """A variable's rows in the match so far (-1: every row, ``*``), with the current row
     when it is that variable's (always for ``*``)."""
     path, row, defining = context
-    rows = [r for v, r in path if variable in (-1, v)]
+    rows = path[0]
+    out = [rows[str(first + k)] for first, count in _spans(path, variable) for k in range(count)]
     if variable in (-1, defining):
-        rows.append(row)
-    return rows
+        out.append(row)
+    return out
 
 
 def match_last(context: MatchContext, variable: int, column: int, offset: int = 0) -> object:
-    """``LAST(var.col, offset)``; ``PREV(col, n)`` is ``LAST(*.col, n)`` (variable -1)."""
-    rows = match_rows(context, variable)
-    return rows[-1 - offset][column] if offset < len(rows) else None
+    """``LAST(var.col, offset)``; ``PREV(col, n)`` is ``LAST(*.col, n)`` (variable -1).
+    Reads the one row it needs, not the whole path."""
+    path, row, defining = context
+    if variable in (-1, defining):
+        if offset == 0:
+            return row[column]
+        offset -= 1
+    for first, count in reversed(_spans(path, variable)):
+        if offset < count:
+            return path[0][str(first + count - 1 - offset)][column]
+        offset -= count
+    return None
 
 
 def match_first(context: MatchContext, variable: int, column: int, offset: int = 0) -> object:
     """``FIRST(var.col, offset)``."""
-    rows = match_rows(context, variable)
-    return rows[offset][column] if offset < len(rows) else None
+    path, row, defining = context
+    for first, count in _spans(path, variable):
+        if offset < count:
+            return path[0][str(first + offset)][column]
+        offset -= count
+    if variable in (-1, defining) and offset == 0:
+        return row[column]
+    return None
 
 
 def _holds(
-    conditions: Sequence[Condition | None],
-    edge: Edge,
-    path: list[tuple[int, list[object]]],
-    row: list[object],
+    conditions: Sequence[Condition | None], edge: Edge, path: MatchPath, row: list[object]
 ) -> bool:
     """Whether an edge may be taken: its variable's condition true (NULL is false), and
     every greedy loop's condition before it not true."""
@@ -141,24 +173,29 @@ class MatchOrderUnknown(Exception):
     PriorityQueue's order, which this does not follow."""
 
 
-#: A (variable, row id) pair of a match; JSON turns the tuples into lists, read alike.
-Taken = tuple[int, int]
-
-
 class MatchState(TypedDict):
     """A key's state, plain JSON: the next row's id, the rows a partial or waiting match
-    holds (by id), the partial matches (state, start row id, taken rows) and the completed
-    matches waiting for an earlier one (start row id, taken rows)."""
+    holds (by id: every id from the earliest open partial match's start row on, since a
+    waiting match waits for an earlier one), the partial matches (state, start row id,
+    runs) and the completed matches waiting for an earlier one (start row id, runs)."""
 
     next: int
     rows: dict[str, list[object]]
-    partials: list[tuple[int, int, list[Taken]]]
-    done: list[tuple[int, list[Taken]]]
+    partials: list[tuple[int, int, Runs]]
+    done: list[tuple[int, Runs]]
 
 
 def match_new_state() -> MatchState:
     """A key's state before its first row: no row, no partial match."""
     return {"next": 0, "rows": {}, "partials": [], "done": []}
+
+
+def _taking(runs: Runs, variable: int) -> Runs:
+    """The runs with one more row taken as ``variable`` (a copy: other matches share the
+    runs they came from)."""
+    if runs and runs[-1][0] == variable:
+        return [*runs[:-1], [variable, runs[-1][1] + 1]]
+    return [*runs, [variable, 1]]
 
 
 def match_feed(
@@ -169,19 +206,20 @@ def match_feed(
     row: list[object],
 ) -> list[list[tuple[int, list[object]]]]:
     """Feeds one row (the key's next in time order, not late) to the key's ``state``,
-    changed in place; the matches it emits, in order, each its (variable, row) pairs."""
+    changed in place; the matches it emits, in order, each its (variable, row) pairs.
+    The work is the open partial matches' conditions: no path is copied whole."""
     start_state, table = nfa
     rows = state["rows"]
     row_id = state["next"]
     state["next"] = row_id + 1
     rows[str(row_id)] = row
-    # The start state is every row's first partial match (start -1: the row's own id).
-    partials = [*state["partials"], (start_state, -1, [])]
+    lowest = min((p[1] for p in state["partials"]), default=row_id)
+    # The start state is every row's first partial match, starting at this row.
+    partials = [*state["partials"], (start_state, row_id, [])]
     done = state["done"]
-    moved: list[tuple[int, int, list[Taken]]] = []
-    for at, start, ids in partials:
-        path = [(v, rows[str(i)]) for v, i in ids]
-        begins = row_id if start < 0 else start
+    moved: list[tuple[int, int, Runs]] = []
+    for at, begins, runs in partials:
+        path: MatchPath = (rows, begins, runs)
         stack = [at]
         while stack:
             current = stack.pop()
@@ -191,7 +229,7 @@ def match_feed(
                 if not edge[0]:
                     stack.append(edge[1])
                     continue
-                taken = [*ids, (table[current][0], row_id)]
+                taken = _taking(runs, table[current][0])
                 if table[edge[1]][0] == -1:
                     done.append((begins, taken))
                     continue
@@ -206,22 +244,34 @@ def match_feed(
         mine = [d for d in done if d[0] == first]
         if len(mine) > 1:
             raise MatchOrderUnknown(f"two matches from one row ({len(mine)})")
-        positions = [i for _, i in mine[0][1]]
-        pruning = max(positions) if past_last_row else min(positions)
+        begins, runs = mine[0]
+        pruning = begins + sum(c for _, c in runs) - 1 if past_last_row else begins
         moved = [p for p in moved if p[1] > pruning]
         done[:] = [d for d in done if d[0] > pruning]
-        emitted.append([(v, rows[str(i)]) for v, i in mine[0][1]])
+        emitted.append([(v, rows[str(i)]) for v, i in _pairs(begins, runs)])
     state["partials"] = moved
-    kept = {str(i) for p in moved for _, i in p[2]} | {str(i) for d in done for _, i in d[1]}
-    state["rows"] = {k: v for k, v in rows.items() if k in kept}
+    # A waiting match waits for an earlier open one, whose rows run to this row: the rows
+    # any match holds are those from the earliest open one's start on.
+    keep = min((p[1] for p in moved), default=row_id + 1)
+    for i in range(lowest, keep):
+        del rows[str(i)]
     return emitted
+
+
+def _pairs(begins: int, runs: Runs) -> list[tuple[int, int]]:
+    """A match's (variable, row id) pairs in row order."""
+    pairs = []
+    for variable, count in runs:
+        pairs += [(variable, begins + k) for k in range(count)]
+        begins += count
+    return pairs
 
 
 def _reaches_final(
     table: tuple[State, ...],
     state: int,
     conditions: Sequence[Condition | None],
-    path: list[tuple[int, list[object]]],
+    path: MatchPath,
     row: list[object],
 ) -> bool:
     """Whether PROCEED edges from ``state`` reach the final state (Flink's
