@@ -11,7 +11,8 @@ Flink's meaning, which this follows: strict contiguity; a greedy quantifier on V
 edge of the next variable also require NOT(V's condition); a completed match waits until no
 partial match that started before it is open, then is emitted and prunes every partial or
 waiting match that started at or before its last row (SKIP PAST LAST ROW) or first row
-(SKIP TO NEXT ROW).
+(SKIP TO NEXT ROW); of two completed matches from one start row, the one emitted is the
+one Flink's PriorityQueue puts first, its array kept here as Flink's is.
 """
 
 from __future__ import annotations
@@ -168,25 +169,27 @@ def _holds(
     return True
 
 
-class MatchOrderUnknown(Exception):
-    """Two completed matches from one row wait together: Flink emits them in its
-    PriorityQueue's order, which this does not follow."""
+#: A partial or completed match, Flink's ComputationState: (its NFA state, its start row's
+#: id or -1 for the start state, its runs).
+Partial = tuple[int, int, Runs]
 
 
 class MatchState(TypedDict):
     """A key's state, plain JSON: the next row's id, the rows a partial or waiting match
     holds (by id: every id from the earliest open partial match's start row on, since a
-    waiting match waits for an earlier one), the partial matches (state, start row id,
-    runs) and the completed matches waiting for an earlier one (start row id, runs)."""
+    waiting match waits for an earlier one), the partial matches (the start state's
+    among them) and the completed matches waiting for an earlier one, each list the
+    array of Flink's PriorityQueue, in its order."""
 
     next: int
     rows: dict[str, list[object]]
-    partials: list[tuple[int, int, Runs]]
-    done: list[tuple[int, Runs]]
+    partials: list[Partial]
+    done: list[Partial]
 
 
 def match_new_state() -> MatchState:
-    """A key's state before its first row: no row, no partial match."""
+    """A key's state before its first row: no row, no partial match (``match_feed`` puts
+    the start state's in on the first row)."""
     return {"next": 0, "rows": {}, "partials": [], "done": []}
 
 
@@ -196,6 +199,68 @@ def _taking(runs: Runs, variable: int) -> Runs:
     if runs and runs[-1][0] == variable:
         return [*runs[:-1], [variable, runs[-1][1] + 1]]
     return [*runs, [variable, 1]]
+
+
+# Flink keeps its partial and completed matches in java.util.PriorityQueues ordered by
+# NFAState.COMPUTATION_STATE_COMPARATOR (the start row, the start state last), iterates
+# the partial ones in the queue's array order and emits the completed one at its head; so
+# of two completed matches from one start row, the one emitted (the skip prunes the other)
+# is the one the queue's array puts first. These are the JDK's (9 and later) algorithms,
+# step for step, on the same arrays.
+
+
+def _rank(partial: Partial) -> float:
+    """The comparator's key: the start row's id; the start state's after every row."""
+    return partial[1] if partial[1] >= 0 else float("inf")
+
+
+def _queue_add(queue: list[Partial], item: Partial) -> None:
+    """PriorityQueue.offer: siftUpUsingComparator from the end (not above an equal)."""
+    queue.append(item)
+    k = len(queue) - 1
+    rank = _rank(item)
+    while k > 0:
+        parent = (k - 1) >> 1
+        if rank >= _rank(queue[parent]):
+            break
+        queue[k] = queue[parent]
+        k = parent
+    queue[k] = item
+
+
+def _queue_sift_down(queue: list[Partial], k: int, item: Partial) -> None:
+    """siftDownUsingComparator: into the smaller child's place, the left one on a tie."""
+    size = len(queue)
+    rank = _rank(item)
+    while k < size >> 1:
+        child = 2 * k + 1
+        if child + 1 < size and _rank(queue[child]) > _rank(queue[child + 1]):
+            child += 1
+        if rank <= _rank(queue[child]):
+            break
+        queue[k] = queue[child]
+        k = child
+    queue[k] = item
+
+
+def _queue_poll(queue: list[Partial]) -> Partial:
+    """PriorityQueue.poll: the head out, the last element sifted down from the top."""
+    head = queue[0]
+    last = queue.pop()
+    if queue:
+        _queue_sift_down(queue, 0, last)
+    return head
+
+
+def _queue_prune(queue: list[Partial], pruning: int) -> list[Partial]:
+    """AfterMatchSkipStrategy.prune's removeAll (bulkRemove): every match that started at or
+    before ``pruning`` out, the others kept in array order, then heapify."""
+    kept = [p for p in queue if not 0 <= p[1] <= pruning]
+    if len(kept) == len(queue):
+        return queue
+    for k in range((len(kept) >> 1) - 1, -1, -1):
+        _queue_sift_down(kept, k, kept[k])
+    return kept
 
 
 def match_feed(
@@ -213,13 +278,16 @@ def match_feed(
     row_id = state["next"]
     state["next"] = row_id + 1
     rows[str(row_id)] = row
-    lowest = min((p[1] for p in state["partials"]), default=row_id)
-    # The start state is every row's first partial match, starting at this row.
-    partials = [*state["partials"], (start_state, row_id, [])]
-    done = state["done"]
-    moved: list[tuple[int, int, Runs]] = []
-    for at, begins, runs in partials:
+    partials = state["partials"] or [(start_state, -1, [])]
+    lowest = min((p[1] for p in partials if p[1] >= 0), default=row_id)
+    moved: list[Partial] = []
+    completed: list[Partial] = []
+    # NFA.doProcess: each partial match in the queue's array order; its completed matches
+    # into one queue as they come, its others into the next row's queue after them.
+    for at, start, runs in partials:
+        begins = row_id if start < 0 else start
         path: MatchPath = (rows, begins, runs)
+        retained: list[Partial] = []
         stack = [at]
         while stack:
             current = stack.pop()
@@ -231,28 +299,31 @@ def match_feed(
                     continue
                 taken = _taking(runs, table[current][0])
                 if table[edge[1]][0] == -1:
-                    done.append((begins, taken))
+                    _queue_add(completed, (edge[1], begins, taken))
                     continue
-                moved.append((edge[1], begins, taken))
+                retained.append((edge[1], begins, taken))
                 if _reaches_final(table, edge[1], conditions, path, row):
-                    done.append((begins, taken))
+                    # compile_pattern's final state is its first.
+                    _queue_add(completed, (0, begins, taken))
+        if start < 0:
+            retained.append((at, -1, []))
+        for item in retained:
+            _queue_add(moved, item)
+    done = state["done"]
+    for item in completed:
+        _queue_add(done, item)
     emitted = []
-    while done:
-        first = min(d[0] for d in done)
-        if any(p[1] < first for p in moved):
-            break
-        mine = [d for d in done if d[0] == first]
-        if len(mine) > 1:
-            raise MatchOrderUnknown(f"two matches from one row ({len(mine)})")
-        begins, runs = mine[0]
+    while done and not (moved and _rank(done[0]) > _rank(moved[0])):
+        _, begins, runs = _queue_poll(done)
         pruning = begins + sum(c for _, c in runs) - 1 if past_last_row else begins
-        moved = [p for p in moved if p[1] > pruning]
-        done[:] = [d for d in done if d[0] > pruning]
+        moved = _queue_prune(moved, pruning)
+        done = _queue_prune(done, pruning)
         emitted.append([(v, rows[str(i)]) for v, i in _pairs(begins, runs)])
     state["partials"] = moved
+    state["done"] = done
     # A waiting match waits for an earlier open one, whose rows run to this row: the rows
     # any match holds are those from the earliest open one's start on.
-    keep = min((p[1] for p in moved), default=row_id + 1)
+    keep = min((p[1] for p in moved if p[1] >= 0), default=row_id + 1)
     for i in range(lowest, keep):
         del rows[str(i)]
     return emitted
