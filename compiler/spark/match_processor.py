@@ -21,9 +21,16 @@ from typing import TYPE_CHECKING, Any
 
 from flowc.spark.match_runtime import (
     MatchContext,
-    MatchOrderUnknown,
     _holds,
+    _pairs,
+    _queue_add,
+    _queue_poll,
+    _queue_prune,
+    _queue_sift_down,
+    _rank,
     _reaches_final,
+    _spans,
+    _taking,
     match_feed,
     match_first,
     match_last,
@@ -114,13 +121,10 @@ def match_arithmetic(op: str, left: Any, right: Any, bits: int) -> Any:
     return match_wrap(left * right, bits)
 
 
-def match_aggregate(
-    context: MatchContext, variable: int, column: int, function: str, bits: int
-) -> Any:
-    """COUNT, SUM, AVG, MIN or MAX of a variable's column over its rows so far (the
-    current row with them in its own condition): NULLs skipped; SUM and AVG of an
+def match_values(rows: list[list[Any]], column: int, function: str, bits: int) -> Any:
+    """COUNT, SUM, AVG, MIN or MAX of a column over rows: NULLs skipped; SUM and AVG of an
     integer in its type (Java's wrapping sum, AVG truncated toward zero)."""
-    values: list[Any] = [r[column] for r in match_rows(context, variable) if r[column] is not None]
+    values: list[Any] = [r[column] for r in rows if r[column] is not None]
     if function == 'COUNT':
         return len(values)
     if not values:
@@ -146,6 +150,14 @@ def match_aggregate(
     return average / len(values)
 
 
+def match_aggregate(
+    context: MatchContext, variable: int, column: int, function: str, bits: int
+) -> Any:
+    """An aggregate in a condition: over the variable's rows so far (the current row with
+    them in its own condition)."""
+    return match_values(match_rows(context, variable), column, function, bits)
+
+
 def match_measure(
     match: list[tuple[int, list[Any]]],
     measure: tuple[str, int, int, int, int],
@@ -163,7 +175,7 @@ def match_measure(
         return rows[-1 - offset][column] if offset < len(rows) else None
     if function == 'FIRST':
         return rows[offset][column] if offset < len(rows) else None
-    return match_aggregate((match, [], -2), variable, column, function, bits)
+    return match_values(rows, column, function, bits)
 
 
 class MatchRecognizer(StatefulProcessor):
@@ -302,14 +314,21 @@ def match_recognize(
 #: What a program with a MATCH_RECOGNIZE step carries (and ``quoted``): the state
 #: machine's runtime functions, then the processor's.
 MATCH_HELPERS: tuple[Callable[..., object], ...] = (
-    MatchOrderUnknown,
     match_new_state,
+    _spans,
     match_rows,
     match_last,
     match_first,
     _holds,
-    _reaches_final,
+    _taking,
+    _rank,
+    _queue_add,
+    _queue_sift_down,
+    _queue_poll,
+    _queue_prune,
     match_feed,
+    _pairs,
+    _reaches_final,
     match_compare,
     match_double,
     match_and,
@@ -317,6 +336,7 @@ MATCH_HELPERS: tuple[Callable[..., object], ...] = (
     match_not,
     match_wrap,
     match_arithmetic,
+    match_values,
     match_aggregate,
     match_measure,
     MatchRecognizer,

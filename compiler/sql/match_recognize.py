@@ -340,6 +340,21 @@ def _read_pattern(
             )
         variables.append(PatternVariable(name, low, high, greedy, name_at, q_end))
         position = q_end
+    for before, after in zip(variables, variables[1:], strict=False):
+        greedy_range = (
+            before.greedy and before.low != before.high and (before.low, before.high) != (0, 1)
+        )
+        if greedy_range and after.low == 0:
+            refusals.append(
+                Refusal(
+                    f"an optional variable ({after.name}) right after a greedy one is "
+                    "refused: Flink 2.3 does not run it",
+                    _NOT_YET + 'Flink says "Optional pattern cannot be preceded by greedy '
+                    f'pattern"; make {before.name} reluctant (+?, *?, {{n,m}}?)',
+                    after.start,
+                    after.end,
+                )
+            )
     if variables:
         last = variables[-1]
         never_greedy = (last.low == 0 and last.high == 1) or last.low == last.high

@@ -12,7 +12,11 @@ NOT(its own condition) onto every edge of the state after it); ``NFA.doProcess``
 each key's rows in time order, keeps every partial match, holds a completed match until
 no partial match started before it, then emits it and prunes by the skip strategy
 (SKIP PAST LAST ROW: every partial or completed match that started at or before the
-match's last row; SKIP TO NEXT ROW: at or before its first row).
+match's last row; SKIP TO NEXT ROW: at or before its first row). Partial and completed
+matches live in ``java.util.PriorityQueue``s ordered by their start row only
+(``NFAState.COMPUTATION_STATE_COMPARATOR``), iterated in their array's order, so which of
+two completed matches from one start row is emitted (the skip prunes the other) is the
+queue's doing: :class:`JavaPriorityQueue` follows the JDK's algorithms step for step.
 
 Conditions see Flink's MatchCodeGenerator's view: the rows of the partial match so far
 plus the current row, which belongs to the variable being defined (so ``PREV(price)`` is
@@ -23,7 +27,7 @@ generated condition's false).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 Row = Mapping[str, object]
@@ -197,9 +201,67 @@ class _Partial:
         return float("inf") if self.start is None else self.start
 
 
-class AmbiguousOrder(Exception):
-    """Two completed matches that started at one row wait together: which one Flink emits is
-    its PriorityQueue's order, which this port does not follow."""
+class JavaPriorityQueue:
+    """java.util.PriorityQueue (JDK 9 and later) with Flink's COMPUTATION_STATE_COMPARATOR
+    (the start row; the start state last): its array, in which it iterates, and its
+    sift-up, sift-down, poll and bulk removal, step for step, so that partial and
+    completed matches from one start row come out in Flink's order."""
+
+    def __init__(self) -> None:
+        self.array: list[_Partial] = []
+
+    def __iter__(self) -> Iterator[_Partial]:
+        return iter(list(self.array))
+
+    def __len__(self) -> int:
+        return len(self.array)
+
+    def peek(self) -> _Partial:
+        return self.array[0]
+
+    def add(self, item: _Partial) -> None:
+        """offer: siftUpUsingComparator from the end (an equal parent stays above)."""
+        es = self.array
+        es.append(item)
+        k = len(es) - 1
+        while k > 0:
+            parent = (k - 1) >> 1
+            if item.key() >= es[parent].key():
+                break
+            es[k] = es[parent]
+            k = parent
+        es[k] = item
+
+    def _sift_down(self, k: int, item: _Partial, n: int) -> None:
+        """siftDownUsingComparator: the smaller child, the left one on a tie."""
+        es = self.array
+        half = n >> 1
+        while k < half:
+            child = 2 * k + 1
+            right = child + 1
+            if right < n and es[child].key() > es[right].key():
+                child = right
+            if item.key() <= es[child].key():
+                break
+            es[k] = es[child]
+            k = child
+        es[k] = item
+
+    def poll(self) -> _Partial:
+        es = self.array
+        result = es[0]
+        last = es.pop()
+        if es:
+            self._sift_down(0, last, len(es))
+        return result
+
+    def remove_if(self, doomed: Callable[[_Partial], bool]) -> None:
+        """removeAll (bulkRemove): the survivors kept in array order, then heapify."""
+        if not any(doomed(p) for p in self.array):
+            return
+        self.array[:] = [p for p in self.array if not doomed(p)]
+        for i in range((len(self.array) >> 1) - 1, -1, -1):
+            self._sift_down(i, self.array[i], len(self.array))
 
 
 def _next(partial: _Partial, rows: Sequence[Row], index: int) -> list[_Partial]:
@@ -253,36 +315,53 @@ class Emitted:
 
     rows: Match
     at: Row
+    #: How many other completed matches from the same start row waited with it (Flink's
+    #: queue decided which came first; the skip pruned the others).
+    rivals: int = 0
 
 
 def find_matches(pattern: Sequence[Variable], rows: Sequence[Row], skip: str) -> list[Emitted]:
     """Each match Flink emits over one key's ``rows`` (already in time order, none late),
     in its order. ``skip``: "PAST LAST ROW" or "TO NEXT ROW"."""
     assert skip in ("PAST LAST ROW", "TO NEXT ROW"), skip
-    partials: list[_Partial] = [_Partial(_compile(pattern), (), None)]
-    completed: list[_Partial] = []
+    partials = JavaPriorityQueue()
+    partials.add(_Partial(_compile(pattern), (), None))
+    completed = JavaPriorityQueue()
     emitted: list[Emitted] = []
     for index in range(len(rows)):
-        new_partials: list[_Partial] = []
+        # NFA.doProcess: the partial matches in their queue's array order; each one's
+        # completed matches into a queue as they come, the others after them.
+        new_partials = JavaPriorityQueue()
+        potential = JavaPriorityQueue()
         for partial in partials:
+            retained = []
             for state in _next(partial, rows, index):
-                (completed if state.state.final else new_partials).append(state)
+                if state.state.final:
+                    potential.add(state)
+                else:
+                    retained.append(state)
+            for state in retained:
+                new_partials.add(state)
+        for state in potential:
+            completed.add(state)
         while completed:
-            earliest = min(completed, key=_Partial.key)
-            waiting = min((p.key() for p in new_partials), default=float("inf"))
-            if earliest.key() > waiting:
+            earliest = completed.peek()
+            if new_partials and earliest.key() > new_partials.peek().key():
                 break
-            if sum(1 for c in completed if c.start == earliest.start) > 1:
-                raise AmbiguousOrder(f"two matches from row {earliest.start}")
-            completed.remove(earliest)
+            rivals = sum(1 for c in completed if c.start == earliest.start) - 1
+            completed.poll()
             taken = [i for _, i in earliest.path]
             pruning = max(taken) if skip == "PAST LAST ROW" else min(taken)
-            new_partials = [p for p in new_partials if p.start is None or p.start > pruning]
-            completed = [c for c in completed if c.start is None or c.start > pruning]
+
+            def pruned(p: _Partial, pruning: int = pruning) -> bool:
+                return p.start is not None and p.start <= pruning
+
+            new_partials.remove_if(pruned)
+            completed.remove_if(pruned)
             match: Match = {}
             for name, i in earliest.path:
                 match.setdefault(name, []).append(rows[i])
-            emitted.append(Emitted(match, rows[index]))
+            emitted.append(Emitted(match, rows[index], rivals))
         partials = new_partials
     return emitted
 
