@@ -379,6 +379,97 @@ class Over(StepBase):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class MatchLiteral:
+    """A literal of a MATCH_RECOGNIZE condition: ``kind`` is int, double, string, boolean
+    or null; ``value`` its Python value."""
+
+    kind: str
+    value: str | int | float | bool | None
+    span: Span
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MatchColumn:
+    """``col`` (the current row's) or ``V.col`` (variable V's last row, with the current
+    one in V's own condition)."""
+
+    variable: str | None
+    column: str
+    span: Span
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MatchCall:
+    """``PREV(col[, n])``, ``FIRST(V.col[, n])``, ``LAST(V.col[, n])``, ``COUNT``,
+    ``SUM``, ``AVG``, ``MIN``, ``MAX`` of ``V.col`` (``function`` upper case), or
+    ``MATCH_ROWTIME()`` (no variable, no column)."""
+
+    function: str
+    variable: str | None
+    column: str | None
+    offset: int
+    span: Span
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MatchUnary:
+    """``NOT x``, ``-x``, ``x IS NULL`` (op ``IS NULL``), ``x IS NOT NULL``."""
+
+    op: str
+    operand: MatchExpr
+    span: Span
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MatchBinary:
+    """``AND``, ``OR``, a comparison (``=``, ``<>``, ``<``, ``<=``, ``>``, ``>=``) or
+    ``+``, ``-``, ``*``."""
+
+    op: str
+    left: MatchExpr
+    right: MatchExpr
+    span: Span
+
+
+MatchExpr: TypeAlias = MatchLiteral | MatchColumn | MatchCall | MatchUnary | MatchBinary
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MatchVariable:
+    """A PATTERN variable: least and most rows (None: unbounded), greedy or reluctant
+    (Flink's reading: ``?`` and ``{n}`` never greedy), its DEFINE condition (None: TRUE)."""
+
+    name: Name
+    low: int
+    high: int | None
+    greedy: bool
+    condition: MatchExpr | None
+    span: Span
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MatchMeasure:
+    """``call AS name`` of MEASURES (evaluated FINAL, as Flink does)."""
+
+    call: MatchCall | MatchColumn
+    alias: Name
+    span: Span
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MatchRecognize(StepBase):
+    """Flink's MATCH_RECOGNIZE (its Match operator) over the rows of each PARTITION BY
+    key in ``order`` (the rowtime attribute), ONE ROW PER MATCH: the partition columns,
+    then the measures (docs/language.md#match_recognize)."""
+
+    partition: tuple[Name, ...]
+    order: Name
+    measures: tuple[MatchMeasure, ...]
+    variables: tuple[MatchVariable, ...]
+    past_last_row: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class OrderItem:
     """``expr [ASC|DESC]`` of a TOP step's BY list."""
 
@@ -438,6 +529,7 @@ Step: TypeAlias = (
     | Aggregate
     | Deduplicate
     | Over
+    | MatchRecognize
     | Top
     | Join
     | UnionAll

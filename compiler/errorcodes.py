@@ -839,8 +839,8 @@ class Code(StrEnum):
     E0759 = (
         "E0759",
         "match-recognize",
-        "MATCH_RECOGNIZE (Flink's pattern recognition), not supported yet",
-        "flink-sql-and-flink-ddl",
+        "MATCH_RECOGNIZE outside the subset flowc runs (Flink's pattern recognition)",
+        "match_recognize",
     )
     E0760 = (
         "E0760",

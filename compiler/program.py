@@ -547,6 +547,30 @@ class OverStep(Step):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class MatchStep(Step):
+    """MATCH_RECOGNIZE (Flink's Match): one row per match, the PARTITION BY columns and
+    then the measures; ``keys`` are the PARTITION BY columns. Insert-only; on Spark its
+    output carries no watermark (its processor emits a match as the watermark passes its
+    rows), so no column passes on as it was."""
+
+    KIND = StepKind.MATCH
+    node: ast.MatchRecognize
+    OPERATOR = Operator.MATCH
+    #: Its input's columns (what the conditions and measures read).
+    input_schema: Schema = ()
+
+    @property
+    def state_kind(self) -> StateKind:
+        return StateKind.MATCH
+
+    def keys_after(self, keys: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        return self.keys
+
+    def passes_on(self, columns: frozenset[str]) -> frozenset[str]:
+        return frozenset()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class TopStep(Step):
     KIND = StepKind.TOP
     node: ast.Top
@@ -676,6 +700,7 @@ STEP_CLASSES: tuple[type[Step], ...] = (
     RouteStep,
     SetStep,
     OverStep,
+    MatchStep,
 )
 
 

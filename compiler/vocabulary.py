@@ -30,6 +30,8 @@ class StepKind(StrEnum):
     DEDUPLICATE = "deduplicate"
     #: A SQL SELECT's OVER aggregates (Flink's OverAggregate).
     OVER = "over"
+    #: MATCH_RECOGNIZE (Flink's Match: its CEP operator per key).
+    MATCH = "match"
     #: TOP n BY ... (Flink's Rank), and after a WINDOW (Flink's WindowRank).
     TOP = "top"
     WINDOW_TOP = "window_top"
@@ -49,6 +51,7 @@ STATEFUL_STEPS = frozenset(
         StepKind.WINDOW_AGGREGATE,
         StepKind.DEDUPLICATE,
         StepKind.OVER,
+        StepKind.MATCH,
         StepKind.JOIN,
         StepKind.TOP,
         StepKind.WINDOW_TOP,
@@ -103,6 +106,7 @@ class Operator(StrEnum):
     RANK = "rank"
     WINDOW_RANK = "window_rank"
     OVER_AGGREGATE = "over_aggregate"
+    MATCH = "match"
     PROCESS = "process"
 
 
@@ -117,6 +121,7 @@ STATEFUL_OPERATORS = frozenset(
         Operator.RANK,
         Operator.WINDOW_RANK,
         Operator.OVER_AGGREGATE,
+        Operator.MATCH,
     }
 )
 
@@ -134,6 +139,7 @@ class StateKind(StrEnum):
     RANK = "rank"
     WINDOW_RANK = "window_rank"
     OVER_AGGREGATE = "over_aggregate"
+    MATCH = "match"
 
 
 class Partitioner(StrEnum):

@@ -50,6 +50,18 @@ UPDATING = {
     ),
 }
 
+UPDATING["match_recognize"] = flink_sql(
+    SOURCE,
+    """
+    CREATE TABLE o (k STRING, bottom BIGINT, n BIGINT, t TIMESTAMP(3))
+      WITH ('connector' = 'files', 'path' = 'out', 'format' = 'json');
+    INSERT INTO o SELECT * FROM b MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts
+      MEASURES LAST(B.p) AS bottom, COUNT(B.p) AS n, MATCH_ROWTIME() AS t
+      AFTER MATCH SKIP TO NEXT ROW PATTERN (A B+ C)
+      DEFINE B AS p < PREV(p), C AS p > PREV(p)) AS T;
+    """,
+)
+
 UPDATING["top_n_per_window_after_a_window_aggregate"] = flink_sql(
     SOURCE,
     """

@@ -13,6 +13,7 @@ from flowc import ast
 from flowc.analyze.context import Context
 from flowc.analyze.grouping_steps import check_aggregate, check_deduplicate, check_window
 from flowc.analyze.input_steps import check_join, check_union, flink_union_types
+from flowc.analyze.match_steps import check_match
 from flowc.analyze.over_steps import check_over
 from flowc.analyze.rank_steps import check_top
 from flowc.analyze.references import (
@@ -66,6 +67,7 @@ STEP_CHECKERS: dict[type[ast.StepBase], StepChecker] = dict(
         _entry(ast.Aggregate, check_aggregate),
         _entry(ast.Deduplicate, check_deduplicate),
         _entry(ast.Over, check_over),
+        _entry(ast.MatchRecognize, check_match),
         _entry(ast.Top, check_top),
         _entry(ast.Join, check_join),
         _entry(ast.UnionAll, check_union),

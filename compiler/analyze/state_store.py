@@ -86,8 +86,8 @@ class StateStore:
 
 #: Why a job with a stateful processor runs on RocksDB whatever the default.
 PROCESSORS = (
-    "a step reading CURRENT_WATERMARK, a DEDUPLICATE ... WITHIN, an OVER window or a TOP "
-    "keeping each group's first row by event time runs as a "
+    "a step reading CURRENT_WATERMARK, a DEDUPLICATE ... WITHIN, an OVER window, a "
+    "MATCH_RECOGNIZE or a TOP keeping each group's first row by event time runs as a "
     "transformWithState processor, which Spark runs only on RocksDB "
     "(STORE_BACKEND_NOT_SUPPORTED_FOR_TWS on the other store), and a job's store is one for "
     "all its queries"

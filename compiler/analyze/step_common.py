@@ -108,6 +108,7 @@ def keyword(node: ast.StepBase) -> str:
         ast.Join: "JOIN",
         ast.Window: "WINDOW",
         ast.Top: "TOP",
+        ast.MatchRecognize: "MATCH_RECOGNIZE",
     }
     return names.get(type(node), type(node).__name__.upper())
 

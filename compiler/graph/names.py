@@ -18,6 +18,7 @@ from flowc.program import (
     ExtendStep,
     JoinStep,
     KeyByStep,
+    MatchStep,
     OverStep,
     PartitionByStep,
     PartitionStep,
@@ -75,6 +76,18 @@ def _over(step: OverStep) -> str:
     return f"OverAggregate({', '.join(parts)})"
 
 
+def _match(step: MatchStep) -> str:
+    """Flink SQL's name for its Match, without its measures, pattern and conditions:
+    ``Match(partitionBy=[symbol], orderBy=[rowtime ASC], rowsPerMatch=[ONE ROW PER
+    MATCH], after=[SKIP PAST LAST ROW])``."""
+    node = step.node
+    after = "SKIP PAST LAST ROW" if node.past_last_row else "SKIP TO NEXT ROW"
+    return (
+        f"Match(partitionBy=[{', '.join(step.keys)}], orderBy=[{node.order.value} ASC], "
+        f"rowsPerMatch=[ONE ROW PER MATCH], after=[{after}])"
+    )
+
+
 def _named(name: str) -> Callable[[Step], str]:
     return lambda step: name
 
@@ -100,6 +113,7 @@ DEFAULT_NAMES: dict[type[Step], Callable[..., str]] = {
     WindowAggregateStep: _window_aggregate,
     DeduplicateStep: _named("Deduplicate"),
     OverStep: _over,
+    MatchStep: _match,
     TopStep: _top,
     WindowTopStep: _top,
     JoinStep: _join,

@@ -34,6 +34,7 @@ from flowc.program import (
     Hints,
     JoinStep,
     KeyByStep,
+    MatchStep,
     OverStep,
     PartitionByStep,
     PartitionStep,
@@ -445,6 +446,29 @@ class _Builder:
             step.keys,
         )
 
+    def match_step(self, step: Step, current: int) -> int:
+        """Flink's StreamExecMatch: a HASH exchange on the PARTITION BY columns into a
+        StreamRecordTimestampInserter (the rowtime into each record's timestamp), then the
+        keyed Match operator, chained to it (FORWARD)."""
+        current = self.hash_partition(current, step.span, step.keys)
+        inserter = self.physical(
+            TransformationKind.ONE_INPUT,
+            "StreamRecordTimestampInserter",
+            Operator.MAP,
+            (current,),
+            step.hints,
+            step.span,
+        )
+        return self.physical(
+            TransformationKind.ONE_INPUT,
+            step_name(step),
+            _operator(step),
+            (inserter,),
+            step.hints,
+            step.span,
+            step.keys,
+        )
+
     def deduplicate_step(self, step: Step, current: int) -> int:
         if self._needs_key_partition(step, current):
             current = self.hash_partition(current, step.span, step.keys)
@@ -503,6 +527,7 @@ TRANSLATORS: dict[type[Step], Callable[..., int]] = {
     TopStep: _Builder.top_step,
     WindowTopStep: _Builder.top_step,
     OverStep: _Builder.top_step,
+    MatchStep: _Builder.match_step,
 }
 
 #: The one-input steps whose operator is keyed (by the keys in force).

@@ -41,6 +41,7 @@ from flowc.program import (
     FromSideOutput,
     FromView,
     JoinStep,
+    MatchStep,
     OverStep,
     Program,
     RenameStep,
@@ -213,7 +214,7 @@ class _Walk:
     def _refuse(self, step: Step, kinds: ModifyKinds, producer: Step) -> bool:
         """Report ``step`` if Flink refuses it over ``kinds``; whether it did."""
         interval_join = isinstance(step, JoinStep) and is_interval_join(step, self.times)
-        if not (isinstance(step, WindowTopStep | OverStep) or interval_join):
+        if not (isinstance(step, WindowTopStep | OverStep | MatchStep) or interval_join):
             return False  # every step after an update comes here: most are none of these
         consumes = f"cannot consume the {_kinds(kinds)} {_named(producer)} produces"
         if isinstance(step, WindowTopStep):
@@ -233,6 +234,14 @@ class _Walk:
                 _keyword(step),
                 "join the rows before the step that updates them, or drop the time bound "
                 "from ON for a regular JOIN",
+            )
+        elif isinstance(step, MatchStep):
+            self.once(
+                Code.E0759,
+                f"MATCH_RECOGNIZE at line {step.span.line} {consumes} (Flink's Match takes "
+                "inserts only)",
+                step.node.keyword_span,
+                "match the rows before the step that updates them",
             )
         elif isinstance(step, OverStep):
             self.once(

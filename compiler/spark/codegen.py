@@ -51,6 +51,7 @@ from flowc.spark.generated_runtime import (
     quoted,
     source_text,
 )
+from flowc.spark.match_processor import MATCH_HELPERS
 from flowc.spark.spark_plan import join_root
 from flowc.sql.python_functions import result_kind
 from flowc.sql.spark_sql import UnsupportedOnSpark, quote_name, registered_name
@@ -87,6 +88,8 @@ class PysparkGenerator(SourceWriter, StepWriter, SinkWriter):
         w("")
         w("import argparse")
         w("import os")
+        if self.spark_plan.pattern_matchers:
+            w("import json")
         if self.parsed_sources or self.program.functions or self.spark_plan.processors:
             w("import sys")
         if self.parsed_sources:
@@ -121,6 +124,8 @@ class PysparkGenerator(SourceWriter, StepWriter, SinkWriter):
                 types.update(("BinaryType", "LongType", "StringType"))
             if self.spark_plan.rowtime_firsts:
                 types.update(("BinaryType", "LongType"))
+            if self.spark_plan.pattern_matchers:
+                types.update(("LongType", "StringType"))
             w(f"from pyspark.sql.types import {', '.join(sorted(types))}")
         w("")
         w(f"JOB_NAME = {settings.job_name!r}")
@@ -203,6 +208,18 @@ class PysparkGenerator(SourceWriter, StepWriter, SinkWriter):
             ):
                 firsts = (quoted, *firsts)
             self.copy_functions(source_text(firsts))
+        if self.spark_plan.pattern_matchers:
+            matching: tuple[Callable[..., object], ...] = MATCH_HELPERS
+            if not (
+                self.parsed_sources
+                or upserts
+                or self.spark_plan.within_deduplicators
+                or self.spark_plan.over_aggregators
+                or self.spark_plan.changelog_processors
+                or self.spark_plan.rowtime_firsts
+            ):
+                matching = (quoted, *matching)
+            self.copy_functions(source_text(matching))
         for source in self.program.sources:
             self.source(source)
         self.main()

@@ -26,6 +26,7 @@ from flowc.program import (
     FromView,
     JoinStep,
     KeyByStep,
+    MatchStep,
     Origin,
     OverStep,
     PartitionByStep,
@@ -45,6 +46,7 @@ from flowc.program import (
 )
 from flowc.spark.changelog_chains import changelog_call
 from flowc.spark.codegen_base import ProgramText
+from flowc.spark.match_codegen import match_call
 from flowc.spark.spark_plan import ExchangeKind
 from flowc.sql.spark_sql import (
     UnsupportedOnSpark,
@@ -350,6 +352,11 @@ class StepWriter(ProgramText):
             1,
         )
 
+    def match(self, step: MatchStep, df: str, view_name: str | None) -> None:
+        """MATCH_RECOGNIZE: the plan's :class:`~flowc.spark.spark_plan.PatternMatcher`, a
+        processor (:mod:`flowc.spark.match_codegen`)."""
+        self.w(match_call(step, df), 1)
+
     def no_operator(self, step: Step, df: str, view_name: str | None) -> None:
         """KEY BY, PARTITION and UNION ALL write no lines of their own: :meth:`stream`
         turns them into the exchange or the union of the next operator's input."""
@@ -617,6 +624,7 @@ STEP_WRITERS: dict[type[Step], Callable[..., None]] = {
     WindowAggregateStep: StepWriter.aggregate,
     DeduplicateStep: StepWriter.deduplicate,
     OverStep: StepWriter.over,
+    MatchStep: StepWriter.match,
     TopStep: StepWriter.top,
     WindowTopStep: StepWriter.top,
     JoinStep: StepWriter.join,

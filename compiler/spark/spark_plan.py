@@ -58,6 +58,7 @@ from flowc.program import (
     ExtendStep,
     InsertDef,
     JoinStep,
+    MatchStep,
     OverStep,
     Program,
     RenameStep,
@@ -321,6 +322,33 @@ def within_form(schema: Schema) -> tuple[bool, str]:
 
 
 @dataclass(frozen=True, slots=True)
+class PatternMatcher:
+    """A MATCH_RECOGNIZE step (Flink's Match): a stateful processor (``transformWithState``,
+    event time, rows grouped by the PARTITION BY ``keys``): rows wait in state until the
+    watermark reaches their time (``column``), then go to the pattern's state machine in
+    time order, one row out per match; a row at or behind the watermark when it comes is
+    dropped as late, as Flink drops it (docs/language.md#match_recognize)."""
+
+    node_id: int
+    span: Span
+    keys: tuple[str, ...]
+    column: str
+
+    @property
+    def line(self) -> int:
+        return self.span.line
+
+    def to_text(self) -> str:
+        return (
+            f"line {self.line}: MATCH_RECOGNIZE (PARTITION BY {', '.join(self.keys)} ORDER BY "
+            f"{self.column}) runs as a stateful processor (transformWithState, event time): "
+            "each key's rows wait in its state until the watermark passes them, then go to "
+            "the pattern's state machine in time order (its partial matches in the state "
+            "too); a row behind the watermark is dropped as late, as Flink drops it"
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class OverAggregator:
     """An OVER step (Flink's OverAggregate). Streaming, a stateful processor
     (``transformWithState``, event time, rows grouped by the PARTITION BY ``keys``, all rows
@@ -527,6 +555,8 @@ class SparkPlan:
     within_deduplicators: dict[int, WithinDeduplicator] = field(default_factory=dict)
     #: The OVER steps a query runs, by node id: streaming, each runs as a processor.
     over_aggregators: dict[int, OverAggregator] = field(default_factory=dict)
+    #: The MATCH_RECOGNIZE steps a query runs, by node id: each runs as a processor.
+    pattern_matchers: dict[int, PatternMatcher] = field(default_factory=dict)
     #: The TOP and AGGREGATE steps of updating pipelines, by node id: streaming, each runs
     #: as a processor emitting a changelog.
     changelog_processors: dict[int, ChangelogProcessor] = field(default_factory=dict)
@@ -545,6 +575,7 @@ class SparkPlan:
             self.watermark_readers
             or self.within_deduplicators
             or (not self.batch and self.over_aggregators)
+            or self.pattern_matchers
             or self.changelog_processors
             or self.rowtime_firsts
         )
@@ -591,6 +622,10 @@ class SparkPlan:
             data["over_aggregators"] = [
                 o.to_text() for _, o in sorted(self.over_aggregators.items())
             ]
+        if self.pattern_matchers:
+            data["pattern_matchers"] = [
+                m.to_text() for _, m in sorted(self.pattern_matchers.items())
+            ]
         if self.rowtime_firsts:
             data["rowtime_firsts"] = [r.to_text() for _, r in sorted(self.rowtime_firsts.items())]
         if self.join_filters:
@@ -620,6 +655,7 @@ class SparkPlan:
             for _, d in sorted(self.within_deduplicators.items())
         ]
         lines += [f"  over: {o.to_text()}" for _, o in sorted(self.over_aggregators.items())]
+        lines += [f"  match: {m.to_text()}" for _, m in sorted(self.pattern_matchers.items())]
         lines += [
             f"  updating: {c.to_text()}" for _, c in sorted(self.changelog_processors.items())
         ]
@@ -725,6 +761,7 @@ def build_spark_plan(
     }
     deduplicators = _within_deduplicators(program, tree, graph, batch)
     overs = _over_aggregators(program, tree, graph, batch)
+    matchers = {} if batch else _pattern_matchers(program, tree, graph)
     changelogs = {} if batch else _changelog_processors(program, tree, graph)
     firsts = {} if batch else _rowtime_firsts(program, tree, graph)
     join_filters = {} if batch else _join_filters(program, tree, graph, changelogs)
@@ -734,6 +771,7 @@ def build_spark_plan(
         processors=bool(readers)
         or bool(deduplicators)
         or (bool(overs) and not batch)
+        or bool(matchers)
         or bool(firsts),
         updating=bool(changelogs),
         joins_only=all(c.kind == "JOIN" or c.feeds_join for c in changelogs.values()),
@@ -854,6 +892,7 @@ def build_spark_plan(
         watermark_readers=readers,
         within_deduplicators=deduplicators,
         over_aggregators=overs,
+        pattern_matchers=matchers,
         changelog_processors=changelogs,
         rowtime_firsts=firsts,
         join_filters=join_filters,
@@ -1324,6 +1363,24 @@ def _over_aggregators(
                 preceding=preceding,
                 frame=frame,
                 streaming=not batch,
+            )
+    return found
+
+
+def _pattern_matchers(
+    program: Program, tree: TransformationTree, graph: StreamGraph
+) -> dict[int, PatternMatcher]:
+    """The MATCH_RECOGNIZE steps a query runs, by node id."""
+    found: dict[int, PatternMatcher] = {}
+    for stream in [*(v.stream for v in program.views), *(i.stream for i in program.inserts)]:
+        for step in steps_within(stream):
+            if not isinstance(step, MatchStep):
+                continue
+            node = tree.step_nodes.get(id(step))
+            if node is None or node in found or node not in graph.nodes:
+                continue
+            found[node] = PatternMatcher(
+                node_id=node, span=step.span, keys=step.keys, column=step.node.order.value
             )
     return found
 

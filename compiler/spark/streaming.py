@@ -67,6 +67,7 @@ from flowc.spark.changelog_chains import (
     join_row_key,
     updating_chain,
 )
+from flowc.spark.match_rules import check_match_time
 from flowc.spark.over_rules import check_over_time
 from flowc.sql.habits import FLINK_PROCTIME_META
 from flowc.sql.spark_sql import interval_millis
@@ -1439,6 +1440,7 @@ RULES: tuple[Rule, ...] = (
     check_cdc_joins,
     check_watermark_reads,
     check_over_time,
+    check_match_time,
 )
 
 #: The rules that still hold in batch mode: WITHIN's processor (its own batch cases),
@@ -1449,6 +1451,7 @@ BATCH_RULES: tuple[Rule, ...] = (
     check_deduplicate_within,
     check_window_proctime,
     check_watermark_reads,
+    check_match_time,
 )
 
 

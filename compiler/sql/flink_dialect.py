@@ -249,6 +249,12 @@ def unsupported_clauses(text: str) -> list[tuple[str, int, int]]:
     return [(m.group(1).upper(), m.start(), m.end()) for m in _CLAUSE_WORDS.finditer(code)]
 
 
+def code_only(text: str) -> str:
+    """``text`` with strings, quoted names and comments blanked (positions kept): what the
+    readers of a refused clause's parts look at."""
+    return _code_only(text)
+
+
 def _code_only(text: str) -> str:
     """``text`` with strings, quoted names and comments blanked (positions kept)."""
     out = list(text)

@@ -30,6 +30,7 @@ from flowc.program import (
     FromView,
     JoinStep,
     KeyByStep,
+    MatchStep,
     OverStep,
     PartitionByStep,
     PartitionStep,
@@ -49,9 +50,11 @@ from flowc.program import (
     view_of,
 )
 from flowc.spans import Span
+from flowc.spark.match_codegen import match_columns
 from flowc.spark.spark_plan import (
     ChangelogProcessor,
     OverAggregator,
+    PatternMatcher,
     RowtimeFirst,
     WatermarkReader,
     WithinDeduplicator,
@@ -309,6 +312,17 @@ class _Describer:
             order = ", ".join(expression_lineage(o.expr, env) for o in node.order)
             out.append((None, node.rank.value, f"row_number() BY ({order})"))
         return out
+
+    def _match(self, step: MatchStep, env: Env) -> Env:
+        """The PARTITION BY columns as they were, then each measure over the matches."""
+        keys: Env = [(None, k, lookup(env, None, k)) for k in step.keys]
+        return [
+            *keys,
+            *(
+                (None, m.alias.value, f"{match_text(m.call)} OF MATCH_RECOGNIZE")
+                for m in step.node.measures
+            ),
+        ]
 
     def _over(self, step: OverStep, env: Env) -> Env:
         """An OVER call's lineage: its aggregate over the frame of the rows in order."""
@@ -644,6 +658,9 @@ class _Describer:
         over = self.plan.over_aggregators.get(node_id)
         if over is not None and isinstance(info.step, OverStep):
             return over_processor(over, info.step, info.env, info.schema)
+        matcher = self.plan.pattern_matchers.get(node_id)
+        if matcher is not None and isinstance(info.step, MatchStep):
+            return match_processor(matcher, info.step, info.env)
         within = self.plan.within_deduplicators.get(node_id)
         if within is not None:
             return within_processor(within)
@@ -755,6 +772,96 @@ class _Describer:
                 parts.append(lines[span.end_line - 1][: span.end_column - 1])
             text = "\n".join(parts)
         return one_line(without_comments(text))
+
+
+def match_text(expr: ast.MatchExpr) -> str:
+    """A MATCH_RECOGNIZE condition or measure as one line of text."""
+    if isinstance(expr, ast.MatchLiteral):
+        if expr.kind == "string":
+            return "'" + str(expr.value).replace("'", "''") + "'"
+        return "NULL" if expr.value is None else str(expr.value).upper()
+    if isinstance(expr, ast.MatchColumn):
+        return expr.column if expr.variable is None else f"{expr.variable}.{expr.column}"
+    if isinstance(expr, ast.MatchCall):
+        if expr.column is None:
+            return f"{expr.function}()"
+        column = expr.column if expr.variable is None else f"{expr.variable}.{expr.column}"
+        offset = f", {expr.offset}" if expr.function in ("PREV", "FIRST", "LAST") else ""
+        return f"{expr.function}({column}{offset})"
+    if isinstance(expr, ast.MatchUnary):
+        if expr.op in ("IS NULL", "IS NOT NULL"):
+            return f"({match_text(expr.operand)} {expr.op})"
+        return f"({expr.op} {match_text(expr.operand)})"
+    return f"({match_text(expr.left)} {expr.op} {match_text(expr.right)})"
+
+
+def match_processor(matcher: PatternMatcher, step: MatchStep, env: Env) -> ProcessorState:
+    """MatchRecognizer's state per PARTITION BY key: the rows waiting for the watermark (by
+    the ORDER BY column's time) and the pattern's partial matches, states of the pattern's
+    machine holding rows of the columns the conditions and measures read. The pattern, its
+    conditions, the skip and those columns give the stored partial matches their meaning:
+    each is refused to change; the measures are computed as a match ends, from its rows."""
+    node = step.node
+    pattern = " ".join(
+        v.name.value
+        + (
+            ""
+            if (v.low, v.high) == (1, 1)
+            else f"{{{v.low},{'' if v.high is None else v.high}}}" + ("" if v.greedy else "?")
+        )
+        for v in node.variables
+    )
+    define = ", ".join(
+        f"{v.name.value} AS {match_text(v.condition)}"
+        for v in node.variables
+        if v.condition is not None
+    )
+    measures = ", ".join(f"{match_text(m.call)} AS {m.alias.value}" for m in node.measures)
+    read = match_columns(step)
+    types = {c.name: c.type for c in step.input_schema}
+    return ProcessorState(
+        name="MatchRecognizer",
+        keyed_by=f"PARTITION BY {', '.join(matcher.keys)}",
+        parameters=(
+            ProcessorParameter(
+                "order",
+                lookup(env, None, matcher.column),
+                ParameterRule.SAME.value,
+                "its waiting rows and its partial matches are in the old ORDER BY column's time",
+            ),
+            ProcessorParameter(
+                "pattern",
+                pattern,
+                ParameterRule.SAME.value,
+                "its partial matches are states of the old pattern's machine",
+            ),
+            ProcessorParameter(
+                "define",
+                define,
+                ParameterRule.SAME.value,
+                "its partial matches took their rows by the old conditions",
+            ),
+            ProcessorParameter(
+                "after match",
+                "SKIP PAST LAST ROW" if node.past_last_row else "SKIP TO NEXT ROW",
+                ParameterRule.SAME.value,
+                "its partial matches are those the old skip left",
+            ),
+            ProcessorParameter(
+                "rows",
+                ", ".join(f"{lookup(env, None, c)} {types[c]}" for c in read),
+                ParameterRule.SAME.value,
+                "its partial matches hold rows of the old columns, by position",
+            ),
+            ProcessorParameter(
+                "measures",
+                measures,
+                ParameterRule.FREE.value,
+                "it computes the measures from a match's rows when the match ends",
+            ),
+        ),
+        row=tuple(StateColumn(c, types[c], lookup(env, None, c)) for c in read),
+    )
 
 
 def over_processor(
@@ -1014,6 +1121,7 @@ LINEAGE: dict[type[Step], Callable[..., Env]] = {
     TopStep: _Describer._top,
     WindowTopStep: _Describer._top,
     OverStep: _Describer._over,
+    MatchStep: _Describer._match,
     WhereStep: _Describer._same_columns,
     KeyByStep: _Describer._same_columns,
     PartitionStep: _Describer._same_columns,

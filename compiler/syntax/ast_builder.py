@@ -85,6 +85,9 @@ class AstBuilder:
         self.index = index
         self.reporter = reporter
         self.base = 0
+        #: The statement's text being built (``index.text`` from ``base`` on, or the same
+        #: with a MATCH_RECOGNIZE clause replaced by its hidden view's name).
+        self.source = index.text
         self.dialect = DEFAULT_DIALECT
         #: Pipe steps and SQL clauses built so far (bounded by MAX_STEPS), and the tokens
         #: of SQL expressions and queries (bounded by MAX_TOKENS).
@@ -134,7 +137,7 @@ class AstBuilder:
         return self.index.span(start, start + len(str(token)))
 
     def _text(self, meta: Bounds) -> str:
-        return self.index.text[self.base + meta.start_pos : self.base + meta.end_pos]
+        return self.source[meta.start_pos : meta.end_pos]
 
     @staticmethod
     def _options(node: Any) -> tuple[tuple[ast.Option, ...], Span | None]:

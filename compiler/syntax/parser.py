@@ -21,12 +21,14 @@ from flowc import ast
 from flowc.diagnostics import Reporter
 from flowc.errorcodes import Code
 from flowc.limits import MAX_STEPS, MAX_TOKENS
+from flowc.spans import Span
 from flowc.sql.flink_dialect import (
     FLINK,
-    UNSUPPORTED_CLAUSES,
+    code_only,
     hint_comments,
     unsupported_clauses,
 )
+from flowc.sql.match_recognize import MatchInput, Refusal, match_input, read_match_recognize
 from flowc.sql.sql_parsing import (
     NODE_BYTES,
     clear_parse_cache,
@@ -71,14 +73,24 @@ def parse(text: str, file: str, reporter: Reporter) -> ast.Program:
     #: Where each Flink-dialect CREATE TABLE stands once shown queries are two statements.
     flink_tables: set[int] = set()
     position = 0
+    #: The hidden views' names MATCH_RECOGNIZE clauses read through (``t$match``, ...).
+    hidden_names: set[str] = set()
     driver = _driver()
     for chunk in split_statements(text):
         builder.base = chunk.start
         source = text[chunk.start : chunk.end]
         reported = len(reporter.diagnostics)
         steps = builder.steps
-        if _refuse_clauses(source, chunk.start, index, reporter):
+        matched = _match_recognize(
+            source, chunk.start, index, reporter, builder.dialect, hidden_names
+        )
+        if matched is None:
             continue
+        source, hidden = matched
+        builder.source = source
+        if hidden is not None:
+            statements.append(hidden)
+            position += 1
         try:
             statement = driver.parse(source, builder)
         except NoFastPath:
@@ -119,19 +131,85 @@ def parse(text: str, file: str, reporter: Reporter) -> ast.Program:
     return ast.Program(file=file, statements=tuple(resolved), span=index.span(0, len(text)))
 
 
-def _refuse_clauses(source: str, base: int, index: LineIndex, reporter: Reporter) -> bool:
-    """E0759 at each Flink clause flowc does not run (MATCH_RECOGNIZE) in a statement of
-    either dialect, which is then dropped; whether there was one."""
+def _match_recognize(
+    source: str,
+    base: int,
+    index: LineIndex,
+    reporter: Reporter,
+    dialect: str,
+    hidden_names: set[str],
+) -> tuple[str, ast.CreateView | None] | None:
+    """A statement's MATCH_RECOGNIZE: in the subset (one per statement, Flink dialect),
+    the statement's text with ``table MATCH_RECOGNIZE (...)`` replaced by a hidden view's
+    name (positions kept) and that view, reading the table through a MatchRecognize step;
+    else E0759 at each part outside it and None (the statement is dropped). A statement
+    without one is returned as it is."""
     found = unsupported_clauses(source)
-    for name, start, end in found:
-        message, help = UNSUPPORTED_CLAUSES[name]
-        reporter.error(
-            Code.E0759,
-            message,
-            index.span(base + start, base + end),
-            help=help,
-        )
-    return bool(found)
+    if not found:
+        return source, None
+    code = code_only(source)
+
+    def span(start: int, end: int) -> Span:
+        return index.span(base + start, base + end)
+
+    refused = False
+    taken: MatchInput | None = None
+    for _, start, end in found:
+        # A part that is to stay refused is E0759 there, with why.
+        parts: list[Refusal] | MatchInput = list(read_match_recognize(code, start, end).refusals)
+        if not parts:
+            if dialect != FLINK:
+                parts = [
+                    Refusal(
+                        "MATCH_RECOGNIZE is Flink SQL: flowc runs it in the Flink dialect",
+                        "write SET sql.dialect = 'flink'; before the statement (Spark SQL has "
+                        "no MATCH_RECOGNIZE)",
+                        start,
+                        end,
+                    )
+                ]
+            elif taken is not None:
+                parts = [
+                    Refusal(
+                        "one MATCH_RECOGNIZE per statement in flowc's subset",
+                        "write the other one in a view of its own",
+                        start,
+                        end,
+                    )
+                ]
+            else:
+                parts = match_input(source, code, start, end, span)
+        if isinstance(parts, MatchInput):
+            taken = parts
+            continue
+        refused = True
+        for part in parts:
+            reporter.error(Code.E0759, part.message, span(part.start, part.end), help=part.hint)
+    if refused or taken is None:
+        return None
+    hidden = f"{taken.table}$match"
+    number = 2
+    while hidden in hidden_names:
+        hidden, number = f"{taken.table}$match{number}", number + 1
+    hidden_names.add(hidden)
+    width = taken.end - taken.start
+    replaced = source[: taken.start] + f"`{hidden}`".ljust(width) + source[taken.end :]
+    table_span = span(taken.table_start, taken.table_end)
+    view = ast.CreateView(
+        name=ast.Name(value=hidden, quoted=True, span=table_span),
+        query=ast.PipeQuery(
+            source=ast.Relation(
+                name=ast.Name(value=taken.table, span=table_span),
+                side_output=None,
+                span=table_span,
+            ),
+            steps=(taken.step,),
+            span=taken.step.span,
+        ),
+        # at the statement's start: the plans build the view before the statement
+        span=span(0, 0),
+    )
+    return replaced, view
 
 
 def _refuse_hints(source: str, base: int, index: LineIndex, reporter: Reporter) -> None:

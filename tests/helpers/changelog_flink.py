@@ -19,6 +19,7 @@ FLINK_KINDS = {
     "Rank": "rank",
     "Deduplicate": "rank",
     "WindowRank": "window rank",
+    "Match": "match",
     "TableSourceScan": "source",
 }
 
@@ -94,6 +95,8 @@ def flowc_modes(graph: StreamGraph) -> set[tuple[str, str]]:
             if name == "Keyed Aggregate"
             else "rank"
             if name.startswith(("Rank(", "Deduplicate"))
+            else "match"
+            if name.startswith("Match(")
             else None
         )
         if kind is not None:
