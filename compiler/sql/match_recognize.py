@@ -9,6 +9,7 @@ The text read is the statement's with strings and comments blanked (positions ke
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Callable
 from typing import TypeVar
@@ -340,7 +341,7 @@ def _read_pattern(
             )
         variables.append(PatternVariable(name, low, high, greedy, name_at, q_end))
         position = q_end
-    for before, after in zip(variables, variables[1:], strict=False):
+    for before, after in itertools.pairwise(variables):
         greedy_range = (
             before.greedy and before.low != before.high and (before.low, before.high) != (0, 1)
         )
