@@ -329,8 +329,11 @@ def settings_of_the_running_session() -> dict[str, str] | None:
         return None
     from pyspark.sql import SparkSession
 
-    active = SparkSession.getActiveSession()
-    return None if active is None else dict(active.conf.getAll)
+    # The session the job's getOrCreate returns (PySpark's own), not the JVM's active one
+    # in this thread, which may be a streaming query's clone of it with the query's
+    # internal settings (spark.sql.streaming.internal.stateStore.partitions...): put on
+    # the session, those made the next query keep another query's state partitions.
+    return dict(SparkSession.builder.getOrCreate().conf.getAll)
 
 
 def put_back_settings(spark: Any, before: dict[str, str]) -> None:

@@ -1264,3 +1264,38 @@ def test_a_job_leaves_the_running_sessions_settings_as_they_were(
     assert after.get("spark.sql.optimizer.excludedRules") == before.get(
         "spark.sql.optimizer.excludedRules"
     )
+
+
+def test_the_settings_put_back_are_the_sessions_own_not_another_active_ones(
+    spark: Any, tmp_path: Path
+) -> None:
+    """The JVM's active session in this thread may be another one (a streaming query's
+    clone of the session, with its internal settings): run_job puts back the settings of
+    the session the job ran in, not that one's (seen: a clone's
+    spark.sql.streaming.internal.stateStore.partitions put on the shared session made a
+    later query keep another query's state partitions)."""
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.json").write_text('{"word": "x"}\n', encoding="utf-8")
+    own = spark.conf.get("spark.sql.shuffle.partitions")
+    other = spark.newSession()
+    other.conf.set("spark.sql.shuffle.partitions", "7")
+    other.conf.set("spark.sql.streaming.internal.stateStore.partitions", "7")
+    jvm = spark.sparkContext._jvm
+    jvm.org.apache.spark.sql.SparkSession.setActiveSession(other._jsparkSession)
+    session_class = type(spark)
+    active = session_class._activeSession
+    session_class._activeSession = other  # as PySpark holds a query's clone, seen
+    try:
+        report = run(
+            tmp_path,
+            "CREATE SOURCE lines (word STRING) WITH (connector = 'files', path = 'in', "
+            "format = 'json');\n"
+            "CREATE SINK out WITH (connector = 'files', path = 'out', format = 'json');\n"
+            "INSERT INTO out FROM lines |> WHERE word <> '';\n",
+        )
+    finally:
+        session_class._activeSession = active
+        jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
+    assert [q.error for q in report.queries] == [None]
+    assert spark.conf.get("spark.sql.shuffle.partitions") == own
+    assert "spark.sql.streaming.internal.stateStore.partitions" not in dict(spark.conf.getAll)

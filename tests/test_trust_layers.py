@@ -93,11 +93,12 @@ def test_a_variable_in_a_string_reads_jvm_properties_with_substitution_on(
 
 
 def test_flowc_jobs_run_with_substitution_off(substitution_on: Any, tmp_path: Path) -> None:
-    """The same literal in a job is the string written, on a session that had it on."""
+    """The same literal in a job is the string written, on a session that had it on; the
+    session has it on again after the run (run_job puts an application's settings back)."""
     run(with_input(tmp_path), PROPERTY_JOB)
     rows = substitution_on.sql("SELECT v, d FROM layers_property").collect()
     assert [(r.v, r.d) for r in rows] == [("a", "${system:user.dir}")]
-    assert substitution_on.conf.get("spark.sql.variable.substitute") == "false"
+    assert substitution_on.conf.get("spark.sql.variable.substitute") == "true"
 
 
 @pytest.mark.parametrize(
