@@ -3,6 +3,7 @@
 - the shipped LALR tables (grammar/tables.py) are those of the current grammar;
 - the table driver builds the same AST, spans and diagnostics as Lark's parse;
 - ``copy_tree`` copies sqlglot trees as ``Expr.copy`` does;
+- analysis's copy of the AST (code written per class) is the copy field by field;
 - kept typings type trees as sqlglot's annotator does;
 - plain-text diagnostics are what rich renders without colour;
 - compile() leaves the cyclic collector as it found it.
@@ -22,7 +23,7 @@ from fuzzing import EXAMPLES, generate_program, mutate_tokens, seeded
 from sqlglot import exp
 
 import flowc
-from flowc.analyze.own_copy import with_own_sql
+from flowc.analyze.own_copy import copy_by_fields, with_own_sql
 from flowc.diagnostics import Diagnostic, Reporter, Severity, _render_rich, render_text
 from flowc.grammar.tables import TABLES
 from flowc.spans import Span
@@ -337,6 +338,41 @@ def test_analysis_copy_equals_the_parse_and_shares_no_sql_node() -> None:
     theirs = [id(node) for t in _trees(copied, []) for node in t.walk()]
     assert len(mine) == len(theirs) > 10
     assert not set(mine) & set(theirs)
+
+
+def _shape(node: Any, original: Any) -> Any:
+    """What a copy is, node by node: each syntax-tree node's class, whether it is the
+    original's own node, and its fields; each sqlglot node's class, arguments, metadata
+    and type, and whether it is one of the original's."""
+    if isinstance(node, exp.Expr):
+        return [
+            (type(n).__name__, n.arg_key, n.index, n.meta, n.type, n.comments, n is o)
+            for n, o in zip(node.walk(), original.walk(), strict=True)
+        ] + [node.sql()]
+    if isinstance(node, tuple):
+        return (
+            "tuple",
+            node is original,
+            [_shape(n, o) for n, o in zip(node, original, strict=True)],
+        )
+    if dataclasses.is_dataclass(node) and not isinstance(node, type):
+        return (
+            type(node).__name__,
+            node is original,
+            [
+                _shape(getattr(node, f.name), getattr(original, f.name))
+                for f in dataclasses.fields(node)
+            ],
+        )
+    return (repr(node), node is original)
+
+
+@pytest.mark.parametrize("index", range(0, len(CORPUS), 7))
+def test_analysis_copy_is_the_copy_field_by_field(index: int) -> None:
+    tree = parser.parse(CORPUS[index], "t.flow", Reporter())
+    fast, slow = with_own_sql(tree), copy_by_fields(tree)
+    assert _shape(fast, tree) == _shape(slow, tree)
+    assert ast_to_json(fast) == ast_to_json(slow) == ast_to_json(tree)
 
 
 def _trees(node: Any, out: list[exp.Expr]) -> list[exp.Expr]:
