@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 from fuzzing import EXAMPLES, generate_program, mutate_tokens, seeded
 from sqlglot import exp
+from sqlglot.errors import SqlglotError
 
 import flowc
 from flowc.analyze.own_copy import copy_by_fields, with_own_sql
@@ -320,6 +321,33 @@ def test_comparisons_are_built_as_sqlglot_parses_them() -> None:
     assert sql_parsing._comparison("v > 1", "bigquery") is None  # other dialects: sqlglot
     assert sql_parsing._comparison("v > -1", "spark") is None
     assert sql_parsing._comparison("NULL > 1", "spark") is None
+
+
+def test_bare_columns_are_built_as_sqlglot_parses_them() -> None:
+    """A bare name the builder does not give sqlglot's parser (no keyword) is the tree,
+    with its positions, that the parser makes of it."""
+    from sqlglot.dialects.spark import Spark
+
+    names = {*Spark.Parser.FUNCTIONS, *Spark.Parser.NO_PAREN_FUNCTION_PARSERS, "v", "k", "_x1"}
+    built = 0
+    for dialect in ("spark", "flink"):
+        for name in sorted(names):
+            for word in (name, name.lower()):
+                if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", word):
+                    continue
+                if word.upper() in sql_parsing.sql_keywords(dialect):
+                    continue
+                try:
+                    tree, _ = sql_parsing._parse_and_count(word, dialect)
+                except SqlglotError:
+                    continue  # (the builder's tree of it is a column all the same)
+                if not isinstance(tree, exp.Column):
+                    continue  # a function sqlglot calls without brackets
+                quick = sql_parsing.bare_column(word)
+                assert repr(quick) == repr(tree) and quick == tree, word
+                assert _nodes(quick) == _nodes(tree), word
+                built += 1
+    assert built > 500
 
 
 def test_analysis_copy_equals_the_parse_and_shares_no_sql_node() -> None:
