@@ -3,6 +3,7 @@
 - the shipped LALR tables (grammar/tables.py) are those of the current grammar;
 - the table driver builds the same AST, spans and diagnostics as Lark's parse;
 - ``copy_tree`` copies sqlglot trees as ``Expr.copy`` does;
+- analysis's copy of the AST (code written per class) is the copy field by field;
 - kept typings type trees as sqlglot's annotator does;
 - plain-text diagnostics are what rich renders without colour;
 - compile() leaves the cyclic collector as it found it.
@@ -20,9 +21,10 @@ from typing import Any
 import pytest
 from fuzzing import EXAMPLES, generate_program, mutate_tokens, seeded
 from sqlglot import exp
+from sqlglot.errors import SqlglotError
 
 import flowc
-from flowc.analyze.own_copy import with_own_sql
+from flowc.analyze.own_copy import copy_by_fields, with_own_sql
 from flowc.diagnostics import Diagnostic, Reporter, Severity, _render_rich, render_text
 from flowc.grammar.tables import TABLES
 from flowc.spans import Span
@@ -321,6 +323,33 @@ def test_comparisons_are_built_as_sqlglot_parses_them() -> None:
     assert sql_parsing._comparison("NULL > 1", "spark") is None
 
 
+def test_bare_columns_are_built_as_sqlglot_parses_them() -> None:
+    """A bare name the builder does not give sqlglot's parser (no keyword) is the tree,
+    with its positions, that the parser makes of it."""
+    from sqlglot.dialects.spark import Spark
+
+    names = {*Spark.Parser.FUNCTIONS, *Spark.Parser.NO_PAREN_FUNCTION_PARSERS, "v", "k", "_x1"}
+    built = 0
+    for dialect in ("spark", "flink"):
+        for name in sorted(names):
+            for word in (name, name.lower()):
+                if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", word):
+                    continue
+                if word.upper() in sql_parsing.sql_keywords(dialect):
+                    continue
+                try:
+                    tree, _ = sql_parsing._parse_and_count(word, dialect)
+                except SqlglotError:
+                    continue  # (the builder's tree of it is a column all the same)
+                if not isinstance(tree, exp.Column):
+                    continue  # a function sqlglot calls without brackets
+                quick = sql_parsing.bare_column(word)
+                assert repr(quick) == repr(tree) and quick == tree, word
+                assert _nodes(quick) == _nodes(tree), word
+                built += 1
+    assert built > 500
+
+
 def test_analysis_copy_equals_the_parse_and_shares_no_sql_node() -> None:
     text = (
         "CREATE SOURCE s (k BIGINT, v BIGINT) WITH (connector = 'datagen');\n"
@@ -337,6 +366,41 @@ def test_analysis_copy_equals_the_parse_and_shares_no_sql_node() -> None:
     theirs = [id(node) for t in _trees(copied, []) for node in t.walk()]
     assert len(mine) == len(theirs) > 10
     assert not set(mine) & set(theirs)
+
+
+def _shape(node: Any, original: Any) -> Any:
+    """What a copy is, node by node: each syntax-tree node's class, whether it is the
+    original's own node, and its fields; each sqlglot node's class, arguments, metadata
+    and type, and whether it is one of the original's."""
+    if isinstance(node, exp.Expr):
+        return [
+            (type(n).__name__, n.arg_key, n.index, n.meta, n.type, n.comments, n is o)
+            for n, o in zip(node.walk(), original.walk(), strict=True)
+        ] + [node.sql()]
+    if isinstance(node, tuple):
+        return (
+            "tuple",
+            node is original,
+            [_shape(n, o) for n, o in zip(node, original, strict=True)],
+        )
+    if dataclasses.is_dataclass(node) and not isinstance(node, type):
+        return (
+            type(node).__name__,
+            node is original,
+            [
+                _shape(getattr(node, f.name), getattr(original, f.name))
+                for f in dataclasses.fields(node)
+            ],
+        )
+    return (repr(node), node is original)
+
+
+@pytest.mark.parametrize("index", range(0, len(CORPUS), 7))
+def test_analysis_copy_is_the_copy_field_by_field(index: int) -> None:
+    tree = parser.parse(CORPUS[index], "t.flow", Reporter())
+    fast, slow = with_own_sql(tree), copy_by_fields(tree)
+    assert _shape(fast, tree) == _shape(slow, tree)
+    assert ast_to_json(fast) == ast_to_json(slow) == ast_to_json(tree)
 
 
 def _trees(node: Any, out: list[exp.Expr]) -> list[exp.Expr]:

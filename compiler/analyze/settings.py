@@ -154,10 +154,14 @@ def _check_state_store(settings: Settings, spans: Mapping[str, Span], reporter: 
         )
 
 
+#: The hints of a step that gives none.
+_NO_HINTS = Hints()
+
+
 def read_hints(options: Sequence[ast.Option], reporter: Reporter) -> Hints:
     """Hints from options whose keys are known hints (``catalog.HINTS``)."""
-    if not options:  # most steps: the defaults, without reading them from empty mappings
-        return Hints()
+    if not options:  # most steps: the defaults, one shared value (frozen; nothing changes spans)
+        return _NO_HINTS
     values: dict[str, object] = {}
     spans: dict[str, Span] = {}
     for option in options:

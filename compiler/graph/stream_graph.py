@@ -142,8 +142,11 @@ class StreamGraph:
             return False
         if edge.partitioner not in _CHAINED_PARTITIONERS or edge.exchange_mode == "BATCH":
             return False
+        inputs = down.in_edges
+        if len(inputs) == 1 and inputs[0] is edge:
+            return True  # its only input (most operators): no other edge to compare
         return not any(
-            other is not edge and other.type_number == edge.type_number for other in down.in_edges
+            other is not edge and other.type_number == edge.type_number for other in inputs
         )
 
     # ------------------------------------------------------------ operator ids

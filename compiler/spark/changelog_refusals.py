@@ -201,7 +201,15 @@ class _Walk:
         if isinstance(step, WindowAggregateStep):
             return Changes(INSERT_ONLY, windowed=True)
         if isinstance(step, ROW_WISE):
-            return Changes(kinds, producer, main.windowed and not step.inputs, final)
+            windowed = main.windowed and not step.inputs
+            if (
+                (kinds is main.kinds or kinds == main.kinds)
+                and producer is main.producer
+                and windowed == main.windowed
+                and final == main.final_in_append
+            ):
+                return main  # what it carries, unchanged (a frozen value: shared)
+            return Changes(kinds, producer, windowed, final)
         if isinstance(step, TopStep) and main.windowed and _per_window(step):
             return NONE
         out = produced(step, kinds, self.times, self.rowtime_tops)

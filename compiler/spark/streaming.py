@@ -663,7 +663,14 @@ def check_window_proctime(query: Query, lineage: Lineage, reporter: _OncePerPlac
 
 def check_temporal_joins(program: Program, reporter: Reporter) -> None:
     """E0265 for every target, not only Spark: an event-time temporal join would have
-    Flink's plans wrong too (:func:`_temporal_joins`)."""
+    Flink's plans wrong too (:func:`_temporal_joins`). Only a JOIN ... FOR SYSTEM_TIME AS
+    OF is looked at: without one in the program, no query's lineage is listed."""
+    if not any(
+        isinstance(step, JoinStep | DimensionJoinStep) and step.node.as_of is not None
+        for stream in [*(v.stream for v in program.views), *(i.stream for i in program.inserts)]
+        for step in steps_within(stream)
+    ):
+        return
     lineage = Lineage(program)
     once = _OncePerPlace(reporter)
     for insert in program.inserts:

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from copy import deepcopy
 from functools import cache
-from typing import Any
+from typing import Any, cast
 
 from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
@@ -147,12 +147,48 @@ def _comparison(text: str, dialect: str) -> exp.Expr | None:
     name, operator, digits = found.groups()
     if name.upper() in _not_columns(dialect):
         return None
-    column = exp.Column(this=exp.Identifier(this=name, quoted=False))
-    column.this.meta.update({"line": 1, "col": len(name), "start": 0, "end": len(name) - 1})
-    number = exp.Literal(this=digits, is_string=False)
     end = len(text)
-    number.meta.update({"line": 1, "col": end, "start": end - len(digits), "end": end - 1})
-    return _COMPARISONS[operator](this=column, expression=number)
+    column = bare_column(name)
+    number = _node(
+        exp.Literal,
+        {"this": digits, "is_string": False},
+        {"line": 1, "col": end, "start": end - len(digits), "end": end - 1},
+    )
+    tree = _node(_COMPARISONS[operator], {"this": column, "expression": number}, None)
+    column.parent = number.parent = tree
+    column.arg_key = "this"
+    number.arg_key = "expression"
+    return tree
+
+
+def bare_column(name: str) -> exp.Column:
+    """sqlglot's tree of a column's bare name (``[A-Za-z_][A-Za-z0-9_]*``, no keyword), with
+    the positions its parser gives, a new one each time (tests/test_lalr.py compares)."""
+    identifier = _node(
+        exp.Identifier,
+        {"this": name, "quoted": False},
+        {"line": 1, "col": len(name), "start": 0, "end": len(name) - 1},
+    )
+    column = _node(exp.Column, {"this": identifier}, None)
+    identifier.parent = column
+    identifier.arg_key = "this"
+    return cast(exp.Column, column)
+
+
+def _node(kind: type[exp.Expr], args: dict[str, Any], meta: dict[str, Any] | None) -> exp.Expr:
+    """A node as sqlglot's constructor makes it, without its ``__init__`` (whose walk over
+    the arguments, setting each child's parent, costs twice the rest here): the caller sets
+    its children's parents."""
+    node = object.__new__(kind)
+    node.args = args
+    node.parent = None
+    node.arg_key = None
+    node.index = None
+    node.comments = None
+    node._type = None
+    node._meta = meta
+    node._hash = None
+    return node
 
 
 #: Expressions longer than this (in characters) have their tokens counted before sqlglot

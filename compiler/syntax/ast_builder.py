@@ -19,7 +19,14 @@ from flowc.limits import MAX_NESTING, MAX_TOKENS
 from flowc.spans import Span, text_span
 from flowc.sql.flink_dialect import FLINK, flink_column_type
 from flowc.sql.flink_functions import rewrite_flink
-from flowc.sql.sql_parsing import LONG_EXPRESSION, TooDeep, count_tokens, parse_sql, sql_keywords
+from flowc.sql.sql_parsing import (
+    LONG_EXPRESSION,
+    TooDeep,
+    bare_column,
+    count_tokens,
+    parse_sql,
+    sql_keywords,
+)
 from flowc.syntax.lalr import Bounds, Token
 from flowc.syntax.source_text import LineIndex
 from flowc.syntax.syntax_errors import first_line, report_sqlglot_error
@@ -160,10 +167,8 @@ class AstBuilder:
         bare = not statement and _BARE_NAME.fullmatch(text)
         if bare and text.upper() not in sql_keywords(self.dialect):
             # A bare column name, the commonest expression: no need for sqlglot's parser.
-            identifier = exp.to_identifier(text)
-            identifier.meta.update({"line": 1, "col": len(text), "start": 0, "end": len(text) - 1})
             self.tokens += 1
-            return exp.Column(this=identifier)
+            return bare_column(text)
         if len(text) > LONG_EXPRESSION:
             counted = count_tokens(text)
             if self.tokens + counted > MAX_TOKENS:
