@@ -423,8 +423,13 @@ def rescale_job(
     if not guard.rescales:
         out.write("rescale: every query's state is already in the plan's partitions\n")
         return []
+    before = settings_of_the_running_session()
     spark = module.start_session(master, None, quiet=True)
-    guard.rescale(spark, out)
+    try:
+        guard.rescale(spark, out)
+    finally:
+        if before is not None:  # an application's session: as run_job leaves it
+            put_back_settings(spark, before)
     return guard.rescaled
 
 

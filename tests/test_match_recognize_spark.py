@@ -326,3 +326,42 @@ def test_the_data_meets_late_rows_waiting_matches_and_overlaps() -> None:
         ]
         overlapping += sum(1 for a, b in itertools.pairwise(spans) if b[0] <= a[1])
     assert overlapping > 0
+
+
+def test_batch_mode_matches_every_row_in_time_order(spark: Any, tmp_path: Path) -> None:
+    """Batch mode feeds each key's rows at once, in time order (none is late), and drops
+    the partial matches open at the input's end, as Flink's batch Match: the three
+    clauses' rows equal the port's over all the rows. The stream's late rows are in the
+    input here (rows behind others in the files, not at a time another row of their key
+    has: no tie), and a row the stream drops as late is matched."""
+    seen: set[tuple[str, str]] = set()
+    rows = []
+    for row in (r for batch in _batches(7) for r in batch):
+        if (row["symbol"], row["rowtime"]) not in seen:
+            seen.add((row["symbol"], row["rowtime"]))
+            rows.append(row)
+    assert any(r["price"] == 1 and r["symbol"] == "GAMMA" for r in rows)  # a late row
+    halves = [rows[: len(rows) // 2], rows[len(rows) // 2 :]]
+    for index, part in enumerate(halves):
+        _write(tmp_path / "in", index, part)
+    text = JOB.replace(
+        "SET sql.dialect = 'flink';\n",
+        "SET sql.dialect = 'flink';\nSET 'execution.runtime-mode' = 'batch';\n",
+    )
+    flow = tmp_path / "job.flow"
+    flow.write_text(text, encoding="utf-8")
+    job = flowc.compile(text, str(flow), for_spark=True)
+    assert all(not m.streaming for m in job.spark_plan.pattern_matchers.values())
+    report = run_job(job, master="local[2]", out=io.StringIO())
+    assert [q.error for q in report.queries] == [None, None, None]
+    feed = {
+        s: sorted((r for r in rows if r["symbol"] == s), key=lambda r: _seconds(r["rowtime"]))
+        for s in SYMBOLS
+    }
+    times = {"v_past": ("start_t", "mrt"), "v_next": (), "rise": ("end_t",)}
+    for name, columns in times.items():
+        wanted = _expected(name, feed)
+        assert wanted, name
+        assert _normal(_read(tmp_path / "out" / name, columns)) == _normal(wanted), name
+    streamed = _expected("v_past", fed(_batches(7)))
+    assert _normal(streamed) != _normal(_expected("v_past", feed))  # the late rows count

@@ -1299,3 +1299,38 @@ def test_the_settings_put_back_are_the_sessions_own_not_another_active_ones(
     assert [q.error for q in report.queries] == [None]
     assert spark.conf.get("spark.sql.shuffle.partitions") == own
     assert "spark.sql.streaming.internal.stateStore.partitions" not in dict(spark.conf.getAll)
+
+
+def test_a_rescale_leaves_the_running_sessions_settings_as_they_were(
+    spark: Any, tmp_path: Path
+) -> None:
+    """flowc rescale in a process with a session (an application's, a test's) puts its
+    settings back as run_job does: the job's SET spark.* stayed on it (seen: test_rescale's
+    compactInterval 3 made a later file sink on the shared session look for a
+    2.compact its log did not have)."""
+    from flowc.runtime.run import rescale_job
+
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.json").write_text('{"k": "a"}\n{"k": "b"}\n', encoding="utf-8")
+    program = (
+        "SET spark.sql.streaming.fileSink.log.compactInterval = 3;\n"
+        "SET state.backend.type = 'rocksdb';\n"
+        "SET parallelism = {p};\n"
+        "CREATE SOURCE s (k STRING) WITH (connector = 'files', path = 'in', format = 'json');\n"
+        "CREATE SINK o WITH (connector = 'files', path = 'out', format = 'json');\n"
+        "INSERT INTO o FROM s |> DEDUPLICATE ON k |> SELECT k;\n"
+    )
+    flow = tmp_path / "job.flow"
+    report = run(tmp_path, program.format(p=2))
+    assert [q.error for q in report.queries] == [None]
+    before = dict(spark.conf.getAll)
+    flow.write_text(program.format(p=1), encoding="utf-8")
+    rescaled = rescale_job(
+        flowc.compile(program.format(p=1), str(flow), for_spark=True),
+        master="local[2]",
+        out=io.StringIO(),
+    )
+    assert [r.query for r in rescaled] == ["o"]
+    after = dict(spark.conf.getAll)
+    modifiable = {k for k in before.keys() | after.keys() if spark.conf.isModifiable(k)}
+    assert {k: after.get(k) for k in modifiable} == {k: before.get(k) for k in modifiable}

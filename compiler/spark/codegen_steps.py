@@ -355,7 +355,8 @@ class StepWriter(ProgramText):
     def match(self, step: MatchStep, df: str, view_name: str | None) -> None:
         """MATCH_RECOGNIZE: the plan's :class:`~flowc.spark.spark_plan.PatternMatcher`, a
         processor (:mod:`flowc.spark.match_codegen`)."""
-        self.w(match_call(step, df), 1)
+        matcher = self.spark_plan.pattern_matchers[self.spark_plan.step_nodes[id(step)]]
+        self.w(match_call(step, df, matcher.streaming), 1)
 
     def no_operator(self, step: Step, df: str, view_name: str | None) -> None:
         """KEY BY, PARTITION and UNION ALL write no lines of their own: :meth:`stream`

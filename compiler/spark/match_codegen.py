@@ -101,7 +101,7 @@ def match_columns(step: MatchStep) -> list[str]:
     return [c.name for c in step.input_schema if c.name.lower() in read]
 
 
-def match_call(step: MatchStep, df: str) -> str:
+def match_call(step: MatchStep, df: str, streaming: bool) -> str:
     """The program's line running ``step`` on ``df``: ``match_recognize(...)``."""
     node = step.node
     order = node.order.value.lower()
@@ -137,5 +137,5 @@ def match_call(step: MatchStep, df: str) -> str:
     keys = list(step.keys)
     return (
         f"{df} = match_recognize({df}, {keys!r}, {node.order.value!r}, {columns!r}, {nfa!r}, "
-        f"[{', '.join(conditions)}], {node.past_last_row}, {measures!r})"
+        f"[{', '.join(conditions)}], {node.past_last_row}, {measures!r}, {streaming})"
     )

@@ -51,7 +51,7 @@ if TYPE_CHECKING:
     from pyspark.sql.types import LongType, StringType, StructField, StructType
 
     from flowc.spark.generated_runtime import quoted
-    from flowc.spark.match_runtime import Nfa
+    from flowc.spark.match_runtime import MatchState, Nfa
 else:
     #: The program imports pyspark's; flowc never does (the class is copied as text).
     StatefulProcessor = object
@@ -190,8 +190,9 @@ class MatchRecognizer(StatefulProcessor):
     def __init__(
         self, nfa: Nfa, conditions: list[Callable[[MatchContext], object] | None],
         past_last_row: bool, measures: list[tuple[str, int, int, int, int]],
-        state: StructType, output: list[str],
+        state: StructType, output: list[str], streaming: bool,
     ) -> None:
+        self.streaming = streaming
         self.nfa = nfa
         self.conditions = conditions
         self.past_last_row = past_last_row
@@ -201,25 +202,40 @@ class MatchRecognizer(StatefulProcessor):
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.handle = handle
-        self.waiting = handle.getListState('waiting', self.state)
-        self.match = handle.getValueState(
-            'match', StructType([StructField('json', StringType())])
-        )
+        if self.streaming:
+            self.waiting = handle.getListState('waiting', self.state)
+            self.match = handle.getValueState(
+                'match', StructType([StructField('json', StringType())])
+            )
 
     def emit(
         self, key: tuple[object, ...], mark: int, new: list[tuple[Any, ...]]
     ) -> Iterator[Row]:
         """Takes ``new`` rows in (late ones dropped) and feeds every waiting row at or
         before watermark ``mark`` to the state machine; stores the state and the timer."""
-        kinds = [f.dataType for f in self.state.fields]
-        dates = [k.simpleString() == 'date' for k in kinds]
-        at = len(kinds) - 1
+        at = len(self.state.fields) - 1
         waiting = [tuple(r) for r in self.waiting.get()]
         waiting += [r for r in new if r[at] is not None and r[at] > mark]
         ready = sorted((r for r in waiting if r[at] <= mark), key=lambda r: r[at])
         later = [r for r in waiting if r[at] > mark]
         stored = self.match.get()
         state = match_new_state() if stored is None else json.loads(stored[0])
+        yield from self.feed(key, state, ready)
+        self.match.update((json.dumps(state, separators=(',', ':')),))
+        self.waiting.clear()
+        for timer in list(self.handle.listTimers()):
+            self.handle.deleteTimer(timer)
+        if later:
+            self.waiting.put(later)
+            self.handle.registerTimer(min(r[at] for r in later))
+
+    def feed(
+        self, key: tuple[object, ...], state: MatchState, ready: list[tuple[Any, ...]]
+    ) -> Iterator[Row]:
+        """Feeds ``ready`` rows, in time order, to ``state``; a row per match."""
+        kinds = [f.dataType for f in self.state.fields]
+        dates = [k.simpleString() == 'date' for k in kinds]
+        at = len(kinds) - 1
         output = Row(*self.output)
         for row in ready:
             values = [
@@ -235,19 +251,19 @@ class MatchRecognizer(StatefulProcessor):
                         value = kinds[column].fromInternal(value)
                     out.append(value)
                 yield output(*key, *out)
-        self.match.update((json.dumps(state, separators=(',', ':')),))
-        self.waiting.clear()
-        for timer in list(self.handle.listTimers()):
-            self.handle.deleteTimer(timer)
-        if later:
-            self.waiting.put(later)
-            self.handle.registerTimer(min(r[at] for r in later))
 
     def handleInputRows(
         self, key: tuple[object, ...], rows: Iterator[Row], timerValues: TimerValues
     ) -> Iterator[Row]:
         names = self.state.fieldNames()
         new = [tuple(row[n] for n in names) for row in rows]
+        if not self.streaming:
+            # batch: every row of the key at once, in time order (none is late), and the
+            # partial matches open at the input's end dropped, as Flink's batch Match
+            at = len(names) - 1
+            ready = sorted((r for r in new if r[at] is not None), key=lambda r: r[at])
+            yield from self.feed(key, match_new_state(), ready)
+            return
         yield from self.emit(key, timerValues.getCurrentWatermarkInMs(), new)
 
     def handleExpiredTimer(
@@ -262,7 +278,7 @@ class MatchRecognizer(StatefulProcessor):
 def match_recognize(
     df: DataFrame, keys: list[str], column: str, columns: list[str], nfa: Nfa,
     conditions: list[Callable[[MatchContext], object] | None], past_last_row: bool,
-    measures: list[tuple[str, str, int, int, int, int]],
+    measures: list[tuple[str, str, int, int, int, int]], streaming: bool,
 ) -> DataFrame:
     """``df``'s matches, one row each: the keys, then each measure (name, function,
     variable, column index in ``columns`` + the time (``len(columns)``: ``column`` as epoch
@@ -298,11 +314,11 @@ def match_recognize(
             nfa, conditions, past_last_row,
             [(function, variable, at, offset, bits) for _, function, variable, at, offset, bits
              in measures],
-            state, [*keys, *[m[0] for m in measures]],
+            state, [*keys, *[m[0] for m in measures]], streaming,
         ),
         StructType([StructField(k, fields[k].dataType, True) for k in keys] + results),
         'Append',
-        'EventTime',
+        'EventTime' if streaming else 'None',
     )
     return matched.withColumns(
         {name: F.timestamp_millis(F.col(quoted(name))) for name in times}

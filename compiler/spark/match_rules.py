@@ -1,6 +1,7 @@
-"""The Spark rules of MATCH_RECOGNIZE (docs/language.md#match_recognize): its processor
-feeds a key's rows to the pattern once the watermark passes them, so the ORDER BY column
-must carry one; it runs only on the RocksDB store; batch mode has no processor for it."""
+"""The Spark rules of MATCH_RECOGNIZE (docs/language.md#match_recognize): streaming, its
+processor feeds a key's rows to the pattern once the watermark passes them, so the ORDER
+BY column must carry one, and it keeps state only on the RocksDB store; batch mode feeds
+each key's rows at once and keeps no state."""
 
 from __future__ import annotations
 
@@ -15,21 +16,14 @@ if TYPE_CHECKING:
 
 
 def check_match_time(query: Query, lineage: Lineage, reporter: _OncePerPlace) -> None:
-    """E0759: MATCH_RECOGNIZE in batch mode, ordered by a column without a watermark, or
-    on a store other than RocksDB (Spark's transformWithState refuses the others)."""
+    """E0759, streaming: MATCH_RECOGNIZE ordered by a column without a watermark, or on a
+    store other than RocksDB (Spark's transformWithState refuses the others)."""
     settings = lineage.program.settings
     for step in query.stateful:
         if not isinstance(step, MatchStep):
             continue
         if settings.execution_mode == "batch":
-            reporter.error(
-                Code.E0759,
-                "MATCH_RECOGNIZE does not run in batch mode yet",
-                step.node.keyword_span,
-                help="run the job in streaming mode (its files are read to the end with "
-                "flowc run --available-now)",
-            )
-            continue
+            continue  # every row at once, in time order: no watermark, no state kept
         order = step.node.order
         if order.value not in lineage.columns_before(query.insert, step):
             reporter.error(

@@ -333,12 +333,21 @@ class PatternMatcher:
     span: Span
     keys: tuple[str, ...]
     column: str
+    streaming: bool
 
     @property
     def line(self) -> int:
         return self.span.line
 
     def to_text(self) -> str:
+        if not self.streaming:
+            return (
+                f"line {self.line}: MATCH_RECOGNIZE (PARTITION BY {', '.join(self.keys)} "
+                f"ORDER BY {self.column}) runs as a processor (transformWithState, batch): "
+                "each key's rows at once, in time order (none is late), through the "
+                "pattern's state machine; the partial matches open at the input's end are "
+                "dropped, as Flink's batch Match drops them"
+            )
         return (
             f"line {self.line}: MATCH_RECOGNIZE (PARTITION BY {', '.join(self.keys)} ORDER BY "
             f"{self.column}) runs as a stateful processor (transformWithState, event time): "
@@ -761,7 +770,7 @@ def build_spark_plan(
     }
     deduplicators = _within_deduplicators(program, tree, graph, batch)
     overs = _over_aggregators(program, tree, graph, batch)
-    matchers = {} if batch else _pattern_matchers(program, tree, graph)
+    matchers = _pattern_matchers(program, tree, graph, batch)
     changelogs = {} if batch else _changelog_processors(program, tree, graph)
     firsts = {} if batch else _rowtime_firsts(program, tree, graph)
     join_filters = {} if batch else _join_filters(program, tree, graph, changelogs)
@@ -1368,7 +1377,7 @@ def _over_aggregators(
 
 
 def _pattern_matchers(
-    program: Program, tree: TransformationTree, graph: StreamGraph
+    program: Program, tree: TransformationTree, graph: StreamGraph, batch: bool
 ) -> dict[int, PatternMatcher]:
     """The MATCH_RECOGNIZE steps a query runs, by node id."""
     found: dict[int, PatternMatcher] = {}
@@ -1380,7 +1389,11 @@ def _pattern_matchers(
             if node is None or node in found or node not in graph.nodes:
                 continue
             found[node] = PatternMatcher(
-                node_id=node, span=step.span, keys=step.keys, column=step.node.order.value
+                node_id=node,
+                span=step.span,
+                keys=step.keys,
+                column=step.node.order.value,
+                streaming=not batch,
             )
     return found
 
