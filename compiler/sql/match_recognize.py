@@ -15,7 +15,9 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from flowc import ast
+from flowc.errorcodes import Code
 from flowc.fast_dataclass import dataclass
+from flowc.limits import MAX_NESTING, MAX_TREE_DEPTH
 from flowc.spans import Span
 
 _NOT_YET = "MATCH_RECOGNIZE is not run yet in any form; "
@@ -23,12 +25,14 @@ _NOT_YET = "MATCH_RECOGNIZE is not run yet in any form; "
 
 @dataclass(frozen=True, slots=True)
 class Refusal:
-    """A part of the clause outside the subset: message, hint, ``[start, end)``."""
+    """A part of the clause outside the subset: message, hint, ``[start, end)``; ``code``
+    E0759, or E0004 for a condition nested past the compiler's bounds."""
 
     message: str
     hint: str
     start: int
     end: int
+    code: Code = Code.E0759
 
 
 @dataclass(frozen=True, slots=True)
@@ -429,11 +433,12 @@ def _refused_calls(code: str, start: int, end: int) -> list[Refusal]:
 class _NotInSubset(Exception):
     """A part of a condition or measure outside the subset, at ``[start, end)``."""
 
-    def __init__(self, message: str, start: int, end: int) -> None:
+    def __init__(self, message: str, start: int, end: int, code: Code = Code.E0759) -> None:
         super().__init__(message)
         self.message = message
         self.start = start
         self.end = end
+        self.code = code
 
 
 _TOKEN = re.compile(
@@ -467,6 +472,7 @@ class _ExpressionReader:
             self.tokens.append((kind, found.group(kind), found.start(kind), found.end(kind)))
             position = found.end()
         self.at = 0
+        self.depth = 0
         self.to_span = span
         #: Each node's place in the text, by id (the nodes live as long as the reader).
         self.places: dict[int, tuple[int, int]] = {}
@@ -507,10 +513,42 @@ class _ExpressionReader:
         extra = self.peek()
         if extra is not None:
             raise _NotInSubset(f"unexpected {extra[1]!r} here", extra[2], extra[3])
+        # The passes after this walk the tree recursively: its depth is bounded (a chain
+        # of + or AND is as deep as it is long).
+        stack = [(expr, 1)]
+        while stack:
+            node, depth = stack.pop()
+            if depth > MAX_TREE_DEPTH:
+                raise _NotInSubset(
+                    f"this condition's tree is more than {MAX_TREE_DEPTH} levels deep",
+                    self.start(expr),
+                    self.end(expr),
+                    Code.E0004,
+                )
+            if isinstance(node, ast.MatchUnary):
+                stack.append((node.operand, depth + 1))
+            elif isinstance(node, ast.MatchBinary):
+                stack += [(node.left, depth + 1), (node.right, depth + 1)]
         return expr
 
     def expression(self, least: int) -> ast.MatchExpr:
-        """Binding powers: OR 1, AND 2, NOT 3, comparisons 4, IS 5, + and - 6, * 7."""
+        """Binding powers: OR 1, AND 2, NOT 3, comparisons 4, IS 5, + and - 6, * 7. Each
+        bracket, NOT or - open is a level; past MAX_NESTING, E0004 (no deep recursion)."""
+        self.depth += 1
+        try:
+            return self._expression(least)
+        finally:
+            self.depth -= 1
+
+    def _expression(self, least: int) -> ast.MatchExpr:
+        if self.depth > MAX_NESTING:
+            token = self.peek() or self.tokens[-1]
+            raise _NotInSubset(
+                f"this condition is nested more than {MAX_NESTING} levels deep",
+                token[2],
+                token[3],
+                Code.E0004,
+            )
         left = self.prefix()
         while True:
             op = self.word()
@@ -716,8 +754,8 @@ def match_input(
         ]
     refusals: list[Refusal] = []
 
-    def refuse(message: str, start: int, end: int, hint: str) -> None:
-        refusals.append(Refusal(message, hint, start, end))
+    def refuse(message: str, start: int, end: int, hint: str, code: Code = Code.E0759) -> None:
+        refusals.append(Refusal(message, hint, start, end, code))
 
     def names(places: tuple[tuple[int, int], ...], what: str) -> list[ast.Name]:
         out = []
@@ -783,13 +821,13 @@ def match_input(
         try:
             conditions[variable.upper()] = _ExpressionReader(source, start, end, span).whole()
         except _NotInSubset as error:
-            refuse(error.message, error.start, error.end, _EXPRESSION_HINT)
+            refuse(error.message, error.start, error.end, _EXPRESSION_HINT, error.code)
     measures = []
     for alias, start, end in clause.measures:
         try:
             call = _ExpressionReader(source, start, end, span).whole()
         except _NotInSubset as error:
-            refuse(error.message, error.start, error.end, _MEASURE_HINT)
+            refuse(error.message, error.start, error.end, _MEASURE_HINT, error.code)
             continue
         if not (
             (isinstance(call, ast.MatchCall) and call.function != "PREV")

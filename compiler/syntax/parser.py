@@ -184,7 +184,7 @@ def _match_recognize(
             continue
         refused = True
         for part in parts:
-            reporter.error(Code.E0759, part.message, span(part.start, part.end), help=part.hint)
+            reporter.error(part.code, part.message, span(part.start, part.end), help=part.hint)
     if refused or taken is None:
         return None
     hidden = f"{taken.table}$match"
