@@ -972,3 +972,16 @@ def test_the_engine_emits_the_tied_match_flinks_queue_puts_first() -> None:
         conditions = [_condition_pair(kind, bound)[1] for _, _, _, _, kind, bound in spec]
         tied += _engine_against_port(_spec_port(spec), conditions, past_last, prices)
     assert tied >= 40, tied
+
+
+def test_the_language_server_shows_the_clause_as_written() -> None:
+    """The hidden view a clause is read as is no symbol of the document (no name of it is
+    written), and a hover on the clause shows its Match step."""
+    from flowc.lsp.analysis import analyse, hover
+
+    document = analyse("file:///job.flow", MATCH_JOB, "job.flow")
+    assert [(s.name, s.kind) for s in document.symbols] == [("t", "source"), ("o", "sink")]
+    line = next(i for i, t in enumerate(MATCH_JOB.splitlines(), 1) if "MATCH_RECOGNIZE" in t)
+    column = MATCH_JOB.splitlines()[line - 1].index("MATCH_RECOGNIZE") + 2
+    shown = hover(document, line, column)
+    assert shown is not None and "match" in shown

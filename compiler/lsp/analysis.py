@@ -121,6 +121,11 @@ def _symbols(tree: ast.Program) -> list[Symbol]:
         elif isinstance(statement, ast.CreateSink):
             found.append(Symbol(statement.name.value, "sink", statement.span, statement.name.span))
         elif isinstance(statement, ast.CreateView):
+            query = statement.query
+            if isinstance(query, ast.PipeQuery) and any(
+                isinstance(step, ast.MatchRecognize) for step in query.steps
+            ):
+                continue  # the hidden view a MATCH_RECOGNIZE is read as: no name written
             found.append(Symbol(statement.name.value, "view", statement.span, statement.name.span))
             query = statement.query
             if isinstance(query, ast.PipeQuery):
