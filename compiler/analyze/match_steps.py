@@ -17,7 +17,7 @@ _READ = frozenset(
     {"TINYINT", "SMALLINT", "INT", "BIGINT", "FLOAT", "DOUBLE", "STRING", "BOOLEAN", "DATE"}
 )
 _ARITHMETIC = ("INT", "BIGINT", "DOUBLE")
-_NUMBERS = frozenset({"TINYINT", "SMALLINT", "INT", "BIGINT", "FLOAT", "DOUBLE"})
+NUMBERS = frozenset({"TINYINT", "SMALLINT", "INT", "BIGINT", "FLOAT", "DOUBLE"})
 #: The aggregates' argument types and results (Flink's: SUM and AVG of an integer are of
 #: its type, AVG truncated; asked of Flink 2.3 for INT).
 _SUMMED = frozenset({"INT", "BIGINT", "DOUBLE"})
@@ -25,6 +25,20 @@ _ORDERED = frozenset({"TINYINT", "SMALLINT", "INT", "BIGINT", "DOUBLE", "STRING"
 #: The ORDER BY column's type (a TIMESTAMP_NTZ's epoch milliseconds depend on the time
 #: zone: not taken yet).
 _TIMES = ("TIMESTAMP",)
+
+
+def literal_type(literal: ast.MatchLiteral) -> str:
+    """A literal's type as Flink types it: an integer INT, or BIGINT past INT's range."""
+    if literal.kind == "int":
+        value = literal.value
+        assert isinstance(value, int)
+        return "INT" if -(2**31) <= value < 2**31 else "BIGINT"
+    return {"double": "DOUBLE", "string": "STRING", "boolean": "BOOLEAN"}.get(literal.kind, "NULL")
+
+
+def arithmetic_type(left: str, right: str) -> str:
+    """The type of ``+``, ``-`` or ``*`` of two of INT, BIGINT and DOUBLE: the wider."""
+    return next(t for t in ("DOUBLE", "BIGINT", "INT") if t in (left, right))
 
 
 class _Refused(Exception):
@@ -78,13 +92,7 @@ class _Typer:
 
     def type(self, expr: ast.MatchExpr) -> str:
         if isinstance(expr, ast.MatchLiteral):
-            if expr.kind == "int":
-                value = expr.value
-                assert isinstance(value, int)
-                return "INT" if -(2**31) <= value < 2**31 else "BIGINT"
-            return {"double": "DOUBLE", "string": "STRING", "boolean": "BOOLEAN"}.get(
-                expr.kind, "NULL"
-            )
+            return literal_type(expr)
         if isinstance(expr, ast.MatchColumn):
             return self.read(expr.variable, expr.column, expr.span)
         if isinstance(expr, ast.MatchCall):
@@ -116,9 +124,9 @@ class _Typer:
                         "(INT, BIGINT and DOUBLE are)",
                         side.span,
                     )
-            return next(t for t in ("DOUBLE", "BIGINT", "INT") if t in (left, right))
+            return arithmetic_type(left, right)
         comparable = (
-            left == right or "NULL" in (left, right) or (left in _NUMBERS and right in _NUMBERS)
+            left == right or "NULL" in (left, right) or (left in NUMBERS and right in NUMBERS)
         )
         if not comparable:
             raise self.refuse(f"compares {left} with {right}", expr.span, Code.E0210)

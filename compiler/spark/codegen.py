@@ -149,12 +149,22 @@ class PysparkGenerator(SourceWriter, StepWriter, SinkWriter):
             self.python_functions()
         if self.parsed_sources:
             self.malformed_helpers()
+        # ``quoted`` is copied once, with the first helpers that call it (the malformed
+        # records' helpers copy it themselves).
+        quoted_copied = bool(self.parsed_sources)
+
+        def with_quoted(
+            helpers: tuple[Callable[..., object], ...],
+        ) -> tuple[Callable[..., object], ...]:
+            nonlocal quoted_copied
+            if quoted_copied:
+                return helpers
+            quoted_copied = True
+            return (quoted, *helpers)
+
         upserts = {q.connector for q in self.spark_plan.queries if q.upsert_key is not None}
         if upserts:
-            helpers: list[Callable[..., object]] = [
-                *([] if self.parsed_sources else [quoted]),
-                *UPSERT_HELPERS,
-            ]
+            helpers: list[Callable[..., object]] = list(with_quoted(UPSERT_HELPERS))
             if not self.batch and any(cdc_upsert(self.program, i) for i in self.program.inserts):
                 helpers.append(changes_in_order)
             if "postgres" in upserts:
@@ -175,51 +185,21 @@ class PysparkGenerator(SourceWriter, StepWriter, SinkWriter):
                 if any(d.pandas for d in self.spark_plan.within_deduplicators.values())
                 else DEDUPLICATE_WITHIN_HELPERS
             )
-            if not (self.parsed_sources or upserts):  # the ones that copy ``quoted``
-                within = (quoted, *within)
-            self.copy_functions(source_text(within))
+            self.copy_functions(source_text(with_quoted(within)))
         if self.spark_plan.over_aggregators:
-            over: tuple[Callable[..., object], ...] = OVER_HELPERS
-            if not (self.parsed_sources or upserts or self.spark_plan.within_deduplicators):
-                over = (quoted, *over)
-            self.copy_functions(source_text(over))
+            self.copy_functions(source_text(with_quoted(OVER_HELPERS)))
         if self.spark_plan.changelog_processors:
             changelog: tuple[Callable[..., object], ...] = CHANGELOG_HELPERS
             if any(c.kind == "JOIN" for c in self.spark_plan.changelog_processors.values()):
                 changelog = (*changelog, *CHANGELOG_JOIN_HELPERS)
-            if not (
-                self.parsed_sources
-                or upserts
-                or self.spark_plan.within_deduplicators
-                or self.spark_plan.over_aggregators
-            ):
-                changelog = (quoted, *changelog)
-            self.copy_functions(source_text(changelog))
+            self.copy_functions(source_text(with_quoted(changelog)))
         if self.spark_plan.rowtime_firsts:
             firsts: tuple[Callable[..., object], ...] = ROWTIME_FIRST_HELPERS
             if self.spark_plan.changelog_processors:  # spark_order is copied already
                 firsts = tuple(f for f in firsts if f not in CHANGELOG_HELPERS)
-            if not (
-                self.parsed_sources
-                or upserts
-                or self.spark_plan.within_deduplicators
-                or self.spark_plan.over_aggregators
-                or self.spark_plan.changelog_processors
-            ):
-                firsts = (quoted, *firsts)
-            self.copy_functions(source_text(firsts))
+            self.copy_functions(source_text(with_quoted(firsts)))
         if self.spark_plan.pattern_matchers:
-            matching: tuple[Callable[..., object], ...] = MATCH_HELPERS
-            if not (
-                self.parsed_sources
-                or upserts
-                or self.spark_plan.within_deduplicators
-                or self.spark_plan.over_aggregators
-                or self.spark_plan.changelog_processors
-                or self.spark_plan.rowtime_firsts
-            ):
-                matching = (quoted, *matching)
-            self.copy_functions(source_text(matching))
+            self.copy_functions(source_text(with_quoted(MATCH_HELPERS)))
         for source in self.program.sources:
             self.source(source)
         self.main()

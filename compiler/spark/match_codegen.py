@@ -6,13 +6,12 @@ the measures as the processor's tuples."""
 from __future__ import annotations
 
 from flowc import ast
+from flowc.analyze.match_steps import NUMBERS, arithmetic_type, literal_type
 from flowc.program import MatchStep
 from flowc.spark.match_runtime import compile_pattern
 
 #: The bits of Java's arithmetic in each integer type flowc computes with (DOUBLE: 0).
 _BITS = {"INT": 32, "BIGINT": 64}
-_LITERAL_TYPES = {"double": "DOUBLE", "string": "STRING", "boolean": "BOOLEAN", "null": "NULL"}
-_NUMBERS = frozenset({"TINYINT", "SMALLINT", "INT", "BIGINT", "FLOAT", "DOUBLE"})
 
 
 class _Conditions:
@@ -29,11 +28,7 @@ class _Conditions:
     def code(self, expr: ast.MatchExpr) -> tuple[str, str]:
         """The expression's Python text (of context ``c``) and its type."""
         if isinstance(expr, ast.MatchLiteral):
-            if expr.kind == "int":
-                value = expr.value
-                assert isinstance(value, int)
-                return repr(value), "INT" if -(2**31) <= value < 2**31 else "BIGINT"
-            return repr(expr.value), _LITERAL_TYPES[expr.kind]
+            return repr(expr.value), literal_type(expr)
         if isinstance(expr, ast.MatchColumn):
             at = self.columns[expr.column.lower()]
             kind = self.types[expr.column.lower()]
@@ -66,11 +61,11 @@ class _Conditions:
         if expr.op == "OR":
             return f"match_or({left}, {right})", "BOOLEAN"
         if expr.op in ("+", "-", "*"):
-            result = next(t for t in ("DOUBLE", "BIGINT", "INT") if t in (left_type, right_type))
+            result = arithmetic_type(left_type, right_type)
             bits = _BITS.get(result, 0)
             return f"match_arithmetic({expr.op!r}, {left}, {right}, {bits})", result
         doubles = {"FLOAT", "DOUBLE"}
-        if {left_type, right_type} & doubles and {left_type, right_type} <= _NUMBERS:
+        if {left_type, right_type} & doubles and {left_type, right_type} <= NUMBERS:
             # Java compares an integer with a double as doubles
             left, right = f"match_double({left})", f"match_double({right})"
         return f"match_compare({expr.op!r}, {left}, {right})", "BOOLEAN"
